@@ -1,0 +1,157 @@
+/* The backend interface: a table of function pointers (memory, copy queues, events, ops) that every device implements. */
+#ifndef VDNN_BACKEND_H
+#define VDNN_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "graph/graph.h"
+
+/* Queues. Ops run on the compute queue; each copy direction has its own queue
+ * (its own engine on a GPU, a worker thread on the CPU). */
+typedef enum vdnn_queue_id {
+    VDNN_QUEUE_COMPUTE = 0,
+    VDNN_QUEUE_D2H = 1,
+    VDNN_QUEUE_H2D = 2,
+    VDNN_QUEUE_COUNT
+} vdnn_queue_id;
+
+typedef struct vdnn_event vdnn_event;   /* opaque, backend-owned */
+typedef struct vdnn_op vdnn_op;         /* a prepared kernel for one layer */
+
+/* Everything an op needs to know about one layer, independent of memory. */
+typedef struct vdnn_op_desc {
+    vdnn_layer_kind kind;
+    int n_inputs;
+    vdnn_shape in[VDNN_MAX_INPUTS];
+    vdnn_shape out;
+    vdnn_layer_params p;
+    bool training;       /* batchnorm: batch statistics (true) or running statistics */
+} vdnn_op_desc;
+
+/* What an op needs beyond its inputs and outputs, as numbers the planner uses.
+ * Filled by ops.query without touching a device. */
+typedef struct vdnn_op_info {
+    size_t aux_bytes;    /* written by forward, read by backward (pool indices, BN batch mean/var) */
+    size_t fwd_ws_bytes; /* scratch during forward only */
+    size_t bwd_ws_bytes; /* scratch during backward only */
+    bool bwd_needs_x;    /* backward reads the inputs' values */
+    bool bwd_needs_y;    /* backward reads the output's values */
+    bool inplace_ok;     /* forward may write y over x[0] (x[0] == y) */
+} vdnn_op_info;
+
+/* Pointers for one forward or backward call. All float pointers are device pointers.
+ * Unused fields are NULL. */
+typedef struct vdnn_op_args {
+    const float *x[VDNN_MAX_INPUTS];
+    float *y;
+    const float *w;          /* conv/fc weights; batchnorm gamma */
+    const float *b;          /* conv/fc bias; batchnorm beta */
+    float *stats;            /* batchnorm running mean then running var (2*C) */
+    bool update_stats;       /* batchnorm forward: update running statistics */
+    float *aux;              /* op_info.aux_bytes */
+    float *ws;               /* op_info.fwd_ws_bytes / bwd_ws_bytes */
+    const float *dy;
+    float *dx[VDNN_MAX_INPUTS]; /* overwritten, not accumulated; NULL: not wanted */
+    float *dw, *db;          /* overwritten, not accumulated */
+    const int32_t *labels;   /* softmax_xent: device pointer, n labels */
+    float *loss;             /* softmax_xent forward: device pointer to one float (mean loss) */
+    uint64_t seed;           /* dropout: mask = f(seed, index), so recompute reproduces it */
+} vdnn_op_args;
+
+typedef enum vdnn_copy_kind { VDNN_COPY_D2H, VDNN_COPY_H2D, VDNN_COPY_D2D } vdnn_copy_kind;
+
+typedef struct vdnn_backend_ops {
+    const char *name;                         /* "cpu", "cuda" */
+    void (*destroy)(vdnn_backend_t *be);
+
+    /* Device memory: the memory manager asks for one block per arena and carves it. */
+    vdnn_status (*dev_alloc)(vdnn_backend_t *be, size_t bytes, void **ptr, vdnn_error *err);
+    void (*dev_free)(vdnn_backend_t *be, void *ptr);
+    /* Host memory that copy queues can read and write asynchronously (pinned on CUDA). */
+    vdnn_status (*host_alloc)(vdnn_backend_t *be, size_t bytes, void **ptr, vdnn_error *err);
+    void (*host_free)(vdnn_backend_t *be, void *ptr);
+    /* Free device bytes (SIZE_MAX when unlimited, as on the CPU). */
+    size_t (*dev_free_bytes)(vdnn_backend_t *be);
+
+    /* Enqueue a copy on a queue; returns at once. D2H/H2D go on their copy queues. */
+    vdnn_status (*copy_async)(vdnn_backend_t *be, vdnn_queue_id q, void *dst, const void *src,
+                              size_t bytes, vdnn_copy_kind kind, vdnn_error *err);
+    /* Blocking copies for set-up, checkpoints and tests (not used inside an iteration). */
+    vdnn_status (*upload)(vdnn_backend_t *be, void *dev_dst, const void *host_src, size_t bytes, vdnn_error *err);
+    vdnn_status (*download)(vdnn_backend_t *be, void *host_dst, const void *dev_src, size_t bytes, vdnn_error *err);
+
+    /* Events order queues: record marks a point in q; wait makes q wait for it;
+     * sync blocks the caller until it has happened. */
+    vdnn_status (*event_create)(vdnn_backend_t *be, vdnn_event **ev, vdnn_error *err);
+    void (*event_destroy)(vdnn_backend_t *be, vdnn_event *ev);
+    vdnn_status (*event_record)(vdnn_backend_t *be, vdnn_event *ev, vdnn_queue_id q, vdnn_error *err);
+    vdnn_status (*event_wait)(vdnn_backend_t *be, vdnn_queue_id q, vdnn_event *ev, vdnn_error *err);
+    vdnn_status (*event_sync)(vdnn_backend_t *be, vdnn_event *ev, vdnn_error *err);
+    /* Blocks until every queue is idle. */
+    vdnn_status (*sync_all)(vdnn_backend_t *be, vdnn_error *err);
+
+    /* Ops. query is pure (no device work); create prepares kernels for one layer. */
+    vdnn_status (*op_query)(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err);
+    vdnn_status (*op_create)(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op **op, vdnn_error *err);
+    void (*op_destroy)(vdnn_backend_t *be, vdnn_op *op);
+    vdnn_status (*op_forward)(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
+    vdnn_status (*op_backward)(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
+
+    /* Element-wise helpers on device memory (compute queue). */
+    vdnn_status (*fill)(vdnn_backend_t *be, float *dst, float value, size_t n, vdnn_error *err);
+    vdnn_status (*accumulate)(vdnn_backend_t *be, float *dst, const float *src, size_t n, vdnn_error *err); /* dst += src */
+    /* SGD with momentum and weight decay, PyTorch's rule:
+     * g = dw + wd*w; v = momentum*v + g; w -= lr*v. */
+    vdnn_status (*sgd_update)(vdnn_backend_t *be, float *w, const float *dw, float *v, size_t n,
+                              float lr, float momentum, float weight_decay, vdnn_error *err);
+    /* Fills `poison` pattern (NaN) over device memory, for the --poison debug mode. */
+    vdnn_status (*poison)(vdnn_backend_t *be, void *dst, size_t bytes, vdnn_error *err);
+} vdnn_backend_ops;
+
+/* Every backend struct starts with this. */
+struct vdnn_backend {
+    const vdnn_backend_ops *ops;
+    int threads;
+};
+
+/* Backends compiled into this build. */
+typedef struct vdnn_cpu_options {
+    int threads;                 /* 0: all cores */
+    double link_bandwidth_d2h;   /* bytes/s the copy queues are throttled to; 0: unthrottled */
+    double link_bandwidth_h2d;
+} vdnn_cpu_options;
+
+vdnn_status vdnn_backend_cpu_create(const vdnn_cpu_options *opt, vdnn_backend_t **out, vdnn_error *err);
+
+/* Creates the CUDA backend if this build has one and a GPU is usable;
+ * VDNN_ERR_NO_DEVICE with a one-line reason otherwise. */
+vdnn_status vdnn_backend_cuda_create(int device, int threads, vdnn_backend_t **out, vdnn_error *err);
+
+static inline void vdnn_backend_destroy(vdnn_backend_t *be)
+{
+    if (be) be->ops->destroy(be);
+}
+
+/* The op description of layer `i` of a resolved graph. */
+void vdnn_op_desc_from_layer(const vdnn_graph_t *g, int i, bool training, vdnn_op_desc *d);
+
+/* Counter-based dropout mask shared by every backend: element `i` is kept iff
+ * vdnn_dropout_keep(seed, i, p). Pure, so recompute reproduces the mask. */
+static inline uint64_t vdnn_mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+static inline bool vdnn_dropout_keep(uint64_t seed, uint64_t i, float p)
+{
+    uint64_t r = vdnn_mix64(seed ^ vdnn_mix64(i));
+    double u = (double)(r >> 11) * (1.0 / 9007199254740992.0);
+    return u >= (double)p;
+}
+
+#endif

@@ -1,0 +1,57 @@
+/* Internals shared by the CPU backend's files: the backend struct, the op struct, and the per-kind op table. */
+#ifndef VDNN_BACKEND_CPU_INTERNAL_H
+#define VDNN_BACKEND_CPU_INTERNAL_H
+
+#include <pthread.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "backend/backend.h"
+
+typedef struct cpu_copy_queue cpu_copy_queue; /* a worker thread running copies in order (cpu_backend.c) */
+
+typedef struct cpu_backend {
+    vdnn_backend_t base;           /* must be first */
+    vdnn_cpu_options opt;
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    cpu_copy_queue *copyq[VDNN_QUEUE_COUNT]; /* [VDNN_QUEUE_D2H], [VDNN_QUEUE_H2D]; compute runs on the caller */
+} cpu_backend;
+
+typedef struct cpu_op_impl cpu_op_impl;
+
+struct vdnn_op {
+    vdnn_op_desc d;
+    vdnn_op_info info;
+    const cpu_op_impl *impl;
+    void *state;                   /* owned by impl (oneDNN primitives, memory descriptors) */
+};
+
+/* One implementation per layer kind (or family). query must not allocate device memory. */
+struct cpu_op_impl {
+    vdnn_status (*query)(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err);
+    vdnn_status (*create)(cpu_backend *be, vdnn_op *op, vdnn_error *err);  /* op->d, op->info are set */
+    void (*destroy)(cpu_backend *be, vdnn_op *op);
+    vdnn_status (*forward)(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
+    vdnn_status (*backward)(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
+};
+
+/* oneDNN-backed ops (cpu_ops_dnnl_*.c). */
+extern const cpu_op_impl vdnn_cpu_op_conv;
+extern const cpu_op_impl vdnn_cpu_op_pool;      /* max and average */
+extern const cpu_op_impl vdnn_cpu_op_relu;
+extern const cpu_op_impl vdnn_cpu_op_lrn;
+extern const cpu_op_impl vdnn_cpu_op_batchnorm;
+extern const cpu_op_impl vdnn_cpu_op_fc;
+/* Hand-written ops (cpu_ops_simple.c): nothing in oneDNN/BLAS fits them directly. */
+extern const cpu_op_impl vdnn_cpu_op_dropout;
+extern const cpu_op_impl vdnn_cpu_op_concat;
+extern const cpu_op_impl vdnn_cpu_op_add;
+extern const cpu_op_impl vdnn_cpu_op_gap;
+extern const cpu_op_impl vdnn_cpu_op_flatten;
+extern const cpu_op_impl vdnn_cpu_op_softmax_xent;
+
+/* Turns a oneDNN status into a vdnn error naming `what`. */
+vdnn_status vdnn_cpu_dnnl_check(dnnl_status_t s, const char *what, vdnn_error *err);
+
+#endif

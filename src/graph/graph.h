@@ -1,0 +1,104 @@
+/* The layer graph: layer kinds and parameters, the DAG in topological order, shape inference and cost counts. */
+#ifndef VDNN_GRAPH_H
+#define VDNN_GRAPH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/error.h"
+#include "vdnn/vdnn.h"
+
+#define VDNN_MAX_INPUTS 8
+#define VDNN_NAME_LEN 64
+
+typedef enum vdnn_layer_kind {
+    VDNN_LAYER_INPUT = 0, /* the data; always layer 0, named "data" */
+    VDNN_LAYER_CONV,
+    VDNN_LAYER_MAXPOOL,
+    VDNN_LAYER_AVGPOOL,
+    VDNN_LAYER_RELU,
+    VDNN_LAYER_LRN,
+    VDNN_LAYER_BATCHNORM,
+    VDNN_LAYER_DROPOUT,
+    VDNN_LAYER_FC,
+    VDNN_LAYER_CONCAT,
+    VDNN_LAYER_ADD,
+    VDNN_LAYER_GAP,       /* global average pooling -> n x c x 1 x 1 */
+    VDNN_LAYER_FLATTEN,   /* n x c x h x w -> n x (c*h*w) x 1 x 1 */
+    VDNN_LAYER_SOFTMAX_XENT, /* softmax + mean cross-entropy against labels; the loss */
+    VDNN_LAYER_KIND_COUNT
+} vdnn_layer_kind;
+
+/* Name used in model files ("conv", "maxpool", ...). */
+const char *vdnn_layer_kind_name(vdnn_layer_kind k);
+
+typedef struct vdnn_layer_params {
+    /* conv, pools */
+    int kernel_h, kernel_w;
+    int stride_h, stride_w;
+    int pad_h, pad_w;
+    int groups;        /* conv */
+    int filters;       /* conv: output channels; fc: outputs (after "classes" is resolved) */
+    int outputs_are_classes; /* fc: outputs=classes in the file */
+    int bias;          /* conv, fc: 1 if a bias is learned */
+    /* lrn (across channels, as AlexNet / PyTorch LocalResponseNorm) */
+    int lrn_size;
+    float lrn_alpha, lrn_beta, lrn_k;
+    /* batchnorm */
+    float bn_eps, bn_momentum;
+    /* dropout */
+    float dropout_p;
+} vdnn_layer_params;
+
+typedef struct vdnn_layer {
+    char name[VDNN_NAME_LEN];
+    vdnn_layer_kind kind;
+    int line;                         /* line of its section header in the model file */
+    int n_inputs;
+    int inputs[VDNN_MAX_INPUTS];      /* indices of earlier layers */
+    vdnn_layer_params p;
+
+    /* Filled by vdnn_graph_resolve(): */
+    vdnn_shape out;                   /* output shape for the resolved batch */
+    size_t n_weight;                  /* conv/fc weights; batchnorm gamma */
+    size_t n_bias;                    /* conv/fc bias; batchnorm beta */
+    size_t n_stats;                   /* batchnorm running mean + running var (2*C) */
+    double flops_fwd;                 /* multiply-adds count as 2 */
+    double flops_bwd;                 /* data + weight gradients */
+    int n_consumers;                  /* layers that read this layer's output */
+} vdnn_layer;
+
+struct vdnn_graph {
+    char name[VDNN_NAME_LEN];         /* [net] name=..., else file stem */
+    char source[512];                 /* file the graph was read from, for messages */
+    vdnn_shape default_input;         /* [net] input=CxHxW, n unused (0 if absent) */
+    int default_classes;              /* [net] classes=N (0 if absent) */
+    int n_layers;
+    vdnn_layer *layers;               /* topological order; layers[0] is the input */
+    /* Resolved: */
+    vdnn_shape input;                 /* n c h w */
+    int classes;
+    bool resolved;
+};
+
+/* Parses a model file. Errors name file and line ("models/x.cfg:12: unknown layer type 'foo'"). */
+vdnn_status vdnn_graph_load(const char *path, vdnn_graph_t **out, vdnn_error *err);
+/* Same, from text in memory; `source` is the name used in messages. */
+vdnn_status vdnn_graph_parse(const char *text, const char *source, vdnn_graph_t **out, vdnn_error *err);
+void vdnn_graph_free(vdnn_graph_t *g);
+
+/* Sets batch, input CxHxW (input.n = batch) and class count, infers every output shape,
+ * parameter counts, consumer counts and FLOPs. Errors (shape mismatch, a dimension that
+ * shrinks to zero) name the file and the layer's line. Can be called again with new sizes. */
+vdnn_status vdnn_graph_resolve(vdnn_graph_t *g, vdnn_shape input, int classes, vdnn_error *err);
+
+/* Index of the layer with this name, or -1. */
+int vdnn_graph_find(const vdnn_graph_t *g, const char *name);
+
+static inline size_t vdnn_shape_count(vdnn_shape s)
+{
+    return (size_t)s.n * (size_t)s.c * (size_t)s.h * (size_t)s.w;
+}
+static inline size_t vdnn_shape_bytes(vdnn_shape s) { return vdnn_shape_count(s) * sizeof(float); }
+
+#endif

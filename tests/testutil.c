@@ -1,0 +1,51 @@
+/* Shared helpers for the cmocka tests. */
+#include "testutil.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void vt_tmpdir(char *buf, size_t len)
+{
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base) base = "/tmp";
+    snprintf(buf, len, "%s/vdnn-test-XXXXXX", base);
+    if (!mkdtemp(buf)) fail_msg("mkdtemp failed for %s", buf);
+}
+
+void vt_rmdir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[4096];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+void vt_write_file(const char *dir, const char *name, const void *data, size_t len, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s/%s", dir, name);
+    FILE *f = fopen(out, "wb");
+    if (!f) fail_msg("cannot write %s", out);
+    if (len && fwrite(data, 1, len, f) != len) fail_msg("short write %s", out);
+    fclose(f);
+}
+
+void vt_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi)
+{
+    uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        x[i] = lo + (hi - lo) * (float)((double)(s >> 11) / 9007199254740992.0);
+    }
+}

@@ -1,0 +1,38 @@
+/* Shared helpers for the cmocka tests: temporary directories, seeded random data, error assertions. */
+#ifndef VDNN_TESTUTIL_H
+#define VDNN_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "core/error.h"
+
+/* Creates a fresh directory under $TMPDIR (or /tmp) and writes its path into buf. */
+void vt_tmpdir(char *buf, size_t len);
+/* Removes a directory made by vt_tmpdir and the files in it. */
+void vt_rmdir(const char *dir);
+/* Writes `len` bytes to dir/name, returns the full path in out. */
+void vt_write_file(const char *dir, const char *name, const void *data, size_t len, char *out, size_t outlen);
+/* Uniform floats in [lo, hi) from a seeded generator. */
+void vt_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi);
+
+/* Asserts that a call failed with `expect` and that the message contains `needle`. */
+#define vt_assert_error(st, err, expect, needle)                                              \
+    do {                                                                                      \
+        vdnn_status st_ = (st);                                                               \
+        if (st_ != (expect) || !strstr((err).msg, (needle)))                                  \
+            fail_msg("expected %s containing \"%s\", got %s: \"%s\"", vdnn_status_name(expect), \
+                     (needle), vdnn_status_name(st_), (err).msg);                             \
+    } while (0)
+
+#define vt_assert_ok(st, err)                                                                 \
+    do {                                                                                      \
+        vdnn_status st_ = (st);                                                               \
+        if (st_ != VDNN_OK) fail_msg("%s: %s", vdnn_status_name(st_), (err).msg);             \
+    } while (0)
+
+#endif
