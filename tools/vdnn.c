@@ -1,3 +1,29 @@
-/* The vdnn command: dispatches subcommands (train, eval, info, plan). */
+/* The vdnn command: dispatches to the train, eval, info and plan subcommands. */
 #include <stdio.h>
-int main(void) { puts("vdnn: under construction"); return 1; }
+#include <string.h>
+
+int vdnn_cmd_train(int argc, char **argv);
+int vdnn_cmd_eval(int argc, char **argv);
+int vdnn_cmd_info(int argc, char **argv);
+int vdnn_cmd_plan(int argc, char **argv);
+
+static const char usage[] =
+    "usage: vdnn COMMAND [flags]   (vdnn COMMAND --help for its flags)\n"
+    "  train   train a model (default: lenet on Fashion-MNIST) and report test accuracy\n"
+    "  eval    evaluate a checkpoint on the test split\n"
+    "  info    layer shapes, parameters, FLOPs and the memory a training step needs\n"
+    "  plan    the memory plan of one training iteration under a policy and budget (dry run)\n";
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    static const struct { const char *name; int (*run)(int, char **); } cmds[] = {
+        {"train", vdnn_cmd_train}, {"eval", vdnn_cmd_eval}, {"info", vdnn_cmd_info}, {"plan", vdnn_cmd_plan}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (!strcmp(argv[1], cmds[i].name)) return cmds[i].run(argc, argv);
+    fprintf(stderr, "vdnn: unknown command '%s'\n%s", argv[1], usage);
+    return 2;
+}

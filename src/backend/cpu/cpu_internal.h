@@ -54,4 +54,11 @@ extern const cpu_op_impl vdnn_cpu_op_softmax_xent;
 /* Turns a oneDNN status into a vdnn error naming `what`. */
 vdnn_status vdnn_cpu_dnnl_check(dnnl_status_t s, const char *what, vdnn_error *err);
 
+/* The backend's op entries, dispatching by layer kind through the op table (cpu_ops_table.c). */
+vdnn_status vdnn_cpu_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err);
+vdnn_status vdnn_cpu_op_create(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op **op, vdnn_error *err);
+void vdnn_cpu_op_destroy(vdnn_backend_t *be, vdnn_op *op);
+vdnn_status vdnn_cpu_op_forward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
+vdnn_status vdnn_cpu_op_backward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
+
 #endif

@@ -1,0 +1,115 @@
+/* Helpers shared by the oneDNN-backed CPU ops: plain memory descriptors and one primitive with its argument memories. */
+#include "backend/cpu/cpu_ops_dnnl_util.h"
+
+#include <string.h>
+
+static const char *arg_name(int arg)
+{
+    switch (arg) {
+    case DNNL_ARG_SRC: return "source";
+    case DNNL_ARG_DST: return "destination";
+    case DNNL_ARG_WEIGHTS: return "weights";
+    case DNNL_ARG_BIAS: return "bias";
+    case DNNL_ARG_MEAN: return "mean";
+    case DNNL_ARG_VARIANCE: return "variance";
+    case DNNL_ARG_SCALE: return "scale";
+    case DNNL_ARG_SHIFT: return "shift";
+    case DNNL_ARG_WORKSPACE: return "workspace (aux)";
+    case DNNL_ARG_SCRATCHPAD: return "scratchpad (ws)";
+    case DNNL_ARG_DIFF_SRC: return "source gradient";
+    case DNNL_ARG_DIFF_DST: return "output gradient";
+    case DNNL_ARG_DIFF_WEIGHTS: return "weights gradient";
+    case DNNL_ARG_DIFF_BIAS: return "bias gradient";
+    case DNNL_ARG_DIFF_SCALE: return "scale gradient";
+    case DNNL_ARG_DIFF_SHIFT: return "shift gradient";
+    }
+    return "argument";
+}
+
+vdnn_status vdnn_cpu_dnnl_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims, dnnl_format_tag_t tag,
+                             const char *what, vdnn_error *err)
+{
+    return vdnn_cpu_dnnl_check(dnnl_memory_desc_init_by_tag(md, ndims, dims, dnnl_f32, tag), what, err);
+}
+
+static bool md_empty(const dnnl_memory_desc_t *md) { return !md || md->ndims == 0; }
+
+vdnn_status vdnn_cpu_dnnl_step_init(cpu_backend *be, const_dnnl_op_desc_t desc, const cpu_dnnl_step *hint,
+                                    bool make_prim, const int *args, int n_args, cpu_dnnl_step *s, const char *what,
+                                    vdnn_error *err)
+{
+    memset(s, 0, sizeof *s);
+    if (n_args > CPU_DNNL_MAX_ARGS)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: %d oneDNN arguments (at most %d)", what, n_args,
+                         CPU_DNNL_MAX_ARGS);
+    dnnl_primitive_attr_t attr = NULL;
+    vdnn_status st = vdnn_cpu_dnnl_check(dnnl_primitive_attr_create(&attr), what, err);
+    if (st) return st;
+    /* User mode: the memory planner owns the scratch bytes, so oneDNN never allocates behind its back. */
+    st = vdnn_cpu_dnnl_check(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), what, err);
+    if (!st)
+        st = vdnn_cpu_dnnl_check(dnnl_primitive_desc_create(&s->pd, desc, attr, be->engine, hint ? hint->pd : NULL),
+                                 what, err);
+    dnnl_primitive_attr_destroy(attr);
+    if (st) return st;
+
+    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(s->pd, dnnl_query_scratchpad_md, 0);
+    s->scratch_bytes = md_empty(smd) ? 0 : dnnl_memory_desc_get_size(smd);
+    if (!make_prim) return VDNN_OK;
+
+    st = vdnn_cpu_dnnl_check(dnnl_primitive_create(&s->prim, s->pd), what, err);
+    if (!st && s->scratch_bytes)
+        st = vdnn_cpu_dnnl_check(dnnl_memory_create(&s->scratch, smd, be->engine, DNNL_MEMORY_NONE), what, err);
+    for (int i = 0; !st && i < n_args; i++) {
+        s->arg[i] = args[i];
+        s->n = i + 1;
+        const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(s->pd, dnnl_query_exec_arg_md, args[i]);
+        if (md_empty(md)) continue;
+        st = vdnn_cpu_dnnl_check(dnnl_memory_create(&s->mem[i], md, be->engine, DNNL_MEMORY_NONE), what, err);
+    }
+    if (st) vdnn_cpu_dnnl_step_fini(s);
+    return st;
+}
+
+size_t vdnn_cpu_dnnl_arg_bytes(const cpu_dnnl_step *s, int arg)
+{
+    if (!s->pd) return 0;
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(s->pd, dnnl_query_exec_arg_md, arg);
+    return md_empty(md) ? 0 : dnnl_memory_desc_get_size(md);
+}
+
+vdnn_status vdnn_cpu_dnnl_step_run(cpu_backend *be, cpu_dnnl_step *s, void *const *ptrs, void *scratch,
+                                   const char *what, vdnn_error *err)
+{
+    if (!s->prim) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: primitive was not created", what);
+    dnnl_exec_arg_t ex[CPU_DNNL_MAX_ARGS + 1];
+    int n = 0;
+    for (int i = 0; i < s->n; i++) {
+        if (!s->mem[i]) continue;
+        if (!ptrs[i]) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: NULL %s buffer", what, arg_name(s->arg[i]));
+        vdnn_status st = vdnn_cpu_dnnl_check(dnnl_memory_set_data_handle(s->mem[i], ptrs[i]), what, err);
+        if (st) return st;
+        ex[n++] = (dnnl_exec_arg_t){s->arg[i], s->mem[i]};
+    }
+    if (s->scratch) {
+        if (!scratch)
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: NULL %s buffer (%zu bytes needed)", what,
+                             arg_name(DNNL_ARG_SCRATCHPAD), s->scratch_bytes);
+        vdnn_status st = vdnn_cpu_dnnl_check(dnnl_memory_set_data_handle(s->scratch, scratch), what, err);
+        if (st) return st;
+        ex[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, s->scratch};
+    }
+    vdnn_status st = vdnn_cpu_dnnl_check(dnnl_primitive_execute(s->prim, be->stream, n, ex), what, err);
+    if (!st) st = vdnn_cpu_dnnl_check(dnnl_stream_wait(be->stream), what, err);
+    return st;
+}
+
+void vdnn_cpu_dnnl_step_fini(cpu_dnnl_step *s)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->mem[i]) dnnl_memory_destroy(s->mem[i]);
+    if (s->scratch) dnnl_memory_destroy(s->scratch);
+    if (s->prim) dnnl_primitive_destroy(s->prim);
+    if (s->pd) dnnl_primitive_desc_destroy(s->pd);
+    memset(s, 0, sizeof *s);
+}

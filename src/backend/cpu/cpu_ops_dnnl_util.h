@@ -1,0 +1,48 @@
+/* Helpers shared by the oneDNN-backed CPU ops: plain memory descriptors and one primitive with its argument memories. */
+#ifndef VDNN_BACKEND_CPU_OPS_DNNL_UTIL_H
+#define VDNN_BACKEND_CPU_OPS_DNNL_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "backend/cpu/cpu_internal.h"
+
+#define CPU_DNNL_MAX_ARGS 10
+
+/* One oneDNN primitive plus a memory object per execution argument, created
+ * without storage: every call points them at that call's buffers, so the
+ * primitive is built once per op and the executor's arena is used in place. */
+typedef struct cpu_dnnl_step {
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t prim;              /* NULL when built only to read sizes */
+    int n;
+    int arg[CPU_DNNL_MAX_ARGS];         /* DNNL_ARG_* in the order run() takes pointers */
+    dnnl_memory_t mem[CPU_DNNL_MAX_ARGS]; /* NULL where this primitive has no such argument */
+    dnnl_memory_t scratch;              /* NULL when the scratchpad is empty */
+    size_t scratch_bytes;
+} cpu_dnnl_step;
+
+/* A plain f32 descriptor: dims in logical order, laid out by `tag`. */
+vdnn_status vdnn_cpu_dnnl_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims, dnnl_format_tag_t tag,
+                             const char *what, vdnn_error *err);
+
+/* Creates the primitive descriptor for `desc` (user scratchpad, `hint` may be NULL)
+ * and, if make_prim, the primitive and one memory per entry of args. */
+vdnn_status vdnn_cpu_dnnl_step_init(cpu_backend *be, const_dnnl_op_desc_t desc, const cpu_dnnl_step *hint,
+                                    bool make_prim, const int *args, int n_args, cpu_dnnl_step *s, const char *what,
+                                    vdnn_error *err);
+
+/* Bytes of the primitive's memory for an execution argument (0 if it has none). */
+size_t vdnn_cpu_dnnl_arg_bytes(const cpu_dnnl_step *s, int arg);
+
+/* Executes with ptrs[i] bound to args[i] of init and `scratch` as the scratchpad,
+ * then waits for the stream. A NULL pointer for an argument the primitive uses fails. */
+vdnn_status vdnn_cpu_dnnl_step_run(cpu_backend *be, cpu_dnnl_step *s, void *const *ptrs, void *scratch,
+                                   const char *what, vdnn_error *err);
+
+void vdnn_cpu_dnnl_step_fini(cpu_dnnl_step *s);
+
+/* Output size of a window of k with stride s and padding p on both sides, as PyTorch computes it. */
+static inline int vdnn_cpu_window_out(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
+
+#endif

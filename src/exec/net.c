@@ -1,0 +1,403 @@
+/* A trainable network: sizes, plans and budget checks, ops, arena and host pool, parameters and their checkpoints. */
+#include "exec/net.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void vdnn_net_config_default(vdnn_net_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->batch = 64;
+    c->policy = VDNN_POLICY_NONE;
+    c->budget = SIZE_MAX;
+    c->host_budget = SIZE_MAX;
+    c->seed = 1;
+    c->momentum = 0.9f;
+    c->weight_decay = 5e-4f;
+}
+
+uint64_t vdnn_net_dropout_seed(uint64_t run_seed, int64_t step, int layer)
+{
+    return vdnn_mix64(run_seed ^ vdnn_mix64(((uint64_t)step << 16) ^ (uint64_t)layer));
+}
+
+uint64_t vdnn_net_model_hash(const vdnn_net_t *net)
+{
+    uint64_t h = 1469598103934665603ULL;
+#define MIX(v)                                          \
+    do {                                                \
+        h ^= (uint64_t)(v);                             \
+        h *= 1099511628211ULL;                          \
+    } while (0)
+    for (int l = 0; l < net->g->n_layers; l++) {
+        const vdnn_layer *ly = &net->g->layers[l];
+        for (const char *c = ly->name; *c; c++) MIX((unsigned char)*c);
+        MIX(ly->kind);
+        MIX(ly->out.c);
+        MIX(ly->out.h);
+        MIX(ly->out.w);
+        MIX(ly->n_weight);
+        MIX(ly->n_bias);
+        MIX(ly->n_stats);
+        for (int i = 0; i < ly->n_inputs; i++) MIX(ly->inputs[i]);
+    }
+#undef MIX
+    return h;
+}
+
+/* Points each persistent storage of `plan` at its fixed offset and forgets every other pointer. */
+static void bind_plan(vdnn_net_t *net, const vdnn_plan_t *plan)
+{
+    for (int i = 0; i < plan->n_storages; i++) net->ptr[i] = NULL;
+    for (int b = 0; b < plan->n_blocks; b++)
+        if (plan->st[plan->blocks[b].storage].persistent)
+            net->ptr[plan->blocks[b].storage] = (char *)net->dev + plan->blocks[b].offset;
+}
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+static vdnn_status create_ops(vdnn_net_t *net, bool training, vdnn_op ***out, vdnn_error *err)
+{
+    vdnn_op **ops = calloc((size_t)net->g->n_layers, sizeof *ops);
+    if (!ops) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory creating ops");
+    *out = ops;
+    for (int l = 1; l < net->g->n_layers; l++) {
+        vdnn_op_desc d;
+        vdnn_op_desc_from_layer(net->g, l, training, &d);
+        vdnn_status rc = net->be->ops->op_create(net->be, &d, &ops[l], err);
+        if (rc != VDNN_OK) return rc;
+    }
+    return VDNN_OK;
+}
+
+static void destroy_ops(vdnn_net_t *net, vdnn_op **ops)
+{
+    if (!ops) return;
+    for (int l = 1; l < net->g->n_layers; l++)
+        if (ops[l]) net->be->ops->op_destroy(net->be, ops[l]);
+    free(ops);
+}
+
+/* PyTorch's default initialisation for conv and linear layers: weights and biases uniform in
+ * +-1/sqrt(fan_in); batch norm gamma 1, beta 0, running mean 0, running variance 1. */
+static vdnn_status init_params(vdnn_net_t *net, vdnn_error *err)
+{
+    const vdnn_plan_t *p = net->plan_train;
+    size_t max_n = 0;
+    for (int l = 1; l < net->g->n_layers; l++) {
+        const vdnn_layer *ly = &net->g->layers[l];
+        max_n = max_sz(max_n, max_sz(ly->n_weight, max_sz(ly->n_bias, ly->n_stats)));
+    }
+    float *buf = malloc(max_sz(max_n, 1) * sizeof(float));
+    if (!buf) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory initialising parameters");
+    vdnn_status rc = VDNN_OK;
+    for (int i = 0; rc == VDNN_OK && i < p->n_storages; i++) {
+        const vdnn_storage *s = &p->st[i];
+        if (!s->persistent) continue;
+        const vdnn_layer *ly = &net->g->layers[s->layer];
+        size_t n = s->bytes / sizeof(float);
+        bool bn = ly->kind == VDNN_LAYER_BATCHNORM;
+        if (s->kind == VDNN_ST_WEIGHT || s->kind == VDNN_ST_BIAS) {
+            if (bn) {
+                for (size_t k = 0; k < n; k++) buf[k] = s->kind == VDNN_ST_WEIGHT ? 1.0f : 0.0f;
+            } else {
+                const vdnn_shape in = net->g->layers[ly->inputs[0]].out;
+                double fan_in = ly->kind == VDNN_LAYER_CONV
+                                    ? (double)in.c / ly->p.groups * ly->p.kernel_h * ly->p.kernel_w
+                                    : (double)in.c * in.h * in.w;
+                double bound = 1.0 / sqrt(fan_in);
+                uint64_t st = vdnn_mix64(net->cfg.seed ^ vdnn_mix64((uint64_t)s->layer * 2 + (s->kind == VDNN_ST_BIAS)));
+                for (size_t k = 0; k < n; k++) {
+                    uint64_t r = vdnn_mix64(st + k);
+                    double u = (double)(r >> 11) * (1.0 / 9007199254740992.0);
+                    buf[k] = (float)((2.0 * u - 1.0) * bound);
+                }
+            }
+        } else if (s->kind == VDNN_ST_STATS) {
+            for (size_t k = 0; k < n; k++) buf[k] = k < n / 2 ? 0.0f : 1.0f;
+        } else {
+            for (size_t k = 0; k < n; k++) buf[k] = 0.0f;
+        }
+        rc = net->be->ops->upload(net->be, net->ptr[i], buf, s->bytes, err);
+    }
+    free(buf);
+    return rc;
+}
+
+static vdnn_status budget_error(vdnn_net_t *net, vdnn_error *err)
+{
+    char need[32], have[32], best[32];
+    const vdnn_plan_t *p = net->plan_train;
+    size_t device_need = max_sz(p->peak_device_bytes, net->plan_eval->peak_device_bytes);
+    if (p->host_bytes > p->host_budget) {
+        return vdnn_fail(err, VDNN_ERR_BUDGET,
+                         "host budget too small: policy '%s' needs %s of host memory, the host budget is %s",
+                         vdnn_policy_name(p->policy), vdnn_format_bytes(p->host_bytes, need, sizeof need),
+                         vdnn_format_bytes(p->host_budget, have, sizeof have));
+    }
+    /* Name the smallest budget any policy reaches, so the user knows what to ask for. */
+    size_t best_peak = device_need;
+    vdnn_policy best_pol = p->policy;
+    for (int pol = 0; pol < VDNN_POLICY_COUNT; pol++) {
+        vdnn_plan_request rq = {(vdnn_policy)pol, true, SIZE_MAX, SIZE_MAX, 0};
+        vdnn_plan_t *alt = NULL;
+        vdnn_error e2;
+        if (vdnn_plan_build(net->g, net->info_train, &rq, &alt, &e2) != VDNN_OK) continue;
+        size_t need_alt = max_sz(alt->peak_device_bytes, net->plan_eval->peak_device_bytes);
+        if (need_alt < best_peak) {
+            best_peak = need_alt;
+            best_pol = (vdnn_policy)pol;
+        }
+        vdnn_plan_free(alt);
+    }
+    return vdnn_fail(err, VDNN_ERR_BUDGET,
+                     "memory budget too small: policy '%s' needs at least %s (%zu bytes) of device memory at batch "
+                     "%d, the budget is %s; the smallest budget that works is %s (%zu bytes) with --policy %s",
+                     vdnn_policy_name(p->policy), vdnn_format_bytes(device_need, need, sizeof need), device_need,
+                     net->cfg.batch, vdnn_format_bytes(p->budget, have, sizeof have),
+                     vdnn_format_bytes(best_peak, best, sizeof best), best_peak, vdnn_policy_name(best_pol));
+}
+
+vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_config *cfg, vdnn_net_t **out,
+                            vdnn_error *err)
+{
+    *out = NULL;
+    if (cfg->batch <= 0) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batch must be positive (got %d)", cfg->batch);
+    vdnn_shape in = {cfg->batch, cfg->in_c, cfg->in_h, cfg->in_w};
+    vdnn_status rc = vdnn_graph_resolve(g, in, cfg->classes, err);
+    if (rc != VDNN_OK) return rc;
+    vdnn_net_t *net = calloc(1, sizeof *net);
+    if (!net) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory creating the net");
+    net->g = g;
+    net->be = be;
+    net->cfg = *cfg;
+    net->fetch_storage = -1;
+    net->info_train = calloc((size_t)g->n_layers, sizeof *net->info_train);
+    net->info_eval = calloc((size_t)g->n_layers, sizeof *net->info_eval);
+    if (!net->info_train || !net->info_eval) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory creating the net");
+    if (rc == VDNN_OK) rc = vdnn_plan_query_ops(g, be, true, net->info_train, err);
+    if (rc == VDNN_OK) rc = vdnn_plan_query_ops(g, be, false, net->info_eval, err);
+    vdnn_plan_request rq = {cfg->policy, true, cfg->budget, cfg->host_budget, 0};
+    if (rc == VDNN_OK) rc = vdnn_plan_build(g, net->info_train, &rq, &net->plan_train, err);
+    if (rc == VDNN_OK) {
+        vdnn_plan_request re = {VDNN_POLICY_NONE, false, cfg->budget, SIZE_MAX, net->plan_train->persistent_bytes};
+        rc = vdnn_plan_build(g, net->info_eval, &re, &net->plan_eval, err);
+    }
+    if (rc == VDNN_OK) {
+        size_t need = max_sz(net->plan_train->peak_device_bytes, net->plan_eval->peak_device_bytes);
+        if (need > cfg->budget || net->plan_train->host_bytes > cfg->host_budget) rc = budget_error(net, err);
+        net->dev_bytes = need;
+        net->host_bytes = net->plan_train->host_bytes;
+    }
+    if (rc == VDNN_OK) rc = create_ops(net, true, &net->ops_train, err);
+    if (rc == VDNN_OK) rc = be->ops->dev_alloc(be, net->dev_bytes, &net->dev, err);
+    if (rc == VDNN_OK && net->host_bytes) rc = be->ops->host_alloc(be, net->host_bytes, &net->host, err);
+    if (rc == VDNN_OK) {
+        net->n_events = net->plan_train->n_events + 1;
+        net->events = calloc((size_t)net->n_events, sizeof *net->events);
+        int n_st = net->plan_train->n_storages > net->plan_eval->n_storages ? net->plan_train->n_storages
+                                                                             : net->plan_eval->n_storages;
+        net->ptr = calloc((size_t)n_st, sizeof *net->ptr);
+        net->host_scratch = malloc(vdnn_shape_bytes(g->layers[g->n_layers - 1].out));
+        if (!net->events || !net->ptr || !net->host_scratch)
+            rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory creating the net");
+    }
+    for (int i = 0; rc == VDNN_OK && i < net->n_events; i++) rc = be->ops->event_create(be, &net->events[i], err);
+    if (rc == VDNN_OK) {
+        vdnn_arena_init(&net->arena, net->dev, net->dev_bytes);
+        bind_plan(net, net->plan_train);
+        /* The persistent region stays taken for the net's whole life. */
+        rc = vdnn_arena_take(&net->arena, 0, net->plan_train->persistent_bytes, -1, err);
+    }
+    if (rc == VDNN_OK && cfg->poison) rc = be->ops->poison(be, net->dev, net->dev_bytes, err);
+    if (rc == VDNN_OK) rc = init_params(net, err);
+    if (rc != VDNN_OK) {
+        vdnn_net_free(net);
+        return rc;
+    }
+    *out = net;
+    return VDNN_OK;
+}
+
+void vdnn_net_free(vdnn_net_t *net)
+{
+    if (!net) return;
+    vdnn_backend_t *be = net->be;
+    if (net->events) {
+        be->ops->sync_all(be, NULL);
+        for (int i = 0; i < net->n_events; i++)
+            if (net->events[i]) be->ops->event_destroy(be, net->events[i]);
+        free(net->events);
+    }
+    destroy_ops(net, net->ops_train);
+    destroy_ops(net, net->ops_eval);
+    if (net->dev) be->ops->dev_free(be, net->dev);
+    if (net->host) be->ops->host_free(be, net->host);
+    vdnn_arena_release(&net->arena);
+    vdnn_plan_free(net->plan_train);
+    vdnn_plan_free(net->plan_eval);
+    free(net->info_train);
+    free(net->info_eval);
+    free(net->ptr);
+    free(net->host_scratch);
+    free(net);
+}
+
+vdnn_status vdnn_net_train_step(vdnn_net_t *net, const float *images, const int32_t *labels, float lr, float *loss,
+                                vdnn_error *err)
+{
+    for (int i = 0; i < net->g->input.n; i++)
+        if (labels[i] < 0 || labels[i] >= net->g->classes)
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", labels[i], i,
+                             net->g->classes - 1);
+    bind_plan(net, net->plan_train);
+    vdnn_status rc = vdnn_exec_iteration(net, net->plan_train, net->ops_train, images, labels, lr, err);
+    if (rc != VDNN_OK) return rc;
+    if (loss) rc = net->be->ops->download(net->be, loss, net->ptr[net->plan_train->loss], sizeof(float), err);
+    net->step++;
+    return rc;
+}
+
+vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int32_t *labels, int n, int *correct,
+                                double *loss_sum, vdnn_error *err)
+{
+    const int N = net->g->input.n, K = net->g->classes;
+    if (n <= 0 || n > N) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "evaluation batch of %d images (at most %d)", n, N);
+    vdnn_status rc = VDNN_OK;
+    if (!net->ops_eval) rc = create_ops(net, false, &net->ops_eval, err);
+    if (rc != VDNN_OK) return rc;
+    /* A short last batch is padded with zero images; inference-mode layers treat samples independently. */
+    size_t img = vdnn_shape_bytes(net->g->input) / (size_t)N;
+    const float *x = images;
+    int32_t *lab = calloc((size_t)N, sizeof *lab);
+    float *padded = NULL;
+    if (!lab) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
+    memcpy(lab, labels, sizeof *lab * (size_t)n);
+    if (n < N) {
+        padded = calloc((size_t)N, img);
+        if (!padded) {
+            free(lab);
+            return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
+        }
+        memcpy(padded, images, img * (size_t)n);
+        x = padded;
+    }
+    const vdnn_plan_t *p = net->plan_eval;
+    bind_plan(net, p);
+    net->fetch_storage = p->ls[net->g->n_layers - 1].out;
+    net->fetch_dst = net->host_scratch;
+    rc = vdnn_exec_iteration(net, p, net->ops_eval, x, lab, 0.0f, err);
+    net->fetch_storage = -1;
+    const float *probs = net->host_scratch;
+    int ok = 0;
+    double ls = 0;
+    for (int i = 0; rc == VDNN_OK && i < n; i++) {
+        int best = 0;
+        for (int k = 1; k < K; k++)
+            if (probs[(size_t)i * K + k] > probs[(size_t)i * K + best]) best = k;
+        ok += best == labels[i];
+        double pl = probs[(size_t)i * K + labels[i]];
+        ls += -log(pl > 1e-30 ? pl : 1e-30);
+    }
+    if (correct) *correct = ok;
+    if (loss_sum) *loss_sum = ls;
+    free(lab);
+    free(padded);
+    bind_plan(net, net->plan_train);
+    return rc;
+}
+
+static vdnn_storage_kind exported_kinds[] = {VDNN_ST_WEIGHT, VDNN_ST_BIAS, VDNN_ST_STATS, VDNN_ST_WMOM, VDNN_ST_BMOM};
+
+static bool exported(vdnn_storage_kind k)
+{
+    for (size_t i = 0; i < sizeof exported_kinds / sizeof exported_kinds[0]; i++)
+        if (exported_kinds[i] == k) return true;
+    return false;
+}
+
+static int find_persistent(const vdnn_net_t *net, const char *name)
+{
+    const vdnn_plan_t *p = net->plan_train;
+    for (int i = 0; i < p->n_storages; i++)
+        if (p->st[i].persistent && !strcmp(p->st[i].name, name)) return i;
+    return -1;
+}
+
+static char *persistent_ptr(const vdnn_net_t *net, int st)
+{
+    const vdnn_plan_t *p = net->plan_train;
+    for (int b = 0; b < p->n_blocks; b++)
+        if (p->blocks[b].storage == st) return (char *)net->dev + p->blocks[b].offset;
+    return NULL;
+}
+
+vdnn_status vdnn_net_get(vdnn_net_t *net, const char *name, float *host, size_t count, vdnn_error *err)
+{
+    int i = find_persistent(net, name);
+    if (i < 0) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "no parameter named '%s'", name);
+    if (count * sizeof(float) != net->plan_train->st[i].bytes)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "'%s' has %zu values, not %zu", name,
+                         net->plan_train->st[i].bytes / sizeof(float), count);
+    return net->be->ops->download(net->be, host, persistent_ptr(net, i), count * sizeof(float), err);
+}
+
+vdnn_status vdnn_net_set(vdnn_net_t *net, const char *name, const float *host, size_t count, vdnn_error *err)
+{
+    int i = find_persistent(net, name);
+    if (i < 0) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "no parameter named '%s'", name);
+    if (count * sizeof(float) != net->plan_train->st[i].bytes)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "'%s' has %zu values, not %zu", name,
+                         net->plan_train->st[i].bytes / sizeof(float), count);
+    return net->be->ops->upload(net->be, persistent_ptr(net, i), host, count * sizeof(float), err);
+}
+
+vdnn_status vdnn_net_export(vdnn_net_t *net, vdnn_checkpoint *ck, vdnn_error *err)
+{
+    memset(ck, 0, sizeof *ck);
+    const vdnn_plan_t *p = net->plan_train;
+    snprintf(ck->model, sizeof ck->model, "%s", net->g->name);
+    ck->model_hash = vdnn_net_model_hash(net);
+    ck->step = net->step;
+    ck->epoch = net->epoch;
+    ck->seed = net->cfg.seed;
+    int n = 0;
+    for (int i = 0; i < p->n_storages; i++) n += p->st[i].persistent && exported(p->st[i].kind);
+    ck->tensors = calloc((size_t)n + 1, sizeof *ck->tensors);
+    if (!ck->tensors) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory exporting parameters");
+    for (int i = 0; i < p->n_storages; i++) {
+        const vdnn_storage *s = &p->st[i];
+        if (!s->persistent || !exported(s->kind)) continue;
+        vdnn_ckpt_tensor *t = &ck->tensors[ck->n_tensors];
+        snprintf(t->name, sizeof t->name, "%s", s->name);
+        t->count = s->bytes / sizeof(float);
+        t->data = malloc(s->bytes);
+        if (!t->data) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory exporting parameters");
+        ck->n_tensors++;
+        vdnn_status rc = net->be->ops->download(net->be, t->data, persistent_ptr(net, i), s->bytes, err);
+        if (rc != VDNN_OK) return rc;
+    }
+    return VDNN_OK;
+}
+
+vdnn_status vdnn_net_import(vdnn_net_t *net, const vdnn_checkpoint *ck, const char *path, vdnn_error *err)
+{
+    if (ck->model_hash != vdnn_net_model_hash(net))
+        return vdnn_fail(err, VDNN_ERR_MISMATCH, "%s: checkpoint of model '%s' does not match model '%s' at this input size",
+                         path, ck->model, net->g->name);
+    const vdnn_plan_t *p = net->plan_train;
+    for (int i = 0; i < p->n_storages; i++) {
+        const vdnn_storage *s = &p->st[i];
+        if (!s->persistent || !exported(s->kind)) continue;
+        const vdnn_ckpt_tensor *t = vdnn_checkpoint_find(ck, s->name);
+        if (!t || t->count * sizeof(float) != s->bytes)
+            return vdnn_fail(err, VDNN_ERR_MISMATCH, "%s: tensor '%s' is %s", path, s->name,
+                             t ? "of another size" : "missing");
+        vdnn_status rc = net->be->ops->upload(net->be, persistent_ptr(net, i), t->data, s->bytes, err);
+        if (rc != VDNN_OK) return rc;
+    }
+    net->step = ck->step;
+    net->epoch = ck->epoch;
+    return VDNN_OK;
+}

@@ -1,0 +1,84 @@
+/* A trainable network: a resolved graph on a backend, its ops, its plans, the device arena and host pool. */
+#ifndef VDNN_EXEC_NET_H
+#define VDNN_EXEC_NET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "graph/graph.h"
+#include "mem/arena.h"
+#include "plan/plan.h"
+#include "train/checkpoint.h"
+
+typedef struct vdnn_net_config {
+    int batch;
+    int in_c, in_h, in_w;
+    int classes;
+    vdnn_policy policy;
+    size_t budget;          /* device bytes, SIZE_MAX: the device's free memory / unlimited */
+    size_t host_budget;     /* host pool bytes, SIZE_MAX: unlimited */
+    bool poison;            /* fill freed and offloaded memory with NaN */
+    uint64_t seed;
+    float momentum;
+    float weight_decay;
+} vdnn_net_config;
+
+/* Defaults: momentum 0.9, weight decay 5e-4, policy none, unlimited budgets, seed 1. */
+void vdnn_net_config_default(vdnn_net_config *c);
+
+struct vdnn_net {
+    vdnn_graph_t *g;                  /* borrowed; resolved to the config's sizes */
+    vdnn_backend_t *be;               /* borrowed */
+    vdnn_net_config cfg;
+    vdnn_op_info *info_train, *info_eval;
+    vdnn_op **ops_train, **ops_eval;  /* ops_eval created on first evaluation */
+    vdnn_plan_t *plan_train, *plan_eval;
+    void *dev;                        /* the arena's backend block */
+    size_t dev_bytes;
+    void *host;                       /* the host pool */
+    size_t host_bytes;
+    vdnn_arena arena;
+    vdnn_event **events;              /* plan_train's copy events, then one compute marker */
+    int n_events;
+    char **ptr;                       /* current device address of each storage of the running plan */
+    int64_t step;                     /* optimizer steps done */
+    int64_t epoch;
+    float *host_scratch;              /* probabilities of one batch */
+    int fetch_storage;                /* storage copied to fetch_dst before its block is freed, or -1 */
+    void *fetch_dst;
+};
+
+/* Resolves g to the configured sizes, plans under the budget (VDNN_ERR_BUDGET, naming the smallest
+ * budget that works, if it does not fit), creates ops, allocates the arena and host pool and
+ * initialises parameters from the seed. */
+vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_config *cfg, vdnn_net_t **out,
+                            vdnn_error *err);
+void vdnn_net_free(vdnn_net_t *net);
+
+/* One SGD iteration on a batch of cfg.batch images (host memory). */
+vdnn_status vdnn_net_train_step(vdnn_net_t *net, const float *images, const int32_t *labels, float lr, float *loss,
+                                vdnn_error *err);
+/* Forward in inference mode on n <= batch images; counts correct predictions and sums the loss. */
+vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int32_t *labels, int n, int *correct,
+                                double *loss_sum, vdnn_error *err);
+
+/* Parameters and optimizer state as checkpoint tensors (copies to host; caller releases with
+ * vdnn_checkpoint_release). */
+vdnn_status vdnn_net_export(vdnn_net_t *net, vdnn_checkpoint *ck, vdnn_error *err);
+/* Loads parameters, momentum and statistics; fails with VDNN_ERR_MISMATCH on another model. */
+vdnn_status vdnn_net_import(vdnn_net_t *net, const vdnn_checkpoint *ck, const char *path, vdnn_error *err);
+/* Reads or writes one named parameter-like storage ("conv1.weight", "bn1.stats", ...). */
+vdnn_status vdnn_net_get(vdnn_net_t *net, const char *name, float *host, size_t count, vdnn_error *err);
+vdnn_status vdnn_net_set(vdnn_net_t *net, const char *name, const float *host, size_t count, vdnn_error *err);
+/* Hash of the model's structure (layer names, kinds, parameters, shapes without batch). */
+uint64_t vdnn_net_model_hash(const vdnn_net_t *net);
+
+/* Seed of a dropout layer's mask at an optimizer step. */
+uint64_t vdnn_net_dropout_seed(uint64_t run_seed, int64_t step, int layer);
+
+/* Runs a plan's actions (exec.c). */
+vdnn_status vdnn_exec_iteration(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **ops, const float *images,
+                                const int32_t *labels, float lr, vdnn_error *err);
+
+#endif

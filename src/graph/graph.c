@@ -1,0 +1,255 @@
+/* Layer kind names, lookup, freeing, and shape inference with parameter, consumer and FLOP counts. */
+#include "graph/graph.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kind_names[VDNN_LAYER_KIND_COUNT] = {
+    [VDNN_LAYER_INPUT] = "input",         [VDNN_LAYER_CONV] = "conv",
+    [VDNN_LAYER_MAXPOOL] = "maxpool",     [VDNN_LAYER_AVGPOOL] = "avgpool",
+    [VDNN_LAYER_RELU] = "relu",           [VDNN_LAYER_LRN] = "lrn",
+    [VDNN_LAYER_BATCHNORM] = "batchnorm", [VDNN_LAYER_DROPOUT] = "dropout",
+    [VDNN_LAYER_FC] = "fc",               [VDNN_LAYER_CONCAT] = "concat",
+    [VDNN_LAYER_ADD] = "add",             [VDNN_LAYER_GAP] = "gap",
+    [VDNN_LAYER_FLATTEN] = "flatten",     [VDNN_LAYER_SOFTMAX_XENT] = "softmax",
+};
+
+const char *vdnn_layer_kind_name(vdnn_layer_kind k)
+{
+    if ((unsigned)k >= VDNN_LAYER_KIND_COUNT) return "unknown";
+    return kind_names[k];
+}
+
+int vdnn_graph_find(const vdnn_graph_t *g, const char *name)
+{
+    if (!g || !name) return -1;
+    for (int i = 0; i < g->n_layers; i++)
+        if (!strcmp(g->layers[i].name, name)) return i;
+    return -1;
+}
+
+void vdnn_graph_free(vdnn_graph_t *g)
+{
+    if (!g) return;
+    free(g->layers);
+    free(g);
+}
+
+/* A shape error at a layer: "file:line: layer 'x': ...". */
+VDNN_PRINTF(4, 5)
+static vdnn_status layer_fail(const vdnn_graph_t *g, const vdnn_layer *L, vdnn_error *err, const char *fmt, ...)
+{
+    char what[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return vdnn_fail(err, VDNN_ERR_SHAPE, "%s:%d: layer '%s': %s", g->source, L->line, L->name, what);
+}
+
+/* Overflow-checked product; sizes come from user files, so wrapping must be an error, not a surprise. */
+static bool mul_ok(size_t a, size_t b, size_t *out)
+{
+    if (a && b > SIZE_MAX / a) return false;
+    *out = a * b;
+    return true;
+}
+
+/* Per-sample element counts are kept within int so every dimension and c*h*w stays an int. */
+static bool shape_ok(vdnn_shape s)
+{
+    return s.n >= 1 && s.c >= 1 && s.h >= 1 && s.w >= 1 &&
+           (long long)s.c * s.h * s.w <= INT_MAX;
+}
+
+static vdnn_status window_out(const vdnn_graph_t *g, const vdnn_layer *L, vdnn_shape in, vdnn_shape *out,
+                              vdnn_error *err)
+{
+    const vdnn_layer_params *p = &L->p;
+    long ph = (long)in.h + 2L * p->pad_h, pw = (long)in.w + 2L * p->pad_w;
+    if (ph < p->kernel_h || pw < p->kernel_w) {
+        if (p->pad_h || p->pad_w)
+            return layer_fail(g, L, err, "input %dx%d (padded to %ldx%ld) is smaller than the %dx%d window",
+                              in.h, in.w, ph, pw, p->kernel_h, p->kernel_w);
+        return layer_fail(g, L, err, "input %dx%d is smaller than the %dx%d window", in.h, in.w, p->kernel_h,
+                          p->kernel_w);
+    }
+    out->n = in.n;
+    out->h = (int)((ph - p->kernel_h) / p->stride_h + 1);
+    out->w = (int)((pw - p->kernel_w) / p->stride_w + 1);
+    return VDNN_OK;
+}
+
+static const char *shape_str(vdnn_shape s, char *buf, size_t len)
+{
+    snprintf(buf, len, "%dx%dx%d", s.c, s.h, s.w);
+    return buf;
+}
+
+/* Output shape, parameter counts and FLOPs of one layer whose inputs are already resolved. */
+static vdnn_status resolve_layer(vdnn_graph_t *g, int idx, vdnn_error *err)
+{
+    vdnn_layer *L = &g->layers[idx];
+    vdnn_layer_params *p = &L->p;
+    vdnn_shape in = g->layers[L->inputs[0]].out;
+    vdnn_shape out = in;
+    size_t in_count = vdnn_shape_count(in);
+    char a[64], b[64];
+
+    L->n_weight = L->n_bias = L->n_stats = 0;
+    L->flops_fwd = L->flops_bwd = 0;
+
+    switch (L->kind) {
+    case VDNN_LAYER_INPUT:
+        return layer_fail(g, L, err, "the input layer can only be layer 0");
+    case VDNN_LAYER_CONV: {
+        if (in.c % p->groups)
+            return layer_fail(g, L, err, "groups=%d does not divide the %d input channels", p->groups, in.c);
+        vdnn_status st = window_out(g, L, in, &out, err);
+        if (st) return st;
+        out.c = p->filters;
+        size_t per_filter;
+        if (!mul_ok((size_t)(in.c / p->groups), (size_t)p->kernel_h * (size_t)p->kernel_w, &per_filter) ||
+            !mul_ok(per_filter, (size_t)p->filters, &L->n_weight))
+            return layer_fail(g, L, err, "the weight count overflows");
+        L->n_bias = p->bias ? (size_t)p->filters : 0;
+        double macs = (double)out.n * out.c * out.h * out.w * (double)per_filter;
+        L->flops_fwd = 2.0 * macs;
+        /* Data and weight gradients each cost about one forward pass. */
+        L->flops_bwd = 2.0 * L->flops_fwd;
+        break;
+    }
+    case VDNN_LAYER_MAXPOOL:
+    case VDNN_LAYER_AVGPOOL: {
+        vdnn_status st = window_out(g, L, in, &out, err);
+        if (st) return st;
+        double win = (double)p->kernel_h * p->kernel_w;
+        L->flops_fwd = (double)out.n * out.c * out.h * out.w * win;
+        L->flops_bwd = L->flops_fwd;
+        break;
+    }
+    case VDNN_LAYER_RELU:
+    case VDNN_LAYER_DROPOUT:
+        L->flops_fwd = L->flops_bwd = (double)in_count;
+        break;
+    case VDNN_LAYER_LRN:
+        /* A window sum of squares, then a power and a product per element. */
+        L->flops_fwd = (double)in_count * (2.0 * p->lrn_size + 3.0);
+        L->flops_bwd = 2.0 * L->flops_fwd;
+        break;
+    case VDNN_LAYER_BATCHNORM:
+        L->n_weight = L->n_bias = (size_t)in.c;
+        L->n_stats = 2 * (size_t)in.c;
+        /* Mean, variance, normalise, scale and shift; backward about twice that. */
+        L->flops_fwd = 5.0 * (double)in_count;
+        L->flops_bwd = 2.0 * L->flops_fwd;
+        break;
+    case VDNN_LAYER_FC: {
+        size_t features = (size_t)in.c * (size_t)in.h * (size_t)in.w;
+        p->filters = p->outputs_are_classes ? g->classes : p->filters;
+        if (!mul_ok(features, (size_t)p->filters, &L->n_weight))
+            return layer_fail(g, L, err, "fc input of %zu features times %d outputs overflows", features,
+                              p->filters);
+        L->n_bias = p->bias ? (size_t)p->filters : 0;
+        out.c = p->filters;
+        out.h = out.w = 1;
+        L->flops_fwd = 2.0 * (double)in.n * (double)L->n_weight;
+        L->flops_bwd = 2.0 * L->flops_fwd;
+        break;
+    }
+    case VDNN_LAYER_CONCAT: {
+        long long c = 0;
+        for (int k = 0; k < L->n_inputs; k++) {
+            const vdnn_layer *src = &g->layers[L->inputs[k]];
+            if (src->out.h != in.h || src->out.w != in.w)
+                return layer_fail(g, L, err, "concat inputs differ in height/width: '%s' is %s but '%s' is %s",
+                                  g->layers[L->inputs[0]].name, shape_str(in, a, sizeof a), src->name,
+                                  shape_str(src->out, b, sizeof b));
+            c += src->out.c;
+        }
+        if (c > INT_MAX) return layer_fail(g, L, err, "concat has too many channels");
+        out.c = (int)c;
+        break;
+    }
+    case VDNN_LAYER_ADD:
+        for (int k = 1; k < L->n_inputs; k++) {
+            const vdnn_layer *src = &g->layers[L->inputs[k]];
+            if (src->out.c != in.c || src->out.h != in.h || src->out.w != in.w)
+                return layer_fail(g, L, err, "add inputs have different shapes: '%s' is %s but '%s' is %s",
+                                  g->layers[L->inputs[0]].name, shape_str(in, a, sizeof a), src->name,
+                                  shape_str(src->out, b, sizeof b));
+        }
+        L->flops_fwd = (double)(L->n_inputs - 1) * (double)in_count;
+        break;
+    case VDNN_LAYER_GAP:
+        out.h = out.w = 1;
+        L->flops_fwd = L->flops_bwd = (double)in_count;
+        break;
+    case VDNN_LAYER_FLATTEN:
+        out.c = in.c * in.h * in.w; /* fits: shape_ok holds for the input */
+        out.h = out.w = 1;
+        break;
+    case VDNN_LAYER_SOFTMAX_XENT:
+        if (in.c != g->classes || in.h != 1 || in.w != 1)
+            return layer_fail(g, L, err, "softmax input is %s, expected %dx1x1 for %d classes",
+                              shape_str(in, a, sizeof a), g->classes, g->classes);
+        /* exp, sum, divide and log per element; the gradient is p - onehot. */
+        L->flops_fwd = 4.0 * (double)in_count;
+        L->flops_bwd = (double)in_count;
+        break;
+    default:
+        return layer_fail(g, L, err, "unknown layer kind %d", (int)L->kind);
+    }
+    if (!shape_ok(out))
+        return layer_fail(g, L, err, "output %s is empty or too large", shape_str(out, a, sizeof a));
+    L->out = out;
+    return VDNN_OK;
+}
+
+vdnn_status vdnn_graph_resolve(vdnn_graph_t *g, vdnn_shape input, int classes, vdnn_error *err)
+{
+    if (!g || g->n_layers < 2) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "resolve: empty graph");
+    g->resolved = false;
+    if (input.c == 0 && input.h == 0 && input.w == 0) {
+        if (g->default_input.c < 1)
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
+                             "%s: no input size given and the model has no [net] input=CxHxW", g->source);
+        input.c = g->default_input.c;
+        input.h = g->default_input.h;
+        input.w = g->default_input.w;
+    }
+    if (input.n < 1) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batch size %d must be at least 1", input.n);
+    if (!shape_ok(input))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "input size %dx%dx%d is empty or too large", input.c,
+                         input.h, input.w);
+    if (classes < 0) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "class count %d is negative", classes);
+    /* Classes come from the caller, else [net] classes=, else (0 here) the width of what the
+     * softmax reads, so a file with only explicit fc sizes needs no class count. */
+    g->classes = classes > 0 ? classes : g->default_classes;
+    for (int i = 1; i < g->n_layers && g->classes < 1; i++)
+        if (g->layers[i].kind == VDNN_LAYER_FC && g->layers[i].p.outputs_are_classes)
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
+                             "%s:%d: layer '%s' has outputs=classes but no class count was given "
+                             "(set [net] classes= or pass one)",
+                             g->source, g->layers[i].line, g->layers[i].name);
+    g->input = input;
+
+    for (int i = 0; i < g->n_layers; i++) g->layers[i].n_consumers = 0;
+    vdnn_layer *L0 = &g->layers[0];
+    L0->out = input;
+    L0->n_weight = L0->n_bias = L0->n_stats = 0;
+    L0->flops_fwd = L0->flops_bwd = 0;
+    for (int i = 1; i < g->n_layers; i++) {
+        vdnn_layer *L = &g->layers[i];
+        for (int k = 0; k < L->n_inputs; k++) g->layers[L->inputs[k]].n_consumers++;
+        if (L->kind == VDNN_LAYER_SOFTMAX_XENT && g->classes < 1) g->classes = g->layers[L->inputs[0]].out.c;
+        vdnn_status st = resolve_layer(g, i, err);
+        if (st) return st;
+    }
+    g->resolved = true;
+    return VDNN_OK;
+}

@@ -1,0 +1,23 @@
+/* Static placement of memory blocks with known lifetimes: greedy by size, best-fit gap. */
+#ifndef VDNN_MEM_OFFSETS_H
+#define VDNN_MEM_OFFSETS_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+
+#define VDNN_ALIGN 64
+
+static inline size_t vdnn_align_up(size_t n) { return (n + VDNN_ALIGN - 1) / VDNN_ALIGN * VDNN_ALIGN; }
+
+typedef struct vdnn_interval {
+    size_t bytes;      /* already aligned */
+    int begin, end;    /* inclusive step range */
+    size_t offset;     /* output */
+} vdnn_interval;
+
+/* Places every interval at or above `base` so that no two that overlap in time overlap in
+ * memory. Returns the end of the highest placed interval (>= base) in *top. */
+vdnn_status vdnn_place_intervals(vdnn_interval *iv, int n, size_t base, size_t *top, vdnn_error *err);
+
+#endif

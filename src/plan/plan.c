@@ -1,0 +1,414 @@
+/* Builds the plan of one iteration: storages and their liveness from the DAG, classes from the policy,
+ * device blocks placed at fixed offsets, and the ordered actions the executor replays. */
+#include "plan/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "mem/offsets.h"
+#include "plan/policy.h"
+
+const char *vdnn_storage_kind_name(vdnn_storage_kind k)
+{
+    static const char *names[VDNN_ST_KIND_COUNT] = {"weight", "bias", "stats", "wgrad", "bgrad",
+                                                    "wmom",   "bmom", "labels", "loss", "fmap",
+                                                    "aux",    "grad", "temp",  "workspace"};
+    return k < VDNN_ST_KIND_COUNT ? names[k] : "?";
+}
+
+static int grow(void **arr, int *cap, int need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    int nc = *cap ? *cap * 2 : 64;
+    while (nc < need) nc *= 2;
+    void *p = realloc(*arr, (size_t)nc * elem);
+    if (!p) return -1;
+    *arr = p;
+    *cap = nc;
+    return 0;
+}
+
+static int add_storage(vdnn_plan_t *p, vdnn_storage_kind kind, int layer, size_t bytes, bool persistent,
+                       const char *name, const char *suffix)
+{
+    if (grow((void **)&p->st, &p->cap_storages, p->n_storages + 1, sizeof(vdnn_storage))) return -1;
+    vdnn_storage *s = &p->st[p->n_storages];
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s%s", name, suffix);
+    s->kind = kind;
+    s->layer = layer;
+    s->bytes = bytes;
+    s->persistent = persistent;
+    s->def_step = s->last_fwd_use = s->first_bwd_use = s->last_use = s->prefetch_step = -1;
+    return p->n_storages++;
+}
+
+static int add_block(vdnn_plan_t *p, int storage, int begin, int end)
+{
+    if (grow((void **)&p->blocks, &p->cap_blocks, p->n_blocks + 1, sizeof(vdnn_block))) return -1;
+    p->blocks[p->n_blocks] = (vdnn_block){storage, vdnn_align_up(p->st[storage].bytes), 0, begin, end};
+    return p->n_blocks++;
+}
+
+static int add_action(vdnn_plan_t *p, vdnn_action_kind kind, int a, int b, int event)
+{
+    if (grow((void **)&p->actions, &p->cap_actions, p->n_actions + 1, sizeof(vdnn_action))) return -1;
+    p->actions[p->n_actions] = (vdnn_action){kind, a, b, event};
+    return p->n_actions++;
+}
+
+/* Steps: 0 loads the batch, 1..L-1 run forward, then backward from layer L-1 down to 1, then update. */
+static int fwd_step(int l) { return l; }
+static int bwd_step(const vdnn_plan_t *p, int l) { return p->n_layers - 1 + (p->n_layers - l); }
+static bool is_bwd(const vdnn_plan_t *p, int s) { return s >= p->n_layers && p->steps[s].kind == VDNN_STEP_BWD; }
+
+static void use(vdnn_plan_t *p, int st, int step)
+{
+    if (st < 0) return;
+    vdnn_storage *s = &p->st[st];
+    if (s->def_step < 0 || step < s->def_step) s->def_step = step;
+    if (step > s->last_use) s->last_use = step;
+    if (is_bwd(p, step)) {
+        if (s->first_bwd_use < 0 || step < s->first_bwd_use) s->first_bwd_use = step;
+    } else if (step > s->last_fwd_use) {
+        s->last_fwd_use = step;
+    }
+}
+
+/* "conv1" + "relu1" -> "conv1+relu1": a storage shared by in-place layers names them all. */
+static void append_name(char *dst, size_t n, const char *add)
+{
+    size_t len = strlen(dst), k = strlen(add);
+    if (len + 1 + k + 1 > n) return;
+    dst[len] = '+';
+    memcpy(dst + len + 1, add, k + 1);
+}
+
+/* Whether layer l may write its output over its only input. */
+static bool can_run_in_place(const vdnn_graph_t *g, const vdnn_op_info *info, int l, bool training)
+{
+    const vdnn_layer *L = &g->layers[l];
+    if (!info[l].inplace_ok || L->n_inputs != 1) return false;
+    int in = L->inputs[0];
+    if (in == 0 || g->layers[in].n_consumers != 1) return false;
+    if (!training) return true;
+    /* The input's value must not be needed again: not by its producer's backward (needs y)
+     * and not by this layer's backward (needs x). */
+    return !info[in].bwd_needs_y && !info[l].bwd_needs_x;
+}
+
+static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
+{
+    const int L = g->n_layers;
+    const bool tr = p->training;
+    int fail = 0;
+    /* Persistent storages, parameters first so every plan of a net puts them at the same offsets. */
+    for (int l = 1; l < L; l++) {
+        const vdnn_layer *ly = &g->layers[l];
+        vdnn_layer_storage *s = &p->ls[l];
+        if (ly->n_weight) fail |= (s->w = add_storage(p, VDNN_ST_WEIGHT, l, ly->n_weight * 4, true, ly->name, ".weight")) < 0;
+        if (ly->n_bias) fail |= (s->b = add_storage(p, VDNN_ST_BIAS, l, ly->n_bias * 4, true, ly->name, ".bias")) < 0;
+        if (ly->n_stats) fail |= (s->stats = add_storage(p, VDNN_ST_STATS, l, ly->n_stats * 4, true, ly->name, ".stats")) < 0;
+    }
+    fail |= (p->labels = add_storage(p, VDNN_ST_LABELS, 0, (size_t)g->input.n * 4, true, "labels", "")) < 0;
+    fail |= (p->loss = add_storage(p, VDNN_ST_LOSS, L - 1, sizeof(float), true, "loss", "")) < 0;
+    for (int l = 1; tr && l < L; l++) {
+        const vdnn_layer *ly = &g->layers[l];
+        vdnn_layer_storage *s = &p->ls[l];
+        if (ly->n_weight) fail |= (s->dw = add_storage(p, VDNN_ST_WGRAD, l, ly->n_weight * 4, true, ly->name, ".weight.grad")) < 0;
+        if (ly->n_bias) fail |= (s->db = add_storage(p, VDNN_ST_BGRAD, l, ly->n_bias * 4, true, ly->name, ".bias.grad")) < 0;
+        if (ly->n_weight) fail |= (s->vw = add_storage(p, VDNN_ST_WMOM, l, ly->n_weight * 4, true, ly->name, ".weight.momentum")) < 0;
+        if (ly->n_bias) fail |= (s->vb = add_storage(p, VDNN_ST_BMOM, l, ly->n_bias * 4, true, ly->name, ".bias.momentum")) < 0;
+    }
+    /* Feature maps and aux state. */
+    fail |= (p->ls[0].out = add_storage(p, VDNN_ST_FMAP, 0, vdnn_shape_bytes(g->input), false, "data", "")) < 0;
+    for (int l = 1; l < L && !fail; l++) {
+        const vdnn_layer *ly = &g->layers[l];
+        if (can_run_in_place(g, p->info, l, tr)) {
+            p->ls[l].out = p->ls[ly->inputs[0]].out;
+            append_name(p->st[p->ls[l].out].name, sizeof p->st[0].name, ly->name);
+        } else {
+            fail |= (p->ls[l].out = add_storage(p, VDNN_ST_FMAP, l, vdnn_shape_bytes(ly->out), false, ly->name, "")) < 0;
+        }
+        if (tr && p->info[l].aux_bytes)
+            fail |= (p->ls[l].aux = add_storage(p, VDNN_ST_AUX, l, p->info[l].aux_bytes, false, ly->name, ".aux")) < 0;
+    }
+    if (fail) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
+    return VDNN_OK;
+}
+
+static vdnn_status build_steps(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
+{
+    const int L = g->n_layers;
+    p->n_steps = p->training ? 2 * L : L;
+    p->steps = calloc((size_t)p->n_steps, sizeof(vdnn_step));
+    if (!p->steps) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
+    p->steps[0] = (vdnn_step){.kind = VDNN_STEP_LOAD, .layer = 0, .ws = -1};
+    for (int l = 1; l < L; l++) p->steps[fwd_step(l)] = (vdnn_step){.kind = VDNN_STEP_FWD, .layer = l, .ws = -1};
+    if (p->training) {
+        for (int l = L - 1; l >= 1; l--) p->steps[bwd_step(p, l)] = (vdnn_step){.kind = VDNN_STEP_BWD, .layer = l, .ws = -1};
+        p->steps[p->n_steps - 1] = (vdnn_step){.kind = VDNN_STEP_UPDATE, .layer = -1, .ws = -1};
+    }
+    for (int s = 0; s < p->n_steps; s++)
+        for (int i = 0; i < VDNN_MAX_INPUTS; i++) p->steps[s].dx[i] = -1;
+
+    /* Forward uses. */
+    use(p, p->ls[0].out, 0);
+    use(p, p->labels, 0);
+    for (int l = 1; l < L; l++) {
+        const vdnn_layer *ly = &g->layers[l];
+        int s = fwd_step(l);
+        for (int i = 0; i < ly->n_inputs; i++) use(p, p->ls[ly->inputs[i]].out, s);
+        use(p, p->ls[l].out, s);
+        use(p, p->ls[l].aux, s);
+        size_t ws = p->info[l].fwd_ws_bytes;
+        if (ws) {
+            int w = add_storage(p, VDNN_ST_WS, l, ws, false, ly->name, ".ws.fwd");
+            if (w < 0) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
+            p->steps[s].ws = w;
+            use(p, w, s);
+        }
+    }
+    if (!p->training) {
+        /* The caller reads the probabilities after the iteration. */
+        use(p, p->ls[L - 1].out, p->n_steps - 1);
+        return VDNN_OK;
+    }
+    /* Backward uses and gradient maps, in backward order. */
+    for (int l = L - 1; l >= 1; l--) {
+        const vdnn_layer *ly = &g->layers[l];
+        int s = bwd_step(p, l);
+        vdnn_step *st = &p->steps[s];
+        if (p->info[l].bwd_needs_x)
+            for (int i = 0; i < ly->n_inputs; i++) use(p, p->ls[ly->inputs[i]].out, s);
+        if (p->info[l].bwd_needs_y) use(p, p->ls[l].out, s);
+        use(p, p->ls[l].aux, s);
+        use(p, p->ls[l].grad, s);
+        if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) use(p, p->labels, s);
+        for (int i = 0; i < ly->n_inputs; i++) {
+            int in = ly->inputs[i];
+            if (in == 0) continue;
+            if (p->ls[in].grad < 0) {
+                p->ls[in].grad = add_storage(p, VDNN_ST_GRAD, in, vdnn_shape_bytes(g->layers[in].out), false,
+                                             g->layers[in].name, ".grad");
+                if (p->ls[in].grad < 0) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
+                st->dx[i] = p->ls[in].grad;
+            } else {
+                char suffix[32];
+                snprintf(suffix, sizeof suffix, ".grad.from.%d", l);
+                st->dx[i] = add_storage(p, VDNN_ST_TEMP, in, vdnn_shape_bytes(g->layers[in].out), false,
+                                        g->layers[in].name, suffix);
+                if (st->dx[i] < 0) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
+                use(p, p->ls[in].grad, s);
+            }
+            use(p, st->dx[i], s);
+        }
+        if (p->info[l].bwd_ws_bytes) {
+            int w = add_storage(p, VDNN_ST_WS, l, p->info[l].bwd_ws_bytes, false, ly->name, ".ws.bwd");
+            if (w < 0) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
+            st->ws = w;
+            use(p, w, s);
+        }
+    }
+    return VDNN_OK;
+}
+
+/* Actions of one step, in the order the executor must run them. */
+static int emit_step(vdnn_plan_t *p, int s, const int *block_of_alloc, const int *swap_event)
+{
+    int fail = 0;
+    vdnn_step *st = &p->steps[s];
+    st->first_action = p->n_actions;
+    for (int b = 0; b < p->n_blocks; b++)
+        if (p->blocks[b].begin == s && !(s == 0 && p->st[p->blocks[b].storage].persistent))
+            fail |= add_action(p, VDNN_ACT_ALLOC, b, -1, -1) < 0;
+    for (int i = 0; i < p->n_storages; i++) {
+        const vdnn_storage *x = &p->st[i];
+        if (x->cls != VDNN_CLASS_SWAP) continue;
+        if (x->prefetch_step == s) fail |= add_action(p, VDNN_ACT_PREFETCH, i, -1, swap_event[i] + 1) < 0;
+        /* Copy out while this step computes, unless this step writes the value. */
+        if (x->last_fwd_use == s && x->def_step != s) fail |= add_action(p, VDNN_ACT_OFFLOAD, i, -1, swap_event[i]) < 0;
+        if (x->first_bwd_use == s) fail |= add_action(p, VDNN_ACT_WAIT, i, -1, swap_event[i] + 1) < 0;
+    }
+    fail |= add_action(p, VDNN_ACT_COMPUTE, -1, -1, -1) < 0;
+    if (st->kind == VDNN_STEP_BWD) {
+        for (int i = 0; i < VDNN_MAX_INPUTS; i++) {
+            int d = st->dx[i];
+            if (d >= 0 && p->st[d].kind == VDNN_ST_TEMP) fail |= add_action(p, VDNN_ACT_ACCUM, p->ls[p->st[d].layer].grad, d, -1) < 0;
+        }
+    }
+    for (int i = 0; i < p->n_storages; i++) {
+        const vdnn_storage *x = &p->st[i];
+        if (x->cls != VDNN_CLASS_SWAP || x->last_fwd_use != s) continue;
+        if (x->def_step == s) fail |= add_action(p, VDNN_ACT_OFFLOAD, i, -1, swap_event[i]) < 0;
+        fail |= add_action(p, VDNN_ACT_WAIT, i, -1, swap_event[i]) < 0;
+    }
+    for (int b = 0; b < p->n_blocks; b++)
+        if (p->blocks[b].end == s && !p->st[p->blocks[b].storage].persistent) fail |= add_action(p, VDNN_ACT_FREE, b, -1, -1) < 0;
+    (void)block_of_alloc;
+    st->n_actions = p->n_actions - st->first_action;
+    return fail;
+}
+
+static vdnn_status place(vdnn_plan_t *p, size_t variable_base, vdnn_error *err)
+{
+    /* Persistent storages back to back from offset 0, in storage order. */
+    size_t off = 0;
+    int n_var = 0;
+    for (int b = 0; b < p->n_blocks; b++) {
+        if (p->st[p->blocks[b].storage].persistent) {
+            p->blocks[b].offset = off;
+            off += p->blocks[b].bytes;
+        } else {
+            n_var++;
+        }
+    }
+    p->persistent_bytes = off;
+    vdnn_interval *iv = calloc((size_t)n_var + 1, sizeof *iv);
+    int *map = calloc((size_t)n_var + 1, sizeof(int));
+    if (!iv || !map) {
+        free(iv);
+        free(map);
+        return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory placing blocks");
+    }
+    int k = 0;
+    for (int b = 0; b < p->n_blocks; b++) {
+        if (p->st[p->blocks[b].storage].persistent) continue;
+        iv[k] = (vdnn_interval){p->blocks[b].bytes, p->blocks[b].begin, p->blocks[b].end, 0};
+        map[k++] = b;
+    }
+    size_t base = off > variable_base ? off : vdnn_align_up(variable_base);
+    size_t top = base;
+    vdnn_status rc = vdnn_place_intervals(iv, n_var, base, &top, err);
+    for (int i = 0; rc == VDNN_OK && i < n_var; i++) p->blocks[map[i]].offset = iv[i].offset;
+    p->peak_device_bytes = top;
+
+    /* Host pool: a swapped storage occupies host memory from its offload to its prefetch. */
+    int n_swap = 0;
+    for (int i = 0; i < p->n_storages; i++) n_swap += p->st[i].cls == VDNN_CLASS_SWAP;
+    free(iv);
+    free(map);
+    iv = calloc((size_t)n_swap + 1, sizeof *iv);
+    map = calloc((size_t)n_swap + 1, sizeof(int));
+    if (!iv || !map) {
+        free(iv);
+        free(map);
+        return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory placing host blocks");
+    }
+    k = 0;
+    p->bytes_moved = 0;
+    for (int i = 0; i < p->n_storages; i++) {
+        const vdnn_storage *x = &p->st[i];
+        if (x->cls != VDNN_CLASS_SWAP) continue;
+        iv[k] = (vdnn_interval){vdnn_align_up(x->bytes), x->last_fwd_use, x->first_bwd_use, 0};
+        map[k++] = i;
+        p->bytes_moved += 2 * x->bytes;
+    }
+    if (rc == VDNN_OK) rc = vdnn_place_intervals(iv, n_swap, 0, &p->host_bytes, err);
+    for (int i = 0; rc == VDNN_OK && i < n_swap; i++) p->st[map[i]].host_offset = iv[i].offset;
+    free(iv);
+    free(map);
+    return rc;
+}
+
+void vdnn_plan_live_bytes(const vdnn_plan_t *p, size_t *live)
+{
+    for (int s = 0; s < p->n_steps; s++) live[s] = 0;
+    for (int b = 0; b < p->n_blocks; b++)
+        for (int s = p->blocks[b].begin; s <= p->blocks[b].end; s++) live[s] += p->blocks[b].bytes;
+}
+
+vdnn_status vdnn_plan_build(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_plan_request *req,
+                            vdnn_plan_t **out, vdnn_error *err)
+{
+    *out = NULL;
+    if (!g->resolved) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "plan: the graph has no resolved shapes");
+    if (req->policy >= VDNN_POLICY_COUNT) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "plan: unknown policy");
+    vdnn_plan_t *p = calloc(1, sizeof *p);
+    if (!p) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
+    p->policy = req->training ? req->policy : VDNN_POLICY_NONE;
+    p->training = req->training;
+    p->budget = req->budget;
+    p->host_budget = req->host_budget;
+    p->n_layers = g->n_layers;
+    p->info = calloc((size_t)g->n_layers, sizeof *p->info);
+    p->ls = calloc((size_t)g->n_layers, sizeof *p->ls);
+    if (!p->info || !p->ls) {
+        vdnn_plan_free(p);
+        return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
+    }
+    memcpy(p->info, info, sizeof *p->info * (size_t)g->n_layers);
+    for (int l = 0; l < g->n_layers; l++)
+        p->ls[l] = (vdnn_layer_storage){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+
+    vdnn_status rc = build_storages(p, g, err);
+    if (rc == VDNN_OK) rc = build_steps(p, g, err);
+    if (rc == VDNN_OK) rc = vdnn_policy_classify(p, g, err);
+    int *swap_event = NULL;
+    if (rc == VDNN_OK) {
+        swap_event = calloc((size_t)p->n_storages, sizeof(int));
+        if (!swap_event) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
+    }
+    int fail = 0;
+    for (int i = 0; rc == VDNN_OK && i < p->n_storages; i++) {
+        const vdnn_storage *x = &p->st[i];
+        if (x->def_step < 0 && !x->persistent) continue; /* never used (e.g. aux of an eval op) */
+        if (x->persistent) {
+            fail |= add_block(p, i, 0, p->n_steps - 1) < 0;
+        } else if (x->cls == VDNN_CLASS_SWAP) {
+            swap_event[i] = p->n_events;
+            p->n_events += 2;
+            fail |= add_block(p, i, x->def_step, x->last_fwd_use) < 0;
+            fail |= add_block(p, i, x->prefetch_step, x->last_use) < 0;
+        } else {
+            fail |= add_block(p, i, x->def_step, x->last_use) < 0;
+        }
+    }
+    if (fail) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
+    if (rc == VDNN_OK) rc = place(p, req->variable_base, err);
+    for (int s = 0; rc == VDNN_OK && s < p->n_steps; s++)
+        if (emit_step(p, s, NULL, swap_event)) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
+    free(swap_event);
+    if (rc != VDNN_OK) {
+        vdnn_plan_free(p);
+        return rc;
+    }
+    size_t *live = calloc((size_t)p->n_steps, sizeof(size_t));
+    if (!live) {
+        vdnn_plan_free(p);
+        return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
+    }
+    vdnn_plan_live_bytes(p, live);
+    double sum = 0;
+    for (int s = 0; s < p->n_steps; s++) sum += (double)live[s];
+    p->avg_device_bytes = (size_t)(sum / p->n_steps);
+    free(live);
+    p->feasible = p->peak_device_bytes <= p->budget && p->host_bytes <= p->host_budget;
+    *out = p;
+    return VDNN_OK;
+}
+
+void vdnn_plan_free(vdnn_plan_t *p)
+{
+    if (!p) return;
+    free(p->info);
+    free(p->ls);
+    free(p->st);
+    free(p->blocks);
+    free(p->steps);
+    free(p->actions);
+    free(p);
+}
+
+vdnn_status vdnn_plan_query_ops(const vdnn_graph_t *g, vdnn_backend_t *be, bool training, vdnn_op_info *info,
+                                vdnn_error *err)
+{
+    memset(&info[0], 0, sizeof info[0]);
+    for (int l = 1; l < g->n_layers; l++) {
+        vdnn_op_desc d;
+        vdnn_op_desc_from_layer(g, l, training, &d);
+        vdnn_status rc = be->ops->op_query(be, &d, &info[l], err);
+        if (rc != VDNN_OK) return rc;
+    }
+    return VDNN_OK;
+}

@@ -1,0 +1,95 @@
+/* Human and JSON views of a plan: one row per feature map, and the plan's memory figures. */
+#include <string.h>
+
+#include "plan/plan.h"
+
+static const char *step_name(const vdnn_plan_t *p, const vdnn_graph_t *g, int s, char *buf, size_t n)
+{
+    if (s < 0) {
+        snprintf(buf, n, "-");
+        return buf;
+    }
+    const vdnn_step *st = &p->steps[s];
+    switch (st->kind) {
+    case VDNN_STEP_LOAD: snprintf(buf, n, "load"); break;
+    case VDNN_STEP_FWD: snprintf(buf, n, "fwd %s", g->layers[st->layer].name); break;
+    case VDNN_STEP_BWD: snprintf(buf, n, "bwd %s", g->layers[st->layer].name); break;
+    case VDNN_STEP_UPDATE: snprintf(buf, n, "update"); break;
+    }
+    return buf;
+}
+
+static bool listed(const vdnn_storage *s) { return s->kind == VDNN_ST_FMAP || s->kind == VDNN_ST_AUX; }
+
+static const char *class_name(vdnn_tensor_class c) { return c == VDNN_CLASS_SWAP ? "swap" : "keep"; }
+
+void vdnn_plan_print_table(const vdnn_plan_t *p, const vdnn_graph_t *g, FILE *f)
+{
+    char a[96], b[96], c[96], x[32], y[32];
+    fprintf(f, "plan for %s, batch %d, input %dx%dx%d, policy %s\n", g->name, g->input.n, g->input.c, g->input.h,
+            g->input.w, vdnn_policy_name(p->policy));
+    fprintf(f, "%-34s %14s %-5s %-26s %-26s %-26s\n", "tensor", "bytes", "class", "last forward use",
+            "prefetch starts", "first backward use");
+    for (int i = 0; i < p->n_storages; i++) {
+        const vdnn_storage *s = &p->st[i];
+        if (!listed(s) || s->def_step < 0) continue;
+        fprintf(f, "%-34s %14zu %-5s %-26s %-26s %-26s\n", s->name, s->bytes, class_name(s->cls),
+                step_name(p, g, s->last_fwd_use, a, sizeof a),
+                step_name(p, g, s->cls == VDNN_CLASS_SWAP ? s->prefetch_step : -1, b, sizeof b),
+                step_name(p, g, s->first_bwd_use, c, sizeof c));
+    }
+    fprintf(f, "\npersistent (weights, gradients, momentum, statistics): %s\n",
+            vdnn_format_bytes(p->persistent_bytes, x, sizeof x));
+    fprintf(f, "peak device memory:    %s (%zu bytes)\n", vdnn_format_bytes(p->peak_device_bytes, x, sizeof x),
+            p->peak_device_bytes);
+    fprintf(f, "average device memory: %s (%zu bytes, averaged over the %d steps of an iteration)\n",
+            vdnn_format_bytes(p->avg_device_bytes, x, sizeof x), p->avg_device_bytes, p->n_steps);
+    fprintf(f, "host pool:             %s (%zu bytes)\n", vdnn_format_bytes(p->host_bytes, x, sizeof x), p->host_bytes);
+    fprintf(f, "moved per iteration:   %s (%zu bytes, both directions)\n", vdnn_format_bytes(p->bytes_moved, x, sizeof x),
+            p->bytes_moved);
+    if (p->budget != SIZE_MAX)
+        fprintf(f, "budget:                %s: %s\n", vdnn_format_bytes(p->budget, y, sizeof y),
+                p->feasible ? "fits" : "does NOT fit");
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+        else fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+void vdnn_plan_print_json(const vdnn_plan_t *p, const vdnn_graph_t *g, size_t min_budget, FILE *f)
+{
+    char a[96], b[96];
+    fprintf(f, "{\"model\": ");
+    json_string(f, g->name);
+    fprintf(f, ", \"batch\": %d, \"input\": \"%dx%dx%d\", \"policy\": \"%s\", \"feasible\": %s, ", g->input.n,
+            g->input.c, g->input.h, g->input.w, vdnn_policy_name(p->policy), p->feasible ? "true" : "false");
+    fprintf(f, "\"budget_bytes\": ");
+    if (p->budget == SIZE_MAX) fprintf(f, "null");
+    else fprintf(f, "%zu", p->budget);
+    fprintf(f, ", \"peak_device_bytes\": %zu, \"avg_device_bytes\": %zu, \"persistent_bytes\": %zu, \"host_bytes\": %zu, "
+               "\"bytes_moved\": %zu, \"min_budget_bytes\": %zu, \"steps\": %d, \"tensors\": [",
+            p->peak_device_bytes, p->avg_device_bytes, p->persistent_bytes, p->host_bytes, p->bytes_moved, min_budget,
+            p->n_steps);
+    bool first = true;
+    for (int i = 0; i < p->n_storages; i++) {
+        const vdnn_storage *s = &p->st[i];
+        if (!listed(s) || s->def_step < 0) continue;
+        fprintf(f, "%s{\"name\": ", first ? "" : ", ");
+        json_string(f, s->name);
+        fprintf(f, ", \"kind\": \"%s\", \"bytes\": %zu, \"class\": \"%s\", \"out_after\": ", vdnn_storage_kind_name(s->kind),
+                s->bytes, class_name(s->cls));
+        json_string(f, step_name(p, g, s->cls == VDNN_CLASS_SWAP ? s->last_fwd_use : -1, a, sizeof a));
+        fprintf(f, ", \"back_from\": ");
+        json_string(f, step_name(p, g, s->cls == VDNN_CLASS_SWAP ? s->prefetch_step : -1, b, sizeof b));
+        fputc('}', f);
+        first = false;
+    }
+    fprintf(f, "]}\n");
+}

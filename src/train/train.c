@@ -1,0 +1,119 @@
+/* The training loop: batches from a loader, the learning-rate schedule, progress lines, evaluation and checkpoints. */
+#include "train/train.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+vdnn_status vdnn_train_save(vdnn_net_t *net, const char *path, vdnn_error *err)
+{
+    vdnn_checkpoint ck;
+    vdnn_status rc = vdnn_net_export(net, &ck, err);
+    if (rc == VDNN_OK) rc = vdnn_checkpoint_write(path, &ck, err);
+    vdnn_checkpoint_release(&ck);
+    return rc;
+}
+
+vdnn_status vdnn_train_resume(vdnn_net_t *net, const char *path, vdnn_error *err)
+{
+    vdnn_checkpoint ck;
+    memset(&ck, 0, sizeof ck);
+    vdnn_status rc = vdnn_checkpoint_read(path, &ck, err);
+    if (rc == VDNN_OK) rc = vdnn_net_import(net, &ck, path, err);
+    vdnn_checkpoint_release(&ck);
+    return rc;
+}
+
+vdnn_status vdnn_evaluate(vdnn_net_t *net, const vdnn_dataset_t *ds, double *accuracy, double *loss, vdnn_error *err)
+{
+    vdnn_loader *ld = NULL;
+    vdnn_status rc = vdnn_loader_create(ds, net->g->input.n < ds->count ? net->g->input.n : ds->count, false, 0, &ld, err);
+    long correct = 0, seen = 0;
+    double loss_sum = 0;
+    int batches = rc == VDNN_OK ? vdnn_loader_batches_per_epoch(ld) : 0;
+    for (int b = 0; rc == VDNN_OK && b < batches; b++) {
+        const float *x;
+        const int32_t *y;
+        int n, ok = 0;
+        double ls = 0;
+        rc = vdnn_loader_next(ld, &x, &y, &n, err);
+        if (rc == VDNN_OK) rc = vdnn_net_eval_batch(net, x, y, n, &ok, &ls, err);
+        correct += ok;
+        loss_sum += ls;
+        seen += n;
+    }
+    vdnn_loader_free(ld);
+    if (rc == VDNN_OK) {
+        *accuracy = seen ? (double)correct / (double)seen : 0.0;
+        if (loss) *loss = seen ? loss_sum / (double)seen : 0.0;
+    }
+    return rc;
+}
+
+vdnn_status vdnn_train_run(vdnn_net_t *net, const vdnn_dataset_t *train, const vdnn_dataset_t *test,
+                           const vdnn_train_options *o, vdnn_train_result *r, vdnn_error *err)
+{
+    memset(r, 0, sizeof *r);
+    r->test_accuracy = -1;
+    const int batch = net->g->input.n;
+    vdnn_loader *ld = NULL;
+    vdnn_status rc = vdnn_loader_create(train, batch, true, net->cfg.seed, &ld, err);
+    if (rc != VDNN_OK) return rc;
+    const long per_epoch = vdnn_loader_batches_per_epoch(ld);
+    const long total = o->steps > 0 ? o->steps : (long)o->epochs * per_epoch;
+    vdnn_lr_schedule lr = o->lr;
+    lr.total_steps = total;
+    const int log_every = o->log_every > 0 ? o->log_every : 100;
+    rc = vdnn_loader_seek(ld, (long)net->step, err);
+
+    double t0 = now_seconds(), train_time = 0, window_loss = 0;
+    long window_n = 0;
+    while (rc == VDNN_OK && net->step < total) {
+        const float *x;
+        const int32_t *y;
+        int n;
+        rc = vdnn_loader_next(ld, &x, &y, &n, err);
+        if (rc != VDNN_OK) break;
+        double t1 = now_seconds();
+        float loss = 0;
+        rc = vdnn_net_train_step(net, x, y, (float)vdnn_lr_at(&lr, (long)net->step), &loss, err);
+        train_time += now_seconds() - t1;
+        if (rc != VDNN_OK) break;
+        r->steps_run++;
+        window_loss += loss;
+        window_n++;
+        if (net->step % per_epoch == 0) net->epoch = net->step / per_epoch;
+        bool epoch_end = net->step % per_epoch == 0;
+        if (o->log && (net->step % log_every == 0 || net->step == total || epoch_end)) {
+            fprintf(o->log, "step %ld/%ld  epoch %.2f  loss %.4f  lr %.5f  %.1f img/s  elapsed %.1fs\n",
+                    (long)net->step, total, (double)net->step / (double)per_epoch, window_loss / (double)window_n,
+                    vdnn_lr_at(&lr, (long)net->step - 1), (double)(r->steps_run * batch) / train_time,
+                    now_seconds() - t0);
+            fflush(o->log);
+            r->final_loss = window_loss / (double)window_n;
+            window_loss = 0;
+            window_n = 0;
+        }
+        if (o->save_path && (epoch_end || net->step == total)) rc = vdnn_train_save(net, o->save_path, err);
+    }
+    vdnn_loader_free(ld);
+    if (rc != VDNN_OK) return rc;
+    if (window_n) r->final_loss = window_loss / (double)window_n;
+    r->steps = (long)net->step;
+    r->train_seconds = train_time;
+    r->images_per_sec = train_time > 0 ? (double)(r->steps_run * batch) / train_time : 0;
+    if (o->evaluate && test) {
+        rc = vdnn_evaluate(net, test, &r->test_accuracy, &r->test_loss, err);
+        if (rc != VDNN_OK) return rc;
+    }
+    r->elapsed_seconds = now_seconds() - t0;
+    r->peak_device_bytes = net->arena.high_water;
+    return VDNN_OK;
+}

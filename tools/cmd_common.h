@@ -1,0 +1,61 @@
+/* Options shared by the vdnn subcommands, and setting up a model, data and backend from them. */
+#ifndef VDNN_TOOLS_CMD_COMMON_H
+#define VDNN_TOOLS_CMD_COMMON_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "backend/backend.h"
+#include "exec/net.h"
+#include "graph/graph.h"
+#include "train/data.h"
+
+typedef struct cli_options {
+    const char *model;        /* NAME or FILE */
+    const char *data;         /* dataset spec */
+    int in_c, in_h, in_w;     /* 0: from the data or the model */
+    int classes;              /* 0: from the data or the model */
+    int batch;
+    int epochs;
+    long steps;
+    double lr;
+    const char *lr_schedule;
+    double momentum, weight_decay;
+    long seed;
+    int threads;
+    const char *device;       /* auto | cpu | cuda */
+    size_t budget, host_budget;
+    vdnn_policy policy;
+    bool poison;
+    const char *save, *resume;
+    bool json;
+    int log_every;
+    double link_d2h, link_h2d;  /* emulated link bandwidth on the CPU, bytes/s */
+} cli_options;
+
+/* Flags each subcommand accepts, as a bit set. */
+enum {
+    OPT_MODEL = 1 << 0, OPT_DATA = 1 << 1, OPT_SHAPE = 1 << 2, OPT_BATCH = 1 << 3, OPT_TRAINING = 1 << 4,
+    OPT_DEVICE = 1 << 5, OPT_MEMORY = 1 << 6, OPT_CKPT = 1 << 7, OPT_JSON = 1 << 8
+};
+
+void cli_defaults(cli_options *o);
+/* Parses argv[first..]: flags in `allowed`, and (if positional_model) one bare model argument.
+ * Prints a message naming the flag and returns false on an unknown flag or a bad value. */
+bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool positional_model, cli_options *o,
+               const char *cmd);
+
+/* Finds and loads the model: NAME -> models/NAME.cfg, else a file path. */
+vdnn_status cli_load_model(const char *model, vdnn_graph_t **g, vdnn_error *err);
+/* Input shape and class count from flags, else the data, else the model's defaults. */
+vdnn_status cli_shape(const cli_options *o, const vdnn_graph_t *g, const vdnn_dataset_t *ds, vdnn_shape *in,
+                      int *classes, vdnn_error *err);
+/* The backend for --device: auto tries CUDA and says in one line why it uses the CPU instead. */
+vdnn_status cli_backend(const cli_options *o, vdnn_backend_t **be, vdnn_error *err);
+/* net config from options */
+void cli_net_config(const cli_options *o, vdnn_shape in, int classes, vdnn_net_config *c);
+
+/* Prints "vdnn CMD: message" to stderr and returns exit code 1 (2 for usage errors). */
+int cli_fail(const char *cmd, const vdnn_error *err);
+
+#endif

@@ -1,0 +1,166 @@
+/* `vdnn train` and `vdnn eval`: set up model, data, backend and net from flags, run, report. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd_common.h"
+#include "train/train.h"
+
+static const char train_usage[] =
+    "usage: vdnn train [--model NAME|FILE] [--data fashion-mnist|cifar10:DIR|idx:DIR|synthetic]\n"
+    "                  [--input CxHxW] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
+    "                  [--lr-schedule constant|step:N:GAMMA|cosine[,warmup=N]] [--momentum X]\n"
+    "                  [--weight-decay X] [--seed N] [--threads N] [--device auto|cpu|cuda]\n"
+    "                  [--budget SIZE] [--host-budget SIZE] [--policy none|all|conv] [--poison]\n"
+    "                  [--link-bandwidth BW] [--save FILE] [--resume FILE] [--log-every N] [--json]\n"
+    "Trains MODEL (default lenet: models/NAME.cfg) on the data (default fashion-mnist), then evaluates\n"
+    "on the test split. SIZE takes KiB/MiB/GiB suffixes. Defaults: batch 64, 2 epochs, lr 0.05 cosine,\n"
+    "momentum 0.9, weight decay 5e-4, seed 1, policy none, unlimited budget.\n"
+    "--steps N / --epochs N train until that many steps / epochs in all (a resumed run continues).\n"
+    "--json prints the summary as one JSON object on stdout (progress goes to stderr).\n";
+
+static const char eval_usage[] =
+    "usage: vdnn eval --resume FILE [--model NAME|FILE] [--data SPEC] [--input CxHxW] [--classes N]\n"
+    "                 [--batch N] [--threads N] [--device auto|cpu|cuda] [--json]\n"
+    "Evaluates a checkpoint on the test split of the data and prints accuracy and loss.\n";
+
+static void print_json(FILE *f, const cli_options *o, const vdnn_net_t *net, const vdnn_train_result *r)
+{
+    fprintf(f,
+            "{\"model\": \"%s\", \"batch\": %d, \"input\": \"%dx%dx%d\", \"classes\": %d, \"policy\": \"%s\", "
+            "\"device\": \"%s\", \"steps\": %ld, \"steps_run\": %ld, \"test_accuracy\": %.6f, \"test_loss\": %.6f, "
+            "\"final_loss\": %.6f, \"images_per_sec\": %.3f, \"train_seconds\": %.3f, \"elapsed_seconds\": %.3f, "
+            "\"peak_device_bytes\": %zu, \"planned_peak_device_bytes\": %zu, \"host_bytes\": %zu, "
+            "\"bytes_moved_per_step\": %zu}\n",
+            net->g->name, net->g->input.n, net->g->input.c, net->g->input.h, net->g->input.w, net->g->classes,
+            vdnn_policy_name(net->cfg.policy), net->be->ops->name, r->steps, r->steps_run, r->test_accuracy,
+            r->test_loss, r->final_loss, r->images_per_sec, r->train_seconds, r->elapsed_seconds,
+            r->peak_device_bytes, net->dev_bytes, net->plan_train->host_bytes, net->plan_train->bytes_moved);
+    (void)o;
+}
+
+typedef struct session {
+    vdnn_graph_t *g;
+    vdnn_backend_t *be;
+    vdnn_dataset_t *train, *test;
+    vdnn_net_t *net;
+} session;
+
+static void session_free(session *s)
+{
+    vdnn_net_free(s->net);
+    vdnn_dataset_free(s->train);
+    vdnn_dataset_free(s->test);
+    vdnn_backend_destroy(s->be);
+    vdnn_graph_free(s->g);
+}
+
+static vdnn_status session_open(const cli_options *o, bool need_train, session *s, vdnn_error *err)
+{
+    memset(s, 0, sizeof *s);
+    vdnn_status rc = cli_load_model(o->model, &s->g, err);
+    vdnn_shape syn = {0, o->in_c, o->in_h, o->in_w};
+    int syn_classes = o->classes;
+    if (rc == VDNN_OK && !strcmp(o->data, "synthetic")) {
+        if (!syn.c) syn = s->g->default_input;
+        if (!syn_classes) syn_classes = s->g->default_classes;
+        if (!syn.c || syn_classes < 2)
+            rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "--data synthetic needs --input CxHxW and --classes N");
+    }
+    if (rc == VDNN_OK && need_train)
+        rc = vdnn_dataset_open(o->data, VDNN_SPLIT_TRAIN, syn, syn_classes, (uint64_t)o->seed, &s->train, err);
+    if (rc == VDNN_OK) rc = vdnn_dataset_open(o->data, VDNN_SPLIT_TEST, syn, syn_classes, (uint64_t)o->seed, &s->test, err);
+    vdnn_shape in;
+    int classes = 0;
+    if (rc == VDNN_OK) rc = cli_shape(o, s->g, s->train ? s->train : s->test, &in, &classes, err);
+    if (rc == VDNN_OK) rc = cli_backend(o, &s->be, err);
+    vdnn_net_config cfg;
+    if (rc == VDNN_OK) {
+        cli_net_config(o, in, classes, &cfg);
+        rc = vdnn_net_create(s->g, s->be, &cfg, &s->net, err);
+    }
+    if (rc == VDNN_OK && o->resume) rc = vdnn_train_resume(s->net, o->resume, err);
+    return rc;
+}
+
+int vdnn_cmd_train(int argc, char **argv)
+{
+    cli_options o;
+    cli_defaults(&o);
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(train_usage, stdout);
+            return 0;
+        }
+    if (!cli_parse(argc, argv, 2, ~0u, false, &o, "train")) return 2;
+    vdnn_error err;
+    vdnn_error_clear(&err);
+    vdnn_train_options to;
+    memset(&to, 0, sizeof to);
+    vdnn_status rc = vdnn_lr_parse(o.lr_schedule, &to.lr, &err);
+    if (rc != VDNN_OK) return cli_fail("train", &err);
+    to.lr.base_lr = o.lr;
+    to.epochs = o.epochs;
+    to.steps = o.steps;
+    to.log_every = o.log_every;
+    to.save_path = o.save;
+    to.evaluate = true;
+    to.log = o.json ? stderr : stdout;
+
+    session s;
+    rc = session_open(&o, true, &s, &err);
+    if (rc == VDNN_OK) {
+        char pk[32];
+        fprintf(to.log, "vdnn train: model %s, %d x %dx%dx%d, %d classes, %s, policy %s, device memory %s, %d train images\n",
+                s.g->name, s.g->input.n, s.g->input.c, s.g->input.h, s.g->input.w, s.g->classes, s.be->ops->name,
+                vdnn_policy_name(s.net->cfg.policy), vdnn_format_bytes(s.net->dev_bytes, pk, sizeof pk), s.train->count);
+        vdnn_train_result r;
+        rc = vdnn_train_run(s.net, s.train, s.test, &to, &r, &err);
+        if (rc == VDNN_OK) {
+            if (o.json) {
+                print_json(stdout, &o, s.net, &r);
+            } else {
+                printf("done: %ld steps, final loss %.4f, %.1f images/s, peak device memory %s (%zu bytes), %.1f s\n",
+                       r.steps, r.final_loss, r.images_per_sec, vdnn_format_bytes(r.peak_device_bytes, pk, sizeof pk),
+                       r.peak_device_bytes, r.elapsed_seconds);
+                printf("test accuracy: %.2f%% (loss %.4f)\n", 100.0 * r.test_accuracy, r.test_loss);
+            }
+        }
+    }
+    session_free(&s);
+    return rc == VDNN_OK ? 0 : cli_fail("train", &err);
+}
+
+int vdnn_cmd_eval(int argc, char **argv)
+{
+    cli_options o;
+    cli_defaults(&o);
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(eval_usage, stdout);
+            return 0;
+        }
+    if (!cli_parse(argc, argv, 2, OPT_MODEL | OPT_DATA | OPT_SHAPE | OPT_BATCH | OPT_DEVICE | OPT_CKPT | OPT_JSON,
+                   false, &o, "eval"))
+        return 2;
+    vdnn_error err;
+    vdnn_error_clear(&err);
+    if (!o.resume) {
+        fprintf(stderr, "vdnn eval: --resume FILE is required (the checkpoint to evaluate)\n");
+        return 2;
+    }
+    session s;
+    vdnn_status rc = session_open(&o, false, &s, &err);
+    double acc = 0, loss = 0;
+    if (rc == VDNN_OK) rc = vdnn_evaluate(s.net, s.test, &acc, &loss, &err);
+    if (rc == VDNN_OK) {
+        if (o.json)
+            printf("{\"model\": \"%s\", \"checkpoint\": \"%s\", \"step\": %ld, \"test_accuracy\": %.6f, \"test_loss\": %.6f, "
+                   "\"test_images\": %d}\n",
+                   s.g->name, o.resume, (long)s.net->step, acc, loss, s.test->count);
+        else
+            printf("test accuracy: %.2f%% (loss %.4f) on %d images, checkpoint %s at step %ld\n", 100 * acc, loss,
+                   s.test->count, o.resume, (long)s.net->step);
+    }
+    session_free(&s);
+    return rc == VDNN_OK ? 0 : cli_fail("eval", &err);
+}
