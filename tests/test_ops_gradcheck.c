@@ -604,6 +604,9 @@ static void test_relu_lrn(void **state)
     gradcheck(be, "lrn size 5 (strong alpha)", lrn_desc(shp(2, 7, 3, 3), 5, 0.5f, 0.75f, 2.0f), X_UNIFORM, 42);
     gradcheck(be, "lrn size 3 beta 1 k 1", lrn_desc(shp(1, 4, 3, 4), 3, 1.0f, 1.0f, 1.0f), X_UNIFORM, 43);
     gradcheck(be, "lrn AlexNet constants", lrn_desc(shp(2, 6, 3, 3), 5, 1e-4f, 0.75f, 2.0f), X_UNIFORM, 44);
+    /* 35 positions per channel: whole and partial blocks of the backward's spatial tiling. */
+    gradcheck(be, "lrn size 5 on 5x7", lrn_desc(shp(2, 8, 5, 7), 5, 0.8f, 0.75f, 1.5f), X_UNIFORM, 45);
+    gradcheck(be, "lrn size 7 beta 0.6", lrn_desc(shp(1, 9, 4, 5), 7, 0.8f, 0.6f, 1.0f), X_UNIFORM, 46);
 }
 
 static void test_batchnorm(void **state)
@@ -652,7 +655,7 @@ static void test_info_flags(void **state)
         {"maxpool", pool_desc(VDNN_LAYER_MAXPOOL, s, 2, 2, 2, 2, 0, 0), false, false, false, true},
         {"avgpool", pool_desc(VDNN_LAYER_AVGPOOL, s, 2, 2, 2, 2, 0, 0), false, false, false, false},
         {"relu", one_input(VDNN_LAYER_RELU, s, s), false, true, true, false},
-        {"lrn", lrn_desc(s, 5, 1e-4f, 0.75f, 2.f), true, false, false, false /* not checked */},
+        {"lrn", lrn_desc(s, 5, 1e-4f, 0.75f, 2.f), true, false, false, false},
         {"batchnorm training", bn_desc(s, true), true, false, false, true},
         {"batchnorm inference", bn_desc(s, false), false, false, false, false},
         {"fc", fc_desc(s, 5, 1), true, false, false, false},
@@ -669,7 +672,7 @@ static void test_info_flags(void **state)
             info.inplace_ok != cases[i].inplace)
             fail_msg("%s: needs_x %d needs_y %d inplace %d, expected %d %d %d", cases[i].name, info.bwd_needs_x,
                      info.bwd_needs_y, info.inplace_ok, cases[i].needs_x, cases[i].needs_y, cases[i].inplace);
-        if (strcmp(cases[i].name, "lrn") && (info.aux_bytes > 0) != cases[i].has_aux)
+        if ((info.aux_bytes > 0) != cases[i].has_aux)
             fail_msg("%s: aux_bytes %zu", cases[i].name, info.aux_bytes);
     }
     vdnn_op_info info;

@@ -47,7 +47,7 @@ static vdnn_status compute_forward(vdnn_net_t *net, const vdnn_plan_t *plan, vdn
         RES(plan->loss, a.loss);
     }
     a.update_stats = plan->training;
-    a.seed = vdnn_net_dropout_seed(net->cfg.seed, net->step, l);
+    a.seed = net->cfg.dropout_seed(net->cfg.seed, net->step, l);
     return net->be->ops->op_forward(net->be, ops[l], &a, err);
 }
 
@@ -77,7 +77,7 @@ static vdnn_status compute_backward(vdnn_net_t *net, const vdnn_plan_t *plan, vd
     RES(s->dw, a.dw);
     RES(s->db, a.db);
     if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) RES(plan->labels, a.labels);
-    a.seed = vdnn_net_dropout_seed(net->cfg.seed, net->step, l);
+    a.seed = net->cfg.dropout_seed(net->cfg.seed, net->step, l);
     return net->be->ops->op_backward(net->be, ops[l], &a, err);
 }
 

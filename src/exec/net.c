@@ -172,6 +172,7 @@ vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_
     net->g = g;
     net->be = be;
     net->cfg = *cfg;
+    if (!net->cfg.dropout_seed) net->cfg.dropout_seed = vdnn_net_dropout_seed;
     net->fetch_storage = -1;
     net->info_train = calloc((size_t)g->n_layers, sizeof *net->info_train);
     net->info_eval = calloc((size_t)g->n_layers, sizeof *net->info_eval);

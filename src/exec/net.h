@@ -11,6 +11,9 @@
 #include "plan/plan.h"
 #include "train/checkpoint.h"
 
+/* Seed of a dropout layer's mask at an optimizer step. */
+typedef uint64_t (*vdnn_dropout_seed_fn)(uint64_t run_seed, int64_t step, int layer);
+
 typedef struct vdnn_net_config {
     int batch;
     int in_c, in_h, in_w;
@@ -22,6 +25,7 @@ typedef struct vdnn_net_config {
     uint64_t seed;
     float momentum;
     float weight_decay;
+    vdnn_dropout_seed_fn dropout_seed; /* NULL: vdnn_net_dropout_seed; tests replay other masks */
 } vdnn_net_config;
 
 /* Defaults: momentum 0.9, weight decay 5e-4, policy none, unlimited budgets, seed 1. */
@@ -74,7 +78,7 @@ vdnn_status vdnn_net_set(vdnn_net_t *net, const char *name, const float *host, s
 /* Hash of the model's structure (layer names, kinds, parameters, shapes without batch). */
 uint64_t vdnn_net_model_hash(const vdnn_net_t *net);
 
-/* Seed of a dropout layer's mask at an optimizer step. */
+/* The default dropout seed: a hash of the run's seed, the step and the layer. */
 uint64_t vdnn_net_dropout_seed(uint64_t run_seed, int64_t step, int layer);
 
 /* Runs a plan's actions (exec.c). */

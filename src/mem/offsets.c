@@ -3,6 +3,7 @@
  * smallest gap among the blocks it shares time with, which keeps fragmentation low. */
 #include "mem/offsets.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 
 typedef struct {
@@ -63,12 +64,17 @@ vdnn_status vdnn_place_intervals(vdnn_interval *iv, int n, size_t base, size_t *
             if (o->begin <= cur->end && cur->begin <= o->end) busy[nb++] = (span){o->offset, o->offset + o->bytes};
         }
         qsort(busy, (size_t)nb, sizeof(span), cmp_span);
-        size_t best = SIZE_MAX, best_gap = SIZE_MAX, cursor = base;
+        /* The gap above the highest busy block is unbounded: it wins only when no bounded gap fits,
+         * so `found`, not a SIZE_MAX sentinel, says whether a gap was chosen (base 0 with nothing
+         * busy has a gap of exactly SIZE_MAX). */
+        size_t best = base, best_gap = SIZE_MAX, cursor = base;
+        bool found = false;
         for (int j = 0; j <= nb; j++) {
             size_t gap_end = j < nb ? busy[j].lo : SIZE_MAX;
             if (gap_end > cursor && gap_end - cursor >= cur->bytes) {
                 size_t gap = gap_end - cursor;
-                if (gap < best_gap) {
+                if (!found || gap < best_gap) {
+                    found = true;
                     best_gap = gap;
                     best = cursor;
                 }

@@ -4,6 +4,8 @@ and allops.bin (its inputs, parameters, step-0 outputs and gradients, and 3 SGD 
 
 Needs PyTorch (Debian: python3-torch). Run from anywhere: python3 tests/reference/make_reference.py
 The output is deterministic; README.md documents the binary format and the names in it.
+After writing, the script reads the file back and checks the step-0 forward pass against a
+float64 numpy recomputation written independently of torch.nn.
 """
 import os
 import struct
@@ -224,6 +226,99 @@ class Writer:
                 f.write(data)
 
 
+# ---- an independent check: read the file back as README.md describes it and redo the ----
+# ---- step-0 forward pass in float64 numpy, written out by hand for this net            ----
+def read_ref(path):
+    import numpy as np
+    b = open(path, "rb").read()
+    assert b[:8] == b"VDNNREF1"
+    (n,), o, d = struct.unpack_from("<I", b, 8), 12, {}
+    for _ in range(n):
+        (ln,) = struct.unpack_from("<I", b, o)
+        name = b[o + 4:o + 4 + ln].decode("ascii")
+        o += 4 + ln
+        dtype, nd = struct.unpack_from("<II", b, o)
+        shape = struct.unpack_from(f"<{nd}I", b, o + 8)
+        o += 8 + 4 * nd
+        npt = np.dtype({F32: "<f4", I32: "<i4", U64: "<u8"}[dtype])
+        cnt = int(np.prod(shape))
+        d[name] = np.frombuffer(b, npt, cnt, o).reshape(shape)
+        o += cnt * npt.itemsize
+    assert o == len(b)
+    return d
+
+
+def verify(path):
+    import numpy as np
+    r = read_ref(path)
+    g = {k: v.astype(np.float64) for k, v in r.items() if v.dtype == np.float32}
+
+    def check(what, got):
+        want = g[what]
+        err = np.max(np.abs(got - want))
+        assert err <= 1e-5 * (1 + np.max(np.abs(want))), f"{what}: off by {err}"
+
+    def conv(x, w, b, s, p, groups):
+        n, _, h, wd = x.shape
+        f, cg, kh, kw = w.shape
+        xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+        ho, wo = (h + 2 * p - kh) // s + 1, (wd + 2 * p - kw) // s + 1
+        y = np.zeros((n, f, ho, wo))
+        for o in range(f):
+            gi = o // (f // groups)
+            for i in range(ho):
+                for j in range(wo):
+                    win = xp[:, gi * cg:(gi + 1) * cg, i * s:i * s + kh, j * s:j * s + kw]
+                    y[:, o, i, j] = np.sum(win * w[o], axis=(1, 2, 3))
+            if b is not None:
+                y[:, o] += b[o]
+        return y
+
+    x = conv(g["data.out"], g["conv1.weight"], g["conv1.bias"], 1, 1, 1)
+    check("conv1.out", x)
+    m, v = x.mean((0, 2, 3)), x.var((0, 2, 3))
+    check("bn1.batch_mean", m)
+    check("bn1.batch_var", v)
+    c = lambda a: a[None, :, None, None]
+    bn = (x - c(m)) / np.sqrt(c(v) + f32(0.001)) * c(g["bn1.weight"]) + c(g["bn1.bias"])
+    check("bn1.out", bn)
+    mo, cnt = f32(0.2), x.shape[0] * x.shape[2] * x.shape[3]
+    check("step0.bn1.running_mean", (1 - mo) * g["bn1.running_mean"] + mo * m)
+    check("step0.bn1.running_var", (1 - mo) * g["bn1.running_var"] + mo * v * cnt / (cnt - 1))
+    pool = bn.reshape(4, 8, 6, 2, 6, 2).max((3, 5))
+    check("pool1.out", pool)
+    r1 = np.maximum(pool, 0)
+    res = np.maximum(conv(r1, g["conv2.weight"], None, 1, 1, 4), 0) + r1
+    check("res.out", res)
+    check("b1.out", conv(res, g["b1.weight"], g["b1.bias"], 2, 1, 2))
+    rp = np.pad(res, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    avg = np.zeros((4, 8, 3, 3))
+    for i in range(3):
+        for j in range(3):
+            avg[:, :, i, j] = rp[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3].sum((2, 3)) / 9
+    check("b2.out", avg)
+    sq = np.pad(avg ** 2, ((0, 0), (1, 1), (0, 0), (0, 0)))
+    check("lrn.out", avg / (2 + 0.5 / 3 * (sq[:, :-2] + sq[:, 1:-1] + sq[:, 2:])) ** 0.75)
+    keep = np.array([dropout_keep(int(r["meta.dropout_seed"][0]), i, 0.25) for i in range(4 * 14 * 9)])
+    assert (keep.reshape(4, 14, 3, 3) == (r["drop.mask"][0] == 1)).all()
+    drop = np.concatenate([g["b1.out"], g["lrn.out"]], 1) * keep.reshape(4, 14, 3, 3) / 0.75
+    check("drop.out", drop)
+    head = np.concatenate([drop.mean((2, 3)), drop.reshape(4, -1)], 1)
+    logits = head @ g["fc.weight"].T + g["fc.bias"]
+    check("fc.out", logits.reshape(4, 5, 1, 1))
+    prob = np.exp(logits - logits.max(1, keepdims=True))
+    prob /= prob.sum(1, keepdims=True)
+    check("loss.out", prob.reshape(4, 5, 1, 1))
+    rows = np.arange(4)
+    check("loss.value", np.array([-np.log(prob[rows, r["labels"]]).mean()]))
+    dlogits = prob.copy()
+    dlogits[rows, r["labels"]] -= 1
+    dlogits /= 4
+    check("fc.out.grad", dlogits.reshape(4, 5, 1, 1))
+    check("fc.weight.grad", dlogits.T @ head)
+    check("fc.bias.grad", dlogits.sum(0))
+
+
 def main():
     torch.manual_seed(TORCH_SEED)
     torch.set_num_threads(1)
@@ -284,6 +379,7 @@ def main():
     for name, t in stat_items(mods):
         w.add(f"final.{name}", t)
     w.write(os.path.join(HERE, f"{NAME}.bin"))
+    verify(os.path.join(HERE, f"{NAME}.bin"))
     print(f"{NAME}: {len(w.arrays)} arrays, losses " + ", ".join(f"{v:.6f}" for v in losses))
 
 

@@ -1,0 +1,222 @@
+/* Every zoo net trained a few steps under none, all and conv: swapping must not change a single bit, the
+ * measured arena high-water must equal the planned peak, and a too small budget must fail up front. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec/net.h"
+#include "testutil.h"
+#include "train/data.h"
+
+#define STEPS_MAX 3
+
+typedef struct net_case {
+    const char *model;
+    int c, h, w, batch, steps;
+} net_case;
+
+/* The smallest inputs each net allows (see the comments at the top of each .cfg), so that the
+ * deep ones stay within the time budget on two cores. */
+static const net_case all_cases[] = {
+    {"lenet", 1, 28, 28, 4, 3},     {"alexnet", 3, 63, 63, 2, 2},   {"overfeat", 3, 71, 71, 2, 2},
+    {"googlenet", 3, 32, 32, 2, 2}, {"vgg16", 3, 32, 32, 2, 2},     {"vgg19", 3, 32, 32, 2, 2},
+    {"resnet18", 3, 32, 32, 4, 3},  {"resnet50", 3, 32, 32, 2, 2},  {"resnet101", 3, 32, 32, 2, 2},
+    {"resnet152", 3, 32, 32, 2, 2},
+};
+static const char *quick_models[] = {"lenet", "resnet18", "googlenet"};
+
+typedef struct run_result {
+    vdnn_checkpoint ck;
+    float loss[STEPS_MAX];
+    size_t train_peak, eval_peak, high_water;
+} run_result;
+
+static bool quick(void)
+{
+    const char *q = getenv("VDNN_TEST_QUICK");
+    return q && *q && strcmp(q, "0");
+}
+
+static vdnn_graph_t *load_model(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/models/%s.cfg", VDNN_SOURCE_DIR, name);
+    vdnn_graph_t *g = NULL;
+    vdnn_error err;
+    vt_assert_ok(vdnn_graph_load(path, &g, &err), err);
+    return g;
+}
+
+static void config(const net_case *nc, vdnn_policy pol, size_t budget, bool poison, vdnn_net_config *cfg)
+{
+    vdnn_net_config_default(cfg);
+    cfg->batch = nc->batch;
+    cfg->in_c = nc->c;
+    cfg->in_h = nc->h;
+    cfg->in_w = nc->w;
+    cfg->classes = 10;
+    cfg->policy = pol;
+    cfg->budget = budget;
+    cfg->poison = poison;
+    cfg->seed = 11;
+}
+
+/* Trains nc->steps steps on consecutive synthetic batches; fills the export, the losses and the
+ * measured high-water after training and again after one evaluation batch. */
+static void train_run(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_dataset_t *ds, const net_case *nc,
+                      vdnn_policy pol, size_t budget, bool poison, run_result *r)
+{
+    vdnn_net_config cfg;
+    config(nc, pol, budget, poison, &cfg);
+    vdnn_net_t *net = NULL;
+    vdnn_error err;
+    vt_assert_ok(vdnn_net_create(g, be, &cfg, &net, &err), err);
+    assert_int_equal(net->plan_train->policy, pol);
+    assert_true(net->plan_train->feasible);
+    const size_t img = (size_t)nc->c * nc->h * nc->w;
+    for (int s = 0; s < nc->steps; s++) {
+        const float *x = ds->images + img * (size_t)(s * nc->batch);
+        const int32_t *y = ds->labels + s * nc->batch;
+        vt_assert_ok(vdnn_net_train_step(net, x, y, 0.05f, &r->loss[s], &err), err);
+        if (!isfinite(r->loss[s])) fail_msg("%s/%s: step %d loss %g", nc->model, vdnn_policy_name(pol), s, (double)r->loss[s]);
+    }
+    r->train_peak = net->plan_train->peak_device_bytes;
+    r->eval_peak = net->plan_eval->peak_device_bytes;
+    r->high_water = net->arena.high_water;
+    /* The planned peak is what training really touched: not a byte more, not a byte less. */
+    if (r->high_water != r->train_peak)
+        fail_msg("%s/%s: arena high-water %zu != planned training peak %zu", nc->model, vdnn_policy_name(pol),
+                 r->high_water, r->train_peak);
+    assert_true(net->dev_bytes == (r->train_peak > r->eval_peak ? r->train_peak : r->eval_peak));
+    vt_assert_ok(vdnn_net_export(net, &r->ck, &err), err);
+    /* One evaluation batch then raises the mark to the evaluation plan's peak at most: the arena size. */
+    int ok = -1;
+    double ls = 0;
+    vt_assert_ok(vdnn_net_eval_batch(net, ds->images, ds->labels, nc->batch, &ok, &ls, &err), err);
+    assert_true(ok >= 0 && ok <= nc->batch);
+    assert_true(isfinite(ls));
+    assert_true(net->arena.high_water == net->dev_bytes);
+    vdnn_net_free(net);
+}
+
+static void assert_same_export(const net_case *nc, vdnn_policy pol, const run_result *want, const run_result *got)
+{
+    assert_int_equal(want->ck.n_tensors, got->ck.n_tensors);
+    assert_true(want->ck.n_tensors > 0);
+    for (int i = 0; i < want->ck.n_tensors; i++) {
+        const vdnn_ckpt_tensor *a = &want->ck.tensors[i], *b = &got->ck.tensors[i];
+        assert_string_equal(a->name, b->name);
+        assert_int_equal(a->count, b->count);
+        if (memcmp(a->data, b->data, a->count * sizeof(float))) {
+            size_t k = 0;
+            while (!memcmp(&a->data[k], &b->data[k], sizeof(float))) k++;
+            fail_msg("%s/%s: tensor %s differs from policy none at [%zu]: %.9g vs %.9g", nc->model,
+                     vdnn_policy_name(pol), a->name, k, (double)a->data[k], (double)b->data[k]);
+        }
+    }
+    for (int s = 0; s < nc->steps; s++)
+        if (memcmp(&want->loss[s], &got->loss[s], sizeof(float)))
+            fail_msg("%s/%s: step %d loss %.9g, none gave %.9g", nc->model, vdnn_policy_name(pol), s,
+                     (double)got->loss[s], (double)want->loss[s]);
+}
+
+/* A plan's device need as vdnn_net_create computes it: training and evaluation plans share the arena. */
+static size_t need_of(const run_result *r) { return r->train_peak > r->eval_peak ? r->train_peak : r->eval_peak; }
+
+/* vdnn_net_create must refuse `budget` before allocating anything and name the smallest budget any
+ * policy needs, in bytes. */
+static void expect_budget_failure(vdnn_graph_t *g, vdnn_backend_t *be, const net_case *nc, vdnn_policy pol,
+                                  size_t budget, size_t smallest)
+{
+    vdnn_net_config cfg;
+    config(nc, pol, budget, false, &cfg);
+    vdnn_net_t *net = (vdnn_net_t *)&cfg; /* must come back NULL */
+    vdnn_error err;
+    vt_assert_error(vdnn_net_create(g, be, &cfg, &net, &err), err, VDNN_ERR_BUDGET, "smallest budget that works is");
+    assert_null(net);
+    char bytes[64];
+    snprintf(bytes, sizeof bytes, "(%zu bytes) with --policy", smallest);
+    if (!strstr(err.msg, bytes))
+        fail_msg("%s/%s: the message does not name %zu bytes: %s", nc->model, vdnn_policy_name(pol), smallest, err.msg);
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void run_case(const net_case *nc)
+{
+    double t0 = now();
+    vdnn_error err;
+    vdnn_graph_t *g = load_model(nc->model);
+    vdnn_backend_t *be = NULL;
+    vdnn_cpu_options co = {2, 0, 0};
+    vt_assert_ok(vdnn_backend_cpu_create(&co, &be, &err), err);
+    vdnn_dataset_t *ds = NULL;
+    vt_assert_ok(vdnn_dataset_open("synthetic", VDNN_SPLIT_TRAIN, (vdnn_shape){0, nc->c, nc->h, nc->w}, 10, 5, &ds, &err),
+                 err);
+    assert_true(ds->count >= nc->batch * nc->steps);
+
+    run_result ref, r[VDNN_POLICY_COUNT];
+    memset(&ref, 0, sizeof ref);
+    memset(r, 0, sizeof r);
+    train_run(g, be, ds, nc, VDNN_POLICY_NONE, SIZE_MAX, false, &ref);
+
+    /* Each policy's need, from a net created without a limit. */
+    size_t need[VDNN_POLICY_COUNT];
+    need[VDNN_POLICY_NONE] = need_of(&ref);
+    size_t smallest = need[VDNN_POLICY_NONE];
+    for (int pol = VDNN_POLICY_ALL; pol < VDNN_POLICY_COUNT; pol++) {
+        vdnn_net_config cfg;
+        config(nc, (vdnn_policy)pol, SIZE_MAX, false, &cfg);
+        vdnn_net_t *probe = NULL;
+        vt_assert_ok(vdnn_net_create(g, be, &cfg, &probe, &err), err);
+        need[pol] = probe->dev_bytes;
+        assert_true(probe->plan_train->host_bytes > 0);
+        assert_true(probe->plan_train->bytes_moved > 0);
+        vdnn_net_free(probe);
+        if (need[pol] >= ref.train_peak)
+            fail_msg("%s/%s: needs %zu bytes, not less than none's peak %zu", nc->model,
+                     vdnn_policy_name((vdnn_policy)pol), need[pol], ref.train_peak);
+        if (need[pol] < smallest) smallest = need[pol];
+    }
+    for (int pol = VDNN_POLICY_ALL; pol < VDNN_POLICY_COUNT; pol++) {
+        /* At exactly its need, with every freed or offloaded byte poisoned, swapping changes no bit. */
+        train_run(g, be, ds, nc, (vdnn_policy)pol, need[pol], true, &r[pol]);
+        assert_true(need_of(&r[pol]) == need[pol]);
+        assert_same_export(nc, (vdnn_policy)pol, &ref, &r[pol]);
+        expect_budget_failure(g, be, nc, (vdnn_policy)pol, need[pol] - 1, smallest);
+    }
+    expect_budget_failure(g, be, nc, VDNN_POLICY_NONE, need[VDNN_POLICY_NONE] - 1, smallest);
+    print_message("%-10s %dx%dx%dx%d peak: none %zu, all %zu (%.1f%%), conv %zu (%.1f%%); %.1f s\n", nc->model,
+                  nc->batch, nc->c, nc->h, nc->w, ref.train_peak, r[VDNN_POLICY_ALL].train_peak,
+                  100.0 * (double)r[VDNN_POLICY_ALL].train_peak / (double)ref.train_peak, r[VDNN_POLICY_CONV].train_peak,
+                  100.0 * (double)r[VDNN_POLICY_CONV].train_peak / (double)ref.train_peak, now() - t0);
+    vdnn_checkpoint_release(&ref.ck);
+    for (int pol = 0; pol < VDNN_POLICY_COUNT; pol++) vdnn_checkpoint_release(&r[pol].ck);
+    vdnn_dataset_free(ds);
+    vdnn_backend_destroy(be);
+    vdnn_graph_free(g);
+}
+
+static void test_case(void **state) { run_case((const net_case *)*state); }
+
+int main(void)
+{
+    struct CMUnitTest tests[sizeof all_cases / sizeof all_cases[0]];
+    int n = 0;
+    for (size_t i = 0; i < sizeof all_cases / sizeof all_cases[0]; i++) {
+        bool take = !quick();
+        for (size_t k = 0; k < sizeof quick_models / sizeof quick_models[0]; k++)
+            take |= !strcmp(all_cases[i].model, quick_models[k]);
+        if (!take) continue;
+        tests[n] = (struct CMUnitTest){all_cases[i].model, test_case, NULL, NULL, (void *)&all_cases[i]};
+        n++;
+    }
+    return _cmocka_run_group_tests("policies", tests, (size_t)n, NULL, NULL);
+}
