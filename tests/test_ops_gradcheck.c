@@ -777,6 +777,28 @@ static void test_no_dx(void **state)
     }
 }
 
+/* Batchnorm's gradients do not depend on beta: backward works without it. */
+static void test_bn_backward_without_beta(void **state)
+{
+    vdnn_backend_t *be = *state;
+    vdnn_op_desc d = bn_desc(shp(3, 4, 3, 3), true);
+    gc t;
+    gc_init(&t, be, "bn no beta", &d, X_UNIFORM, 115);
+    gc_forward(&t, false);
+    gc_backward(&t);
+    float *dx = malloc(t.nx[0] * sizeof(float));
+    assert_non_null(dx);
+    memcpy(dx, t.dx[0], t.nx[0] * sizeof(float));
+    poison_grads(&t);
+    vdnn_op_args a = bwd_args(&t);
+    a.b = NULL;
+    vdnn_error err = {0};
+    vt_assert_ok(be->ops->op_backward(be, t.op, &a, &err), err);
+    assert_memory_equal(dx, t.dx[0], t.nx[0] * sizeof(float));
+    free(dx);
+    gc_free(&t);
+}
+
 /* Max pooling forward without aux (evaluation) gives the same output. */
 static void test_maxpool_without_aux(void **state)
 {
@@ -887,6 +909,7 @@ int main(void)
         cmocka_unit_test(test_inplace),
         cmocka_unit_test(test_bn_running_stats),
         cmocka_unit_test(test_no_dx),
+        cmocka_unit_test(test_bn_backward_without_beta),
         cmocka_unit_test(test_maxpool_without_aux),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_errors),

@@ -1,0 +1,487 @@
+/* The CUDA backend: device selection, streams as the three queues, cuDNN/cuBLAS handles, device and pinned memory,
+ * copies, events and the element-wise helpers. */
+#include "backend/cuda/cuda_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_kernels.h"
+
+struct vdnn_event {
+    cudaEvent_t ev;
+};
+
+static cuda_backend *cu(vdnn_backend_t *be) { return (cuda_backend *)be; }
+
+static const char *queue_name(vdnn_queue_id q)
+{
+    switch (q) {
+    case VDNN_QUEUE_COMPUTE: return "compute";
+    case VDNN_QUEUE_D2H: return "D2H";
+    case VDNN_QUEUE_H2D: return "H2D";
+    case VDNN_QUEUE_COUNT: break;
+    }
+    return "?";
+}
+
+static vdnn_status check_queue(vdnn_queue_id q, const char *what, vdnn_error *err)
+{
+    if ((int)q < 0 || q >= VDNN_QUEUE_COUNT) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: no queue %d", what, (int)q);
+    return VDNN_OK;
+}
+
+/* ---- memory ---- */
+
+static vdnn_status cuda_dev_alloc(vdnn_backend_t *be, size_t bytes, void **ptr, vdnn_error *err)
+{
+    if (!ptr) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "dev_alloc: NULL output pointer");
+    *ptr = NULL;
+    cuda_backend *b = cu(be);
+    vdnn_status st = vdnn_cuda_use(b, err);
+    if (st) return st;
+    /* cudaMalloc(0) may hand back NULL, which callers read as failure. */
+    size_t n = bytes ? bytes : 256;
+    cudaError_t e = cudaMalloc(ptr, n);
+    if (e != cudaSuccess) {
+        *ptr = NULL;
+        char want[32], fr[32], tot[32];
+        size_t free_b = 0, total_b = 0;
+        (void)cudaGetLastError();
+        if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) (void)cudaGetLastError();
+        return vdnn_cuda_check(e, err, "dev_alloc: cudaMalloc of %zu bytes (%s; %s free of %s on %s)", bytes,
+                               vdnn_format_bytes(bytes, want, sizeof want), vdnn_format_bytes(free_b, fr, sizeof fr),
+                               vdnn_format_bytes(total_b, tot, sizeof tot), b->device_name);
+    }
+    return VDNN_OK;
+}
+
+static void cuda_dev_free(vdnn_backend_t *be, void *ptr)
+{
+    if (!ptr) return;
+    if (cudaSetDevice(cu(be)->device) != cudaSuccess || cudaFree(ptr) != cudaSuccess) (void)cudaGetLastError();
+}
+
+static vdnn_status cuda_host_alloc(vdnn_backend_t *be, size_t bytes, void **ptr, vdnn_error *err)
+{
+    if (!ptr) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "host_alloc: NULL output pointer");
+    *ptr = NULL;
+    vdnn_status st = vdnn_cuda_use(cu(be), err);
+    if (st) return st;
+    /* Pinned, so the copy engines read and write it while the host thread goes on; portable, so it stays
+     * pinned for every device's context. */
+    char want[32];
+    st = vdnn_cuda_check(cudaHostAlloc(ptr, bytes ? bytes : 64, cudaHostAllocPortable), err,
+                         "host_alloc: cudaHostAlloc of %zu bytes (%s) of pinned memory", bytes,
+                         vdnn_format_bytes(bytes, want, sizeof want));
+    if (st) *ptr = NULL;
+    return st;
+}
+
+static void cuda_host_free(vdnn_backend_t *be, void *ptr)
+{
+    if (!ptr) return;
+    if (cudaSetDevice(cu(be)->device) != cudaSuccess || cudaFreeHost(ptr) != cudaSuccess) (void)cudaGetLastError();
+}
+
+static size_t cuda_dev_free_bytes(vdnn_backend_t *be)
+{
+    size_t free_b = 0, total_b = 0;
+    if (cudaSetDevice(cu(be)->device) != cudaSuccess || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return free_b;
+}
+
+/* ---- copies ---- */
+
+static vdnn_status cuda_copy_async(vdnn_backend_t *be, vdnn_queue_id q, void *dst, const void *src, size_t bytes,
+                                   vdnn_copy_kind kind, vdnn_error *err)
+{
+    vdnn_status st = check_queue(q, "copy_async", err);
+    if (st) return st;
+    enum cudaMemcpyKind k;
+    switch (kind) {
+    case VDNN_COPY_D2H: k = cudaMemcpyDeviceToHost; break;
+    case VDNN_COPY_H2D: k = cudaMemcpyHostToDevice; break;
+    case VDNN_COPY_D2D: k = cudaMemcpyDeviceToDevice; break;
+    default: return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "copy_async: bad copy kind %d", (int)kind);
+    }
+    if (!bytes) return VDNN_OK;
+    if (!dst || !src)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "copy_async: NULL %s for %zu bytes", dst ? "source" : "destination",
+                         bytes);
+    cuda_backend *b = cu(be);
+    st = vdnn_cuda_use(b, err);
+    if (st) return st;
+    return vdnn_cuda_check(cudaMemcpyAsync(dst, src, bytes, k, b->stream[q]), err,
+                           "copy_async: cudaMemcpyAsync of %zu bytes on the %s queue", bytes, queue_name(q));
+}
+
+static vdnn_status sync_streams(cuda_backend *b, const char *what, vdnn_error *err)
+{
+    /* Compute first: copies were made to wait for it, so they may still run after it is done. */
+    for (int q = 0; q < VDNN_QUEUE_COUNT; q++) {
+        vdnn_status st = vdnn_cuda_check(cudaStreamSynchronize(b->stream[q]), err,
+                                         "%s: cudaStreamSynchronize of the %s queue (an earlier kernel or copy may be at fault)",
+                                         what, queue_name((vdnn_queue_id)q));
+        if (st) return st;
+    }
+    return VDNN_OK;
+}
+
+/* Blocking copies see everything queued before them and leave nothing running. Pageable host memory
+ * is fine here: the copy goes through the compute stream and is waited for. */
+static vdnn_status blocking_copy(cuda_backend *b, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind k,
+                                 const char *what, vdnn_error *err)
+{
+    if (!bytes) return VDNN_OK;
+    if (!dst || !src)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: NULL %s for %zu bytes", what, dst ? "source" : "destination",
+                         bytes);
+    vdnn_status st = vdnn_cuda_use(b, err);
+    if (!st) st = sync_streams(b, what, err);
+    if (!st)
+        st = vdnn_cuda_check(cudaMemcpyAsync(dst, src, bytes, k, b->stream[VDNN_QUEUE_COMPUTE]), err,
+                             "%s: cudaMemcpyAsync of %zu bytes", what, bytes);
+    if (!st)
+        st = vdnn_cuda_check(cudaStreamSynchronize(b->stream[VDNN_QUEUE_COMPUTE]), err,
+                             "%s: cudaStreamSynchronize after copying %zu bytes", what, bytes);
+    return st;
+}
+
+static vdnn_status cuda_upload(vdnn_backend_t *be, void *dst, const void *src, size_t bytes, vdnn_error *err)
+{
+    return blocking_copy(cu(be), dst, src, bytes, cudaMemcpyHostToDevice, "upload", err);
+}
+
+static vdnn_status cuda_download(vdnn_backend_t *be, void *dst, const void *src, size_t bytes, vdnn_error *err)
+{
+    return blocking_copy(cu(be), dst, src, bytes, cudaMemcpyDeviceToHost, "download", err);
+}
+
+/* ---- events ---- */
+
+static vdnn_status cuda_event_create(vdnn_backend_t *be, vdnn_event **out, vdnn_error *err)
+{
+    if (!out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "event_create: NULL output pointer");
+    *out = NULL;
+    vdnn_status st = vdnn_cuda_use(cu(be), err);
+    if (st) return st;
+    vdnn_event *ev = calloc(1, sizeof *ev);
+    if (!ev) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "event_create: out of memory");
+    /* Timing off: recording and waiting are then cheapest. */
+    st = vdnn_cuda_check(cudaEventCreateWithFlags(&ev->ev, cudaEventDisableTiming), err, "event_create: cudaEventCreateWithFlags");
+    if (st) {
+        free(ev);
+        return st;
+    }
+    *out = ev;
+    return VDNN_OK;
+}
+
+static void cuda_event_destroy(vdnn_backend_t *be, vdnn_event *ev)
+{
+    if (!ev) return;
+    /* CUDA releases an event's resources only once its pending work is done, so this is safe at any time. */
+    if (cudaSetDevice(cu(be)->device) != cudaSuccess || cudaEventDestroy(ev->ev) != cudaSuccess) (void)cudaGetLastError();
+    free(ev);
+}
+
+static vdnn_status cuda_event_record(vdnn_backend_t *be, vdnn_event *ev, vdnn_queue_id q, vdnn_error *err)
+{
+    vdnn_status st = check_queue(q, "event_record", err);
+    if (st) return st;
+    if (!ev) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "event_record: NULL event");
+    cuda_backend *b = cu(be);
+    st = vdnn_cuda_use(b, err);
+    if (st) return st;
+    return vdnn_cuda_check(cudaEventRecord(ev->ev, b->stream[q]), err, "event_record: cudaEventRecord on the %s queue",
+                           queue_name(q));
+}
+
+static vdnn_status cuda_event_wait(vdnn_backend_t *be, vdnn_queue_id q, vdnn_event *ev, vdnn_error *err)
+{
+    vdnn_status st = check_queue(q, "event_wait", err);
+    if (st) return st;
+    if (!ev) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "event_wait: NULL event");
+    cuda_backend *b = cu(be);
+    st = vdnn_cuda_use(b, err);
+    if (st) return st;
+    /* The queue waits, not the host: the compute queue too, so the executor's WAIT orders kernels after copies. */
+    return vdnn_cuda_check(cudaStreamWaitEvent(b->stream[q], ev->ev, 0), err,
+                           "event_wait: cudaStreamWaitEvent on the %s queue", queue_name(q));
+}
+
+static vdnn_status cuda_event_sync(vdnn_backend_t *be, vdnn_event *ev, vdnn_error *err)
+{
+    if (!ev) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "event_sync: NULL event");
+    vdnn_status st = vdnn_cuda_use(cu(be), err);
+    if (st) return st;
+    return vdnn_cuda_check(cudaEventSynchronize(ev->ev), err,
+                           "event_sync: cudaEventSynchronize (an earlier kernel or copy may be at fault)");
+}
+
+static vdnn_status cuda_sync_all(vdnn_backend_t *be, vdnn_error *err)
+{
+    cuda_backend *b = cu(be);
+    vdnn_status st = vdnn_cuda_use(b, err);
+    return st ? st : sync_streams(b, "sync_all", err);
+}
+
+/* ---- element-wise helpers (compute queue) ---- */
+
+static vdnn_status cuda_fill(vdnn_backend_t *be, float *dst, float value, size_t n, vdnn_error *err)
+{
+    if (!n) return VDNN_OK;
+    if (!dst) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fill: NULL destination for %zu floats", n);
+    cuda_backend *b = cu(be);
+    vdnn_status st = vdnn_cuda_use(b, err);
+    if (st) return st;
+    return vdnn_cuda_check(vdnn_cuda_k_fill(b->stream[VDNN_QUEUE_COMPUTE], dst, value, n), err, "fill kernel (%zu floats)", n);
+}
+
+static vdnn_status cuda_accumulate(vdnn_backend_t *be, float *dst, const float *src, size_t n, vdnn_error *err)
+{
+    if (!n) return VDNN_OK;
+    if (!dst || !src) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "accumulate: NULL pointer for %zu floats", n);
+    cuda_backend *b = cu(be);
+    vdnn_status st = vdnn_cuda_use(b, err);
+    if (st) return st;
+    return vdnn_cuda_check(vdnn_cuda_k_accumulate(b->stream[VDNN_QUEUE_COMPUTE], dst, src, n), err,
+                           "accumulate kernel (%zu floats)", n);
+}
+
+static vdnn_status cuda_sgd_update(vdnn_backend_t *be, float *w, const float *dw, float *v, size_t n, float lr,
+                                   float momentum, float weight_decay, vdnn_error *err)
+{
+    if (!n) return VDNN_OK;
+    if (!w || !dw || !v) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "sgd_update: NULL pointer for %zu floats", n);
+    cuda_backend *b = cu(be);
+    vdnn_status st = vdnn_cuda_use(b, err);
+    if (st) return st;
+    return vdnn_cuda_check(vdnn_cuda_k_sgd(b->stream[VDNN_QUEUE_COMPUTE], w, dw, v, n, lr, momentum, weight_decay), err,
+                           "sgd_update kernel (%zu floats)", n);
+}
+
+static vdnn_status cuda_poison(vdnn_backend_t *be, void *dst, size_t bytes, vdnn_error *err)
+{
+    if (!bytes) return VDNN_OK;
+    if (!dst) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "poison: NULL destination for %zu bytes", bytes);
+    cuda_backend *b = cu(be);
+    vdnn_status st = vdnn_cuda_use(b, err);
+    if (st) return st;
+    /* All-ones bytes make every float a quiet NaN. */
+    return vdnn_cuda_check(cudaMemsetAsync(dst, 0xff, bytes, b->stream[VDNN_QUEUE_COMPUTE]), err,
+                           "poison: cudaMemsetAsync of %zu bytes", bytes);
+}
+
+/* ---- life cycle ---- */
+
+static void cuda_destroy(vdnn_backend_t *be)
+{
+    cuda_backend *b = cu(be);
+    if (cudaSetDevice(b->device) != cudaSuccess) (void)cudaGetLastError();
+    for (int q = 0; q < VDNN_QUEUE_COUNT; q++)
+        if (b->stream[q] && cudaStreamSynchronize(b->stream[q]) != cudaSuccess) (void)cudaGetLastError();
+    if (b->cublas) cublasDestroy(b->cublas);
+    if (b->cudnn) cudnnDestroy(b->cudnn);
+    for (int q = 0; q < VDNN_QUEUE_COUNT; q++)
+        if (b->stream[q] && cudaStreamDestroy(b->stream[q]) != cudaSuccess) (void)cudaGetLastError();
+    free(b);
+}
+
+static const vdnn_backend_ops cuda_ops = {
+    .name = "cuda",
+    .destroy = cuda_destroy,
+    .dev_alloc = cuda_dev_alloc,
+    .dev_free = cuda_dev_free,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .dev_free_bytes = cuda_dev_free_bytes,
+    .copy_async = cuda_copy_async,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .event_wait = cuda_event_wait,
+    .event_sync = cuda_event_sync,
+    .sync_all = cuda_sync_all,
+    .op_query = vdnn_cuda_op_query,
+    .op_create = vdnn_cuda_op_create,
+    .op_destroy = vdnn_cuda_op_destroy,
+    .op_forward = vdnn_cuda_op_forward,
+    .op_backward = vdnn_cuda_op_backward,
+    .fill = cuda_fill,
+    .accumulate = cuda_accumulate,
+    .sgd_update = cuda_sgd_update,
+    .poison = cuda_poison,
+};
+
+bool vdnn_cuda_settings(const vdnn_backend_t *be, vdnn_cuda_options *out)
+{
+    if (!be || be->ops != &cuda_ops) return false;
+    if (out) *out = ((const cuda_backend *)be)->opt;
+    return true;
+}
+
+/* ---- creation ---- */
+
+void vdnn_cuda_options_default(vdnn_cuda_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->tf32 = -1;
+    o->deterministic = -1;
+    o->benchmark = -1;
+}
+
+/* -1 resolves to the environment: set and not "0" or empty means on. */
+static vdnn_status env_switch(int v, const char *name, bool dflt, bool *out, vdnn_error *err)
+{
+    if (v == 0 || v == 1) {
+        *out = v == 1;
+        return VDNN_OK;
+    }
+    if (v != -1) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda backend: option for %s is %d (must be -1, 0 or 1)", name, v);
+    const char *e = getenv(name);
+    *out = e ? (e[0] != '\0' && strcmp(e, "0") != 0) : dflt;
+    return VDNN_OK;
+}
+
+static vdnn_status resolve_options(const vdnn_cuda_options *in, vdnn_cuda_options *o, vdnn_error *err)
+{
+    *o = *in;
+    if (o->device < 0) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda backend: device %d is negative", o->device);
+    if (o->threads < 0) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda backend: threads %d is negative", o->threads);
+    bool no_tf32 = false, det = false, bench = false;
+    vdnn_status st = VDNN_OK;
+    if (in->tf32 == -1) {
+        st = env_switch(-1, "VDNN_NO_TF32", false, &no_tf32, err);
+        o->tf32 = !no_tf32;
+    } else if (in->tf32 == 0 || in->tf32 == 1) {
+        o->tf32 = in->tf32;
+    } else {
+        st = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda backend: option tf32 is %d (must be -1, 0 or 1)", in->tf32);
+    }
+    if (!st) st = env_switch(in->deterministic, "VDNN_DETERMINISTIC", false, &det, err);
+    if (!st) st = env_switch(in->benchmark, "VDNN_CUDNN_BENCHMARK", false, &bench, err);
+    if (st) return st;
+    o->deterministic = det;
+    o->benchmark = bench && !det; /* timing noise would make the choice, and so the results, vary */
+    if (!o->conv_ws_limit) {
+        const char *e = getenv("VDNN_CONV_WS_LIMIT");
+        size_t lim = SIZE_MAX;
+        if (e && *e && !vdnn_parse_size(e, &lim))
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
+                             "cuda backend: VDNN_CONV_WS_LIMIT='%s' is not a size (e.g. 512MiB, unlimited)", e);
+        o->conv_ws_limit = lim ? lim : SIZE_MAX;
+    }
+    return VDNN_OK;
+}
+
+/* The failures that mean "no usable GPU here" rather than "the GPU failed": the CLI then falls back to the CPU. */
+static vdnn_status no_device(cudaError_t e, int device, vdnn_error *err)
+{
+    (void)cudaGetLastError();
+    switch (e) {
+    case cudaErrorInsufficientDriver:
+        return vdnn_fail(err, VDNN_ERR_NO_DEVICE, "no GPU: CUDA driver is insufficient for the CUDA runtime (%s)",
+                         cudaGetErrorName(e));
+    case cudaErrorNoDevice: return vdnn_fail(err, VDNN_ERR_NO_DEVICE, "no GPU: no CUDA device found");
+    default:
+        return vdnn_fail(err, VDNN_ERR_NO_DEVICE, "no GPU: CUDA device %d cannot be used: %s (%s)", device,
+                         cudaGetErrorString(e), cudaGetErrorName(e));
+    }
+}
+
+static vdnn_status open_device(cuda_backend *b, vdnn_error *err)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) return no_device(e, b->device, err);
+    if (count < 1) return no_device(cudaErrorNoDevice, b->device, err);
+    if (b->device >= count)
+        return vdnn_fail(err, VDNN_ERR_NO_DEVICE, "no GPU: CUDA device %d requested but only %d present", b->device, count);
+    e = cudaSetDevice(b->device);
+    /* cudaFree(NULL) creates the context now, so a failure shows here and not in the first op. */
+    if (e == cudaSuccess) e = cudaFree(NULL);
+    if (e != cudaSuccess) return no_device(e, b->device, err);
+    struct cudaDeviceProp prop;
+    e = cudaGetDeviceProperties(&prop, b->device);
+    if (e != cudaSuccess) return no_device(e, b->device, err);
+    snprintf(b->device_name, sizeof b->device_name, "%s", prop.name);
+    e = vdnn_cuda_k_probe();
+    if (e != cudaSuccess)
+        return vdnn_fail(err, VDNN_ERR_NO_DEVICE,
+                         "no GPU: %s (compute capability %d.%d) cannot run this build's kernels (%s); rebuild with "
+                         "-DVDNN_CUDA_ARCHITECTURES=%d%d",
+                         prop.name, prop.major, prop.minor, cudaGetErrorName(e), prop.major, prop.minor);
+    return VDNN_OK;
+}
+
+static vdnn_status open_libraries(cuda_backend *b, vdnn_error *err)
+{
+    /* The header this was compiled with and the library loaded at run time must share a major version. */
+    size_t v = cudnnGetVersion();
+    if (v / 10000 != CUDNN_MAJOR)
+        return vdnn_fail(err, VDNN_ERR_BACKEND, "cuDNN: built against version %d.%d but loaded %zu.%zu", CUDNN_MAJOR,
+                         CUDNN_MINOR, v / 10000, v / 100 % 100);
+    for (int q = 0; q < VDNN_QUEUE_COUNT; q++) {
+        /* Non-blocking: none of them waits for the legacy default stream (or it for them). */
+        vdnn_status st = vdnn_cuda_check(cudaStreamCreateWithFlags(&b->stream[q], cudaStreamNonBlocking), err,
+                                         "cudaStreamCreateWithFlags (%s queue)", queue_name((vdnn_queue_id)q));
+        if (st) return st;
+    }
+    cudaStream_t compute = b->stream[VDNN_QUEUE_COMPUTE];
+    vdnn_status st = vdnn_cudnn_check(cudnnCreate(&b->cudnn), err, "cudnnCreate");
+    if (!st) st = vdnn_cudnn_check(cudnnSetStream(b->cudnn, compute), err, "cudnnSetStream");
+    if (!st) st = vdnn_cublas_check(cublasCreate(&b->cublas), err, "cublasCreate");
+    if (!st) st = vdnn_cublas_check(cublasSetStream(b->cublas, compute), err, "cublasSetStream");
+    /* As PyTorch: FP32 GEMMs may run as TF32 unless strict FP32 was asked for. */
+    if (!st)
+        st = vdnn_cublas_check(cublasSetMathMode(b->cublas, b->opt.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+                               err, "cublasSetMathMode");
+    return st;
+}
+
+vdnn_status vdnn_backend_cuda_create_ex(const vdnn_cuda_options *opt, vdnn_backend_t **out, vdnn_error *err)
+{
+    if (!out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda backend: NULL output pointer");
+    *out = NULL;
+    vdnn_cuda_options o;
+    vdnn_cuda_options_default(&o);
+    if (opt) o = *opt;
+    cuda_backend *b = calloc(1, sizeof *b);
+    if (!b) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "cuda backend: out of memory");
+    b->base.ops = &cuda_ops;
+    vdnn_status st = resolve_options(&o, &b->opt, err);
+    if (st) {
+        free(b);
+        return st;
+    }
+    b->device = b->opt.device;
+    b->base.threads = b->opt.threads > 0 ? b->opt.threads : 1;
+    st = open_device(b, err);
+    if (st) {
+        free(b); /* nothing was created on the device yet */
+        return st;
+    }
+    st = open_libraries(b, err);
+    if (st) {
+        cuda_destroy(&b->base);
+        return st;
+    }
+    *out = &b->base;
+    return VDNN_OK;
+}
+
+vdnn_status vdnn_backend_cuda_create(int device, int threads, vdnn_backend_t **out, vdnn_error *err)
+{
+    vdnn_cuda_options o;
+    vdnn_cuda_options_default(&o);
+    o.device = device;
+    o.threads = threads;
+    return vdnn_backend_cuda_create_ex(&o, out, err);
+}

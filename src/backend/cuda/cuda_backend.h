@@ -1,0 +1,63 @@
+/* What the CUDA backend offers beyond the backend interface: creation options (TF32, determinism, algorithm search)
+ * and the convolution algorithms cuDNN offers for a layer, with workspace sizes and measured times, for planners.
+ * Free of CUDA headers, so any module may include it; the functions exist only in builds with the CUDA backend. */
+#ifndef VDNN_BACKEND_CUDA_BACKEND_H
+#define VDNN_BACKEND_CUDA_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "backend/backend.h"
+
+/* Tri-state switches: -1 takes the environment's value (below), 0 off, 1 on. */
+typedef struct vdnn_cuda_options {
+    int device;
+    int threads;          /* host threads; the CUDA backend itself uses none */
+    int tf32;             /* TF32 tensor-core math in convolutions and FC; env VDNN_NO_TF32=1 turns it off; default on */
+    int deterministic;    /* only bitwise-reproducible algorithms; env VDNN_DETERMINISTIC=1; default off */
+    int benchmark;        /* time the candidate conv algorithms at op_create (cudnnFind*) instead of trusting
+                           * the heuristics; env VDNN_CUDNN_BENCHMARK=1; default off. The choice then varies
+                           * from run to run, so it is ignored in deterministic mode. */
+    size_t conv_ws_limit; /* no conv algorithm needing more workspace than this; 0: env VDNN_CONV_WS_LIMIT
+                           * (a size such as "512MiB"), else unlimited */
+} vdnn_cuda_options;
+
+/* device 0, threads 0, every switch -1 (environment), no workspace limit of its own. */
+void vdnn_cuda_options_default(vdnn_cuda_options *o);
+
+/* vdnn_backend_cuda_create with explicit options (the CLI's --no-tf32 goes here). */
+vdnn_status vdnn_backend_cuda_create_ex(const vdnn_cuda_options *opt, vdnn_backend_t **out, vdnn_error *err);
+
+/* The settings a CUDA backend runs with, after the environment was applied. false if `be` is not CUDA. */
+bool vdnn_cuda_settings(const vdnn_backend_t *be, vdnn_cuda_options *out);
+
+typedef enum vdnn_conv_pass {
+    VDNN_CONV_FWD = 0,
+    VDNN_CONV_BWD_DATA,
+    VDNN_CONV_BWD_FILTER,
+    VDNN_CONV_PASS_COUNT
+} vdnn_conv_pass;
+
+typedef struct vdnn_conv_algo {
+    int algo;           /* cuDNN's algorithm number within the pass */
+    char name[32];      /* e.g. "fwd_implicit_precomp_gemm", "bwd_filter_algo_1" */
+    size_t ws_bytes;    /* workspace the algorithm needs */
+    double time_ms;     /* measured by cuDNN; -1 when only the heuristics were asked */
+    bool deterministic; /* bitwise-reproducible run to run */
+    bool tensor_cores;  /* runs FP32 as TF32 on tensor cores */
+} vdnn_conv_algo;
+
+#define VDNN_CONV_MAX_ALGOS 16
+
+/* The algorithms usable for one pass of a CONV layer under the backend's settings (TF32, determinism,
+ * workspace limit), best first: by measured time when `measure` (runs cudnnFind*, which allocates
+ * scratch device memory and synchronizes the device), else in cuDNN's heuristic order. Writes at most
+ * `cap` entries and their number to *n. */
+vdnn_status vdnn_cuda_conv_algos(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_conv_pass pass, bool measure,
+                                 vdnn_conv_algo *out, int cap, int *n, vdnn_error *err);
+
+/* The algorithm a CONV op created on a CUDA backend runs for a pass (false for other ops, or for the
+ * backward passes of an op created with training = false). */
+bool vdnn_cuda_conv_chosen(const vdnn_backend_t *be, const vdnn_op *op, vdnn_conv_pass pass, vdnn_conv_algo *out);
+
+#endif

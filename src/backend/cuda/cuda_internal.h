@@ -1,0 +1,85 @@
+/* Internals shared by the CUDA backend's C files: the backend and op structs, the per-kind op table, status checks. */
+#ifndef VDNN_BACKEND_CUDA_INTERNAL_H
+#define VDNN_BACKEND_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+
+typedef struct cuda_backend {
+    vdnn_backend_t base;                   /* must be first */
+    vdnn_cuda_options opt;                 /* as resolved at create (environment applied) */
+    int device;
+    cudaStream_t stream[VDNN_QUEUE_COUNT]; /* compute, D2H, H2D; all non-blocking */
+    cudnnHandle_t cudnn;                   /* bound to the compute stream */
+    cublasHandle_t cublas;                 /* bound to the compute stream */
+    char device_name[256];
+} cuda_backend;
+
+typedef struct cuda_op_impl cuda_op_impl;
+
+struct vdnn_op {
+    vdnn_op_desc d;
+    vdnn_op_info info;
+    const cuda_op_impl *impl;
+    void *state; /* owned by impl (descriptors, chosen algorithms) */
+};
+
+/* One implementation per layer kind (or family). query does no device work and allocates no device memory. */
+struct cuda_op_impl {
+    vdnn_status (*query)(cuda_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err);
+    vdnn_status (*create)(cuda_backend *be, vdnn_op *op, vdnn_error *err); /* op->d, op->info are set */
+    void (*destroy)(cuda_backend *be, vdnn_op *op);
+    vdnn_status (*forward)(cuda_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
+    vdnn_status (*backward)(cuda_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
+};
+
+/* cuDNN ops (cuda_ops_conv.c, cuda_ops_dnn.c, cuda_ops_bn.c). */
+extern const cuda_op_impl vdnn_cuda_op_conv;
+extern const cuda_op_impl vdnn_cuda_op_pool; /* max and average */
+extern const cuda_op_impl vdnn_cuda_op_relu;
+extern const cuda_op_impl vdnn_cuda_op_lrn;
+extern const cuda_op_impl vdnn_cuda_op_batchnorm;
+/* cuBLAS (cuda_ops_fc.c). */
+extern const cuda_op_impl vdnn_cuda_op_fc;
+/* Own kernels and copies (cuda_ops_simple.c). */
+extern const cuda_op_impl vdnn_cuda_op_dropout;
+extern const cuda_op_impl vdnn_cuda_op_concat;
+extern const cuda_op_impl vdnn_cuda_op_add;
+extern const cuda_op_impl vdnn_cuda_op_gap;
+extern const cuda_op_impl vdnn_cuda_op_flatten;
+extern const cuda_op_impl vdnn_cuda_op_softmax_xent;
+
+/* Turn a CUDA / cuDNN / cuBLAS status into a vdnn error; the message names the call (printf-style)
+ * and the library's own description. VDNN_OK on success; nothing is formatted then. */
+vdnn_status vdnn_cuda_check(cudaError_t e, vdnn_error *err, const char *fmt, ...) VDNN_PRINTF(3, 4);
+vdnn_status vdnn_cudnn_check(cudnnStatus_t s, vdnn_error *err, const char *fmt, ...) VDNN_PRINTF(3, 4);
+vdnn_status vdnn_cublas_check(cublasStatus_t s, vdnn_error *err, const char *fmt, ...) VDNN_PRINTF(3, 4);
+
+/* Makes the backend's device current on the calling thread (the runtime keeps it per thread). */
+vdnn_status vdnn_cuda_use(cuda_backend *b, vdnn_error *err);
+
+/* An NCHW float tensor descriptor of shape s. On failure *t is NULL. */
+vdnn_status vdnn_cuda_tensor(cudnnTensorDescriptor_t *t, vdnn_shape s, const char *what, vdnn_error *err);
+void vdnn_cuda_tensor_free(cudnnTensorDescriptor_t *t);
+
+/* floor((in + 2 pad - k) / stride) + 1, the output size of a window op (as PyTorch). */
+static inline int vdnn_cuda_window_out(int in, int k, int stride, int pad)
+{
+    int span = in + 2 * pad - k;
+    return span < 0 ? 0 : span / stride + 1;
+}
+
+static inline size_t vdnn_cuda_max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+/* The backend's op entries, dispatching by layer kind (cuda_ops_table.c). */
+vdnn_status vdnn_cuda_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err);
+vdnn_status vdnn_cuda_op_create(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op **op, vdnn_error *err);
+void vdnn_cuda_op_destroy(vdnn_backend_t *be, vdnn_op *op);
+vdnn_status vdnn_cuda_op_forward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
+vdnn_status vdnn_cuda_op_backward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
+
+#endif

@@ -1,0 +1,66 @@
+/* The backend's own CUDA kernels (cuda_kernels_*.cu), as C launchers: each enqueues on `s` and returns the launch status. */
+#ifndef VDNN_BACKEND_CUDA_KERNELS_H
+#define VDNN_BACKEND_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VDNN_CUDA_MAX_ADD 8 /* = VDNN_MAX_INPUTS, kept here so the .cu files need no vdnn headers */
+
+/* Whether this binary holds code the current device can run (cudaErrorNoKernelImageForDevice otherwise). */
+cudaError_t vdnn_cuda_k_probe(void);
+
+/* ---- element-wise (cuda_kernels_elementwise.cu) ---- */
+cudaError_t vdnn_cuda_k_fill(cudaStream_t s, float *dst, float value, size_t n);
+cudaError_t vdnn_cuda_k_accumulate(cudaStream_t s, float *dst, const float *src, size_t n);
+/* g = dw + wd*w; v = momentum*v + g; w -= lr*v */
+cudaError_t vdnn_cuda_k_sgd(cudaStream_t s, float *w, const float *dw, float *v, size_t n, float lr, float momentum,
+                            float weight_decay);
+/* y = x[0] + x[1] + ... (k inputs, summed in input order) */
+cudaError_t vdnn_cuda_k_add(cudaStream_t s, float *y, const float *const *x, int k, size_t n);
+/* out[i] = keep(seed, i, p) ? in[i] * scale : 0, keep() being vdnn_dropout_keep of backend.h */
+cudaError_t vdnn_cuda_k_dropout(cudaStream_t s, float *out, const float *in, size_t n, uint64_t seed, float p,
+                                float scale);
+/* Writes keep(seed, i, p) as 0/1 bytes, for testing the device mask against the host function. */
+cudaError_t vdnn_cuda_k_dropout_mask(cudaStream_t s, unsigned char *mask, size_t n, uint64_t seed, float p);
+
+/* ---- per-channel and per-plane reductions (cuda_kernels_reduce.cu) ---- */
+/* y[n,c,:] += b[c] over an (n, c, hw) tensor */
+cudaError_t vdnn_cuda_k_bias_add(cudaStream_t s, float *y, const float *b, int n, int c, size_t hw);
+/* db[c] = sum over n and hw of dy[n,c,:] */
+cudaError_t vdnn_cuda_k_bias_grad(cudaStream_t s, float *db, const float *dy, int n, int c, size_t hw);
+/* y[p] = mean of plane p of x (planes of hw values) */
+cudaError_t vdnn_cuda_k_gap_fwd(cudaStream_t s, float *y, const float *x, size_t planes, size_t hw);
+/* dx[p,:] = dy[p] / hw */
+cudaError_t vdnn_cuda_k_gap_bwd(cudaStream_t s, float *dx, const float *dy, size_t planes, size_t hw);
+/* Batch norm's dgamma and dbeta alone (no dx): dgamma[c] = sum dy*(x-mean)*inv_std, dbeta[c] = sum dy. */
+cudaError_t vdnn_cuda_k_bn_param_grad(cudaStream_t s, float *dgamma, float *dbeta, const float *x, const float *dy,
+                                      const float *mean, const float *inv_std, int n, int c, size_t hw);
+
+/* ---- pooling and loss (cuda_kernels_nn.cu) ---- */
+typedef struct vdnn_cuda_pool_geom {
+    int n, c, h, w;   /* input */
+    int oh, ow;       /* output */
+    int kh, kw, sh, sw, ph, pw;
+} vdnn_cuda_pool_geom;
+/* Average pooling's input gradient, the padding counted in every window (count_include_pad). */
+cudaError_t vdnn_cuda_k_avgpool_bwd(cudaStream_t s, float *dx, const float *dy, vdnn_cuda_pool_geom g);
+/* Row-wise softmax of x (n rows of k) into y; when per_sample is not NULL also each row's
+ * -log softmax[label] (NaN for a label outside [0, k)). y may alias x. */
+cudaError_t vdnn_cuda_k_softmax_xent_fwd(cudaStream_t s, float *y, const float *x, const int32_t *labels,
+                                         double *per_sample, int n, int k);
+/* *loss = mean of per_sample[0..n), summed in a fixed order */
+cudaError_t vdnn_cuda_k_mean_loss(cudaStream_t s, float *loss, const double *per_sample, int n);
+/* dx = (y - onehot(labels)) / n; a row with a label outside [0, k) becomes NaN */
+cudaError_t vdnn_cuda_k_softmax_xent_bwd(cudaStream_t s, float *dx, const float *y, const int32_t *labels, int n, int k);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,111 @@
+/* The CUDA backend's op entries: the table from layer kind to implementation and the checks common to all ops. */
+#include "backend/cuda/cuda_internal.h"
+
+#include <stdlib.h>
+
+static const cuda_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
+    [VDNN_LAYER_INPUT] = NULL, /* the data has no op: the executor uploads it */
+    [VDNN_LAYER_CONV] = &vdnn_cuda_op_conv,
+    [VDNN_LAYER_MAXPOOL] = &vdnn_cuda_op_pool,
+    [VDNN_LAYER_AVGPOOL] = &vdnn_cuda_op_pool,
+    [VDNN_LAYER_RELU] = &vdnn_cuda_op_relu,
+    [VDNN_LAYER_LRN] = &vdnn_cuda_op_lrn,
+    [VDNN_LAYER_BATCHNORM] = &vdnn_cuda_op_batchnorm,
+    [VDNN_LAYER_DROPOUT] = &vdnn_cuda_op_dropout,
+    [VDNN_LAYER_FC] = &vdnn_cuda_op_fc,
+    [VDNN_LAYER_CONCAT] = &vdnn_cuda_op_concat,
+    [VDNN_LAYER_ADD] = &vdnn_cuda_op_add,
+    [VDNN_LAYER_GAP] = &vdnn_cuda_op_gap,
+    [VDNN_LAYER_FLATTEN] = &vdnn_cuda_op_flatten,
+    [VDNN_LAYER_SOFTMAX_XENT] = &vdnn_cuda_op_softmax_xent,
+};
+
+static bool shape_ok(vdnn_shape s) { return s.n > 0 && s.c > 0 && s.h > 0 && s.w > 0; }
+
+static vdnn_status lookup(const vdnn_op_desc *d, const cuda_op_impl **impl, vdnn_error *err)
+{
+    if (!d) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda op: NULL op description");
+    if ((int)d->kind < 0 || d->kind >= VDNN_LAYER_KIND_COUNT)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda op: unknown layer kind %d", (int)d->kind);
+    *impl = op_table[d->kind];
+    if (!*impl || !(*impl)->query)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda op: layer kind %d (%s) has no op", (int)d->kind,
+                         d->kind == VDNN_LAYER_INPUT ? "input" : "not implemented");
+    if (d->n_inputs < 1 || d->n_inputs > VDNN_MAX_INPUTS)
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "cuda op: %d inputs (must be 1..%d)", d->n_inputs, VDNN_MAX_INPUTS);
+    for (int i = 0; i < d->n_inputs; i++)
+        if (!shape_ok(d->in[i]))
+            return vdnn_fail(err, VDNN_ERR_SHAPE, "cuda op: input %d has shape %dx%dx%dx%d", i, d->in[i].n, d->in[i].c,
+                             d->in[i].h, d->in[i].w);
+    if (!shape_ok(d->out))
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "cuda op: output has shape %dx%dx%dx%d", d->out.n, d->out.c, d->out.h,
+                         d->out.w);
+    /* cuDNN's legacy tensors and cuBLAS take int sizes and strides. */
+    if (vdnn_shape_count(d->out) > (size_t)INT32_MAX)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda op: output of %zu values (at most %d per tensor)",
+                         vdnn_shape_count(d->out), INT32_MAX);
+    for (int i = 0; i < d->n_inputs; i++)
+        if (vdnn_shape_count(d->in[i]) > (size_t)INT32_MAX)
+            return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda op: input %d of %zu values (at most %d per tensor)", i,
+                             vdnn_shape_count(d->in[i]), INT32_MAX);
+    return VDNN_OK;
+}
+
+vdnn_status vdnn_cuda_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
+{
+    const cuda_op_impl *impl;
+    vdnn_status st = lookup(d, &impl, err);
+    if (st) return st;
+    if (!info) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_query: NULL info");
+    *info = (vdnn_op_info){0};
+    cuda_backend *b = (cuda_backend *)be;
+    st = vdnn_cuda_use(b, err);
+    return st ? st : impl->query(b, d, info, err);
+}
+
+vdnn_status vdnn_cuda_op_create(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op **out, vdnn_error *err)
+{
+    if (!out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_create: NULL output pointer");
+    *out = NULL;
+    const cuda_op_impl *impl;
+    vdnn_status st = lookup(d, &impl, err);
+    if (st) return st;
+    cuda_backend *b = (cuda_backend *)be;
+    st = vdnn_cuda_use(b, err);
+    if (st) return st;
+    vdnn_op *op = calloc(1, sizeof *op);
+    if (!op) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "op_create: out of memory");
+    op->d = *d;
+    op->impl = impl;
+    st = impl->query(b, d, &op->info, err);
+    if (!st && impl->create) st = impl->create(b, op, err);
+    if (st) {
+        free(op);
+        return st;
+    }
+    *out = op;
+    return VDNN_OK;
+}
+
+void vdnn_cuda_op_destroy(vdnn_backend_t *be, vdnn_op *op)
+{
+    if (!op) return;
+    if (op->impl->destroy) op->impl->destroy((cuda_backend *)be, op);
+    free(op);
+}
+
+vdnn_status vdnn_cuda_op_forward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    if (!op || !a) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_forward: NULL %s", op ? "arguments" : "op");
+    cuda_backend *b = (cuda_backend *)be;
+    vdnn_status st = vdnn_cuda_use(b, err);
+    return st ? st : op->impl->forward(b, op, a, err);
+}
+
+vdnn_status vdnn_cuda_op_backward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    if (!op || !a) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_backward: NULL %s", op ? "arguments" : "op");
+    cuda_backend *b = (cuda_backend *)be;
+    vdnn_status st = vdnn_cuda_use(b, err);
+    return st ? st : op->impl->backward(b, op, a, err);
+}
