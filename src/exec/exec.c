@@ -161,6 +161,8 @@ vdnn_status vdnn_exec_iteration(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_o
             case VDNN_ACT_PREFETCH: BE_CALL(copy(net, plan, a, err)); break;
             case VDNN_ACT_WAIT: BE_CALL(be->ops->event_wait(be, VDNN_QUEUE_COMPUTE, net->events[a->event], err)); break;
             case VDNN_ACT_COMPUTE: BE_CALL(compute(net, plan, ops, st, images, labels, lr, err)); break;
+            case VDNN_ACT_RECOMPUTE:
+                return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "executor: recompute is not implemented yet");
             case VDNN_ACT_ACCUM:
                 BE_CALL(be->ops->accumulate(be, (float *)net->ptr[a->a], (const float *)net->ptr[a->b],
                                             plan->st[a->b].bytes / sizeof(float), err));

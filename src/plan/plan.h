@@ -81,7 +81,8 @@ typedef enum vdnn_action_kind {
     VDNN_ACT_PREFETCH,  /* a = storage, event = copy-done event */
     VDNN_ACT_WAIT,      /* event: compute waits for a copy */
     VDNN_ACT_COMPUTE,   /* the step's own work (load / forward / backward / update) */
-    VDNN_ACT_ACCUM      /* a += b (storages) */
+    VDNN_ACT_ACCUM,     /* a += b (storages) */
+    VDNN_ACT_RECOMPUTE  /* a = layer: run its forward again (statistics not updated) into its blocks */
 } vdnn_action_kind;
 
 typedef struct vdnn_action {

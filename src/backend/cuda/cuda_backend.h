@@ -44,7 +44,7 @@ typedef struct vdnn_conv_algo {
     size_t ws_bytes;    /* workspace the algorithm needs */
     double time_ms;     /* measured by cuDNN; -1 when only the heuristics were asked */
     bool deterministic; /* bitwise-reproducible run to run */
-    bool tensor_cores;  /* runs FP32 as TF32 on tensor cores */
+    bool tensor_cores;  /* may run FP32 as TF32 on tensor cores (never when TF32 is off) */
 } vdnn_conv_algo;
 
 #define VDNN_CONV_MAX_ALGOS 16

@@ -1,0 +1,56 @@
+/* Measured (or estimated) costs of one network on one device: per-layer compute times and the copy
+ * link's latency and bandwidth per direction. Planners and the simulator see devices only through it. */
+#ifndef VDNN_PLAN_PROFILE_H
+#define VDNN_PLAN_PROFILE_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+#include "graph/graph.h"
+
+/* A copy of B bytes takes latency_s + B / bytes_per_s. */
+typedef struct vdnn_copy_model {
+    double latency_s;
+    double bytes_per_s;
+} vdnn_copy_model;
+
+typedef struct vdnn_profile {
+    char device[64];          /* "cpu", "cuda:NVIDIA H100 ..." */
+    char model[64];           /* graph name */
+    vdnn_shape input;         /* n = batch */
+    int classes;
+    int n_layers;
+    double *fwd_s;            /* per layer: forward op time (index 0: unused) */
+    double *bwd_s;            /* per layer: backward op time, gradient accumulation included */
+    double load_s;            /* uploading one batch */
+    double update_s;          /* the SGD update of all parameters */
+    double accum_bytes_per_s; /* gradient accumulation throughput (bytes of the added tensor) */
+    vdnn_copy_model d2h, h2d;
+    int n_samples;            /* raw copy measurements behind the models */
+    size_t *sample_bytes;
+    double *sample_d2h_s, *sample_h2d_s;
+    bool measured;            /* false: a roofline estimate */
+} vdnn_profile;
+
+static inline double vdnn_copy_seconds(const vdnn_copy_model *m, size_t bytes)
+{
+    return bytes ? m->latency_s + (double)bytes / m->bytes_per_s : 0.0;
+}
+
+/* Allocates the per-layer arrays for n_layers (zeroed). */
+vdnn_status vdnn_profile_init(vdnn_profile *p, int n_layers, vdnn_error *err);
+void vdnn_profile_release(vdnn_profile *p);
+
+/* A profile without measurements: every op takes max(flops / flops_per_s, bytes / mem_bytes_per_s)
+ * (bytes = its inputs and outputs), copies run at link_bytes_per_s with 10 us latency. */
+vdnn_status vdnn_profile_estimate(const vdnn_graph_t *g, double flops_per_s, double mem_bytes_per_s,
+                                  double link_bytes_per_s, vdnn_profile *p, vdnn_error *err);
+
+/* Least-squares fit of latency and bandwidth to the samples of one direction. */
+vdnn_copy_model vdnn_copy_model_fit(const size_t *bytes, const double *seconds, int n);
+
+/* JSON file round trip. Reading checks that the profile matches g (name, layer count, input). */
+vdnn_status vdnn_profile_write(const char *path, const vdnn_profile *p, vdnn_error *err);
+vdnn_status vdnn_profile_read(const char *path, const vdnn_graph_t *g, vdnn_profile *p, vdnn_error *err);
+
+#endif
