@@ -55,6 +55,9 @@ endif()
 if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
   set(CMAKE_CUDA_ARCHITECTURES ${VDNN_CUDA_ARCHITECTURES})
 endif()
+# One runtime for the whole program, the shared libcudart that cuDNN and cuBLAS use too. Set for every target
+# made from here on: C executables that link vdnn_cuda would otherwise get the static runtime as well.
+set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
 enable_language(CUDA)
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
@@ -74,13 +77,14 @@ if(_vdnn_dir_opts)
 endif()
 set_target_properties(vdnn_cuda PROPERTIES
   COMPILE_OPTIONS "${_vdnn_c_opts}"
-  CUDA_ARCHITECTURES "${VDNN_CUDA_ARCHITECTURES}"
-  CUDA_RUNTIME_LIBRARY Shared   # one runtime: the shared libcudart that cuDNN and cuBLAS use too
-  POSITION_INDEPENDENT_CODE ON)
+  CUDA_ARCHITECTURES "${VDNN_CUDA_ARCHITECTURES}")
 target_compile_options(vdnn_cuda PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings -Xcompiler=-Wall,-Wextra,-Werror,-Wno-unused-parameter>)
 target_include_directories(vdnn_cuda PRIVATE ${CUDAToolkit_INCLUDE_DIRS} ${VDNN_CUDNN_INCLUDE})
 target_link_libraries(vdnn_cuda PUBLIC vdnn CUDA::cudart ${VDNN_CUDNN_LIB} CUDA::cublas)
+# Code that links vdnn_cuda may call what backend/cuda/cuda_backend.h declares only when this is defined
+# (the stand-in src/backend/cuda_absent.c defines vdnn_backend_cuda_create alone).
+target_compile_definitions(vdnn_cuda INTERFACE VDNN_HAVE_CUDA=1)
 
 set(VDNN_HAVE_CUDA ON)
 message(STATUS "vdnn: CUDA backend on (CUDA ${CUDAToolkit_VERSION}, cuDNN ${_vdnn_cudnn_major}, architectures ${VDNN_CUDA_ARCHITECTURES})")

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "exec/net.h"
+#include "plan/plan.h"
 #include "testutil.h"
 #include "train/data.h"
 
@@ -125,10 +126,10 @@ static void assert_same_export(const net_case *nc, vdnn_policy pol, const run_re
 /* A plan's device need as vdnn_net_create computes it: training and evaluation plans share the arena. */
 static size_t need_of(const run_result *r) { return r->train_peak > r->eval_peak ? r->train_peak : r->eval_peak; }
 
-/* vdnn_net_create must refuse `budget` before allocating anything and name the smallest budget any
- * policy needs, in bytes. */
+/* vdnn_net_create must refuse `budget` before allocating anything, naming the smallest budget that
+ * works as "... is SIZE (N bytes) with --policy P"; returns N and P. */
 static void expect_budget_failure(vdnn_graph_t *g, vdnn_backend_t *be, const net_case *nc, vdnn_policy pol,
-                                  size_t budget, size_t smallest)
+                                  size_t budget, size_t *named, vdnn_policy *named_pol)
 {
     vdnn_net_config cfg;
     config(nc, pol, budget, false, &cfg);
@@ -136,10 +137,13 @@ static void expect_budget_failure(vdnn_graph_t *g, vdnn_backend_t *be, const net
     vdnn_error err;
     vt_assert_error(vdnn_net_create(g, be, &cfg, &net, &err), err, VDNN_ERR_BUDGET, "smallest budget that works is");
     assert_null(net);
-    char bytes[64];
-    snprintf(bytes, sizeof bytes, "(%zu bytes) with --policy", smallest);
-    if (!strstr(err.msg, bytes))
-        fail_msg("%s/%s: the message does not name %zu bytes: %s", nc->model, vdnn_policy_name(pol), smallest, err.msg);
+    const char *at = strstr(err.msg, "smallest budget that works is");
+    const char *paren = strchr(at, '(');
+    unsigned long long n = 0;
+    char pname[32] = "";
+    if (!paren || sscanf(paren, "(%llu bytes) with --policy %31s", &n, pname) != 2 || !vdnn_policy_parse(pname, named_pol))
+        fail_msg("%s/%s: cannot read the smallest budget from: %s", nc->model, vdnn_policy_name(pol), err.msg);
+    *named = (size_t)n;
 }
 
 static double now(void)
@@ -148,6 +152,9 @@ static double now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+static const vdnn_policy swapping[] = {VDNN_POLICY_ALL, VDNN_POLICY_CONV};
+#define N_SWAPPING 2
 
 static void run_case(const net_case *nc)
 {
@@ -162,43 +169,58 @@ static void run_case(const net_case *nc)
                  err);
     assert_true(ds->count >= nc->batch * nc->steps);
 
-    run_result ref, r[VDNN_POLICY_COUNT];
+    run_result ref, r[N_SWAPPING];
     memset(&ref, 0, sizeof ref);
     memset(r, 0, sizeof r);
     train_run(g, be, ds, nc, VDNN_POLICY_NONE, SIZE_MAX, false, &ref);
 
-    /* Each policy's need, from a net created without a limit. */
-    size_t need[VDNN_POLICY_COUNT];
-    need[VDNN_POLICY_NONE] = need_of(&ref);
-    size_t smallest = need[VDNN_POLICY_NONE];
-    for (int pol = VDNN_POLICY_ALL; pol < VDNN_POLICY_COUNT; pol++) {
-        vdnn_net_config cfg;
-        config(nc, (vdnn_policy)pol, SIZE_MAX, false, &cfg);
-        vdnn_net_t *probe = NULL;
-        vt_assert_ok(vdnn_net_create(g, be, &cfg, &probe, &err), err);
-        need[pol] = probe->dev_bytes;
-        assert_true(probe->plan_train->host_bytes > 0);
-        assert_true(probe->plan_train->bytes_moved > 0);
-        vdnn_net_free(probe);
-        if (need[pol] >= ref.train_peak)
-            fail_msg("%s/%s: needs %zu bytes, not less than none's peak %zu", nc->model,
-                     vdnn_policy_name((vdnn_policy)pol), need[pol], ref.train_peak);
-        if (need[pol] < smallest) smallest = need[pol];
+    /* Each swapping policy's need, planned as vdnn_net_create plans: the training plan, and the
+     * evaluation plan above the training plan's persistent state, share the arena. */
+    size_t need[N_SWAPPING], none_need = need_of(&ref), smallest = none_need;
+    vdnn_op_info *info = calloc((size_t)g->n_layers, sizeof *info);
+    assert_non_null(info);
+    vt_assert_ok(vdnn_plan_query_ops(g, be, true, info, &err), err);
+    for (int k = 0; k < N_SWAPPING; k++) {
+        vdnn_plan_request rq = {.policy = swapping[k], .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX};
+        vdnn_plan_t *p = NULL;
+        vt_assert_ok(vdnn_plan_build(g, info, &rq, &p, &err), err);
+        need[k] = p->peak_device_bytes > ref.eval_peak ? p->peak_device_bytes : ref.eval_peak;
+        assert_true(p->host_bytes > 0);
+        assert_true(p->bytes_moved > 0);
+        vdnn_plan_free(p);
+        if (need[k] >= ref.train_peak)
+            fail_msg("%s/%s: needs %zu bytes, not less than none's peak %zu", nc->model, vdnn_policy_name(swapping[k]),
+                     need[k], ref.train_peak);
+        if (need[k] < smallest) smallest = need[k];
     }
-    for (int pol = VDNN_POLICY_ALL; pol < VDNN_POLICY_COUNT; pol++) {
+    free(info);
+    size_t named;
+    vdnn_policy named_pol;
+    for (int k = 0; k < N_SWAPPING; k++) {
         /* At exactly its need, with every freed or offloaded byte poisoned, swapping changes no bit. */
-        train_run(g, be, ds, nc, (vdnn_policy)pol, need[pol], true, &r[pol]);
-        assert_true(need_of(&r[pol]) == need[pol]);
-        assert_same_export(nc, (vdnn_policy)pol, &ref, &r[pol]);
-        expect_budget_failure(g, be, nc, (vdnn_policy)pol, need[pol] - 1, smallest);
+        train_run(g, be, ds, nc, swapping[k], need[k], true, &r[k]);
+        assert_true(need_of(&r[k]) == need[k]);
+        assert_same_export(nc, swapping[k], &ref, &r[k]);
+        expect_budget_failure(g, be, nc, swapping[k], need[k] - 1, &named, &named_pol);
     }
-    expect_budget_failure(g, be, nc, VDNN_POLICY_NONE, need[VDNN_POLICY_NONE] - 1, smallest);
+    /* none one byte below its need: the named budget is at most what every static policy needs, and
+     * a net with the named policy really fits in it. */
+    expect_budget_failure(g, be, nc, VDNN_POLICY_NONE, none_need - 1, &named, &named_pol);
+    if (named > smallest)
+        fail_msg("%s: the error names %zu bytes (--policy %s), but --policy %s needs only %zu", nc->model, named,
+                 vdnn_policy_name(named_pol), smallest == need[0] ? "all" : "conv", smallest);
+    vdnn_net_config cfg;
+    config(nc, named_pol, named, false, &cfg);
+    vdnn_net_t *net = NULL;
+    vt_assert_ok(vdnn_net_create(g, be, &cfg, &net, &err), err);
+    assert_true(net->dev_bytes <= named);
+    vdnn_net_free(net);
     print_message("%-10s %dx%dx%dx%d peak: none %zu, all %zu (%.1f%%), conv %zu (%.1f%%); %.1f s\n", nc->model,
-                  nc->batch, nc->c, nc->h, nc->w, ref.train_peak, r[VDNN_POLICY_ALL].train_peak,
-                  100.0 * (double)r[VDNN_POLICY_ALL].train_peak / (double)ref.train_peak, r[VDNN_POLICY_CONV].train_peak,
-                  100.0 * (double)r[VDNN_POLICY_CONV].train_peak / (double)ref.train_peak, now() - t0);
+                  nc->batch, nc->c, nc->h, nc->w, ref.train_peak, r[0].train_peak,
+                  100.0 * (double)r[0].train_peak / (double)ref.train_peak, r[1].train_peak,
+                  100.0 * (double)r[1].train_peak / (double)ref.train_peak, now() - t0);
     vdnn_checkpoint_release(&ref.ck);
-    for (int pol = 0; pol < VDNN_POLICY_COUNT; pol++) vdnn_checkpoint_release(&r[pol].ck);
+    for (int k = 0; k < N_SWAPPING; k++) vdnn_checkpoint_release(&r[k].ck);
     vdnn_dataset_free(ds);
     vdnn_backend_destroy(be);
     vdnn_graph_free(g);

@@ -43,7 +43,10 @@ static const unsigned char *take(reader *r, size_t n)
     return p;
 }
 
-static uint32_t le32(const unsigned char *b) { return b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24; }
+static uint32_t le32(const unsigned char *b)
+{
+    return b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
 static uint64_t le64(const unsigned char *b) { return le32(b) | (uint64_t)le32(b + 4) << 32; }
 
 static void ref_load(const char *path, ref_file *rf)
@@ -52,6 +55,7 @@ static void ref_load(const char *path, ref_file *rf)
     if (!f) fail_msg("cannot open %s", path);
     fseek(f, 0, SEEK_END);
     long len = ftell(f);
+    if (len < 12) fail_msg("%s: %ld bytes, too short", path, len);
     fseek(f, 0, SEEK_SET);
     unsigned char *buf = malloc((size_t)len);
     assert_non_null(buf);
@@ -207,6 +211,7 @@ typedef struct ctx {
     float lr, momentum, wd;
     const float *images;
     const int32_t *labels;
+    bool fused; /* parameters updated inside each layer's backward (the default); gradients not readable */
 } ctx;
 
 /* The reference draws step t's dropout mask from seed 1000 + t. */
@@ -324,7 +329,8 @@ static void check_one_op(ctx *c, checker *ck, int l, float **dsum)
     memset(&a, 0, sizeof a);
     for (int i = 0; i < ly->n_inputs; i++) {
         const vdnn_layer *in = &g->layers[ly->inputs[i]];
-        a.x[i] = dev_from(&dl, ref_layer(&c->ref, in->name, ".out", vdnn_shape_count(in->out)), vdnn_shape_bytes(in->out));
+        const float *x = ref_layer(&c->ref, in->name, ".out", vdnn_shape_count(in->out));
+        a.x[i] = dev_from(&dl, x, vdnn_shape_bytes(in->out));
     }
     a.y = dev_new(&dl, vdnn_shape_bytes(ly->out));
     if (ly->n_weight) a.w = dev_from(&dl, ref_layer(&c->ref, ly->name, ".weight", ly->n_weight), ly->n_weight * 4);
@@ -475,9 +481,9 @@ static int param_storages(const vdnn_graph_t *g, char names[][112], size_t *coun
         const struct {
             size_t count;
             const char *suffix;
-        } parts[] = {{ly->n_weight, ".weight"},       {ly->n_bias, ".bias"},          {ly->n_stats, ".stats"},
-                     {ly->n_weight, ".weight.grad"},  {ly->n_bias, ".bias.grad"},     {ly->n_weight, ".weight.momentum"},
-                     {ly->n_bias, ".bias.momentum"}};
+        } parts[] = {{ly->n_weight, ".weight"},          {ly->n_bias, ".bias"},      {ly->n_stats, ".stats"},
+                     {ly->n_weight, ".weight.grad"},     {ly->n_bias, ".bias.grad"},
+                     {ly->n_weight, ".weight.momentum"}, {ly->n_bias, ".bias.momentum"}};
         for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) {
             if (!parts[k].count) continue;
             assert_true(n < max);
@@ -504,6 +510,7 @@ static vdnn_net_t *ref_net(ctx *c, vdnn_policy pol, bool poison)
     cfg.momentum = c->momentum;
     cfg.weight_decay = c->wd;
     cfg.dropout_seed = ref_dropout_seed;
+    cfg.keep_weight_grads = !c->fused;
     vdnn_net_t *net = NULL;
     vdnn_error err;
     vt_assert_ok(vdnn_net_create(c->g, c->be, &cfg, &net, &err), err);
@@ -544,9 +551,11 @@ static void train_run(ctx *c, vdnn_policy pol, bool poison, run_result *r)
     for (int t = 0; t < c->steps; t++) {
         vt_assert_ok(vdnn_net_train_step(net, c->images, c->labels, c->lr, &r->loss[t], &err), err);
         if (t == 0)
-            for (int i = 0; i < n; i++) snap_take(net, r, "step0:", names[i], counts[i]);
+            for (int i = 0; i < n; i++)
+                if (!c->fused || !strstr(names[i], ".grad")) snap_take(net, r, "step0:", names[i], counts[i]);
     }
-    for (int i = 0; i < n; i++) snap_take(net, r, "final:", names[i], counts[i]);
+    for (int i = 0; i < n; i++)
+        if (!c->fused || !strstr(names[i], ".grad")) snap_take(net, r, "final:", names[i], counts[i]);
     vdnn_net_free(net);
 }
 
@@ -621,7 +630,8 @@ static void check_params(ctx *c, checker *ck, const run_result *r, const char *s
     }
 }
 
-static void check_stats(ctx *c, checker *ck, const run_result *r, const char *snap_prefix, const char *ref_prefix, tol t)
+static void check_stats(ctx *c, checker *ck, const run_result *r, const char *snap_prefix, const char *ref_prefix,
+                        tol t)
 {
     char name[160];
     for (int l = 1; l < c->g->n_layers; l++) {
@@ -684,7 +694,8 @@ static void test_dropout_masks_match(void **state)
         const float *mask = ref_layer(&c->ref, ly->name, ".mask", (size_t)c->steps * n);
         for (int t = 0; t < c->steps; t++)
             for (size_t i = 0; i < n; i++)
-                if ((mask[(size_t)t * n + i] == 1.0f) != vdnn_dropout_keep(ref_dropout_seed(0, t, l), i, ly->p.dropout_p))
+                if ((mask[(size_t)t * n + i] == 1.0f) !=
+                    vdnn_dropout_keep(ref_dropout_seed(0, t, l), i, ly->p.dropout_p))
                     fail_msg("%s.mask[%d][%zu] is %g, vdnn_dropout_keep disagrees", ly->name, t, i,
                              (double)mask[(size_t)t * n + i]);
         checked++;
@@ -741,6 +752,31 @@ static void test_policies_bitwise_equal(void **state)
     run_free(&base);
 }
 
+/* Updating each layer's parameters right after its backward (the default, which frees weight gradients
+ * early) gives bitwise the same parameters, momentum and statistics as one update step at the end. */
+static void test_fused_update_bitwise_equal(void **state)
+{
+    ctx *c = *state;
+    run_result base, fused;
+    train_run(c, VDNN_POLICY_NONE, false, &base);
+    c->fused = true;
+    train_run(c, VDNN_POLICY_NONE, true, &fused);
+    c->fused = false;
+    int compared = 0;
+    for (int t = 0; t < c->steps; t++) assert_memory_equal(&fused.loss[t], &base.loss[t], sizeof(float));
+    for (int i = 0; i < fused.n; i++) {
+        const float *want = snap_find(&base, fused.s[i].name);
+        assert_non_null(want);
+        if (memcmp(fused.s[i].v, want, fused.s[i].n * sizeof(float)))
+            fail_msg("fused update: %s differs from the separate update step", fused.s[i].name);
+        compared++;
+    }
+    assert_true(compared > 10);
+    printf("fused update: %d tensors and %d losses bitwise equal to a separate update step\n", compared, c->steps);
+    run_free(&base);
+    run_free(&fused);
+}
+
 /* The comparisons can fail: one reference weight off by 1e-2 must be caught by both. */
 static void test_perturbed_reference_is_caught(void **state)
 {
@@ -775,6 +811,7 @@ int main(void)
         cmocka_unit_test(test_net_tensors_match_pytorch),
         cmocka_unit_test(test_training_matches_pytorch),
         cmocka_unit_test(test_policies_bitwise_equal),
+        cmocka_unit_test(test_fused_update_bitwise_equal),
         cmocka_unit_test(test_perturbed_reference_is_caught),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -50,7 +50,7 @@ int vdnn_cmd_info(int argc, char **argv)
         if (!info) rc = vdnn_fail(&err, VDNN_ERR_NO_MEMORY, "out of memory");
     }
     if (rc == VDNN_OK) rc = vdnn_plan_query_ops(g, be, true, info, &err);
-    vdnn_plan_request rq = {VDNN_POLICY_NONE, true, SIZE_MAX, SIZE_MAX, 0};
+    vdnn_plan_request rq = {.policy = VDNN_POLICY_NONE, .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX};
     if (rc == VDNN_OK) rc = vdnn_plan_build(g, info, &rq, &plan, &err);
     if (rc != VDNN_OK) {
         free(info);

@@ -46,7 +46,7 @@ int vdnn_cmd_plan(int argc, char **argv)
         if (!info) rc = vdnn_fail(&err, VDNN_ERR_NO_MEMORY, "out of memory");
     }
     if (rc == VDNN_OK) rc = vdnn_plan_query_ops(g, be, true, info, &err);
-    vdnn_plan_request rq = {o.policy, true, o.budget, o.host_budget, 0};
+    vdnn_plan_request rq = {.policy = o.policy, .training = true, .budget = o.budget, .host_budget = o.host_budget};
     if (rc == VDNN_OK) rc = vdnn_plan_build(g, info, &rq, &plan, &err);
     int code = 0;
     if (rc == VDNN_OK) {

@@ -29,7 +29,10 @@ static vdnn_status resident(const vdnn_net_t *net, const vdnn_plan_t *plan, int 
         dst = (void *)p_;                                                 \
     } while (0)
 
-static vdnn_status compute_forward(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **ops, int l, vdnn_error *err)
+/* Forward of layer l into its current blocks. A recompute (ws_st given) must not update statistics:
+ * the first forward of this iteration already did. */
+static vdnn_status compute_forward(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **ops, int l, bool recompute,
+                                   int ws_st, vdnn_error *err)
 {
     const vdnn_layer *ly = &net->g->layers[l];
     const vdnn_layer_storage *s = &plan->ls[l];
@@ -41,12 +44,12 @@ static vdnn_status compute_forward(vdnn_net_t *net, const vdnn_plan_t *plan, vdn
     RES(s->b, a.b);
     RES(s->stats, a.stats);
     RES(s->aux, a.aux);
-    RES(plan->steps[l].ws, a.ws);
+    RES(recompute ? ws_st : plan->steps[l].ws, a.ws);
     if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) {
         RES(plan->labels, a.labels);
         RES(plan->loss, a.loss);
     }
-    a.update_stats = plan->training;
+    a.update_stats = plan->training && !recompute;
     a.seed = net->cfg.dropout_seed(net->cfg.seed, net->step, l);
     return net->be->ops->op_forward(net->be, ops[l], &a, err);
 }
@@ -81,10 +84,11 @@ static vdnn_status compute_backward(vdnn_net_t *net, const vdnn_plan_t *plan, vd
     return net->be->ops->op_backward(net->be, ops[l], &a, err);
 }
 
-static vdnn_status update(vdnn_net_t *net, const vdnn_plan_t *plan, float lr, vdnn_error *err)
+/* SGD on the parameters of layers [first, last]. */
+static vdnn_status update(vdnn_net_t *net, const vdnn_plan_t *plan, int first, int last, float lr, vdnn_error *err)
 {
     const vdnn_backend_ops *o = net->be->ops;
-    for (int l = 1; l < net->g->n_layers; l++) {
+    for (int l = first; l <= last; l++) {
         const vdnn_layer_storage *s = &plan->ls[l];
         const vdnn_layer *ly = &net->g->layers[l];
         if (s->w >= 0)
@@ -107,9 +111,13 @@ static vdnn_status compute(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **o
     case VDNN_STEP_LOAD:
         BE_CALL(be->ops->upload(be, net->ptr[plan->ls[0].out], images, vdnn_shape_bytes(net->g->input), err));
         return be->ops->upload(be, net->ptr[plan->labels], labels, sizeof(int32_t) * (size_t)net->g->input.n, err);
-    case VDNN_STEP_FWD: return compute_forward(net, plan, ops, st->layer, err);
-    case VDNN_STEP_BWD: return compute_backward(net, plan, ops, st, err);
-    case VDNN_STEP_UPDATE: return update(net, plan, lr, err);
+    case VDNN_STEP_FWD: return compute_forward(net, plan, ops, st->layer, false, -1, err);
+    case VDNN_STEP_BWD:
+        BE_CALL(compute_backward(net, plan, ops, st, err));
+        /* The layer's weights have no later use in this iteration: update them now and let the
+         * gradients go (the same arithmetic as a separate update step). */
+        return plan->fused_update ? update(net, plan, st->layer, st->layer, lr, err) : VDNN_OK;
+    case VDNN_STEP_UPDATE: return plan->fused_update ? VDNN_OK : update(net, plan, 1, net->g->n_layers - 1, lr, err);
     }
     return vdnn_fail(err, VDNN_ERR_BACKEND, "executor: unknown step kind");
 }
@@ -161,8 +169,7 @@ vdnn_status vdnn_exec_iteration(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_o
             case VDNN_ACT_PREFETCH: BE_CALL(copy(net, plan, a, err)); break;
             case VDNN_ACT_WAIT: BE_CALL(be->ops->event_wait(be, VDNN_QUEUE_COMPUTE, net->events[a->event], err)); break;
             case VDNN_ACT_COMPUTE: BE_CALL(compute(net, plan, ops, st, images, labels, lr, err)); break;
-            case VDNN_ACT_RECOMPUTE:
-                return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "executor: recompute is not implemented yet");
+            case VDNN_ACT_RECOMPUTE: BE_CALL(compute_forward(net, plan, ops, a->a, true, a->b, err)); break;
             case VDNN_ACT_ACCUM:
                 BE_CALL(be->ops->accumulate(be, (float *)net->ptr[a->a], (const float *)net->ptr[a->b],
                                             plan->st[a->b].bytes / sizeof(float), err));

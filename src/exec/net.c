@@ -140,7 +140,7 @@ static vdnn_status budget_error(vdnn_net_t *net, vdnn_error *err)
     size_t best_peak = device_need;
     vdnn_policy best_pol = p->policy;
     for (int pol = 0; pol < VDNN_POLICY_COUNT; pol++) {
-        vdnn_plan_request rq = {(vdnn_policy)pol, true, SIZE_MAX, SIZE_MAX, 0};
+        vdnn_plan_request rq = {.policy = (vdnn_policy)pol, .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX, .profile = net->cfg.profile, .keep_weight_grads = net->cfg.keep_weight_grads};
         vdnn_plan_t *alt = NULL;
         vdnn_error e2;
         if (vdnn_plan_build(net->g, net->info_train, &rq, &alt, &e2) != VDNN_OK) continue;
@@ -179,10 +179,10 @@ vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_
     if (!net->info_train || !net->info_eval) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory creating the net");
     if (rc == VDNN_OK) rc = vdnn_plan_query_ops(g, be, true, net->info_train, err);
     if (rc == VDNN_OK) rc = vdnn_plan_query_ops(g, be, false, net->info_eval, err);
-    vdnn_plan_request rq = {cfg->policy, true, cfg->budget, cfg->host_budget, 0};
+    vdnn_plan_request rq = {.policy = cfg->policy, .training = true, .budget = cfg->budget, .host_budget = cfg->host_budget, .profile = cfg->profile, .keep_weight_grads = cfg->keep_weight_grads};
     if (rc == VDNN_OK) rc = vdnn_plan_build(g, net->info_train, &rq, &net->plan_train, err);
     if (rc == VDNN_OK) {
-        vdnn_plan_request re = {VDNN_POLICY_NONE, false, cfg->budget, SIZE_MAX, net->plan_train->persistent_bytes};
+        vdnn_plan_request re = {.policy = VDNN_POLICY_NONE, .training = false, .budget = cfg->budget, .host_budget = SIZE_MAX, .variable_base = net->plan_train->persistent_bytes};
         rc = vdnn_plan_build(g, net->info_eval, &re, &net->plan_eval, err);
     }
     if (rc == VDNN_OK) {

@@ -26,6 +26,9 @@ typedef struct vdnn_net_config {
     float momentum;
     float weight_decay;
     vdnn_dropout_seed_fn dropout_seed; /* NULL: vdnn_net_dropout_seed; tests replay other masks */
+    const struct vdnn_profile *profile; /* costs for the profile-guided policies (NULL: estimated) */
+    bool keep_weight_grads;             /* keep gradients until a separate update step, readable with
+                                           vdnn_net_get (tests); default: update in each layer's backward */
 } vdnn_net_config;
 
 /* Defaults: momentum 0.9, weight decay 5e-4, policy none, unlimited budgets, seed 1. */

@@ -40,6 +40,7 @@ static int add_storage(vdnn_plan_t *p, vdnn_storage_kind kind, int layer, size_t
     s->bytes = bytes;
     s->persistent = persistent;
     s->def_step = s->last_fwd_use = s->first_bwd_use = s->last_use = s->prefetch_step = -1;
+    s->recompute_step = s->need_step = s->end_step = -1;
     return p->n_storages++;
 }
 
@@ -115,8 +116,9 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
     for (int l = 1; tr && l < L; l++) {
         const vdnn_layer *ly = &g->layers[l];
         vdnn_layer_storage *s = &p->ls[l];
-        if (ly->n_weight) fail |= (s->dw = add_storage(p, VDNN_ST_WGRAD, l, ly->n_weight * 4, true, ly->name, ".weight.grad")) < 0;
-        if (ly->n_bias) fail |= (s->db = add_storage(p, VDNN_ST_BGRAD, l, ly->n_bias * 4, true, ly->name, ".bias.grad")) < 0;
+        const bool keep = !p->fused_update;
+        if (ly->n_weight) fail |= (s->dw = add_storage(p, VDNN_ST_WGRAD, l, ly->n_weight * 4, keep, ly->name, ".weight.grad")) < 0;
+        if (ly->n_bias) fail |= (s->db = add_storage(p, VDNN_ST_BGRAD, l, ly->n_bias * 4, keep, ly->name, ".bias.grad")) < 0;
         if (ly->n_weight) fail |= (s->vw = add_storage(p, VDNN_ST_WMOM, l, ly->n_weight * 4, true, ly->name, ".weight.momentum")) < 0;
         if (ly->n_bias) fail |= (s->vb = add_storage(p, VDNN_ST_BMOM, l, ly->n_bias * 4, true, ly->name, ".bias.momentum")) < 0;
     }
@@ -184,6 +186,8 @@ static vdnn_status build_steps(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error
         if (p->info[l].bwd_needs_y) use(p, p->ls[l].out, s);
         use(p, p->ls[l].aux, s);
         use(p, p->ls[l].grad, s);
+        use(p, p->ls[l].dw, s);
+        use(p, p->ls[l].db, s);
         if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) use(p, p->labels, s);
         for (int i = 0; i < ly->n_inputs; i++) {
             int in = ly->inputs[i];
@@ -213,14 +217,86 @@ static vdnn_status build_steps(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error
     return VDNN_OK;
 }
 
+const char *vdnn_class_name(vdnn_tensor_class c)
+{
+    return c == VDNN_CLASS_SWAP ? "swap" : c == VDNN_CLASS_RECOMPUTE ? "recompute" : "keep";
+}
+
+/* Effective liveness under the current classes. A recomputed storage needs its producer's inputs
+ * on the device when it is recomputed: kept inputs live longer, swapped ones come back earlier,
+ * recomputed ones are recomputed earlier (recursively, producers before consumers). */
+static vdnn_status derive_needs(vdnn_plan_t *p, vdnn_error *err)
+{
+    for (int i = 0; i < p->n_storages; i++) {
+        vdnn_storage *s = &p->st[i];
+        s->need_step = s->first_bwd_use;
+        s->end_step = s->last_use;
+    }
+    /* Aux state follows its layer's output when the output is recomputed. */
+    for (int l = 1; l < p->n_layers; l++) {
+        int o = p->ls[l].out, a = p->ls[l].aux;
+        if (a >= 0 && p->st[o].cls == VDNN_CLASS_RECOMPUTE) p->st[a].cls = VDNN_CLASS_RECOMPUTE;
+        if (a >= 0 && p->st[o].cls != VDNN_CLASS_RECOMPUTE && p->st[a].cls == VDNN_CLASS_RECOMPUTE)
+            p->st[a].cls = VDNN_CLASS_KEEP;
+    }
+    for (int i = 0; i < p->n_storages; i++) {
+        vdnn_storage *s = &p->st[i];
+        if (s->cls == VDNN_CLASS_KEEP) continue;
+        if ((!s->candidate && s->kind != VDNN_ST_AUX) ||
+            (s->cls == VDNN_CLASS_RECOMPUTE && s->kind != VDNN_ST_FMAP && s->kind != VDNN_ST_AUX) ||
+            (s->cls == VDNN_CLASS_RECOMPUTE && s->layer == 0))
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "plan: '%s' cannot be classed %s", s->name, vdnn_class_name(s->cls));
+        if (s->cls == VDNN_CLASS_RECOMPUTE && (s->recompute_step < 0 || s->recompute_step > s->first_bwd_use))
+            s->recompute_step = s->first_bwd_use;
+        if (s->cls == VDNN_CLASS_RECOMPUTE) s->need_step = s->recompute_step;
+    }
+    /* Producers later in the graph first, so an ancestor's recompute step is lowered before it is used. */
+    for (int l = p->n_layers - 1; l >= 1; l--) {
+        int r_st = p->ls[l].out;
+        vdnn_storage *R = &p->st[r_st];
+        if (R->cls != VDNN_CLASS_RECOMPUTE || R->layer != l) continue;
+        int r = R->recompute_step;
+        const vdnn_layer *ly = &p->g->layers[l];
+        for (int i = 0; i < ly->n_inputs; i++) {
+            vdnn_storage *I = &p->st[p->ls[ly->inputs[i]].out];
+            if (I->cls == VDNN_CLASS_RECOMPUTE) {
+                if (r < I->recompute_step) I->recompute_step = r;
+                if (r < I->need_step) I->need_step = r;
+            } else if (I->cls == VDNN_CLASS_SWAP) {
+                if (r < I->need_step) I->need_step = r;
+            }
+            if (r > I->end_step) I->end_step = r;
+        }
+    }
+    /* Aux state is recomputed with its output. */
+    for (int l = 1; l < p->n_layers; l++) {
+        int a = p->ls[l].aux;
+        if (a < 0 || p->st[a].cls != VDNN_CLASS_RECOMPUTE) continue;
+        const vdnn_storage *o = &p->st[p->ls[l].out];
+        p->st[a].recompute_step = p->st[a].need_step = o->recompute_step;
+    }
+    for (int i = 0; i < p->n_storages; i++) {
+        vdnn_storage *s = &p->st[i];
+        if (s->cls == VDNN_CLASS_SWAP) {
+            if (s->prefetch_step < 0 || s->prefetch_step >= s->need_step) s->prefetch_step = s->need_step - 1;
+            if (s->prefetch_step <= s->last_fwd_use) {
+                /* No step between the last forward use and the first need: nothing to gain. */
+                s->cls = VDNN_CLASS_KEEP;
+                s->need_step = s->first_bwd_use;
+            }
+        }
+    }
+    return VDNN_OK;
+}
+
 /* Actions of one step, in the order the executor must run them. */
-static int emit_step(vdnn_plan_t *p, int s, const int *block_of_alloc, const int *swap_event)
+static int emit_step(vdnn_plan_t *p, int s, const int *swap_event, const int *recompute_ws)
 {
     int fail = 0;
     vdnn_step *st = &p->steps[s];
     st->first_action = p->n_actions;
     for (int b = 0; b < p->n_blocks; b++)
-        if (p->blocks[b].begin == s && !(s == 0 && p->st[p->blocks[b].storage].persistent))
+        if (p->blocks[b].begin == s && !p->st[p->blocks[b].storage].persistent)
             fail |= add_action(p, VDNN_ACT_ALLOC, b, -1, -1) < 0;
     for (int i = 0; i < p->n_storages; i++) {
         const vdnn_storage *x = &p->st[i];
@@ -228,7 +304,13 @@ static int emit_step(vdnn_plan_t *p, int s, const int *block_of_alloc, const int
         if (x->prefetch_step == s) fail |= add_action(p, VDNN_ACT_PREFETCH, i, -1, swap_event[i] + 1) < 0;
         /* Copy out while this step computes, unless this step writes the value. */
         if (x->last_fwd_use == s && x->def_step != s) fail |= add_action(p, VDNN_ACT_OFFLOAD, i, -1, swap_event[i]) < 0;
-        if (x->first_bwd_use == s) fail |= add_action(p, VDNN_ACT_WAIT, i, -1, swap_event[i] + 1) < 0;
+        if (x->need_step == s) fail |= add_action(p, VDNN_ACT_WAIT, i, -1, swap_event[i] + 1) < 0;
+    }
+    /* Recomputes in layer order: a producer's inputs are recomputed before it. */
+    for (int l = 1; l < p->n_layers; l++) {
+        const vdnn_storage *o = &p->st[p->ls[l].out];
+        if (o->cls == VDNN_CLASS_RECOMPUTE && o->recompute_step == s)
+            fail |= add_action(p, VDNN_ACT_RECOMPUTE, l, recompute_ws[l], -1) < 0;
     }
     fail |= add_action(p, VDNN_ACT_COMPUTE, -1, -1, -1) < 0;
     if (st->kind == VDNN_STEP_BWD) {
@@ -245,7 +327,6 @@ static int emit_step(vdnn_plan_t *p, int s, const int *block_of_alloc, const int
     }
     for (int b = 0; b < p->n_blocks; b++)
         if (p->blocks[b].end == s && !p->st[p->blocks[b].storage].persistent) fail |= add_action(p, VDNN_ACT_FREE, b, -1, -1) < 0;
-    (void)block_of_alloc;
     st->n_actions = p->n_actions - st->first_action;
     return fail;
 }
@@ -283,7 +364,7 @@ static vdnn_status place(vdnn_plan_t *p, size_t variable_base, vdnn_error *err)
     for (int i = 0; rc == VDNN_OK && i < n_var; i++) p->blocks[map[i]].offset = iv[i].offset;
     p->peak_device_bytes = top;
 
-    /* Host pool: a swapped storage occupies host memory from its offload to its prefetch. */
+    /* Host pool: a swapped storage occupies host memory from its offload to its return. */
     int n_swap = 0;
     for (int i = 0; i < p->n_storages; i++) n_swap += p->st[i].cls == VDNN_CLASS_SWAP;
     free(iv);
@@ -300,10 +381,11 @@ static vdnn_status place(vdnn_plan_t *p, size_t variable_base, vdnn_error *err)
     for (int i = 0; i < p->n_storages; i++) {
         const vdnn_storage *x = &p->st[i];
         if (x->cls != VDNN_CLASS_SWAP) continue;
-        iv[k] = (vdnn_interval){vdnn_align_up(x->bytes), x->last_fwd_use, x->first_bwd_use, 0};
+        iv[k] = (vdnn_interval){vdnn_align_up(x->bytes), x->last_fwd_use, x->need_step, 0};
         map[k++] = i;
         p->bytes_moved += 2 * x->bytes;
     }
+    p->host_bytes = 0;
     if (rc == VDNN_OK) rc = vdnn_place_intervals(iv, n_swap, 0, &p->host_bytes, err);
     for (int i = 0; rc == VDNN_OK && i < n_swap; i++) p->st[map[i]].host_offset = iv[i].offset;
     free(iv);
@@ -318,8 +400,8 @@ void vdnn_plan_live_bytes(const vdnn_plan_t *p, size_t *live)
         for (int s = p->blocks[b].begin; s <= p->blocks[b].end; s++) live[s] += p->blocks[b].bytes;
 }
 
-vdnn_status vdnn_plan_build(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_plan_request *req,
-                            vdnn_plan_t **out, vdnn_error *err)
+vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_plan_request *req,
+                              vdnn_plan_t **out, vdnn_error *err)
 {
     *out = NULL;
     if (!g->resolved) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "plan: the graph has no resolved shapes");
@@ -328,6 +410,10 @@ vdnn_status vdnn_plan_build(const vdnn_graph_t *g, const vdnn_op_info *info, con
     if (!p) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
     p->policy = req->training ? req->policy : VDNN_POLICY_NONE;
     p->training = req->training;
+    p->fused_update = req->training && !req->keep_weight_grads;
+    p->g = g;
+    p->req.variable_base = req->variable_base;
+    p->req.profile = req->profile;
     p->budget = req->budget;
     p->host_budget = req->host_budget;
     p->n_layers = g->n_layers;
@@ -340,17 +426,59 @@ vdnn_status vdnn_plan_build(const vdnn_graph_t *g, const vdnn_op_info *info, con
     memcpy(p->info, info, sizeof *p->info * (size_t)g->n_layers);
     for (int l = 0; l < g->n_layers; l++)
         p->ls[l] = (vdnn_layer_storage){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
-
     vdnn_status rc = build_storages(p, g, err);
     if (rc == VDNN_OK) rc = build_steps(p, g, err);
-    if (rc == VDNN_OK) rc = vdnn_policy_classify(p, g, err);
-    int *swap_event = NULL;
-    if (rc == VDNN_OK) {
-        swap_event = calloc((size_t)p->n_storages, sizeof(int));
-        if (!swap_event) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
+    if (rc != VDNN_OK) {
+        vdnn_plan_free(p);
+        return rc;
+    }
+    for (int i = 0; i < p->n_storages; i++) {
+        vdnn_storage *s = &p->st[i];
+        s->cls = VDNN_CLASS_KEEP;
+        /* Worth taking off the device only if some step between its last forward use and its
+         * first backward use could do without it. */
+        s->candidate = p->training && (s->kind == VDNN_ST_FMAP || s->kind == VDNN_ST_AUX) && s->first_bwd_use >= 0 &&
+                       s->last_fwd_use >= 0 && s->first_bwd_use > s->last_fwd_use + 1;
+    }
+    p->n_storages_analyzed = p->n_storages;
+    *out = p;
+    return VDNN_OK;
+}
+
+vdnn_status vdnn_plan_finalize(vdnn_plan_t *p, vdnn_error *err) { return vdnn_plan_finalize_ex(p, true, err); }
+
+vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error *err)
+{
+    p->n_storages = p->n_storages_analyzed;
+    p->n_blocks = p->n_actions = p->n_events = 0;
+    p->host_bytes = p->bytes_moved = 0;
+    vdnn_status rc = derive_needs(p, err);
+    if (rc != VDNN_OK) return rc;
+    int *swap_event = calloc((size_t)p->n_storages + 1, sizeof(int));
+    int *recompute_ws = malloc(sizeof(int) * (size_t)p->n_layers);
+    if (!swap_event || !recompute_ws) {
+        free(swap_event);
+        free(recompute_ws);
+        return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory finalizing the plan");
     }
     int fail = 0;
-    for (int i = 0; rc == VDNN_OK && i < p->n_storages; i++) {
+    /* A recompute needs the layer's forward scratch at its step. */
+    for (int l = 0; l < p->n_layers; l++) {
+        recompute_ws[l] = -1;
+        if (l == 0) continue;
+        const vdnn_storage *o = &p->st[p->ls[l].out];
+        if (o->cls == VDNN_CLASS_RECOMPUTE && p->info[l].fwd_ws_bytes) {
+            int w = add_storage(p, VDNN_ST_WS, l, p->info[l].fwd_ws_bytes, false, p->g->layers[l].name, ".ws.recompute");
+            if (w < 0) {
+                fail = 1;
+                break;
+            }
+            p->st[w].def_step = p->st[w].last_use = p->st[w].need_step = p->st[w].end_step = o->recompute_step;
+            p->st[w].last_fwd_use = p->st[w].first_bwd_use = p->st[w].prefetch_step = p->st[w].recompute_step = -1;
+            recompute_ws[l] = w;
+        }
+    }
+    for (int i = 0; !fail && i < p->n_storages; i++) {
         const vdnn_storage *x = &p->st[i];
         if (x->def_step < 0 && !x->persistent) continue; /* never used (e.g. aux of an eval op) */
         if (x->persistent) {
@@ -359,31 +487,56 @@ vdnn_status vdnn_plan_build(const vdnn_graph_t *g, const vdnn_op_info *info, con
             swap_event[i] = p->n_events;
             p->n_events += 2;
             fail |= add_block(p, i, x->def_step, x->last_fwd_use) < 0;
-            fail |= add_block(p, i, x->prefetch_step, x->last_use) < 0;
+            fail |= add_block(p, i, x->prefetch_step, x->end_step) < 0;
+        } else if (x->cls == VDNN_CLASS_RECOMPUTE) {
+            fail |= add_block(p, i, x->def_step, x->last_fwd_use) < 0;
+            fail |= add_block(p, i, x->recompute_step, x->end_step) < 0;
         } else {
-            fail |= add_block(p, i, x->def_step, x->last_use) < 0;
+            fail |= add_block(p, i, x->def_step, x->end_step) < 0;
         }
     }
-    if (fail) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
-    if (rc == VDNN_OK) rc = place(p, req->variable_base, err);
+    rc = fail ? vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory finalizing the plan") : VDNN_OK;
+    if (rc == VDNN_OK && place_blocks) rc = place(p, p->req.variable_base, err);
     for (int s = 0; rc == VDNN_OK && s < p->n_steps; s++)
-        if (emit_step(p, s, NULL, swap_event)) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
+        if (emit_step(p, s, swap_event, recompute_ws)) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory finalizing the plan");
     free(swap_event);
+    free(recompute_ws);
+    if (rc != VDNN_OK) return rc;
+    size_t *live = calloc((size_t)p->n_steps, sizeof(size_t));
+    if (!live) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory finalizing the plan");
+    vdnn_plan_live_bytes(p, live);
+    double sum = 0;
+    size_t max_live = 0;
+    for (int s = 0; s < p->n_steps; s++) {
+        sum += (double)live[s];
+        if (live[s] > max_live) max_live = live[s];
+    }
+    p->avg_device_bytes = (size_t)(sum / p->n_steps);
+    p->max_live_bytes = max_live;
+    free(live);
+    if (!place_blocks) {
+        /* Unplaced (a planner's quick look): the live bytes are a lower bound of the peak. */
+        size_t base = p->req.variable_base;
+        p->peak_device_bytes = max_live + (base > p->persistent_bytes ? base - p->persistent_bytes : 0);
+        p->host_bytes = 0;
+        for (int i = 0; i < p->n_storages; i++)
+            if (p->st[i].cls == VDNN_CLASS_SWAP) p->host_bytes += vdnn_align_up(p->st[i].bytes);
+    }
+    p->feasible = p->peak_device_bytes <= p->budget && p->host_bytes <= p->host_budget;
+    return VDNN_OK;
+}
+
+vdnn_status vdnn_plan_build(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_plan_request *req,
+                            vdnn_plan_t **out, vdnn_error *err)
+{
+    vdnn_plan_t *p = NULL;
+    vdnn_status rc = vdnn_plan_analyze(g, info, req, &p, err);
+    if (rc == VDNN_OK) rc = vdnn_policy_classify(p, g, err);
+    if (rc == VDNN_OK && !p->n_blocks) rc = vdnn_plan_finalize(p, err);
     if (rc != VDNN_OK) {
         vdnn_plan_free(p);
         return rc;
     }
-    size_t *live = calloc((size_t)p->n_steps, sizeof(size_t));
-    if (!live) {
-        vdnn_plan_free(p);
-        return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
-    }
-    vdnn_plan_live_bytes(p, live);
-    double sum = 0;
-    for (int s = 0; s < p->n_steps; s++) sum += (double)live[s];
-    p->avg_device_bytes = (size_t)(sum / p->n_steps);
-    free(live);
-    p->feasible = p->peak_device_bytes <= p->budget && p->host_bytes <= p->host_budget;
     *out = p;
     return VDNN_OK;
 }

@@ -13,6 +13,10 @@ typedef enum vdnn_policy {
     VDNN_POLICY_NONE = 0, /* in-core, with liveness reuse */
     VDNN_POLICY_ALL,      /* vDNN_all: offload every feature map needed by backward */
     VDNN_POLICY_CONV,     /* vDNN_conv: offload only the inputs of convolutions */
+    VDNN_POLICY_RECOMPUTE,/* Chen et al.: keep about sqrt(n) checkpoints, recompute the rest */
+    VDNN_POLICY_DYN,      /* vDNN_dyn: from fastest to most memory-saving until it fits */
+    VDNN_POLICY_POOCH,    /* PoocH: keep/swap search, then swap-to-recompute by r(X) */
+    VDNN_POLICY_AUTO,     /* ours: the fastest simulated plan that fits */
     VDNN_POLICY_COUNT
 } vdnn_policy;
 
@@ -39,7 +43,9 @@ typedef enum vdnn_storage_kind {
 
 const char *vdnn_storage_kind_name(vdnn_storage_kind k);
 
-typedef enum vdnn_tensor_class { VDNN_CLASS_KEEP = 0, VDNN_CLASS_SWAP } vdnn_tensor_class;
+typedef enum vdnn_tensor_class { VDNN_CLASS_KEEP = 0, VDNN_CLASS_SWAP, VDNN_CLASS_RECOMPUTE } vdnn_tensor_class;
+
+const char *vdnn_class_name(vdnn_tensor_class c);
 
 typedef struct vdnn_storage {
     char name[96];
@@ -52,8 +58,14 @@ typedef struct vdnn_storage {
     int last_fwd_use;          /* last forward step touching it (-1: none) */
     int first_bwd_use;         /* first backward step reading it (-1: none) */
     int last_use;
+    /* Chosen by the policy: */
     int prefetch_step;         /* swap: step whose start issues the copy back */
+    int recompute_step;        /* recompute: step whose start recomputes it (-1: its first backward use) */
+    /* Derived by vdnn_plan_finalize (recomputing a tensor reads its producer's inputs): */
+    int need_step;             /* first backward-time step that needs it back on the device */
+    int end_step;              /* last step it must stay on the device */
     size_t host_offset;        /* swap: place in the host pool */
+    bool candidate;            /* a feature map that may be swapped or recomputed */
 } vdnn_storage;
 
 /* A storage resident on the device from the start of step `begin` to the end of step `end`. */
@@ -82,7 +94,8 @@ typedef enum vdnn_action_kind {
     VDNN_ACT_WAIT,      /* event: compute waits for a copy */
     VDNN_ACT_COMPUTE,   /* the step's own work (load / forward / backward / update) */
     VDNN_ACT_ACCUM,     /* a += b (storages) */
-    VDNN_ACT_RECOMPUTE  /* a = layer: run its forward again (statistics not updated) into its blocks */
+    VDNN_ACT_RECOMPUTE  /* a = layer, b = scratch storage or -1: run its forward again, statistics
+                           not updated, into its storages' current blocks */
 } vdnn_action_kind;
 
 typedef struct vdnn_action {
@@ -100,6 +113,12 @@ typedef struct vdnn_layer_storage {
 struct vdnn_plan {
     vdnn_policy policy;
     bool training;
+    bool fused_update;                 /* parameters updated in their layer's backward step */
+    const vdnn_graph_t *g;             /* borrowed: the graph must outlive the plan */
+    struct vdnn_plan_request_copy {
+        size_t variable_base;
+        const struct vdnn_profile *profile;
+    } req;
     int n_layers;
     vdnn_op_info *info;                /* per layer (index 0 unused) */
     vdnn_layer_storage *ls;
@@ -113,9 +132,11 @@ struct vdnn_plan {
     int n_actions, cap_actions;
     vdnn_action *actions;
     int n_events;
+    int n_storages_analyzed;           /* storages before finalize added recompute workspaces */
     /* Figures */
     size_t persistent_bytes;
-    size_t peak_device_bytes;
+    size_t peak_device_bytes;          /* the arena's high-water mark: live bytes plus fragmentation */
+    size_t max_live_bytes;             /* the largest total of blocks live in one step */
     size_t avg_device_bytes;           /* averaged over steps */
     size_t host_bytes;
     size_t bytes_moved;                /* per iteration, both directions */
@@ -130,6 +151,10 @@ typedef struct vdnn_plan_request {
     size_t host_budget;
     size_t variable_base;              /* non-persistent blocks start at or above this offset, so an
                                           evaluation plan never touches a training plan's state */
+    const struct vdnn_profile *profile;/* costs for the profile-guided policies (NULL: estimated) */
+    bool keep_weight_grads;            /* weight gradients persist until a separate update step (for
+                                          tests that read them); otherwise each layer's parameters are
+                                          updated right after its backward and its gradients are transient */
 } vdnn_plan_request;
 
 /* Builds a plan for a resolved graph. `info` holds each layer's op info (from the backend's
@@ -137,6 +162,17 @@ typedef struct vdnn_plan_request {
 vdnn_status vdnn_plan_build(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_plan_request *req,
                             vdnn_plan_t **out, vdnn_error *err);
 void vdnn_plan_free(vdnn_plan_t *p);
+
+/* The two halves of vdnn_plan_build, for planners that try many classifications:
+ * analyze finds storages and liveness with every storage kept; finalize turns the current
+ * classes (cls, prefetch_step, recompute_step of each storage) into blocks, offsets, actions
+ * and figures. finalize may be called again after changing classes. */
+vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_plan_request *req,
+                              vdnn_plan_t **out, vdnn_error *err);
+vdnn_status vdnn_plan_finalize(vdnn_plan_t *p, vdnn_error *err);
+/* With place_blocks false, offsets are not assigned (no executor may run it): peak_device_bytes is
+ * then the largest live total, a lower bound, and host_bytes the sum of swapped bytes. */
+vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error *err);
 
 /* Queries the backend for every layer's op info (info[0] zeroed). */
 vdnn_status vdnn_plan_query_ops(const vdnn_graph_t *g, vdnn_backend_t *be, bool training, vdnn_op_info *info,

@@ -1,10 +1,11 @@
-/* vDNN's static policies: none (keep all), all (swap every saved feature map), conv (swap convolution inputs). */
+/* Policy names, and vDNN's static policies: none (keep all), all (swap every saved feature map),
+ * conv (swap convolution inputs). The profile-guided ones live in planner_*.c. */
 #include "plan/policy.h"
 
 #include <string.h>
 #include <strings.h>
 
-static const char *policy_names[VDNN_POLICY_COUNT] = {"none", "all", "conv"};
+static const char *policy_names[VDNN_POLICY_COUNT] = {"none", "all", "conv", "recompute", "dyn", "pooch", "auto"};
 
 const char *vdnn_policy_name(vdnn_policy p) { return p < VDNN_POLICY_COUNT ? policy_names[p] : "?"; }
 
@@ -19,14 +20,6 @@ bool vdnn_policy_parse(const char *s, vdnn_policy *out)
     return false;
 }
 
-/* A feature map is worth swapping only if the device could do without it for at least one
- * step between its last forward use and its first backward use. */
-static bool swappable(const vdnn_storage *s)
-{
-    return (s->kind == VDNN_ST_FMAP || s->kind == VDNN_ST_AUX) && s->first_bwd_use >= 0 && s->last_fwd_use >= 0 &&
-           s->first_bwd_use > s->last_fwd_use + 1;
-}
-
 static bool feeds_conv(const vdnn_plan_t *p, const vdnn_graph_t *g, int st)
 {
     for (int l = 1; l < g->n_layers; l++) {
@@ -38,24 +31,31 @@ static bool feeds_conv(const vdnn_plan_t *p, const vdnn_graph_t *g, int st)
     return false;
 }
 
-vdnn_status vdnn_policy_classify(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
+void vdnn_policy_static(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_policy policy)
 {
     for (int i = 0; i < p->n_storages; i++) {
         vdnn_storage *s = &p->st[i];
         s->cls = VDNN_CLASS_KEEP;
-        if (!p->training || !swappable(s)) continue;
-        bool swap = false;
-        switch (p->policy) {
-        case VDNN_POLICY_NONE: break;
-        case VDNN_POLICY_ALL: swap = true; break;
-        case VDNN_POLICY_CONV: swap = s->kind == VDNN_ST_FMAP && feeds_conv(p, g, i); break;
-        default: return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "unknown policy %d", (int)p->policy);
-        }
-        if (!swap) continue;
-        s->cls = VDNN_CLASS_SWAP;
-        /* vDNN prefetches one layer ahead: the copy back starts with the backward step
-         * before the first one that reads it. */
-        s->prefetch_step = s->first_bwd_use - 1;
+        s->prefetch_step = s->recompute_step = -1;
+        if (!s->candidate) continue;
+        bool swap = policy == VDNN_POLICY_ALL || (policy == VDNN_POLICY_CONV && s->kind == VDNN_ST_FMAP && feeds_conv(p, g, i));
+        /* vDNN prefetches one layer ahead: -1 lets finalize start the copy back with the
+         * step before the first one that needs it. */
+        if (swap) s->cls = VDNN_CLASS_SWAP;
     }
-    return VDNN_OK;
+}
+
+vdnn_status vdnn_policy_classify(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
+{
+    switch (p->policy) {
+    case VDNN_POLICY_NONE:
+    case VDNN_POLICY_ALL:
+    case VDNN_POLICY_CONV: vdnn_policy_static(p, g, p->policy); return VDNN_OK;
+    case VDNN_POLICY_RECOMPUTE: return vdnn_planner_recompute(p, g, err);
+    case VDNN_POLICY_DYN: return vdnn_planner_dyn(p, g, err);
+    case VDNN_POLICY_POOCH: return vdnn_planner_pooch(p, g, err);
+    case VDNN_POLICY_AUTO: return vdnn_planner_auto(p, g, err);
+    default: break;
+    }
+    return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "unknown policy %d", (int)p->policy);
 }

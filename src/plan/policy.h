@@ -1,10 +1,21 @@
-/* Policies that class each storage as keep or swap and choose when swapped storages come back. */
+/* Policies: each sets the class (keep / swap / recompute) of every storage of an analyzed plan and
+ * when swapped storages come back. Static ones only classify; planners also finalize the plan. */
 #ifndef VDNN_PLAN_POLICY_H
 #define VDNN_PLAN_POLICY_H
 
 #include "plan/plan.h"
 
-/* Sets cls and prefetch_step of every storage of p for p->policy. Liveness (def, uses) is known. */
+/* Classifies (and for the profile-guided policies, finalizes) p for p->policy. */
 vdnn_status vdnn_policy_classify(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err);
+
+/* vDNN's none / all / conv classes on an analyzed plan. */
+void vdnn_policy_static(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_policy policy);
+
+/* Profile-guided planners (planner_*.c). Each leaves p finalized with the fastest plan it found
+ * under p->budget and p->host_budget, or the most memory-saving one if none fits. */
+vdnn_status vdnn_planner_recompute(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err);
+vdnn_status vdnn_planner_dyn(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err);
+vdnn_status vdnn_planner_pooch(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err);
+vdnn_status vdnn_planner_auto(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err);
 
 #endif

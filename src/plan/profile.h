@@ -20,6 +20,7 @@ typedef struct vdnn_profile {
     vdnn_shape input;         /* n = batch */
     int classes;
     int n_layers;
+    char (*names)[VDNN_NAME_LEN]; /* per layer (index 0: the input); written to and checked in files */
     double *fwd_s;            /* per layer: forward op time (index 0: unused) */
     double *bwd_s;            /* per layer: backward op time, gradient accumulation included */
     double load_s;            /* uploading one batch */
@@ -39,6 +40,8 @@ static inline double vdnn_copy_seconds(const vdnn_copy_model *m, size_t bytes)
 
 /* Allocates the per-layer arrays for n_layers (zeroed). */
 vdnn_status vdnn_profile_init(vdnn_profile *p, int n_layers, vdnn_error *err);
+/* Same for a resolved graph, and fills model, input, classes and layer names from it. */
+vdnn_status vdnn_profile_init_graph(vdnn_profile *p, const vdnn_graph_t *g, vdnn_error *err);
 void vdnn_profile_release(vdnn_profile *p);
 
 /* A profile without measurements: every op takes max(flops / flops_per_s, bytes / mem_bytes_per_s)
@@ -49,7 +52,9 @@ vdnn_status vdnn_profile_estimate(const vdnn_graph_t *g, double flops_per_s, dou
 /* Least-squares fit of latency and bandwidth to the samples of one direction. */
 vdnn_copy_model vdnn_copy_model_fit(const size_t *bytes, const double *seconds, int n);
 
-/* JSON file round trip. Reading checks that the profile matches g (name, layer count, input). */
+/* JSON file round trip (written to PATH.tmp, then renamed). Reading checks that the profile matches g
+ * (name, layer count and names, batch, input, classes): VDNN_ERR_MISMATCH names what differs; a
+ * malformed file is VDNN_ERR_FORMAT with file, line and column. */
 vdnn_status vdnn_profile_write(const char *path, const vdnn_profile *p, vdnn_error *err);
 vdnn_status vdnn_profile_read(const char *path, const vdnn_graph_t *g, vdnn_profile *p, vdnn_error *err);
 

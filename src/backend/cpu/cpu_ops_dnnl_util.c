@@ -113,3 +113,68 @@ void vdnn_cpu_dnnl_step_fini(cpu_dnnl_step *s)
     if (s->pd) dnnl_primitive_desc_destroy(s->pd);
     memset(s, 0, sizeof *s);
 }
+
+const dnnl_memory_desc_t *vdnn_cpu_dnnl_arg_md(const cpu_dnnl_step *s, int arg)
+{
+    if (!s->pd) return NULL;
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(s->pd, dnnl_query_exec_arg_md, arg);
+    return md_empty(md) ? NULL : md;
+}
+
+vdnn_status vdnn_cpu_dnnl_reorder_init(cpu_backend *be, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                                       bool make, cpu_dnnl_reorder *r, const char *what, vdnn_error *err)
+{
+    memset(r, 0, sizeof *r);
+    if (!from || !to || dnnl_memory_desc_equal(from, to)) return VDNN_OK;
+    /* The chosen layout may pad channels up to its block: room for the larger of the two. */
+    size_t a = dnnl_memory_desc_get_size(from), b = dnnl_memory_desc_get_size(to);
+    r->bytes = a > b ? a : b;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    vdnn_status st = vdnn_cpu_dnnl_check(dnnl_primitive_attr_create(&attr), what, err);
+    if (st) return st;
+    st = vdnn_cpu_dnnl_check(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), what, err);
+    if (!st)
+        st = vdnn_cpu_dnnl_check(dnnl_reorder_primitive_desc_create(&pd, from, be->engine, to, be->engine, attr), what,
+                                 err);
+    dnnl_primitive_attr_destroy(attr);
+    if (st) return st;
+    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    r->scratch_bytes = md_empty(smd) ? 0 : dnnl_memory_desc_get_size(smd);
+    if (make) {
+        st = vdnn_cpu_dnnl_check(dnnl_primitive_create(&r->prim, pd), what, err);
+        if (!st) st = vdnn_cpu_dnnl_check(dnnl_memory_create(&r->src, from, be->engine, DNNL_MEMORY_NONE), what, err);
+        if (!st) st = vdnn_cpu_dnnl_check(dnnl_memory_create(&r->dst, to, be->engine, DNNL_MEMORY_NONE), what, err);
+        if (!st && r->scratch_bytes)
+            st = vdnn_cpu_dnnl_check(dnnl_memory_create(&r->scratch, smd, be->engine, DNNL_MEMORY_NONE), what, err);
+    }
+    dnnl_primitive_desc_destroy(pd);
+    if (st) vdnn_cpu_dnnl_reorder_fini(r);
+    return st;
+}
+
+vdnn_status vdnn_cpu_dnnl_reorder_run(cpu_backend *be, cpu_dnnl_reorder *r, const void *src, void *dst, void *scratch,
+                                      const char *what, vdnn_error *err)
+{
+    if (!r->bytes) return VDNN_OK;
+    if (!r->prim) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: reorder was not created", what);
+    if (!src || !dst || (r->scratch && !scratch))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: NULL %s buffer", what,
+                         !src ? "source" : !dst ? "destination" : "scratchpad (ws)");
+    dnnl_exec_arg_t ex[3] = {{DNNL_ARG_FROM, r->src}, {DNNL_ARG_TO, r->dst}, {DNNL_ARG_SCRATCHPAD, r->scratch}};
+    vdnn_status st = vdnn_cpu_dnnl_check(dnnl_memory_set_data_handle(r->src, (void *)src), what, err);
+    if (!st) st = vdnn_cpu_dnnl_check(dnnl_memory_set_data_handle(r->dst, dst), what, err);
+    if (!st && r->scratch) st = vdnn_cpu_dnnl_check(dnnl_memory_set_data_handle(r->scratch, scratch), what, err);
+    if (!st) st = vdnn_cpu_dnnl_check(dnnl_primitive_execute(r->prim, be->stream, r->scratch ? 3 : 2, ex), what, err);
+    if (!st) st = vdnn_cpu_dnnl_check(dnnl_stream_wait(be->stream), what, err);
+    return st;
+}
+
+void vdnn_cpu_dnnl_reorder_fini(cpu_dnnl_reorder *r)
+{
+    if (r->prim) dnnl_primitive_destroy(r->prim);
+    if (r->src) dnnl_memory_destroy(r->src);
+    if (r->dst) dnnl_memory_destroy(r->dst);
+    if (r->scratch) dnnl_memory_destroy(r->scratch);
+    memset(r, 0, sizeof *r);
+}

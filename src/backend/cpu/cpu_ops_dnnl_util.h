@@ -42,6 +42,39 @@ vdnn_status vdnn_cpu_dnnl_step_run(cpu_backend *be, cpu_dnnl_step *s, void *cons
 
 void vdnn_cpu_dnnl_step_fini(cpu_dnnl_step *s);
 
+/* A copy between one of our plain arena tensors and the layout a primitive chose
+ * (format_tag any, e.g. nChw16c). When both layouts are the same nothing is built,
+ * bytes is 0 and the primitive reads or writes the plain tensor directly. */
+typedef struct cpu_dnnl_reorder {
+    dnnl_primitive_t prim;             /* NULL: no copy needed */
+    dnnl_memory_t src, dst;
+    size_t bytes;                      /* size of the chosen layout when a copy is needed, else 0 */
+    size_t scratch_bytes;
+    dnnl_memory_t scratch;
+} cpu_dnnl_reorder;
+
+/* Prepares the copy from `from` to `to` (make: also the primitive; else sizes only). */
+vdnn_status vdnn_cpu_dnnl_reorder_init(cpu_backend *be, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                                       bool make, cpu_dnnl_reorder *r, const char *what, vdnn_error *err);
+
+/* Copies src to dst (no-op when no copy is needed); scratch holds scratch_bytes. */
+vdnn_status vdnn_cpu_dnnl_reorder_run(cpu_backend *be, cpu_dnnl_reorder *r, const void *src, void *dst, void *scratch,
+                                      const char *what, vdnn_error *err);
+
+void vdnn_cpu_dnnl_reorder_fini(cpu_dnnl_reorder *r);
+
+/* The layout a primitive chose for an execution argument (NULL if it has none). */
+const dnnl_memory_desc_t *vdnn_cpu_dnnl_arg_md(const cpu_dnnl_step *s, int arg);
+
+/* Bump allocation inside a workspace: returns the offset of `bytes` (0 bytes take no room),
+ * keeping every piece 64-byte aligned like the arena. */
+static inline size_t vdnn_cpu_ws_take(size_t *used, size_t bytes)
+{
+    size_t at = *used;
+    *used += (bytes + 63) / 64 * 64;
+    return at;
+}
+
 /* Output size of a window of k with stride s and padding p on both sides, as PyTorch computes it. */
 static inline int vdnn_cpu_window_out(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
 

@@ -37,7 +37,7 @@ struct cuda_op_impl {
     vdnn_status (*backward)(cuda_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
 };
 
-/* cuDNN ops (cuda_ops_conv.c, cuda_ops_dnn.c, cuda_ops_bn.c). */
+/* cuDNN ops (cuda_ops_conv.c, _pool.c, _relu.c, _lrn.c, _bn.c). */
 extern const cuda_op_impl vdnn_cuda_op_conv;
 extern const cuda_op_impl vdnn_cuda_op_pool; /* max and average */
 extern const cuda_op_impl vdnn_cuda_op_relu;
@@ -74,6 +74,19 @@ static inline int vdnn_cuda_window_out(int in, int k, int stride, int pad)
 }
 
 static inline size_t vdnn_cuda_max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+static inline bool vdnn_cuda_same_shape(vdnn_shape a, vdnn_shape b)
+{
+    return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w;
+}
+
+/* Forward of a one-input op needs its input and output. */
+static inline vdnn_status vdnn_cuda_need_io(const vdnn_op_args *a, const char *name, vdnn_error *err)
+{
+    if (!a->x[0] || !a->y)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s forward: NULL %s", name, a->x[0] ? "output" : "input");
+    return VDNN_OK;
+}
 
 /* The backend's op entries, dispatching by layer kind (cuda_ops_table.c). */
 vdnn_status vdnn_cuda_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err);

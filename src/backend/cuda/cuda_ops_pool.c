@@ -1,0 +1,142 @@
+/* MAXPOOL and AVGPOOL on CUDA: cuDNN pooling. cuDNN's max-pooling backward finds the maxima again from x and y
+ * instead of keeping indices, so max pooling reports bwd_needs_x and bwd_needs_y and no aux; average pooling's
+ * backward is an own gather kernel and needs neither. */
+#include <stdlib.h>
+
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_kernels.h"
+
+static const float one = 1.0f, zero = 0.0f;
+
+typedef struct pool_state {
+    cudnnTensorDescriptor_t x, y;
+    cudnnPoolingDescriptor_t pd;
+    bool max;
+    vdnn_cuda_pool_geom g;
+} pool_state;
+
+static vdnn_status pool_check(const vdnn_op_desc *d, vdnn_error *err)
+{
+    const vdnn_layer_params *p = &d->p;
+    vdnn_shape in = d->in[0], out = d->out;
+    const char *name = d->kind == VDNN_LAYER_MAXPOOL ? "maxpool" : "avgpool";
+    if (d->kind != VDNN_LAYER_MAXPOOL && d->kind != VDNN_LAYER_AVGPOOL)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "pool: layer kind %d is not a pooling", (int)d->kind);
+    if (d->n_inputs != 1) return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: %d inputs (needs exactly 1)", name, d->n_inputs);
+    if (p->kernel_h < 1 || p->kernel_w < 1 || p->stride_h < 1 || p->stride_w < 1 || p->pad_h < 0 || p->pad_w < 0 ||
+        2 * p->pad_h > p->kernel_h || 2 * p->pad_w > p->kernel_w)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
+                         "%s: kernel %dx%d, stride %dx%d, pad %dx%d out of range (pad at most half the kernel)", name,
+                         p->kernel_h, p->kernel_w, p->stride_h, p->stride_w, p->pad_h, p->pad_w);
+    int oh = vdnn_cuda_window_out(in.h, p->kernel_h, p->stride_h, p->pad_h);
+    int ow = vdnn_cuda_window_out(in.w, p->kernel_w, p->stride_w, p->pad_w);
+    if (out.n != in.n || out.c != in.c || out.h != oh || out.w != ow || oh < 1 || ow < 1)
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: output %dx%dx%dx%d does not match input %dx%dx%dx%d (expected %dx%dx%dx%d)",
+                         name, out.n, out.c, out.h, out.w, in.n, in.c, in.h, in.w, in.n, in.c, oh, ow);
+    return VDNN_OK;
+}
+
+static void pool_free(pool_state *s)
+{
+    vdnn_cuda_tensor_free(&s->x);
+    vdnn_cuda_tensor_free(&s->y);
+    if (s->pd) cudnnDestroyPoolingDescriptor(s->pd);
+    s->pd = NULL;
+}
+
+static vdnn_status pool_build(cuda_backend *b, const vdnn_op_desc *d, pool_state *s, vdnn_error *err)
+{
+    vdnn_status st = pool_check(d, err);
+    if (st) return st;
+    const vdnn_layer_params *p = &d->p;
+    s->max = d->kind == VDNN_LAYER_MAXPOOL;
+    s->g = (vdnn_cuda_pool_geom){d->in[0].n, d->in[0].c, d->in[0].h, d->in[0].w, d->out.h, d->out.w,
+                                 p->kernel_h, p->kernel_w, p->stride_h, p->stride_w, p->pad_h, p->pad_w};
+    /* Max backward may scatter with atomics where windows overlap; the deterministic mode avoids that.
+     * Average: PyTorch's count_include_pad=True divides by the whole window. */
+    cudnnPoolingMode_t mode = !s->max ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                              : b->opt.deterministic ? CUDNN_POOLING_MAX_DETERMINISTIC
+                                                     : CUDNN_POOLING_MAX;
+    st = vdnn_cuda_tensor(&s->x, d->in[0], "pool input", err);
+    if (!st) st = vdnn_cuda_tensor(&s->y, d->out, "pool output", err);
+    if (!st) st = vdnn_cudnn_check(cudnnCreatePoolingDescriptor(&s->pd), err, "pool: cudnnCreatePoolingDescriptor");
+    /* NaN propagates (as in PyTorch), so --poison shows reads of dead memory. */
+    if (!st)
+        st = vdnn_cudnn_check(cudnnSetPooling2dDescriptor(s->pd, mode, CUDNN_PROPAGATE_NAN, p->kernel_h, p->kernel_w,
+                                                          p->pad_h, p->pad_w, p->stride_h, p->stride_w),
+                              err, "pool: cudnnSetPooling2dDescriptor (kernel %dx%d, pad %dx%d, stride %dx%d)",
+                              p->kernel_h, p->kernel_w, p->pad_h, p->pad_w, p->stride_h, p->stride_w);
+    int n, c, h, w;
+    if (!st)
+        st = vdnn_cudnn_check(cudnnGetPooling2dForwardOutputDim(s->pd, s->x, &n, &c, &h, &w), err,
+                              "pool: cudnnGetPooling2dForwardOutputDim");
+    if (!st && (n != d->out.n || c != d->out.c || h != d->out.h || w != d->out.w))
+        st = vdnn_fail(err, VDNN_ERR_SHAPE, "pool: cuDNN computes output %dx%dx%dx%d, the layer says %dx%dx%dx%d", n, c, h,
+                       w, d->out.n, d->out.c, d->out.h, d->out.w);
+    return st;
+}
+
+static vdnn_status pool_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
+{
+    vdnn_status st = pool_check(d, err);
+    if (st) return st;
+    bool max = d->kind == VDNN_LAYER_MAXPOOL;
+    *info = (vdnn_op_info){.bwd_needs_x = max, .bwd_needs_y = max};
+    return VDNN_OK;
+}
+
+static vdnn_status pool_create(cuda_backend *b, vdnn_op *op, vdnn_error *err)
+{
+    pool_state *s = calloc(1, sizeof *s);
+    if (!s) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "pool: out of memory");
+    vdnn_status st = pool_build(b, &op->d, s, err);
+    if (st) {
+        pool_free(s);
+        free(s);
+        return st;
+    }
+    op->state = s;
+    return VDNN_OK;
+}
+
+static void pool_destroy(cuda_backend *b, vdnn_op *op)
+{
+    if (!op->state) return;
+    pool_free(op->state);
+    free(op->state);
+    op->state = NULL;
+}
+
+static vdnn_status pool_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    pool_state *s = op->state;
+    const char *name = s->max ? "maxpool" : "avgpool";
+    vdnn_status st = vdnn_cuda_need_io(a, name, err);
+    if (st) return st;
+    return vdnn_cudnn_check(cudnnPoolingForward(b->cudnn, s->pd, &one, s->x, a->x[0], &zero, s->y, a->y), err,
+                            "cudnnPoolingForward (%s)", name);
+}
+
+static vdnn_status pool_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    pool_state *s = op->state;
+    if (!a->dx[0]) return VDNN_OK; /* no parameters: nothing else to compute */
+    if (!a->dy) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s backward: dy is NULL", s->max ? "maxpool" : "avgpool");
+    if (!s->max)
+        return vdnn_cuda_check(vdnn_cuda_k_avgpool_bwd(b->stream[VDNN_QUEUE_COMPUTE], a->dx[0], a->dy, s->g), err,
+                               "avgpool backward kernel");
+    if (!a->x[0] || !a->y)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "maxpool backward: NULL %s (cuDNN finds the maxima again from x and y)",
+                         a->x[0] ? "y" : "x");
+    return vdnn_cudnn_check(cudnnPoolingBackward(b->cudnn, s->pd, &one, s->y, a->y, s->y, a->dy, s->x, a->x[0], &zero,
+                                                 s->x, a->dx[0]),
+                            err, "cudnnPoolingBackward (maxpool)");
+}
+
+const cuda_op_impl vdnn_cuda_op_pool = {
+    .query = pool_query,
+    .create = pool_create,
+    .destroy = pool_destroy,
+    .forward = pool_forward,
+    .backward = pool_backward,
+};

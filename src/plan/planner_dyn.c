@@ -1,0 +1,45 @@
+/* vDNN_dyn: try configurations from the fastest to the most memory-saving (in-core, swap the inputs of
+ * convolutions one layer at a time from the first, vDNN_conv, vDNN_all) and keep the fastest simulated
+ * one that fits. Swap-ins start one layer ahead, as in vDNN. The backends offer one convolution
+ * algorithm per layer today, so the paper's choice between memory- and speed-optimal algorithms has
+ * nothing to choose from yet. */
+#include "plan/planner.h"
+#include "plan/policy.h"
+
+static bool is_conv_input(const vdnn_plan_t *p, const vdnn_graph_t *g, int st)
+{
+    for (int l = 1; l < g->n_layers; l++)
+        if (g->layers[l].kind == VDNN_LAYER_CONV)
+            for (int i = 0; i < g->layers[l].n_inputs; i++)
+                if (p->ls[g->layers[l].inputs[i]].out == st) return true;
+    return false;
+}
+
+vdnn_status vdnn_planner_dyn(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
+{
+    vdnn_search s;
+    vdnn_status rc = vdnn_search_begin(&s, p, g, err);
+    static const vdnn_policy order[3] = {VDNN_POLICY_NONE, VDNN_POLICY_CONV, VDNN_POLICY_ALL};
+    for (int k = 0; rc == VDNN_OK && k < 3; k++) {
+        vdnn_policy_static(p, g, order[k]);
+        rc = vdnn_search_eval(&s, NULL, NULL, err);
+    }
+    /* Greedy between none and conv: offload convolution inputs in forward order (the early layers
+     * hold the largest maps), then the remaining feature maps, evaluating every prefix. */
+    vdnn_policy_static(p, g, VDNN_POLICY_NONE);
+    for (int pass = 0; rc == VDNN_OK && pass < 2; pass++) {
+        for (int i = 0; rc == VDNN_OK && i < p->n_storages_analyzed; i++) {
+            vdnn_storage *x = &p->st[i];
+            if (!x->candidate || x->cls != VDNN_CLASS_KEEP) continue;
+            if ((pass == 0) != (x->kind == VDNN_ST_FMAP && is_conv_input(p, g, i))) continue;
+            x->cls = VDNN_CLASS_SWAP;
+            bool fits = false;
+            rc = vdnn_search_eval(&s, NULL, &fits, err);
+            if (fits) break;
+        }
+        if (s.have_best) break;
+    }
+    if (rc == VDNN_OK) rc = vdnn_search_finish(&s, err);
+    vdnn_search_release(&s);
+    return rc;
+}

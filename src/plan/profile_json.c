@@ -1,0 +1,237 @@
+/* Profile files: a flat JSON object written with exact (round-trip) numbers and read back with checks
+ * against the graph it is used for. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/json.h"
+#include "plan/outfile.h"
+#include "plan/profile.h"
+
+/* ---- writing ---- */
+
+static bool valid_time(double x) { return isfinite(x) && x >= 0; }
+
+static vdnn_status check_writable(const char *path, const vdnn_profile *p, vdnn_error *err)
+{
+    if (p->n_layers < 1 || !p->names || !p->fwd_s || !p->bwd_s)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: the profile is not initialised", path);
+    for (int l = 1; l < p->n_layers; l++) {
+        if (!p->names[l][0])
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: layer %d of the profile has no name (use vdnn_profile_init_graph)", path, l);
+        if (!valid_time(p->fwd_s[l]) || !valid_time(p->bwd_s[l]))
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: layer '%s' has time %g / %g s (must be finite and >= 0)", path,
+                             p->names[l], p->fwd_s[l], p->bwd_s[l]);
+    }
+    if (!valid_time(p->load_s) || !valid_time(p->update_s))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: load %g s / update %g s must be finite and >= 0", path, p->load_s, p->update_s);
+    const vdnn_copy_model *m[2] = {&p->d2h, &p->h2d};
+    for (int i = 0; i < 2; i++)
+        if (!valid_time(m[i]->latency_s) || !(isfinite(m[i]->bytes_per_s) && m[i]->bytes_per_s > 0))
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: %s copy model (latency %g s, %g B/s) is not usable", path,
+                             i ? "host-to-device" : "device-to-host", m[i]->latency_s, m[i]->bytes_per_s);
+    if (!(isfinite(p->accum_bytes_per_s) && p->accum_bytes_per_s > 0))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: accumulation rate %g B/s must be positive", path, p->accum_bytes_per_s);
+    if (p->n_samples < 0 || (p->n_samples && (!p->sample_bytes || !p->sample_d2h_s || !p->sample_h2d_s)))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: the profile's copy samples are not allocated", path);
+    for (int i = 0; i < p->n_samples; i++)
+        if (!valid_time(p->sample_d2h_s[i]) || !valid_time(p->sample_h2d_s[i]))
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: copy sample %d has time %g / %g s", path, i, p->sample_d2h_s[i],
+                             p->sample_h2d_s[i]);
+    return VDNN_OK;
+}
+
+static void write_body(FILE *f, const vdnn_profile *p)
+{
+    fprintf(f, "{\n  \"device\": ");
+    vdnn_json_write_string(f, p->device);
+    fprintf(f, ",\n  \"model\": ");
+    vdnn_json_write_string(f, p->model);
+    fprintf(f, ",\n  \"batch\": %d,\n  \"input\": \"%dx%dx%d\",\n  \"classes\": %d,\n  \"measured\": %s,\n", p->input.n,
+            p->input.c, p->input.h, p->input.w, p->classes, p->measured ? "true" : "false");
+    fprintf(f, "  \"load_s\": %.17g,\n  \"update_s\": %.17g,\n  \"accum_bytes_per_s\": %.17g,\n", p->load_s, p->update_s,
+            p->accum_bytes_per_s);
+    fprintf(f, "  \"d2h\": {\"latency_s\": %.17g, \"bytes_per_s\": %.17g},\n", p->d2h.latency_s, p->d2h.bytes_per_s);
+    fprintf(f, "  \"h2d\": {\"latency_s\": %.17g, \"bytes_per_s\": %.17g},\n", p->h2d.latency_s, p->h2d.bytes_per_s);
+    fprintf(f, "  \"samples\": [");
+    for (int i = 0; i < p->n_samples; i++)
+        fprintf(f, "%s\n    {\"bytes\": %zu, \"d2h_s\": %.17g, \"h2d_s\": %.17g}", i ? "," : "", p->sample_bytes[i],
+                p->sample_d2h_s[i], p->sample_h2d_s[i]);
+    fprintf(f, "%s],\n  \"layers\": [", p->n_samples ? "\n  " : "");
+    for (int l = 1; l < p->n_layers; l++) {
+        fprintf(f, "%s\n    {\"name\": ", l > 1 ? "," : "");
+        vdnn_json_write_string(f, p->names[l]);
+        fprintf(f, ", \"fwd_s\": %.17g, \"bwd_s\": %.17g}", p->fwd_s[l], p->bwd_s[l]);
+    }
+    fprintf(f, "%s]\n}\n", p->n_layers > 1 ? "\n  " : "");
+}
+
+vdnn_status vdnn_profile_write(const char *path, const vdnn_profile *p, vdnn_error *err)
+{
+    vdnn_status rc = check_writable(path, p, err);
+    if (rc) return rc;
+    vdnn_outfile o;
+    if ((rc = vdnn_outfile_open(&o, path, err))) return rc;
+    write_body(o.f, p);
+    return vdnn_outfile_commit(&o, err);
+}
+
+/* ---- reading ---- */
+
+typedef struct reader {
+    const char *path;
+    vdnn_error *err;
+} reader;
+
+static vdnn_status missing(const reader *r, const vdnn_json *obj, const char *key)
+{
+    return vdnn_fail(r->err, VDNN_ERR_FORMAT, "%s:%d:%d: missing \"%s\"", r->path, obj->line, obj->col, key);
+}
+
+static vdnn_status wrong(const reader *r, const vdnn_json *v, const char *key, const char *what)
+{
+    return vdnn_fail(r->err, VDNN_ERR_FORMAT, "%s:%d:%d: \"%s\" must be %s", r->path, v->line, v->col, key, what);
+}
+
+static vdnn_status get(const reader *r, const vdnn_json *obj, const char *key, vdnn_json_type t, const char *what,
+                       const vdnn_json **out)
+{
+    const vdnn_json *v = vdnn_json_get(obj, key);
+    if (!v) return missing(r, obj, key);
+    if (v->type != t) return wrong(r, v, key, what);
+    *out = v;
+    return VDNN_OK;
+}
+
+/* A number >= 0 (rate: > 0). */
+static vdnn_status get_num(const reader *r, const vdnn_json *obj, const char *key, bool rate, double *out)
+{
+    const char *what = rate ? "a positive number" : "a number >= 0";
+    const vdnn_json *v = NULL;
+    vdnn_status rc = get(r, obj, key, VDNN_JSON_NUMBER, what, &v);
+    if (rc) return rc;
+    if (v->number < 0 || (rate && v->number == 0)) return wrong(r, v, key, what);
+    *out = v->number;
+    return VDNN_OK;
+}
+
+static vdnn_status get_int(const reader *r, const vdnn_json *obj, const char *key, double max, double *out)
+{
+    const vdnn_json *v = NULL;
+    vdnn_status rc = get(r, obj, key, VDNN_JSON_NUMBER, "a whole number", &v);
+    if (rc) return rc;
+    if (v->number < 0 || v->number > max || v->number != floor(v->number)) return wrong(r, v, key, "a whole number >= 0");
+    *out = v->number;
+    return VDNN_OK;
+}
+
+static vdnn_status get_copy_model(const reader *r, const vdnn_json *obj, const char *key, vdnn_copy_model *m)
+{
+    const vdnn_json *v = NULL;
+    vdnn_status rc = get(r, obj, key, VDNN_JSON_OBJECT, "an object {latency_s, bytes_per_s}", &v);
+    if (!rc) rc = get_num(r, v, "latency_s", false, &m->latency_s);
+    if (!rc) rc = get_num(r, v, "bytes_per_s", true, &m->bytes_per_s);
+    return rc;
+}
+
+static vdnn_status read_header(const reader *r, const vdnn_json *root, const vdnn_graph_t *g, vdnn_profile *p)
+{
+    const vdnn_json *v = NULL;
+    vdnn_status rc = get(r, root, "device", VDNN_JSON_STRING, "a string", &v);
+    if (rc) return rc;
+    snprintf(p->device, sizeof p->device, "%.63s", v->string);
+    if ((rc = get(r, root, "model", VDNN_JSON_STRING, "a string", &v))) return rc;
+    if (strcmp(v->string, g->name))
+        return vdnn_fail(r->err, VDNN_ERR_MISMATCH, "%s: profile is for model '%.64s', not '%s'", r->path, v->string, g->name);
+    double batch, classes;
+    if ((rc = get_int(r, root, "batch", INT_MAX, &batch))) return rc;
+    if ((int)batch != g->input.n)
+        return vdnn_fail(r->err, VDNN_ERR_MISMATCH, "%s: profile is for batch %d, but %s runs at batch %d (profile again)",
+                         r->path, (int)batch, g->name, g->input.n);
+    if ((rc = get(r, root, "input", VDNN_JSON_STRING, "a string \"CxHxW\"", &v))) return rc;
+    int c, h, w;
+    char tail;
+    if (sscanf(v->string, "%dx%dx%d%c", &c, &h, &w, &tail) != 3) return wrong(r, v, "input", "a string \"CxHxW\"");
+    if (c != g->input.c || h != g->input.h || w != g->input.w)
+        return vdnn_fail(r->err, VDNN_ERR_MISMATCH, "%s: profile is for input %dx%dx%d, but %s runs at %dx%dx%d (profile again)",
+                         r->path, c, h, w, g->name, g->input.c, g->input.h, g->input.w);
+    if ((rc = get_int(r, root, "classes", INT_MAX, &classes))) return rc;
+    if ((int)classes != g->classes)
+        return vdnn_fail(r->err, VDNN_ERR_MISMATCH, "%s: profile is for %d classes, but %s has %d (profile again)", r->path,
+                         (int)classes, g->name, g->classes);
+    if ((rc = get(r, root, "measured", VDNN_JSON_BOOL, "true or false", &v))) return rc;
+    p->measured = v->boolean;
+    return VDNN_OK;
+}
+
+static vdnn_status read_samples(const reader *r, const vdnn_json *root, vdnn_profile *p)
+{
+    const vdnn_json *arr = vdnn_json_get(root, "samples");
+    if (!arr) return VDNN_OK; /* estimates have none */
+    if (arr->type != VDNN_JSON_ARRAY) return wrong(r, arr, "samples", "an array");
+    if (!arr->n) return VDNN_OK;
+    p->sample_bytes = calloc((size_t)arr->n, sizeof *p->sample_bytes);
+    p->sample_d2h_s = calloc((size_t)arr->n, sizeof *p->sample_d2h_s);
+    p->sample_h2d_s = calloc((size_t)arr->n, sizeof *p->sample_h2d_s);
+    if (!p->sample_bytes || !p->sample_d2h_s || !p->sample_h2d_s)
+        return vdnn_fail(r->err, VDNN_ERR_NO_MEMORY, "%s: out of memory for %d samples", r->path, arr->n);
+    for (int i = 0; i < arr->n; i++) {
+        const vdnn_json *s = &arr->items[i];
+        if (s->type != VDNN_JSON_OBJECT) return wrong(r, s, "samples", "an array of {bytes, d2h_s, h2d_s}");
+        double bytes;
+        /* 2^53: every larger integer would have been rounded on the way in. */
+        vdnn_status rc = get_int(r, s, "bytes", 9007199254740992.0, &bytes);
+        if (!rc) rc = get_num(r, s, "d2h_s", false, &p->sample_d2h_s[i]);
+        if (!rc) rc = get_num(r, s, "h2d_s", false, &p->sample_h2d_s[i]);
+        if (rc) return rc;
+        p->sample_bytes[i] = (size_t)bytes;
+        p->n_samples = i + 1;
+    }
+    return VDNN_OK;
+}
+
+static vdnn_status read_layers(const reader *r, const vdnn_json *root, const vdnn_graph_t *g, vdnn_profile *p)
+{
+    const vdnn_json *arr;
+    vdnn_status rc = get(r, root, "layers", VDNN_JSON_ARRAY, "an array", &arr);
+    if (rc) return rc;
+    if (arr->n != g->n_layers - 1)
+        return vdnn_fail(r->err, VDNN_ERR_MISMATCH, "%s: profile has %d layers, but model %s has %d (from %s)", r->path, arr->n,
+                         g->name, g->n_layers - 1, g->source);
+    for (int i = 0; i < arr->n; i++) {
+        const vdnn_json *ly = &arr->items[i], *name;
+        if (ly->type != VDNN_JSON_OBJECT) return wrong(r, ly, "layers", "an array of {name, fwd_s, bwd_s}");
+        if ((rc = get(r, ly, "name", VDNN_JSON_STRING, "a string", &name))) return rc;
+        if (strcmp(name->string, g->layers[i + 1].name))
+            return vdnn_fail(r->err, VDNN_ERR_MISMATCH, "%s:%d:%d: layer %d is '%.64s' in the profile but '%s' in model %s", r->path,
+                             name->line, name->col, i + 1, name->string, g->layers[i + 1].name, g->name);
+        if ((rc = get_num(r, ly, "fwd_s", false, &p->fwd_s[i + 1]))) return rc;
+        if ((rc = get_num(r, ly, "bwd_s", false, &p->bwd_s[i + 1]))) return rc;
+    }
+    return VDNN_OK;
+}
+
+vdnn_status vdnn_profile_read(const char *path, const vdnn_graph_t *g, vdnn_profile *p, vdnn_error *err)
+{
+    memset(p, 0, sizeof *p);
+    vdnn_json *root = NULL;
+    vdnn_status rc = vdnn_json_read_file(path, &root, err);
+    if (rc) return rc;
+    reader r = {path, err};
+    if (root->type != VDNN_JSON_OBJECT) rc = vdnn_fail(err, VDNN_ERR_FORMAT, "%s: not a profile (expected a JSON object)", path);
+    if (!rc) rc = vdnn_profile_init_graph(p, g, err);
+    if (!rc) rc = read_header(&r, root, g, p);
+    if (!rc) rc = get_num(&r, root, "load_s", false, &p->load_s);
+    if (!rc) rc = get_num(&r, root, "update_s", false, &p->update_s);
+    if (!rc) rc = get_num(&r, root, "accum_bytes_per_s", true, &p->accum_bytes_per_s);
+    if (!rc) rc = get_copy_model(&r, root, "d2h", &p->d2h);
+    if (!rc) rc = get_copy_model(&r, root, "h2d", &p->h2d);
+    if (!rc) rc = read_samples(&r, root, p);
+    if (!rc) rc = read_layers(&r, root, g, p);
+    vdnn_json_free(root);
+    if (rc) vdnn_profile_release(p);
+    return rc;
+}

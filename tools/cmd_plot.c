@@ -1,0 +1,155 @@
+/* `vdnn plot`: simulates one training iteration under several policies and draws device memory over
+ * time (and optionally the compute and copy lanes) as SVG. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd_planning.h"
+#include "plan/simulate.h"
+#include "plan/svg.h"
+
+#define PLOT_MAX 8
+
+static const char plot_usage_head[] =
+    "usage: vdnn plot MODEL [--batch N] [--input CxHxW] [--classes N] [--policies P,P,...] [--budget SIZE]\n"
+    "                 [--host-budget SIZE] [--profile FILE | estimate flags] --out FILE.svg [--gantt FILE.svg]\n"
+    "                 [--trace FILE.json] [--title TEXT]\n"
+    "Simulates one training iteration under each policy (as `vdnn simulate` does) and draws the live device\n"
+    "memory over the iteration for all of them on shared axes (--out), with the budget as a dashed line,\n"
+    "and a Gantt chart of each one's compute, device-to-host and host-to-device lanes (--gantt). Prints a\n"
+    "summary line per policy. --trace writes all timelines as one Chrome trace.\n";
+
+static void usage(FILE *f)
+{
+    char pol[256];
+    fputs(plot_usage_head, f);
+    fprintf(f, "Policies: %s (default: all of them, at most %d).\n", cli_policy_list(pol, sizeof pol), PLOT_MAX);
+    fputs(CLI_COST_USAGE, f);
+}
+
+/* "none,all,conv" -> policies; prints and returns false on an unknown name. */
+static bool parse_policies(const char *s, vdnn_policy *out, int *n)
+{
+    *n = 0;
+    if (!s) {
+        for (int i = 0; i < VDNN_POLICY_COUNT && i < PLOT_MAX; i++) out[(*n)++] = (vdnn_policy)i;
+        return true;
+    }
+    char buf[512], pol[256];
+    if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf) {
+        fprintf(stderr, "vdnn plot: --policies: the list is too long\n");
+        return false;
+    }
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        vdnn_policy p;
+        if (!vdnn_policy_parse(tok, &p)) {
+            fprintf(stderr, "vdnn plot: --policies: unknown policy '%s' (known: %s)\n", tok, cli_policy_list(pol, sizeof pol));
+            return false;
+        }
+        if (*n == PLOT_MAX) {
+            fprintf(stderr, "vdnn plot: --policies: at most %d policies in one chart\n", PLOT_MAX);
+            return false;
+        }
+        out[(*n)++] = p;
+    }
+    if (!*n) {
+        fprintf(stderr, "vdnn plot: --policies: invalid value '%s' (a comma-separated list such as none,all,conv)\n", s);
+        return false;
+    }
+    return true;
+}
+
+int vdnn_cmd_plot(int argc, char **argv)
+{
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    char **args = malloc((size_t)(argc + 1) * sizeof *args);
+    if (!args) return 1;
+    memcpy(args, argv, (size_t)(argc + 1) * sizeof *args);
+    int n = argc;
+    cli_cost_options costs;
+    const char *out = NULL, *gantt = NULL, *trace = NULL, *policies = NULL, *title = NULL;
+    cli_options o;
+    cli_defaults(&o);
+    o.model = NULL;
+    bool ok = cli_take_cost_flags(&n, args, &costs, "plot") && cli_take_flag(&n, args, "--out", &out, "plot") &&
+              cli_take_flag(&n, args, "--gantt", &gantt, "plot") && cli_take_flag(&n, args, "--trace", &trace, "plot") &&
+              cli_take_flag(&n, args, "--policies", &policies, "plot") && cli_take_flag(&n, args, "--title", &title, "plot") &&
+              cli_refuse_flag(n, args, "--policy", "use --policies P,P,...", "plot") &&
+              cli_refuse_flag(n, args, "--poison", NULL, "plot") &&
+              cli_parse(n, args, 2, OPT_SHAPE | OPT_BATCH | OPT_MEMORY, true, &o, "plot");
+    free(args);
+    vdnn_policy pols[PLOT_MAX];
+    int n_pol = 0;
+    if (ok) ok = parse_policies(policies, pols, &n_pol);
+    if (ok && !out && !gantt) {
+        fprintf(stderr, "vdnn plot: give --out FILE.svg (and/or --gantt FILE.svg) (see vdnn plot --help)\n");
+        ok = false;
+    }
+    if (!ok) return 2;
+    if (!o.model) {
+        usage(stderr);
+        return 2;
+    }
+
+    vdnn_error err;
+    vdnn_error_clear(&err);
+    cli_model m;
+    vdnn_profile prof;
+    memset(&prof, 0, sizeof prof);
+    vdnn_timeline tls[PLOT_MAX];
+    memset(tls, 0, sizeof tls);
+    const vdnn_timeline *tl[PLOT_MAX];
+    char names[PLOT_MAX][96];
+    const char *name_ptr[PLOT_MAX];
+    bool fits[PLOT_MAX];
+    size_t plan_peak[PLOT_MAX];
+    vdnn_status rc = cli_model_load(&o, &m, &err);
+    if (rc == VDNN_OK) rc = cli_cost_profile(&costs, m.g, &prof, &err);
+    for (int i = 0; rc == VDNN_OK && i < n_pol; i++) {
+        vdnn_plan_t *plan = NULL;
+        rc = cli_model_plan(&m, pols[i], o.budget, o.host_budget, &plan, &err);
+        if (rc == VDNN_OK) rc = vdnn_simulate(plan, m.g, &prof, &tls[i], &err);
+        if (rc == VDNN_OK) {
+            fits[i] = plan->feasible;
+            plan_peak[i] = plan->peak_device_bytes;
+            snprintf(names[i], sizeof names[i], "%s%s", vdnn_policy_name(pols[i]), plan->feasible ? "" : " (over budget)");
+            name_ptr[i] = names[i];
+            tl[i] = &tls[i];
+        }
+        vdnn_plan_free(plan);
+    }
+    char desc[256], head[256], t1[400], t2[400];
+    if (rc == VDNN_OK) {
+        cli_cost_describe(&costs, &prof, desc, sizeof desc);
+        snprintf(head, sizeof head, "%s, batch %d, input %dx%dx%d", m.g->name, m.g->input.n, m.g->input.c, m.g->input.h, m.g->input.w);
+        if (title) {
+            snprintf(t1, sizeof t1, "%s", title);
+            snprintf(t2, sizeof t2, "%s", title);
+        } else {
+            snprintf(t1, sizeof t1, "%s: device memory over one training iteration", head);
+            snprintf(t2, sizeof t2, "%s: compute and copy lanes", head);
+        }
+    }
+    if (rc == VDNN_OK && out) rc = vdnn_svg_memory(out, t1, desc, tl, name_ptr, n_pol, o.budget, &err);
+    if (rc == VDNN_OK && gantt) rc = vdnn_svg_gantt(gantt, t2, desc, tl, name_ptr, n_pol, &err);
+    if (rc == VDNN_OK && trace) rc = vdnn_trace_write(trace, tl, name_ptr, n_pol, &err);
+    if (rc == VDNN_OK) {
+        char a[32], b[32];
+        printf("%s; costs: %s\n", head, desc);
+        printf("%-12s %12s %12s %12s %12s %5s\n", "policy", "iteration", "stall", "peak live", "plan peak", "fits");
+        for (int i = 0; i < n_pol; i++)
+            printf("%-12s %9.3f ms %9.3f ms %12s %12s %5s\n", vdnn_policy_name(pols[i]), tls[i].iteration_s * 1e3, tls[i].stall_s * 1e3,
+                   vdnn_format_bytes(tls[i].peak_live_bytes, a, sizeof a), vdnn_format_bytes(plan_peak[i], b, sizeof b),
+                   fits[i] ? "yes" : "no");
+        if (out) printf("memory chart: %s\n", out);
+        if (gantt) printf("gantt chart:  %s\n", gantt);
+        if (trace) printf("trace:        %s\n", trace);
+    }
+    for (int i = 0; i < n_pol; i++) vdnn_timeline_release(&tls[i]);
+    vdnn_profile_release(&prof);
+    cli_model_free(&m);
+    return rc == VDNN_OK ? 0 : cli_fail("plot", &err);
+}

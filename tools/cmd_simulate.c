@@ -1,0 +1,144 @@
+/* `vdnn simulate`: predicts one training iteration of a plan from a profile (measured or estimated): time,
+ * stalls, copy traffic and device memory, optionally as a Chrome trace. No data, no device. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd_planning.h"
+#include "plan/simulate.h"
+
+static const char simulate_usage_head[] =
+    "usage: vdnn simulate MODEL [--batch N] [--input CxHxW] [--classes N] [--policy P] [--budget SIZE]\n"
+    "                     [--host-budget SIZE] [--profile FILE | estimate flags] [--trace FILE.json] [--json]\n"
+    "Plans one training iteration like `vdnn plan` and replays it on a model of the device: one compute\n"
+    "queue and a copy queue per direction, ordered as the executor orders them. Prints the predicted\n"
+    "iteration time, the compute time, how long compute stalls waiting for copies, how busy each copy\n"
+    "direction is, the peak of live device memory and the plan's peak (live memory plus fragmentation).\n"
+    "--trace writes the timeline as Chrome trace-event JSON (open it in ui.perfetto.dev).\n"
+    "Exits 3 if the plan does not fit the budget (the prediction is still printed).\n";
+
+static void usage(FILE *f)
+{
+    char pol[256];
+    fputs(simulate_usage_head, f);
+    fprintf(f, "Policies: %s (default none).\n", cli_policy_list(pol, sizeof pol));
+    fputs(CLI_COST_USAGE, f);
+}
+
+static void print_text(const cli_model *m, const vdnn_plan_t *plan, const vdnn_timeline *t, const char *costs)
+{
+    const vdnn_graph_t *g = m->g;
+    char a[32], b[32];
+    double it = t->iteration_s > 0 ? t->iteration_s : 1;
+    printf("simulated %s, batch %d, input %dx%dx%d, policy %s\n", g->name, g->input.n, g->input.c, g->input.h, g->input.w,
+           vdnn_policy_name(plan->policy));
+    printf("costs: %s\n", costs);
+    printf("iteration:        %10.3f ms\n", t->iteration_s * 1e3);
+    printf("compute:          %10.3f ms (%.1f%% of the iteration)\n", t->compute_s * 1e3, 100 * t->compute_s / it);
+    printf("stall:            %10.3f ms (compute waits for copies)\n", t->stall_s * 1e3);
+    printf("device-to-host:   %10.3f ms busy\n", t->d2h_s * 1e3);
+    printf("host-to-device:   %10.3f ms busy\n", t->h2d_s * 1e3);
+    printf("moved:            %s per iteration, both directions\n", vdnn_format_bytes(plan->bytes_moved, a, sizeof a));
+    printf("peak live memory: %s (%zu bytes)\n", vdnn_format_bytes(t->peak_live_bytes, a, sizeof a), t->peak_live_bytes);
+    printf("plan peak:        %s (%zu bytes, with placement)\n", vdnn_format_bytes(plan->peak_device_bytes, a, sizeof a),
+           plan->peak_device_bytes);
+    if (plan->budget != SIZE_MAX)
+        printf("budget:           %s: %s\n", vdnn_format_bytes(plan->budget, b, sizeof b), plan->feasible ? "fits" : "does NOT fit");
+}
+
+static void print_json(const cli_model *m, const vdnn_plan_t *plan, const vdnn_timeline *t, const cli_cost_options *c,
+                       const vdnn_profile *p)
+{
+    const vdnn_graph_t *g = m->g;
+    printf("{\"model\": \"%s\", \"batch\": %d, \"input\": \"%dx%dx%d\", \"classes\": %d, \"policy\": \"%s\", ", g->name, g->input.n,
+           g->input.c, g->input.h, g->input.w, g->classes, vdnn_policy_name(plan->policy));
+    if (c->profile) printf("\"costs\": \"profile\", \"device\": \"%s\", ", p->device);
+    else
+        printf("\"costs\": \"estimate\", \"flops_per_s\": %.6g, \"mem_bytes_per_s\": %.6g, \"link_d2h_bytes_per_s\": %.6g, "
+               "\"link_h2d_bytes_per_s\": %.6g, ",
+               c->flops, c->mem_bw, c->link_d2h, c->link_h2d);
+    printf("\"feasible\": %s, \"budget_bytes\": ", plan->feasible ? "true" : "false");
+    if (plan->budget == SIZE_MAX) printf("null");
+    else printf("%zu", plan->budget);
+    printf(", \"iteration_s\": %.9g, \"compute_s\": %.9g, \"stall_s\": %.9g, \"d2h_s\": %.9g, \"h2d_s\": %.9g, "
+           "\"peak_live_bytes\": %zu, \"peak_device_bytes\": %zu, \"bytes_moved\": %zu, \"host_bytes\": %zu}\n",
+           t->iteration_s, t->compute_s, t->stall_s, t->d2h_s, t->h2d_s, t->peak_live_bytes, plan->peak_device_bytes,
+           plan->bytes_moved, plan->host_bytes);
+}
+
+int vdnn_cmd_simulate(int argc, char **argv)
+{
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    /* Our own flags come out of argv first; cli_parse handles the rest. */
+    char **args = malloc((size_t)(argc + 1) * sizeof *args);
+    if (!args) return 1;
+    memcpy(args, argv, (size_t)(argc + 1) * sizeof *args);
+    int n = argc;
+    cli_cost_options costs;
+    const char *trace = NULL, *policy = NULL;
+    cli_options o;
+    cli_defaults(&o);
+    o.model = NULL;
+    bool ok = cli_take_cost_flags(&n, args, &costs, "simulate") && cli_take_flag(&n, args, "--trace", &trace, "simulate") &&
+              cli_take_flag(&n, args, "--policy", &policy, "simulate") &&
+              cli_refuse_flag(n, args, "--poison", NULL, "simulate") &&
+              cli_parse(n, args, 2, OPT_SHAPE | OPT_BATCH | OPT_MEMORY | OPT_JSON, true, &o, "simulate");
+    free(args);
+    if (ok && policy && !vdnn_policy_parse(policy, &o.policy)) {
+        char pol[256];
+        fprintf(stderr, "vdnn simulate: --policy: invalid value '%s' (%s)\n", policy, cli_policy_list(pol, sizeof pol));
+        ok = false;
+    }
+    if (!ok) return 2;
+    if (!o.model) {
+        usage(stderr);
+        return 2;
+    }
+    vdnn_error err;
+    vdnn_error_clear(&err);
+    cli_model m;
+    vdnn_plan_t *plan = NULL;
+    vdnn_profile prof;
+    memset(&prof, 0, sizeof prof);
+    vdnn_timeline t;
+    memset(&t, 0, sizeof t);
+    vdnn_status rc = cli_model_load(&o, &m, &err);
+    if (rc == VDNN_OK) rc = cli_model_plan(&m, o.policy, o.budget, o.host_budget, &plan, &err);
+    if (rc == VDNN_OK) rc = cli_cost_profile(&costs, m.g, &prof, &err);
+    if (rc == VDNN_OK) rc = vdnn_simulate(plan, m.g, &prof, &t, &err);
+    if (rc == VDNN_OK && trace) {
+        char name[160];
+        snprintf(name, sizeof name, "%s, policy %s", m.g->name, vdnn_policy_name(plan->policy));
+        const vdnn_timeline *tl[1] = {&t};
+        const char *names[1] = {name};
+        rc = vdnn_trace_write(trace, tl, names, 1, &err);
+    }
+    int code = 0;
+    if (rc == VDNN_OK) {
+        char desc[256];
+        cli_cost_describe(&costs, &prof, desc, sizeof desc);
+        if (o.json) print_json(&m, plan, &t, &costs, &prof);
+        else print_text(&m, plan, &t, desc);
+        if (trace && !o.json) printf("trace:            %s\n", trace);
+        if (!plan->feasible) {
+            char need[32], have[32];
+            if (plan->host_bytes > plan->host_budget)
+                fprintf(stderr, "vdnn simulate: infeasible: policy '%s' needs %s of host memory, the host budget is %s\n",
+                        vdnn_policy_name(plan->policy), vdnn_format_bytes(plan->host_bytes, need, sizeof need),
+                        vdnn_format_bytes(plan->host_budget, have, sizeof have));
+            else
+                fprintf(stderr, "vdnn simulate: infeasible: policy '%s' needs %s of device memory, the budget is %s\n",
+                        vdnn_policy_name(plan->policy), vdnn_format_bytes(plan->peak_device_bytes, need, sizeof need),
+                        vdnn_format_bytes(plan->budget, have, sizeof have));
+            code = 3;
+        }
+    }
+    vdnn_timeline_release(&t);
+    vdnn_profile_release(&prof);
+    vdnn_plan_free(plan);
+    cli_model_free(&m);
+    return rc == VDNN_OK ? code : cli_fail("simulate", &err);
+}
