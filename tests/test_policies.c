@@ -240,5 +240,7 @@ int main(void)
         tests[n] = (struct CMUnitTest){all_cases[i].model, test_case, NULL, NULL, (void *)&all_cases[i]};
         n++;
     }
+    /* VDNN_TEST_FILTER=resnet* runs a subset (cmocka's glob). */
+    if (getenv("VDNN_TEST_FILTER")) cmocka_set_test_filter(getenv("VDNN_TEST_FILTER"));
     return _cmocka_run_group_tests("policies", tests, (size_t)n, NULL, NULL);
 }

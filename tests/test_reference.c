@@ -575,6 +575,8 @@ static size_t check_net_tensors(ctx *c, bool verbose)
             const int st = grad ? p->ls[l].grad : p->ls[l].out;
             bool shown = st >= 0;
             for (int k = l + 1; k < L && shown && !grad; k++) shown = p->ls[k].out != st;
+            /* A gradient map that backward reuses in place for its input's gradient ends up holding that one. */
+            for (int k = 0; k < l && shown && grad; k++) shown = p->ls[k].grad != st;
             const vdnn_layer *ly = &c->g->layers[l];
             const size_t n = vdnn_shape_count(ly->out);
             if (shown) {

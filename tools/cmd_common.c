@@ -141,14 +141,16 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             o->host_budget = sz;
         } else if (!strcmp(f, "--policy") && (allowed & OPT_MEMORY)) {
             NEED_VALUE();
-            if (!vdnn_policy_parse(v, &o->policy)) return bad(cmd, f, v, "none, all or conv");
+            if (!vdnn_policy_parse(v, &o->policy)) return bad(cmd, f, v, "none, all, conv, recompute, dyn, pooch or auto");
         } else if ((!strcmp(f, "--link-bandwidth") || !strcmp(f, "--link-bandwidth-d2h") ||
                     !strcmp(f, "--link-bandwidth-h2d")) && (allowed & OPT_DEVICE)) {
             NEED_VALUE();
             if (!parse_bandwidth(v, &d)) return bad(cmd, f, v, "a bandwidth such as 16GB/s");
             if (strcmp(f, "--link-bandwidth-h2d")) o->link_d2h = d;
             if (strcmp(f, "--link-bandwidth-d2h")) o->link_h2d = d;
-        } else if (!strcmp(f, "--save") && (allowed & OPT_CKPT)) { NEED_VALUE(); o->save = v; }
+        } else if (!strcmp(f, "--profile") && (allowed & OPT_MEMORY)) { NEED_VALUE(); o->profile = v; }
+        else if (!strcmp(f, "--trace") && (allowed & OPT_TRAINING)) { NEED_VALUE(); o->trace = v; }
+        else if (!strcmp(f, "--save") && (allowed & OPT_CKPT)) { NEED_VALUE(); o->save = v; }
         else if (!strcmp(f, "--resume") && (allowed & OPT_CKPT)) { NEED_VALUE(); o->resume = v; }
         else {
             fprintf(stderr, "vdnn %s: unknown flag '%s' (see vdnn %s --help)\n", cmd, f, cmd);

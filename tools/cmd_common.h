@@ -31,6 +31,8 @@ typedef struct cli_options {
     bool json;
     int log_every;
     double link_d2h, link_h2d;  /* emulated link bandwidth on the CPU, bytes/s */
+    const char *profile;      /* measured costs for the profile-guided policies */
+    const char *trace;        /* Chrome trace of the last training iteration, real and simulated */
 } cli_options;
 
 /* Flags each subcommand accepts, as a bit set. */

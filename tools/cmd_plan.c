@@ -2,58 +2,67 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd_common.h"
-#include "plan/plan.h"
+#include "cmd_planning.h"
+#include "plan/planner.h"
 
 static const char plan_usage[] =
-    "usage: vdnn plan MODEL [--batch N] [--input CxHxW] [--classes N] [--policy none|all|conv]\n"
-    "                 [--budget SIZE] [--host-budget SIZE] [--json]\n"
-    "Plans one training iteration without running it: every feature map's size and class (keep or swap),\n"
-    "when it leaves the device and when it comes back, the peak and average device memory, the host memory\n"
-    "and the bytes moved per iteration. Exits 3 if the plan does not fit the budget, naming the smallest\n"
-    "budget that works.\n";
+    "usage: vdnn plan MODEL [--batch N] [--input CxHxW] [--classes N] [--policy P] [--budget SIZE]\n"
+    "                 [--host-budget SIZE] [--profile FILE | estimate flags] [--json]\n"
+    "Plans one training iteration without running it: every feature map's size and class (keep, swap or\n"
+    "recompute), when it leaves the device and when it comes back, the peak and average device memory, the\n"
+    "host memory and the bytes moved per iteration. Exits 3 if the plan does not fit the budget, naming\n"
+    "the smallest budget that works.\n";
 
 int vdnn_cmd_plan(int argc, char **argv)
 {
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            char pol[256];
+            fputs(plan_usage, stdout);
+            printf("Policies: %s (default none); recompute, dyn, pooch and auto plan from costs.\n",
+                   cli_policy_list(pol, sizeof pol));
+            fputs(CLI_COST_USAGE, stdout);
+            return 0;
+        }
+    char **args = malloc((size_t)(argc + 1) * sizeof *args);
+    if (!args) return 1;
+    memcpy(args, argv, (size_t)(argc + 1) * sizeof *args);
+    int n = argc;
+    cli_cost_options costs;
     cli_options o;
     cli_defaults(&o);
     o.model = NULL;
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(plan_usage, stdout);
-            return 0;
-        }
-    if (!cli_parse(argc, argv, 2, OPT_SHAPE | OPT_BATCH | OPT_MEMORY | OPT_JSON, true, &o, "plan")) return 2;
+    bool ok = cli_take_cost_flags(&n, args, &costs, "plan") && cli_refuse_flag(n, args, "--poison", NULL, "plan") &&
+              cli_parse(n, args, 2, OPT_SHAPE | OPT_BATCH | OPT_MEMORY | OPT_JSON, true, &o, "plan");
+    free(args);
+    if (!ok) return 2;
     if (!o.model) {
         fputs(plan_usage, stderr);
         return 2;
     }
     vdnn_error err;
     vdnn_error_clear(&err);
-    vdnn_graph_t *g = NULL;
-    vdnn_backend_t *be = NULL;
+    cli_model m;
     vdnn_plan_t *plan = NULL;
-    vdnn_op_info *info = NULL;
-    vdnn_shape in;
-    int classes;
-    vdnn_status rc = cli_load_model(o.model, &g, &err);
-    if (rc == VDNN_OK) rc = cli_shape(&o, g, NULL, &in, &classes, &err);
-    if (rc == VDNN_OK) rc = vdnn_graph_resolve(g, in, classes, &err);
-    o.device = "cpu";
-    if (rc == VDNN_OK) rc = cli_backend(&o, &be, &err);
-    if (rc == VDNN_OK) {
-        info = calloc((size_t)g->n_layers, sizeof *info);
-        if (!info) rc = vdnn_fail(&err, VDNN_ERR_NO_MEMORY, "out of memory");
+    vdnn_profile prof;
+    memset(&prof, 0, sizeof prof);
+    vdnn_status rc = cli_model_load(&o, &m, &err);
+    if (rc == VDNN_OK) rc = cli_cost_profile(&costs, m.g, &prof, &err);
+    if (rc == VDNN_OK) rc = cli_model_plan(&m, o.policy, o.budget, o.host_budget, &prof, &plan, &err);
+    /* Static policies need the same memory at any budget: their peak is their smallest budget. The
+     * planners can go as low as the most memory-saving plan known. */
+    size_t min_budget = plan ? plan->peak_device_bytes : 0;
+    if (rc == VDNN_OK && o.policy > VDNN_POLICY_CONV) {
+        vdnn_plan_request rq = {.policy = o.policy, .training = true, .budget = SIZE_MAX, .host_budget = o.host_budget,
+                                .profile = &prof};
+        size_t mb;
+        rc = vdnn_plan_min_budget(m.g, m.info, &rq, &mb, &err);
+        if (rc == VDNN_OK && mb < min_budget) min_budget = mb;
     }
-    if (rc == VDNN_OK) rc = vdnn_plan_query_ops(g, be, true, info, &err);
-    vdnn_plan_request rq = {.policy = o.policy, .training = true, .budget = o.budget, .host_budget = o.host_budget};
-    if (rc == VDNN_OK) rc = vdnn_plan_build(g, info, &rq, &plan, &err);
     int code = 0;
     if (rc == VDNN_OK) {
-        /* Static policies need the same memory at any budget: their peak is the smallest budget. */
-        size_t min_budget = plan->peak_device_bytes;
-        if (o.json) vdnn_plan_print_json(plan, g, min_budget, stdout);
-        else vdnn_plan_print_table(plan, g, stdout);
+        if (o.json) vdnn_plan_print_json(plan, m.g, min_budget, stdout);
+        else vdnn_plan_print_table(plan, m.g, stdout);
         if (!plan->feasible) {
             char need[32], have[32];
             if (plan->host_bytes > plan->host_budget)
@@ -67,9 +76,8 @@ int vdnn_cmd_plan(int argc, char **argv)
             code = 3;
         }
     }
+    vdnn_profile_release(&prof);
     vdnn_plan_free(plan);
-    free(info);
-    vdnn_backend_destroy(be);
-    vdnn_graph_free(g);
+    cli_model_free(&m);
     return rc == VDNN_OK ? code : cli_fail("plan", &err);
 }

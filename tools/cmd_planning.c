@@ -35,10 +35,11 @@ void cli_model_free(cli_model *m)
     memset(m, 0, sizeof *m);
 }
 
-vdnn_status cli_model_plan(const cli_model *m, vdnn_policy policy, size_t budget, size_t host_budget, vdnn_plan_t **plan,
-                           vdnn_error *err)
+vdnn_status cli_model_plan(const cli_model *m, vdnn_policy policy, size_t budget, size_t host_budget,
+                           const vdnn_profile *prof, vdnn_plan_t **plan, vdnn_error *err)
 {
-    vdnn_plan_request rq = {.policy = policy, .training = true, .budget = budget, .host_budget = host_budget, .variable_base = 0};
+    vdnn_plan_request rq = {.policy = policy, .training = true, .budget = budget, .host_budget = host_budget,
+                            .variable_base = 0, .profile = prof};
     return vdnn_plan_build(m->g, m->info, &rq, plan, err);
 }
 

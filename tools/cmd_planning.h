@@ -19,9 +19,10 @@ typedef struct cli_model {
 
 vdnn_status cli_model_load(const cli_options *o, cli_model *m, vdnn_error *err);
 void cli_model_free(cli_model *m);
-/* The training plan of m under a policy and budgets. */
-vdnn_status cli_model_plan(const cli_model *m, vdnn_policy policy, size_t budget, size_t host_budget, vdnn_plan_t **plan,
-                           vdnn_error *err);
+/* The training plan of m under a policy and budgets; the profile-guided policies plan with `prof`, the
+ * costs the simulation will use (NULL: their own estimate). */
+vdnn_status cli_model_plan(const cli_model *m, vdnn_policy policy, size_t budget, size_t host_budget,
+                           const vdnn_profile *prof, vdnn_plan_t **plan, vdnn_error *err);
 
 /* Where costs come from: a profile file, else the roofline estimate (defaults in the usage text). */
 typedef struct cli_cost_options {

@@ -110,12 +110,19 @@ int vdnn_cmd_plot(int argc, char **argv)
     if (rc == VDNN_OK) rc = cli_cost_profile(&costs, m.g, &prof, &err);
     for (int i = 0; rc == VDNN_OK && i < n_pol; i++) {
         vdnn_plan_t *plan = NULL;
-        rc = cli_model_plan(&m, pols[i], o.budget, o.host_budget, &plan, &err);
+        rc = cli_model_plan(&m, pols[i], o.budget, o.host_budget, &prof, &plan, &err);
         if (rc == VDNN_OK) rc = vdnn_simulate(plan, m.g, &prof, &tls[i], &err);
         if (rc == VDNN_OK) {
             fits[i] = plan->feasible;
             plan_peak[i] = plan->peak_device_bytes;
-            snprintf(names[i], sizeof names[i], "%s%s", vdnn_policy_name(pols[i]), plan->feasible ? "" : " (over budget)");
+            /* The curve shows live bytes; placement can need more, so say what the plan needs. */
+            char need[32];
+            if (plan->feasible) snprintf(names[i], sizeof names[i], "%s", vdnn_policy_name(pols[i]));
+            else if (plan->host_bytes > plan->host_budget)
+                snprintf(names[i], sizeof names[i], "%s (over the host budget)", vdnn_policy_name(pols[i]));
+            else
+                snprintf(names[i], sizeof names[i], "%s (over budget: needs %s)", vdnn_policy_name(pols[i]),
+                         vdnn_format_bytes(plan->peak_device_bytes, need, sizeof need));
             name_ptr[i] = names[i];
             tl[i] = &tls[i];
         }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cmd_planning.h"
+#include "plan/planner.h"
 #include "plan/simulate.h"
 
 static const char simulate_usage_head[] =
@@ -24,7 +25,7 @@ static void usage(FILE *f)
     fputs(CLI_COST_USAGE, f);
 }
 
-static void print_text(const cli_model *m, const vdnn_plan_t *plan, const vdnn_timeline *t, const char *costs)
+static void print_text(const cli_model *m, const vdnn_plan_t *plan, const vdnn_timeline *t, const char *costs, double lb)
 {
     const vdnn_graph_t *g = m->g;
     char a[32], b[32];
@@ -33,6 +34,8 @@ static void print_text(const cli_model *m, const vdnn_plan_t *plan, const vdnn_t
            vdnn_policy_name(plan->policy));
     printf("costs: %s\n", costs);
     printf("iteration:        %10.3f ms\n", t->iteration_s * 1e3);
+    printf("lower bound:      %10.3f ms (no plan at this budget is faster; iteration / bound = %.3f)\n", lb * 1e3,
+           lb > 0 ? t->iteration_s / lb : 0);
     printf("compute:          %10.3f ms (%.1f%% of the iteration)\n", t->compute_s * 1e3, 100 * t->compute_s / it);
     printf("stall:            %10.3f ms (compute waits for copies)\n", t->stall_s * 1e3);
     printf("device-to-host:   %10.3f ms busy\n", t->d2h_s * 1e3);
@@ -46,7 +49,7 @@ static void print_text(const cli_model *m, const vdnn_plan_t *plan, const vdnn_t
 }
 
 static void print_json(const cli_model *m, const vdnn_plan_t *plan, const vdnn_timeline *t, const cli_cost_options *c,
-                       const vdnn_profile *p)
+                       const vdnn_profile *p, double lb)
 {
     const vdnn_graph_t *g = m->g;
     printf("{\"model\": \"%s\", \"batch\": %d, \"input\": \"%dx%dx%d\", \"classes\": %d, \"policy\": \"%s\", ", g->name, g->input.n,
@@ -59,6 +62,7 @@ static void print_json(const cli_model *m, const vdnn_plan_t *plan, const vdnn_t
     printf("\"feasible\": %s, \"budget_bytes\": ", plan->feasible ? "true" : "false");
     if (plan->budget == SIZE_MAX) printf("null");
     else printf("%zu", plan->budget);
+    printf(", \"lower_bound_s\": %.9g", lb);
     printf(", \"iteration_s\": %.9g, \"compute_s\": %.9g, \"stall_s\": %.9g, \"d2h_s\": %.9g, \"h2d_s\": %.9g, "
            "\"peak_live_bytes\": %zu, \"peak_device_bytes\": %zu, \"bytes_moved\": %zu, \"host_bytes\": %zu}\n",
            t->iteration_s, t->compute_s, t->stall_s, t->d2h_s, t->h2d_s, t->peak_live_bytes, plan->peak_device_bytes,
@@ -106,8 +110,8 @@ int vdnn_cmd_simulate(int argc, char **argv)
     vdnn_timeline t;
     memset(&t, 0, sizeof t);
     vdnn_status rc = cli_model_load(&o, &m, &err);
-    if (rc == VDNN_OK) rc = cli_model_plan(&m, o.policy, o.budget, o.host_budget, &plan, &err);
     if (rc == VDNN_OK) rc = cli_cost_profile(&costs, m.g, &prof, &err);
+    if (rc == VDNN_OK) rc = cli_model_plan(&m, o.policy, o.budget, o.host_budget, &prof, &plan, &err);
     if (rc == VDNN_OK) rc = vdnn_simulate(plan, m.g, &prof, &t, &err);
     if (rc == VDNN_OK && trace) {
         char name[160];
@@ -120,8 +124,9 @@ int vdnn_cmd_simulate(int argc, char **argv)
     if (rc == VDNN_OK) {
         char desc[256];
         cli_cost_describe(&costs, &prof, desc, sizeof desc);
-        if (o.json) print_json(&m, plan, &t, &costs, &prof);
-        else print_text(&m, plan, &t, desc);
+        double lb = vdnn_plan_lower_bound(plan, m.g, &prof);
+        if (o.json) print_json(&m, plan, &t, &costs, &prof, lb);
+        else print_text(&m, plan, &t, desc, lb);
         if (trace && !o.json) printf("trace:            %s\n", trace);
         if (!plan->feasible) {
             char need[32], have[32];

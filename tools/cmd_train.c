@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cmd_common.h"
+#include "plan/simulate.h"
 #include "train/train.h"
 
 static const char train_usage[] =
@@ -10,13 +11,19 @@ static const char train_usage[] =
     "                  [--input CxHxW] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
     "                  [--lr-schedule constant|step:N:GAMMA|cosine[,warmup=N]] [--momentum X]\n"
     "                  [--weight-decay X] [--seed N] [--threads N] [--device auto|cpu|cuda]\n"
-    "                  [--budget SIZE] [--host-budget SIZE] [--policy none|all|conv] [--poison]\n"
-    "                  [--link-bandwidth BW] [--save FILE] [--resume FILE] [--log-every N] [--json]\n"
+    "                  [--budget SIZE] [--host-budget SIZE] [--policy POLICY] [--profile FILE] [--poison]\n"
+    "                  [--link-bandwidth BW] [--save FILE] [--resume FILE] [--log-every N] [--trace FILE.json]\n"
+    "                  [--json]\n"
     "Trains MODEL (default lenet: models/NAME.cfg) on the data (default fashion-mnist), then evaluates\n"
     "on the test split. SIZE takes KiB/MiB/GiB suffixes. Defaults: batch 64, 2 epochs, lr 0.05 cosine,\n"
     "momentum 0.9, weight decay 5e-4, seed 1, policy none, unlimited budget.\n"
     "--steps N / --epochs N train until that many steps / epochs in all (a resumed run continues).\n"
-    "--json prints the summary as one JSON object on stdout (progress goes to stderr).\n";
+    "--json prints the summary as one JSON object on stdout (progress goes to stderr).\n"
+    "POLICY: none, all, conv (vDNN), recompute (checkpointing), dyn (vDNN_dyn), pooch, auto; the last four\n"
+    "plan from costs: --profile FILE (from `vdnn profile`), else a generic estimate.\n"
+    "--link-bandwidth 16GB/s (or -d2h / -h2d) throttles the CPU backend's copies like a PCIe link.\n"
+    "--trace FILE.json writes the last step's real timeline (and, with --profile, the simulated one) as a\n"
+    "Chrome trace.\n";
 
 static const char eval_usage[] =
     "usage: vdnn eval --resume FILE [--model NAME|FILE] [--data SPEC] [--input CxHxW] [--classes N]\n"
@@ -28,17 +35,20 @@ static void print_json(FILE *f, const cli_options *o, const vdnn_net_t *net, con
     fprintf(f,
             "{\"model\": \"%s\", \"batch\": %d, \"input\": \"%dx%dx%d\", \"classes\": %d, \"policy\": \"%s\", "
             "\"device\": \"%s\", \"steps\": %ld, \"steps_run\": %ld, \"test_accuracy\": %.6f, \"test_loss\": %.6f, "
-            "\"final_loss\": %.6f, \"images_per_sec\": %.3f, \"train_seconds\": %.3f, \"elapsed_seconds\": %.3f, "
+            "\"final_loss\": %.6f, \"images_per_sec\": %.3f, \"step_seconds\": %.6f, \"train_seconds\": %.3f, "
+            "\"elapsed_seconds\": %.3f, "
             "\"peak_device_bytes\": %zu, \"planned_peak_device_bytes\": %zu, \"host_bytes\": %zu, "
             "\"bytes_moved_per_step\": %zu}\n",
             net->g->name, net->g->input.n, net->g->input.c, net->g->input.h, net->g->input.w, net->g->classes,
             vdnn_policy_name(net->cfg.policy), net->be->ops->name, r->steps, r->steps_run, r->test_accuracy,
-            r->test_loss, r->final_loss, r->images_per_sec, r->train_seconds, r->elapsed_seconds,
+            r->test_loss, r->final_loss, r->images_per_sec, r->step_seconds, r->train_seconds, r->elapsed_seconds,
             r->peak_device_bytes, net->dev_bytes, net->plan_train->host_bytes, net->plan_train->bytes_moved);
     (void)o;
 }
 
 typedef struct session {
+    vdnn_profile prof;
+    bool have_prof;
     vdnn_graph_t *g;
     vdnn_backend_t *be;
     vdnn_dataset_t *train, *test;
@@ -52,6 +62,7 @@ static void session_free(session *s)
     vdnn_dataset_free(s->test);
     vdnn_backend_destroy(s->be);
     vdnn_graph_free(s->g);
+    if (s->have_prof) vdnn_profile_release(&s->prof);
 }
 
 static vdnn_status session_open(const cli_options *o, bool need_train, session *s, vdnn_error *err)
@@ -73,9 +84,15 @@ static vdnn_status session_open(const cli_options *o, bool need_train, session *
     int classes = 0;
     if (rc == VDNN_OK) rc = cli_shape(o, s->g, s->train ? s->train : s->test, &in, &classes, err);
     if (rc == VDNN_OK) rc = cli_backend(o, &s->be, err);
+    if (rc == VDNN_OK && o->profile) {
+        rc = vdnn_graph_resolve(s->g, in, classes, err);
+        if (rc == VDNN_OK) rc = vdnn_profile_read(o->profile, s->g, &s->prof, err);
+        s->have_prof = rc == VDNN_OK;
+    }
     vdnn_net_config cfg;
     if (rc == VDNN_OK) {
         cli_net_config(o, in, classes, &cfg);
+        if (s->have_prof) cfg.profile = &s->prof;
         rc = vdnn_net_create(s->g, s->be, &cfg, &s->net, err);
     }
     if (rc == VDNN_OK && o->resume) rc = vdnn_train_resume(s->net, o->resume, err);
@@ -114,7 +131,23 @@ int vdnn_cmd_train(int argc, char **argv)
                 s.g->name, s.g->input.n, s.g->input.c, s.g->input.h, s.g->input.w, s.g->classes, s.be->ops->name,
                 vdnn_policy_name(s.net->cfg.policy), vdnn_format_bytes(s.net->dev_bytes, pk, sizeof pk), s.train->count);
         vdnn_train_result r;
+        vdnn_timeline measured, simulated;
+        memset(&measured, 0, sizeof measured);
+        memset(&simulated, 0, sizeof simulated);
+        if (o.trace) to.record_last = &measured;
         rc = vdnn_train_run(s.net, s.train, s.test, &to, &r, &err);
+        if (rc == VDNN_OK && o.trace) {
+            const vdnn_timeline *tls[2] = {&measured, &simulated};
+            const char *names[2] = {"measured (last training step)", "simulated (from --profile)"};
+            int n = 1;
+            if (s.have_prof) {
+                rc = vdnn_simulate(s.net->plan_train, s.g, &s.prof, &simulated, &err);
+                n = 2;
+            }
+            if (rc == VDNN_OK) rc = vdnn_trace_write(o.trace, tls, names, n, &err);
+        }
+        vdnn_timeline_release(&measured);
+        vdnn_timeline_release(&simulated);
         if (rc == VDNN_OK) {
             if (o.json) {
                 print_json(stdout, &o, s.net, &r);

@@ -40,6 +40,7 @@ typedef struct vdnn_op_info {
     bool bwd_needs_x;    /* backward reads the inputs' values */
     bool bwd_needs_y;    /* backward reads the output's values */
     bool inplace_ok;     /* forward may write y over x[0] (x[0] == y) */
+    bool bwd_inplace_ok; /* backward may write dx[0] over dy (dx[0] == dy) */
 } vdnn_op_info;
 
 /* Pointers for one forward or backward call. All float pointers are device pointers.
@@ -90,6 +91,11 @@ typedef struct vdnn_backend_ops {
     vdnn_status (*event_record)(vdnn_backend_t *be, vdnn_event *ev, vdnn_queue_id q, vdnn_error *err);
     vdnn_status (*event_wait)(vdnn_backend_t *be, vdnn_queue_id q, vdnn_event *ev, vdnn_error *err);
     vdnn_status (*event_sync)(vdnn_backend_t *be, vdnn_event *ev, vdnn_error *err);
+    /* Blocks until ev has happened and gives the time it happened, in seconds on the backend's clock
+     * (the host's monotonic clock, comparable with now). */
+    vdnn_status (*event_time)(vdnn_backend_t *be, vdnn_event *ev, double *seconds, vdnn_error *err);
+    /* The backend's clock now, once all compute queued so far has finished. */
+    double (*now)(vdnn_backend_t *be);
     /* Blocks until every queue is idle. */
     vdnn_status (*sync_all)(vdnn_backend_t *be, vdnn_error *err);
 

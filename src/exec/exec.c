@@ -1,5 +1,6 @@
 /* Replays a plan: allocations at planned offsets, copies on the copy queues ordered by events, and each
  * step's compute. It makes no decisions of its own; it only checks that what it is told is sound. */
+#include <stdio.h>
 #include <string.h>
 
 #include "exec/net.h"
@@ -114,10 +115,16 @@ static vdnn_status compute(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **o
     case VDNN_STEP_FWD: return compute_forward(net, plan, ops, st->layer, false, -1, err);
     case VDNN_STEP_BWD:
         BE_CALL(compute_backward(net, plan, ops, st, err));
+        if (net->cfg.hooks && net->cfg.hooks->grads_ready)
+            BE_CALL(net->cfg.hooks->grads_ready(net->cfg.hooks_ctx, net, st->layer, err));
         /* The layer's weights have no later use in this iteration: update them now and let the
          * gradients go (the same arithmetic as a separate update step). */
         return plan->fused_update ? update(net, plan, st->layer, st->layer, lr, err) : VDNN_OK;
-    case VDNN_STEP_UPDATE: return plan->fused_update ? VDNN_OK : update(net, plan, 1, net->g->n_layers - 1, lr, err);
+    case VDNN_STEP_UPDATE:
+        if (plan->fused_update) return VDNN_OK;
+        if (net->cfg.hooks && net->cfg.hooks->before_update)
+            BE_CALL(net->cfg.hooks->before_update(net->cfg.hooks_ctx, net, err));
+        return update(net, plan, 1, net->g->n_layers - 1, lr, err);
     }
     return vdnn_fail(err, VDNN_ERR_BACKEND, "executor: unknown step kind");
 }
@@ -140,42 +147,130 @@ static vdnn_status copy(vdnn_net_t *net, const vdnn_plan_t *plan, const vdnn_act
     return be->ops->event_record(be, net->events[a->event], q, err);
 }
 
+static void action_label(const vdnn_net_t *net, const vdnn_plan_t *plan, const vdnn_step *st, const vdnn_action *a,
+                         char *buf, size_t n, vdnn_span_kind *kind)
+{
+    const vdnn_graph_t *g = net->g;
+    switch (a->kind) {
+    case VDNN_ACT_RECOMPUTE:
+        *kind = VDNN_SPAN_RECOMPUTE;
+        snprintf(buf, n, "recompute %s", g->layers[a->a].name);
+        return;
+    case VDNN_ACT_ACCUM:
+        *kind = VDNN_SPAN_ACCUM;
+        snprintf(buf, n, "accum %.80s", plan->st[a->a].name);
+        return;
+    case VDNN_ACT_OFFLOAD:
+    case VDNN_ACT_PREFETCH:
+        *kind = a->kind == VDNN_ACT_OFFLOAD ? VDNN_SPAN_D2H : VDNN_SPAN_H2D;
+        snprintf(buf, n, "%s %.80s", a->kind == VDNN_ACT_OFFLOAD ? "d2h" : "h2d", plan->st[a->a].name);
+        return;
+    case VDNN_ACT_WAIT:
+        *kind = VDNN_SPAN_STALL;
+        snprintf(buf, n, "wait %.80s", plan->st[a->a].name);
+        return;
+    default: break;
+    }
+    switch (st->kind) {
+    case VDNN_STEP_LOAD: *kind = VDNN_SPAN_LOAD; snprintf(buf, n, "load"); break;
+    case VDNN_STEP_UPDATE: *kind = VDNN_SPAN_UPDATE; snprintf(buf, n, "update"); break;
+    case VDNN_STEP_FWD: *kind = VDNN_SPAN_FWD; snprintf(buf, n, "fwd %s", g->layers[st->layer].name); break;
+    case VDNN_STEP_BWD: *kind = VDNN_SPAN_BWD; snprintf(buf, n, "bwd %s", g->layers[st->layer].name); break;
+    }
+}
+
+/* After the iteration: each recorded copy ran from when its lane was free (copies on a lane run in
+ * order) to when its event completed. */
+static vdnn_status record_copies(vdnn_net_t *net, vdnn_error *err)
+{
+    vdnn_recorder *r = &net->rec;
+    double lane_end[3] = {0, 0, 0};
+    for (int i = 0; i < r->n_copies; i++) {
+        const struct vdnn_rec_copy *c = &r->copies[i];
+        double end;
+        BE_CALL(net->be->ops->event_time(net->be, net->events[c->event], &end, err));
+        end -= r->t0;
+        double start = c->issued > lane_end[c->lane] ? c->issued : lane_end[c->lane];
+        if (start > end) start = end;
+        lane_end[c->lane] = end;
+        BE_CALL(vdnn_record_span(r, c->lane, c->lane == VDNN_LANE_D2H ? VDNN_SPAN_D2H : VDNN_SPAN_H2D, c->step, c->action,
+                                 start, end, c->label, err));
+    }
+    return VDNN_OK;
+}
+
+static vdnn_status run_action(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **ops, const vdnn_step *st,
+                              const vdnn_action *a, const float *images, const int32_t *labels, float lr,
+                              vdnn_error *err)
+{
+    vdnn_backend_t *be = net->be;
+    switch (a->kind) {
+    case VDNN_ACT_ALLOC: {
+        const vdnn_block *b = &plan->blocks[a->a];
+        BE_CALL(vdnn_arena_take(&net->arena, b->offset, b->bytes, a->a, err));
+        net->ptr[b->storage] = (char *)net->dev + b->offset;
+        if (net->cfg.poison) BE_CALL(be->ops->poison(be, net->ptr[b->storage], b->bytes, err));
+        return VDNN_OK;
+    }
+    case VDNN_ACT_FREE: {
+        const vdnn_block *b = &plan->blocks[a->a];
+        if (b->storage == net->fetch_storage)
+            BE_CALL(be->ops->download(be, net->fetch_dst, net->ptr[b->storage], plan->st[b->storage].bytes, err));
+        if (net->cfg.poison) BE_CALL(be->ops->poison(be, net->ptr[b->storage], b->bytes, err));
+        BE_CALL(vdnn_arena_give(&net->arena, a->a, err));
+        net->ptr[b->storage] = NULL;
+        return VDNN_OK;
+    }
+    case VDNN_ACT_OFFLOAD:
+    case VDNN_ACT_PREFETCH: return copy(net, plan, a, err);
+    case VDNN_ACT_WAIT: return be->ops->event_wait(be, VDNN_QUEUE_COMPUTE, net->events[a->event], err);
+    case VDNN_ACT_COMPUTE: return compute(net, plan, ops, st, images, labels, lr, err);
+    case VDNN_ACT_RECOMPUTE: return compute_forward(net, plan, ops, a->a, true, a->b, err);
+    case VDNN_ACT_ACCUM:
+        return be->ops->accumulate(be, (float *)net->ptr[a->a], (const float *)net->ptr[a->b],
+                                   plan->st[a->b].bytes / sizeof(float), err);
+    }
+    return vdnn_fail(err, VDNN_ERR_BACKEND, "executor: unknown action %d", (int)a->kind);
+}
+
 vdnn_status vdnn_exec_iteration(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **ops, const float *images,
                                 const int32_t *labels, float lr, vdnn_error *err)
 {
     vdnn_backend_t *be = net->be;
+    vdnn_recorder *rec = net->rec.tl && be->ops->now && be->ops->event_time ? &net->rec : NULL;
+    if (rec) {
+        BE_CALL(be->ops->sync_all(be, err));
+        rec->t0 = be->ops->now(be);
+        rec->n_copies = 0;
+    }
     for (int si = 0; si < plan->n_steps; si++) {
         const vdnn_step *st = &plan->steps[si];
         for (int k = 0; k < st->n_actions; k++) {
-            const vdnn_action *a = &plan->actions[st->first_action + k];
-            switch (a->kind) {
-            case VDNN_ACT_ALLOC: {
-                const vdnn_block *b = &plan->blocks[a->a];
-                BE_CALL(vdnn_arena_take(&net->arena, b->offset, b->bytes, a->a, err));
-                net->ptr[b->storage] = (char *)net->dev + b->offset;
-                if (net->cfg.poison) BE_CALL(be->ops->poison(be, net->ptr[b->storage], b->bytes, err));
-                break;
+            const int ai = st->first_action + k;
+            const vdnn_action *a = &plan->actions[ai];
+            double t_start = rec ? be->ops->now(be) - rec->t0 : 0;
+            BE_CALL(run_action(net, plan, ops, st, a, images, labels, lr, err));
+            if (!rec) continue;
+            double t_end = be->ops->now(be) - rec->t0;
+            char label[96];
+            vdnn_span_kind kind = VDNN_SPAN_FWD;
+            if (a->kind == VDNN_ACT_ALLOC || a->kind == VDNN_ACT_FREE) {
+                BE_CALL(vdnn_record_mem(rec, t_end, net->arena.live_bytes, err));
+                continue;
             }
-            case VDNN_ACT_FREE: {
-                const vdnn_block *b = &plan->blocks[a->a];
-                if (b->storage == net->fetch_storage)
-                    BE_CALL(be->ops->download(be, net->fetch_dst, net->ptr[b->storage], plan->st[b->storage].bytes, err));
-                if (net->cfg.poison) BE_CALL(be->ops->poison(be, net->ptr[b->storage], b->bytes, err));
-                BE_CALL(vdnn_arena_give(&net->arena, a->a, err));
-                net->ptr[b->storage] = NULL;
-                break;
-            }
-            case VDNN_ACT_OFFLOAD:
-            case VDNN_ACT_PREFETCH: BE_CALL(copy(net, plan, a, err)); break;
-            case VDNN_ACT_WAIT: BE_CALL(be->ops->event_wait(be, VDNN_QUEUE_COMPUTE, net->events[a->event], err)); break;
-            case VDNN_ACT_COMPUTE: BE_CALL(compute(net, plan, ops, st, images, labels, lr, err)); break;
-            case VDNN_ACT_RECOMPUTE: BE_CALL(compute_forward(net, plan, ops, a->a, true, a->b, err)); break;
-            case VDNN_ACT_ACCUM:
-                BE_CALL(be->ops->accumulate(be, (float *)net->ptr[a->a], (const float *)net->ptr[a->b],
-                                            plan->st[a->b].bytes / sizeof(float), err));
-                break;
-            }
+            action_label(net, plan, st, a, label, sizeof label, &kind);
+            if (a->kind == VDNN_ACT_OFFLOAD || a->kind == VDNN_ACT_PREFETCH)
+                BE_CALL(vdnn_record_copy(rec, si, ai, a->event, a->kind == VDNN_ACT_OFFLOAD ? VDNN_LANE_D2H : VDNN_LANE_H2D,
+                                         t_start, label, err));
+            else if (a->kind != VDNN_ACT_WAIT || t_end - t_start > 1e-6)
+                BE_CALL(vdnn_record_span(rec, VDNN_LANE_COMPUTE, kind, si, ai, t_start, t_end, label, err));
         }
     }
-    return be->ops->sync_all(be, err);
+    BE_CALL(be->ops->sync_all(be, err));
+    if (rec) {
+        BE_CALL(record_copies(net, err));
+        double end = be->ops->now(be) - rec->t0;
+        if (end > rec->tl->iteration_s) rec->tl->iteration_s = end;
+    }
+    return VDNN_OK;
 }

@@ -1,6 +1,8 @@
 /* A trainable network: sizes, plans and budget checks, ops, arena and host pool, parameters and their checkpoints. */
 #include "exec/net.h"
 
+#include "plan/planner.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,21 +138,15 @@ static vdnn_status budget_error(vdnn_net_t *net, vdnn_error *err)
                          vdnn_policy_name(p->policy), vdnn_format_bytes(p->host_bytes, need, sizeof need),
                          vdnn_format_bytes(p->host_budget, have, sizeof have));
     }
-    /* Name the smallest budget any policy reaches, so the user knows what to ask for. */
+    /* Name the smallest budget any plan reaches, so the user knows what to ask for. */
     size_t best_peak = device_need;
-    vdnn_policy best_pol = p->policy;
-    for (int pol = 0; pol < VDNN_POLICY_COUNT; pol++) {
-        vdnn_plan_request rq = {.policy = (vdnn_policy)pol, .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX, .profile = net->cfg.profile, .keep_weight_grads = net->cfg.keep_weight_grads};
-        vdnn_plan_t *alt = NULL;
-        vdnn_error e2;
-        if (vdnn_plan_build(net->g, net->info_train, &rq, &alt, &e2) != VDNN_OK) continue;
-        size_t need_alt = max_sz(alt->peak_device_bytes, net->plan_eval->peak_device_bytes);
-        if (need_alt < best_peak) {
-            best_peak = need_alt;
-            best_pol = (vdnn_policy)pol;
-        }
-        vdnn_plan_free(alt);
-    }
+    vdnn_plan_request rq = {.policy = VDNN_POLICY_NONE, .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX,
+                            .keep_weight_grads = net->cfg.keep_weight_grads};
+    vdnn_error e2;
+    size_t mb = SIZE_MAX;
+    if (vdnn_plan_min_budget(net->g, net->info_train, &rq, &mb, &e2) == VDNN_OK && mb < best_peak) best_peak = mb;
+    vdnn_policy best_pol = best_peak < device_need ? VDNN_POLICY_AUTO : p->policy;
+    if (best_peak < net->plan_eval->peak_device_bytes) best_peak = net->plan_eval->peak_device_bytes;
     return vdnn_fail(err, VDNN_ERR_BUDGET,
                      "memory budget too small: policy '%s' needs at least %s (%zu bytes) of device memory at batch "
                      "%d, the budget is %s; the smallest budget that works is %s (%zu bytes) with --policy %s",
@@ -173,13 +169,14 @@ vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_
     net->be = be;
     net->cfg = *cfg;
     if (!net->cfg.dropout_seed) net->cfg.dropout_seed = vdnn_net_dropout_seed;
+    if (net->cfg.hooks) net->cfg.keep_weight_grads = true;
     net->fetch_storage = -1;
     net->info_train = calloc((size_t)g->n_layers, sizeof *net->info_train);
     net->info_eval = calloc((size_t)g->n_layers, sizeof *net->info_eval);
     if (!net->info_train || !net->info_eval) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory creating the net");
     if (rc == VDNN_OK) rc = vdnn_plan_query_ops(g, be, true, net->info_train, err);
     if (rc == VDNN_OK) rc = vdnn_plan_query_ops(g, be, false, net->info_eval, err);
-    vdnn_plan_request rq = {.policy = cfg->policy, .training = true, .budget = cfg->budget, .host_budget = cfg->host_budget, .profile = cfg->profile, .keep_weight_grads = cfg->keep_weight_grads};
+    vdnn_plan_request rq = {.policy = cfg->policy, .training = true, .budget = cfg->budget, .host_budget = cfg->host_budget, .profile = cfg->profile, .keep_weight_grads = net->cfg.keep_weight_grads};
     if (rc == VDNN_OK) rc = vdnn_plan_build(g, net->info_train, &rq, &net->plan_train, err);
     if (rc == VDNN_OK) {
         vdnn_plan_request re = {.policy = VDNN_POLICY_NONE, .training = false, .budget = cfg->budget, .host_budget = SIZE_MAX, .variable_base = net->plan_train->persistent_bytes};
@@ -332,6 +329,14 @@ static char *persistent_ptr(const vdnn_net_t *net, int st)
     for (int b = 0; b < p->n_blocks; b++)
         if (p->blocks[b].storage == st) return (char *)net->dev + p->blocks[b].offset;
     return NULL;
+}
+
+float *vdnn_net_param_ptr(vdnn_net_t *net, const char *name, size_t *count)
+{
+    int i = find_persistent(net, name);
+    if (i < 0) return NULL;
+    if (count) *count = net->plan_train->st[i].bytes / sizeof(float);
+    return (float *)persistent_ptr(net, i);
 }
 
 vdnn_status vdnn_net_get(vdnn_net_t *net, const char *name, float *host, size_t count, vdnn_error *err)

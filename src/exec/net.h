@@ -7,12 +7,20 @@
 
 #include "backend/backend.h"
 #include "graph/graph.h"
+#include "exec/record.h"
 #include "mem/arena.h"
 #include "plan/plan.h"
 #include "train/checkpoint.h"
 
 /* Seed of a dropout layer's mask at an optimizer step. */
 typedef uint64_t (*vdnn_dropout_seed_fn)(uint64_t run_seed, int64_t step, int layer);
+
+/* Calls a distributed runtime makes into the executor's iteration (data parallelism): gradients of a
+ * layer are final once its backward step is done; parameters are updated only after before_update. */
+typedef struct vdnn_grad_hooks {
+    vdnn_status (*grads_ready)(void *ctx, vdnn_net_t *net, int layer, vdnn_error *err);
+    vdnn_status (*before_update)(void *ctx, vdnn_net_t *net, vdnn_error *err);
+} vdnn_grad_hooks;
 
 typedef struct vdnn_net_config {
     int batch;
@@ -29,6 +37,8 @@ typedef struct vdnn_net_config {
     const struct vdnn_profile *profile; /* costs for the profile-guided policies (NULL: estimated) */
     bool keep_weight_grads;             /* keep gradients until a separate update step, readable with
                                            vdnn_net_get (tests); default: update in each layer's backward */
+    const vdnn_grad_hooks *hooks;       /* set: keep_weight_grads is implied, and the hooks are called */
+    void *hooks_ctx;
 } vdnn_net_config;
 
 /* Defaults: momentum 0.9, weight decay 5e-4, policy none, unlimited budgets, seed 1. */
@@ -52,6 +62,7 @@ struct vdnn_net {
     int64_t step;                     /* optimizer steps done */
     int64_t epoch;
     float *host_scratch;              /* probabilities of one batch */
+    vdnn_recorder rec;                /* rec.tl set: iterations record their real timeline there */
     int fetch_storage;                /* storage copied to fetch_dst before its block is freed, or -1 */
     void *fetch_dst;
 };
@@ -69,6 +80,10 @@ vdnn_status vdnn_net_train_step(vdnn_net_t *net, const float *images, const int3
 /* Forward in inference mode on n <= batch images; counts correct predictions and sums the loss. */
 vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int32_t *labels, int n, int *correct,
                                 double *loss_sum, vdnn_error *err);
+
+/* Device pointer of a persistent storage by name (parameters, their gradients with keep_weight_grads), or
+ * NULL; *count gets its float count. For distributed runtimes that reduce gradients in place. */
+float *vdnn_net_param_ptr(vdnn_net_t *net, const char *name, size_t *count);
 
 /* Parameters and optimizer state as checkpoint tensors (copies to host; caller releases with
  * vdnn_checkpoint_release). */

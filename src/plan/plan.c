@@ -192,7 +192,12 @@ static vdnn_status build_steps(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error
         for (int i = 0; i < ly->n_inputs; i++) {
             int in = ly->inputs[i];
             if (in == 0) continue;
-            if (p->ls[in].grad < 0) {
+            if (p->ls[in].grad < 0 && p->info[l].bwd_inplace_ok && ly->n_inputs == 1 && p->ls[l].grad >= 0 &&
+                p->st[p->ls[l].grad].bytes == vdnn_shape_bytes(g->layers[in].out)) {
+                /* dy has no use after this step: the input's gradient takes its place. */
+                p->ls[in].grad = st->dx[i] = p->ls[l].grad;
+                append_name(p->st[p->ls[in].grad].name, sizeof p->st[0].name, g->layers[in].name);
+            } else if (p->ls[in].grad < 0) {
                 p->ls[in].grad = add_storage(p, VDNN_ST_GRAD, in, vdnn_shape_bytes(g->layers[in].out), false,
                                              g->layers[in].name, ".grad");
                 if (p->ls[in].grad < 0) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");

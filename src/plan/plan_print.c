@@ -42,6 +42,8 @@ void vdnn_plan_print_table(const vdnn_plan_t *p, const vdnn_graph_t *g, FILE *f)
             vdnn_format_bytes(p->persistent_bytes, x, sizeof x));
     fprintf(f, "peak device memory:    %s (%zu bytes)\n", vdnn_format_bytes(p->peak_device_bytes, x, sizeof x),
             p->peak_device_bytes);
+    fprintf(f, "largest live total:    %s (%zu bytes; the rest of the peak is fragmentation)\n",
+            vdnn_format_bytes(p->max_live_bytes, x, sizeof x), p->max_live_bytes);
     fprintf(f, "average device memory: %s (%zu bytes, averaged over the %d steps of an iteration)\n",
             vdnn_format_bytes(p->avg_device_bytes, x, sizeof x), p->avg_device_bytes, p->n_steps);
     fprintf(f, "host pool:             %s (%zu bytes)\n", vdnn_format_bytes(p->host_bytes, x, sizeof x), p->host_bytes);

@@ -22,7 +22,8 @@ typedef struct vdnn_profile {
     int n_layers;
     char (*names)[VDNN_NAME_LEN]; /* per layer (index 0: the input); written to and checked in files */
     double *fwd_s;            /* per layer: forward op time (index 0: unused) */
-    double *bwd_s;            /* per layer: backward op time, gradient accumulation included */
+    double *bwd_s;            /* per layer: backward op time (with the layer's fused SGD update), gradient
+                                 accumulation excluded: it is charged at accum_bytes_per_s */
     double load_s;            /* uploading one batch */
     double update_s;          /* the SGD update of all parameters */
     double accum_bytes_per_s; /* gradient accumulation throughput (bytes of the added tensor) */

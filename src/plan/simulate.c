@@ -153,7 +153,9 @@ static vdnn_status action(sim *s, const vdnn_step *st, int si, int ai)
         if (a->b < 0 || a->b >= plan->n_storages) return bad_action(s, si, ai, "accumulation of storage", a->b);
         double d = (double)plan->st[a->b].bytes / s->prof->accum_bytes_per_s;
         s->lane_free[VDNN_LANE_COMPUTE] = now + d;
-        return add_span(s, VDNN_LANE_COMPUTE, VDNN_SPAN_ACCUM, si, ai, now, now + d, "accum", plan->st[a->a].name);
+        int l = plan->st[a->a].layer;
+        const char *name = l >= 0 && l < s->g->n_layers ? s->g->layers[l].name : plan->st[a->a].name;
+        return add_span(s, VDNN_LANE_COMPUTE, VDNN_SPAN_ACCUM, si, ai, now, now + d, "accum", name);
     }
     case VDNN_ACT_RECOMPUTE: {
         if (a->a < 1 || a->a >= plan->n_layers) return bad_action(s, si, ai, "recompute of layer", a->a);

@@ -205,14 +205,17 @@ vdnn_status vdnn_svg_memory(const char *path, const char *title, const char *sub
         double y = fy(&fr, (double)budget / u.bytes);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.2f\" x2=\"%.1f\" y2=\"%.2f\" stroke=\"#c0392b\" stroke-width=\"1.5\" stroke-dasharray=\"7 4\"/>\n",
                 fr.x0, y, fr.x1, y);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.2f\" text-anchor=\"end\" fill=\"#c0392b\">budget %s</text>\n", fr.x1 - 6, y - 5,
+        fprintf(f, "<text x=\"%.1f\" y=\"%.2f\" text-anchor=\"end\" fill=\"#c0392b\" stroke=\"#ffffff\" stroke-width=\"3\" paint-order=\"stroke\">budget %s</text>\n", fr.x1 - 6, y - 5,
                 fmt_bytes((double)budget, b, sizeof b));
     }
     for (int i = 0; i < n; i++) {
         const vdnn_timeline *t = tl[i];
         if (!t->n_mem) continue;
-        fprintf(f, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"2\" stroke-linejoin=\"round\" stroke-opacity=\"0.9\" d=\"M%.2f %.2f",
-                palette[i % PALETTE_N], fx(&fr, t->mem[0].t * 1e3), fy(&fr, (double)t->mem[0].bytes / u.bytes));
+        /* Earlier curves are drawn wider, so that a later one equal to them leaves them visible as
+         * a coloured edge (plans of different policies often coincide). */
+        double width = n > 1 ? 1.5 + 1.8 * (double)(n - 1 - i) / (n - 1) : 2;
+        fprintf(f, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"%.2f\" stroke-linejoin=\"round\" d=\"M%.2f %.2f",
+                palette[i % PALETTE_N], width, fx(&fr, t->mem[0].t * 1e3), fy(&fr, (double)t->mem[0].bytes / u.bytes));
         /* Frees at the end of one step and allocations at the start of the next happen at the same
          * instant: of the samples at one time only the highest (a real peak) and the last count. */
         for (int k = 1; k < t->n_mem;) {
@@ -329,14 +332,17 @@ vdnn_status vdnn_svg_gantt(const char *path, const char *title, const char *subt
     fprintf(f, "</g>\n<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"13\">time in the iteration (ms)</text>\n",
             (left + right) / 2, bottom + 44);
     static const char *lane_names[3] = {"compute", "device &#8594; host", "host &#8594; device"};
+    /* Each group's figures follow its name, all in one column: the plot's, unless a name is longer. */
+    double figures_x = left;
+    for (int i = 0; i < n; i++) figures_x = fmax(figures_x, 16 + text_width(names[i], 13) * 1.1 + 14);
     for (int i = 0; i < n; i++) {
         const vdnn_timeline *t = tl[i];
         double gy = top + i * (group_h + GROUP_GAP);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-weight=\"bold\" font-size=\"13\">", 16.0, gy + 15);
+        fprintf(f, "<text x=\"16\" y=\"%.1f\" font-weight=\"bold\" font-size=\"13\">", gy + 15);
         esc(f, names[i]);
         fprintf(f, "</text>\n<text x=\"%.1f\" y=\"%.1f\" fill=\"#444444\">iteration %.2f ms: compute %.2f ms, stall %.2f ms; "
                    "copies busy %.2f ms out, %.2f ms in</text>\n",
-                left, gy + 15, t->iteration_s * 1e3, t->compute_s * 1e3, t->stall_s * 1e3, t->d2h_s * 1e3, t->h2d_s * 1e3);
+                figures_x, gy + 15, t->iteration_s * 1e3, t->compute_s * 1e3, t->stall_s * 1e3, t->d2h_s * 1e3, t->h2d_s * 1e3);
         for (int l = 0; l < 3; l++) {
             double ly = gy + GROUP_HEAD + l * (LANE_H + LANE_GAP);
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#333333\">%s</text>\n", left - 8, ly + LANE_H / 2 + 4,

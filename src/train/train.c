@@ -12,6 +12,12 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 vdnn_status vdnn_train_save(vdnn_net_t *net, const char *path, vdnn_error *err)
 {
     vdnn_checkpoint ck;
@@ -75,6 +81,9 @@ vdnn_status vdnn_train_run(vdnn_net_t *net, const vdnn_dataset_t *train, const v
 
     double t0 = now_seconds(), train_time = 0, window_loss = 0;
     long window_n = 0;
+    long n_times = 0;
+    double *times = malloc(sizeof(double) * (size_t)(total > net->step ? total - net->step : 1));
+    if (!times) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
     while (rc == VDNN_OK && net->step < total) {
         const float *x;
         const int32_t *y;
@@ -83,8 +92,12 @@ vdnn_status vdnn_train_run(vdnn_net_t *net, const vdnn_dataset_t *train, const v
         if (rc != VDNN_OK) break;
         double t1 = now_seconds();
         float loss = 0;
+        if (o->record_last && net->step == total - 1) net->rec.tl = o->record_last;
         rc = vdnn_net_train_step(net, x, y, (float)vdnn_lr_at(&lr, (long)net->step), &loss, err);
-        train_time += now_seconds() - t1;
+        net->rec.tl = NULL;
+        double dt = now_seconds() - t1;
+        train_time += dt;
+        if (r->steps_run > 0) times[n_times++] = dt;
         if (rc != VDNN_OK) break;
         r->steps_run++;
         window_loss += loss;
@@ -104,6 +117,11 @@ vdnn_status vdnn_train_run(vdnn_net_t *net, const vdnn_dataset_t *train, const v
         if (o->save_path && (epoch_end || net->step == total)) rc = vdnn_train_save(net, o->save_path, err);
     }
     vdnn_loader_free(ld);
+    if (n_times) {
+        qsort(times, (size_t)n_times, sizeof *times, cmp_double);
+        r->step_seconds = n_times % 2 ? times[n_times / 2] : 0.5 * (times[n_times / 2 - 1] + times[n_times / 2]);
+    }
+    free(times);
     if (rc != VDNN_OK) return rc;
     if (window_n) r->final_loss = window_loss / (double)window_n;
     r->steps = (long)net->step;

@@ -17,6 +17,7 @@ typedef struct vdnn_train_options {
     const char *save_path;       /* checkpoint after every epoch and at the end (NULL: none) */
     bool evaluate;               /* evaluate on the test split at the end */
     FILE *log;                   /* progress lines; NULL: quiet */
+    vdnn_timeline *record_last;  /* if set, the last training step's real timeline is recorded here */
 } vdnn_train_options;
 
 typedef struct vdnn_train_result {
@@ -26,6 +27,7 @@ typedef struct vdnn_train_result {
     double test_accuracy;        /* -1 when not evaluated */
     double test_loss;
     double images_per_sec;       /* training throughput, evaluation excluded */
+    double step_seconds;         /* median time of one training step, the first (warm-up) excluded */
     double train_seconds;
     double elapsed_seconds;
     size_t peak_device_bytes;    /* the arena's measured high-water mark */

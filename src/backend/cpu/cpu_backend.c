@@ -19,6 +19,7 @@ struct vdnn_event {
     /* Generations rather than a flag, so a re-record while an older record is
      * still queued cannot be completed by that older record. */
     uint64_t recorded, done;
+    double done_at; /* monotonic seconds of the latest completion */
     int refs; /* the owner plus every queued command that names this event */
 };
 
@@ -61,10 +62,21 @@ static void event_release(vdnn_event *ev)
     }
 }
 
+static double monotonic_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void event_complete(vdnn_event *ev, uint64_t gen)
 {
+    double t = monotonic_seconds();
     pthread_mutex_lock(&ev->mu);
-    if (gen > ev->done) ev->done = gen;
+    if (gen > ev->done) {
+        ev->done = gen;
+        ev->done_at = t;
+    }
     pthread_cond_broadcast(&ev->cv);
     pthread_mutex_unlock(&ev->mu);
 }
@@ -256,6 +268,7 @@ static vdnn_status cpu_event_record(vdnn_backend_t *be, vdnn_event *ev, vdnn_que
     if (!c) {
         /* Compute is synchronous: everything before this point has already happened. */
         ev->done = gen;
+        ev->done_at = monotonic_seconds();
         pthread_cond_broadcast(&ev->cv);
     } else {
         ev->refs++;
@@ -299,6 +312,19 @@ static vdnn_status cpu_event_sync(vdnn_backend_t *be, vdnn_event *ev, vdnn_error
     event_block_until(ev, gen);
     return VDNN_OK;
 }
+
+static vdnn_status cpu_event_time(vdnn_backend_t *be, vdnn_event *ev, double *seconds, vdnn_error *err)
+{
+    vdnn_status st = cpu_event_sync(be, ev, err);
+    if (st) return st;
+    pthread_mutex_lock(&ev->mu);
+    *seconds = ev->done_at;
+    pthread_mutex_unlock(&ev->mu);
+    return VDNN_OK;
+}
+
+/* Compute runs in the caller, so everything queued on it has finished by now. */
+static double cpu_now(vdnn_backend_t *be) { return monotonic_seconds(); }
 
 static vdnn_status cpu_sync_all(vdnn_backend_t *be, vdnn_error *err)
 {
@@ -435,6 +461,8 @@ static const vdnn_backend_ops cpu_ops = {
     .event_record = cpu_event_record,
     .event_wait = cpu_event_wait,
     .event_sync = cpu_event_sync,
+    .event_time = cpu_event_time,
+    .now = cpu_now,
     .sync_all = cpu_sync_all,
     .op_query = vdnn_cpu_op_query,
     .op_create = vdnn_cpu_op_create,

@@ -1,18 +1,21 @@
-/* BATCHNORM on the CPU: oneDNN batch normalization (batch or running statistics) plus PyTorch's running-stat update. */
+/* BATCHNORM on the CPU: batch normalization over plain nchw (batch or running statistics) plus PyTorch's running-stat update, as OpenMP loops. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "backend/cpu/cpu_ops_dnnl_util.h"
 
+/* Why not oneDNN here: on nchw oneDNN 2.6 has only its generic ncsp_bnorm, which
+ * was several times slower than these loops (its JIT versions want nhwc or
+ * nChw16c, and copying to those costs more than the normalization itself).
+ * Each channel is reduced by one thread in a fixed order, so results do not
+ * depend on the thread count; a channel's values stay in L2 between passes. */
 typedef struct bn_state {
-    cpu_dnnl_step fwd;
-    cpu_dnnl_step bwd; /* training only */
-    int c;
-    size_t m;          /* values per channel: N*H*W */
+    int n, c;
     size_t hw;
+    size_t m;          /* values per channel: N*H*W */
 } bn_state;
 
-static vdnn_status bn_build(cpu_backend *be, const vdnn_op_desc *d, bool make, bn_state *s, vdnn_error *err)
+static vdnn_status bn_check(const vdnn_op_desc *d, bn_state *s, vdnn_error *err)
 {
     const vdnn_layer_params *p = &d->p;
     vdnn_shape in = d->in[0], out = d->out;
@@ -23,6 +26,7 @@ static vdnn_status bn_build(cpu_backend *be, const vdnn_op_desc *d, bool make, b
     if (!(p->bn_eps >= 0.f) || !(p->bn_momentum >= 0.f && p->bn_momentum <= 1.f))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm: eps %g must be >= 0 and momentum %g in [0, 1]",
                          (double)p->bn_eps, (double)p->bn_momentum);
+    s->n = in.n;
     s->c = in.c;
     s->hw = (size_t)in.h * (size_t)in.w;
     s->m = (size_t)in.n * s->hw;
@@ -30,53 +34,19 @@ static vdnn_status bn_build(cpu_backend *be, const vdnn_op_desc *d, bool make, b
     if (d->training && s->m < 2)
         return vdnn_fail(err, VDNN_ERR_SHAPE, "batchnorm: training needs more than 1 value per channel (input %dx%dx%dx%d)",
                          in.n, in.c, in.h, in.w);
-    dnnl_memory_desc_t md;
-    const dnnl_dim_t dims[4] = {in.n, in.c, in.h, in.w};
-    vdnn_status st = vdnn_cpu_dnnl_md(&md, 4, dims, dnnl_nchw, "batchnorm: data descriptor", err);
-    if (st) return st;
-    /* Separate scale and shift arguments take gamma and beta straight from the parameter arena. */
-    unsigned flags = dnnl_use_scale | dnnl_use_shift;
-    if (!d->training) flags |= dnnl_use_global_stats;
-    dnnl_batch_normalization_desc_t bd;
-    st = vdnn_cpu_dnnl_check(dnnl_batch_normalization_forward_desc_init(
-                                 &bd, d->training ? dnnl_forward_training : dnnl_forward_inference, &md, p->bn_eps, flags),
-                             "batchnorm: forward descriptor", err);
-    if (!st)
-        st = vdnn_cpu_dnnl_step_init(be, &bd, NULL, make,
-                                     (const int[]){DNNL_ARG_SRC, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN,
-                                                   DNNL_ARG_VARIANCE, DNNL_ARG_DST},
-                                     6, &s->fwd, "batchnorm forward", err);
-    if (st || !d->training) return st;
-    st = vdnn_cpu_dnnl_check(dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &md, &md, p->bn_eps, flags),
-                             "batchnorm: backward descriptor", err);
-    if (!st)
-        st = vdnn_cpu_dnnl_step_init(be, &bd, &s->fwd, make,
-                                     (const int[]){DNNL_ARG_SRC, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_DIFF_DST,
-                                                   DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DIFF_SRC,
-                                                   DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT},
-                                     9, &s->bwd, "batchnorm backward", err);
-    return st;
-}
-
-static void bn_free(bn_state *s)
-{
-    vdnn_cpu_dnnl_step_fini(&s->fwd);
-    vdnn_cpu_dnnl_step_fini(&s->bwd);
+    return VDNN_OK;
 }
 
 static vdnn_status bn_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
-    bn_state s = {0};
-    vdnn_status st = bn_build(be, d, false, &s, err);
+    bn_state s;
+    vdnn_status st = bn_check(d, &s, err);
     if (!st) {
         *info = (vdnn_op_info){
             .aux_bytes = d->training ? 2 * (size_t)s.c * sizeof(float) : 0,
-            .fwd_ws_bytes = s.fwd.scratch_bytes,
-            .bwd_ws_bytes = s.bwd.scratch_bytes,
             .bwd_needs_x = d->training,
         };
     }
-    bn_free(&s);
     return st;
 }
 
@@ -84,9 +54,8 @@ static vdnn_status bn_create(cpu_backend *be, vdnn_op *op, vdnn_error *err)
 {
     bn_state *s = calloc(1, sizeof *s);
     if (!s) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "batchnorm: out of memory");
-    vdnn_status st = bn_build(be, &op->d, true, s, err);
+    vdnn_status st = bn_check(&op->d, s, err);
     if (st) {
-        bn_free(s);
         free(s);
         return st;
     }
@@ -96,10 +65,54 @@ static vdnn_status bn_create(cpu_backend *be, vdnn_op *op, vdnn_error *err)
 
 static void bn_destroy(cpu_backend *be, vdnn_op *op)
 {
-    if (!op->state) return;
-    bn_free(op->state);
     free(op->state);
     op->state = NULL;
+}
+
+/* Plane p of channel ch in an nchw tensor. */
+static inline size_t plane(const bn_state *s, int i, int ch) { return ((size_t)i * (size_t)s->c + (size_t)ch) * s->hw; }
+
+/* Per plane a float sum (vectorised), added up across planes in double. */
+static double channel_sum(const bn_state *s, const float *x, int ch)
+{
+    double acc = 0.0;
+    for (int i = 0; i < s->n; i++) {
+        const float *xp = x + plane(s, i, ch);
+        float t = 0.f;
+#pragma omp simd reduction(+ : t)
+        for (size_t j = 0; j < s->hw; j++) t += xp[j];
+        acc += t;
+    }
+    return acc;
+}
+
+/* Sum of squared deviations from mean: two passes, so a large mean costs no precision. */
+static double channel_sq_dev(const bn_state *s, const float *x, int ch, float mean)
+{
+    double acc = 0.0;
+    for (int i = 0; i < s->n; i++) {
+        const float *xp = x + plane(s, i, ch);
+        float t = 0.f;
+#pragma omp simd reduction(+ : t)
+        for (size_t j = 0; j < s->hw; j++) {
+            float v = xp[j] - mean;
+            t += v * v;
+        }
+        acc += t;
+    }
+    return acc;
+}
+
+/* y = x*scale + shift over one channel. */
+static void channel_affine(const bn_state *s, const float *x, float *y, int ch, float scale, float shift)
+{
+    for (int i = 0; i < s->n; i++) {
+        size_t o = plane(s, i, ch);
+        const float *xp = x + o;
+        float *yp = y + o;
+#pragma omp simd
+        for (size_t j = 0; j < s->hw; j++) yp[j] = xp[j] * scale + shift;
+    }
 }
 
 /* PyTorch's rule: running = (1-m)*running + m*batch, the variance unbiased. */
@@ -116,40 +129,61 @@ static void update_running(const bn_state *s, float momentum, const float *batch
 static vdnn_status bn_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     bn_state *s = op->state;
+    const float eps = op->d.p.bn_eps;
+    if (!a->x[0] || !a->y || !a->w || !a->b)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm forward: NULL %s",
+                         !a->x[0] ? "x" : !a->y ? "y" : !a->w ? "gamma" : "beta");
+    const float *x = a->x[0], *gamma = a->w, *beta = a->b;
+    float *y = a->y;
     if (!op->d.training) {
         if (!a->stats) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm inference: NULL running statistics");
-        void *ptrs[] = {(void *)a->x[0], (void *)a->w, (void *)a->b, a->stats, a->stats + s->c, a->y};
-        return vdnn_cpu_dnnl_step_run(be, &s->fwd, ptrs, a->ws, "batchnorm inference", err);
+        const float *rm = a->stats, *rv = a->stats + s->c;
+#pragma omp parallel for schedule(static)
+        for (int ch = 0; ch < s->c; ch++) {
+            float inv = (float)(1.0 / sqrt((double)rv[ch] + eps));
+            float scale = gamma[ch] * inv;
+            channel_affine(s, x, y, ch, scale, beta[ch] - rm[ch] * scale);
+        }
+        return VDNN_OK;
     }
     if (!a->aux) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm forward: NULL aux (batch statistics)");
     if (a->update_stats && !a->stats)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm forward: update_stats with NULL running statistics");
-    void *ptrs[] = {(void *)a->x[0], (void *)a->w, (void *)a->b, a->aux, a->aux + s->c, a->y};
-    vdnn_status st = vdnn_cpu_dnnl_step_run(be, &s->fwd, ptrs, a->ws, "batchnorm forward", err);
-    if (!st && a->update_stats) update_running(s, op->d.p.bn_momentum, a->aux, a->stats);
-    return st;
+    float *mean = a->aux, *var = a->aux + s->c;
+    const double m = (double)s->m;
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < s->c; ch++) {
+        float mu = (float)(channel_sum(s, x, ch) / m);
+        float v = (float)(channel_sq_dev(s, x, ch, mu) / m);
+        mean[ch] = mu;
+        var[ch] = v;
+        float inv = (float)(1.0 / sqrt((double)v + eps));
+        float scale = gamma[ch] * inv;
+        channel_affine(s, x, y, ch, scale, beta[ch] - mu * scale);
+    }
+    if (a->update_stats) update_running(s, op->d.p.bn_momentum, a->aux, a->stats);
+    return VDNN_OK;
 }
 
-/* dgamma and dbeta alone, for a batchnorm right on the data where no dx is wanted:
- * oneDNN's backward always writes dx and there is no buffer for it. */
-static void param_grads(const bn_state *s, float eps, int n, const vdnn_op_args *a)
+/* Over one channel: sum of dy and of dy*(x-mean). */
+static void channel_grad_sums(const bn_state *s, const float *x, const float *dy, int ch, float mean, double *sdy,
+                              double *sdyx)
 {
-    const int c = s->c;
-    const size_t hw = s->hw;
-    const float *x = a->x[0], *dy = a->dy, *mean = a->aux, *var = a->aux + c;
-#pragma omp parallel for schedule(static)
-    for (int ch = 0; ch < c; ch++) {
-        double sdy = 0.0, sdyx = 0.0;
-        for (int i = 0; i < n; i++) {
-            const float *xp = x + ((size_t)i * c + ch) * hw, *dp = dy + ((size_t)i * c + ch) * hw;
-            for (size_t j = 0; j < hw; j++) {
-                sdy += dp[j];
-                sdyx += (double)dp[j] * ((double)xp[j] - mean[ch]);
-            }
+    double a1 = 0.0, a2 = 0.0;
+    for (int i = 0; i < s->n; i++) {
+        size_t o = plane(s, i, ch);
+        const float *xp = x + o, *dp = dy + o;
+        float t1 = 0.f, t2 = 0.f;
+#pragma omp simd reduction(+ : t1, t2)
+        for (size_t j = 0; j < s->hw; j++) {
+            t1 += dp[j];
+            t2 += dp[j] * (xp[j] - mean);
         }
-        a->db[ch] = (float)sdy;
-        a->dw[ch] = (float)(sdyx / sqrt((double)var[ch] + eps));
+        a1 += t1;
+        a2 += t2;
     }
+    *sdy = a1;
+    *sdyx = a2;
 }
 
 static vdnn_status bn_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
@@ -161,16 +195,32 @@ static vdnn_status bn_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
     if (!a->x[0] || !a->dy || !a->w || !a->dw || !a->db)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm backward: NULL %s",
                          !a->x[0] ? "x" : !a->dy ? "dy" : !a->w ? "gamma" : !a->dw ? "dgamma" : "dbeta");
-    if (!a->dx[0]) {
-        param_grads(s, op->d.p.bn_eps, op->d.in[0].n, a);
-        return VDNN_OK;
+    /* beta is not read: no gradient depends on it. */
+    const float *x = a->x[0], *dy = a->dy, *gamma = a->w, *mean = a->aux, *var = a->aux + s->c;
+    float *dx = a->dx[0], *dgamma = a->dw, *dbeta = a->db;
+    const double m = (double)s->m;
+    const double eps = op->d.p.bn_eps;
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < s->c; ch++) {
+        double sdy, sdyx;
+        channel_grad_sums(s, x, dy, ch, mean[ch], &sdy, &sdyx);
+        double inv = 1.0 / sqrt((double)var[ch] + eps);
+        dbeta[ch] = (float)sdy;
+        dgamma[ch] = (float)(sdyx * inv);
+        if (!dx) continue;
+        /* dx = gamma*inv * (dy - sdy/m - (x-mean)*inv^2*sdyx/m), as dy*k1 + (x-mean)*k2 + k3. */
+        double k1 = gamma[ch] * inv;
+        float f1 = (float)k1, f2 = (float)(-k1 * inv * inv * sdyx / m), f3 = (float)(-k1 * sdy / m);
+        float mu = mean[ch];
+        for (int i = 0; i < s->n; i++) {
+            size_t o = plane(s, i, ch);
+            const float *xp = x + o, *dp = dy + o;
+            float *gp = dx + o;
+#pragma omp simd
+            for (size_t j = 0; j < s->hw; j++) gp[j] = dp[j] * f1 + (xp[j] - mu) * f2 + f3;
+        }
     }
-    /* oneDNN wants beta bound in backward although no gradient depends on it;
-     * gamma has the same shape and stands in when the caller passes no beta. */
-    const float *beta = a->b ? a->b : a->w;
-    void *ptrs[] = {(void *)a->x[0], a->aux,   a->aux + s->c, (void *)a->dy, (void *)a->w,
-                    (void *)beta,    a->dx[0], a->dw,         a->db};
-    return vdnn_cpu_dnnl_step_run(be, &s->bwd, ptrs, a->ws, "batchnorm backward", err);
+    return VDNN_OK;
 }
 
 const cpu_op_impl vdnn_cpu_op_batchnorm = {

@@ -52,6 +52,7 @@ static vdnn_status relu_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_in
             .bwd_ws_bytes = s.bwd.scratch_bytes,
             .bwd_needs_y = true,
             .inplace_ok = true,
+            .bwd_inplace_ok = true, /* element-wise: oneDNN allows diff_src == diff_dst */
         };
     }
     relu_free(&s);

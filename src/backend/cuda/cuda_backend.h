@@ -1,6 +1,7 @@
 /* What the CUDA backend offers beyond the backend interface: creation options (TF32, determinism, algorithm search)
  * and the convolution algorithms cuDNN offers for a layer, with workspace sizes and measured times, for planners.
- * Free of CUDA headers, so any module may include it; the functions exist only in builds with the CUDA backend. */
+ * Free of CUDA headers, so any module may include it. The functions exist only in builds with the CUDA backend:
+ * code that links vdnn_cuda sees VDNN_HAVE_CUDA defined then. */
 #ifndef VDNN_BACKEND_CUDA_BACKEND_H
 #define VDNN_BACKEND_CUDA_BACKEND_H
 

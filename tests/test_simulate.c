@@ -1,0 +1,621 @@
+/* The timeline simulator against iterations worked out by hand (a chain of convolutions, a diamond with a
+ * gradient accumulation), its memory curve against the plan's, and the trace and SVG writers' output. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "plan/json.h"
+#include "plan/plan.h"
+#include "plan/simulate.h"
+#include "plan/svg.h"
+#include "testutil.h"
+#include "backend/backend.h"
+
+#define MS 1e-3
+#define EPS 1e-12
+
+static void assert_near(double got, double want, const char *what)
+{
+    if (!(fabs(got - want) <= EPS + 1e-12 * fabs(want))) fail_msg("%s: got %.15g, want %.15g", what, got, want);
+}
+
+/* data(4x1x1) -> conv1 -> conv2 -> conv3 -> softmax: every feature map is 16 bytes at batch 1. */
+static const char *chain_text = "[net]\nname=chain\ninput=4x1x1\nclasses=4\n"
+                                "[conv1]\ntype=conv\nfilters=4\nsize=1\n"
+                                "[conv2]\ntype=conv\nfilters=4\nsize=1\n"
+                                "[conv3]\ntype=conv\nfilters=4\nsize=1\n"
+                                "[loss]\ntype=softmax\n";
+
+/* data -> a -> (b, c) -> add -> softmax: a's gradient arrives twice and is accumulated. */
+static const char *diamond_text = "[net]\nname=diamond\ninput=4x1x1\nclasses=4\n"
+                                  "[a]\ntype=conv\nfilters=4\nsize=1\n"
+                                  "[b]\ntype=conv\nfilters=4\nsize=1\ninput=a\n"
+                                  "[c]\ntype=conv\nfilters=4\nsize=1\ninput=a\n"
+                                  "[sum]\ntype=add\ninput=b,c\n"
+                                  "[loss]\ntype=softmax\n";
+
+static vdnn_graph_t *graph(const char *text, int batch)
+{
+    vdnn_graph_t *g = NULL;
+    vdnn_error err;
+    vt_assert_ok(vdnn_graph_parse(text, "t.cfg", &g, &err), err);
+    vt_assert_ok(vdnn_graph_resolve(g, (vdnn_shape){batch, 4, 1, 1}, 4, &err), err);
+    return g;
+}
+
+/* Op info as the CPU backend gives it for these kinds, without a backend: convolutions read x in
+ * backward, softmax reads its output, add reads neither. */
+static vdnn_op_info *infos(const vdnn_graph_t *g)
+{
+    vdnn_op_info *info = calloc((size_t)g->n_layers, sizeof *info);
+    assert_non_null(info);
+    for (int l = 1; l < g->n_layers; l++) {
+        if (g->layers[l].kind == VDNN_LAYER_CONV) info[l].bwd_needs_x = true;
+        if (g->layers[l].kind == VDNN_LAYER_SOFTMAX_XENT) info[l].bwd_needs_y = true;
+    }
+    return info;
+}
+
+static vdnn_plan_t *plan(const vdnn_graph_t *g, const vdnn_op_info *info, vdnn_policy pol)
+{
+    vdnn_plan_request rq = {.policy = pol, .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX};
+    vdnn_plan_t *p = NULL;
+    vdnn_error err;
+    vt_assert_ok(vdnn_plan_build(g, info, &rq, &p, &err), err);
+    return p;
+}
+
+/* Costs in whole milliseconds; copies of the 16-byte maps take copy_s, accumulation accum_s. */
+static void profile(const vdnn_graph_t *g, const double *fwd_ms, const double *bwd_ms, double copy_s, double latency_s,
+                    double accum_s, vdnn_profile *p)
+{
+    vdnn_error err;
+    vt_assert_ok(vdnn_profile_init_graph(p, g, &err), err);
+    for (int l = 1; l < g->n_layers; l++) {
+        p->fwd_s[l] = fwd_ms[l] * MS;
+        p->bwd_s[l] = bwd_ms[l] * MS;
+    }
+    p->d2h = p->h2d = (vdnn_copy_model){latency_s, 16 / (copy_s - latency_s)};
+    p->accum_bytes_per_s = 16 / accum_s;
+}
+
+static void simulate(const vdnn_plan_t *p, const vdnn_graph_t *g, const vdnn_profile *prof, vdnn_timeline *t)
+{
+    vdnn_error err;
+    vt_assert_ok(vdnn_simulate(p, g, prof, t, &err), err);
+}
+
+/* The first span with this label starting at or after `from` seconds. */
+static const vdnn_span *find_span_from(const vdnn_timeline *t, const char *label, double from)
+{
+    for (int i = 0; i < t->n_spans; i++)
+        if (!strcmp(t->spans[i].label, label) && t->spans[i].start >= from - EPS) return &t->spans[i];
+    fail_msg("no span '%s' from %g s", label, from);
+    return NULL;
+}
+
+static const vdnn_span *find_span(const vdnn_timeline *t, const char *label) { return find_span_from(t, label, 0); }
+
+/* Peak of the simulated memory = the largest live total of any step of the plan, and never above the
+ * placed peak; the curve starts and ends at the persistent bytes. */
+static void check_memory(const vdnn_plan_t *p, const vdnn_timeline *t)
+{
+    size_t *live = calloc((size_t)p->n_steps, sizeof *live);
+    assert_non_null(live);
+    vdnn_plan_live_bytes(p, live);
+    size_t max = 0;
+    for (int s = 0; s < p->n_steps; s++)
+        if (live[s] > max) max = live[s];
+    free(live);
+    assert_int_equal(t->peak_live_bytes, max);
+    assert_true(t->peak_live_bytes <= p->peak_device_bytes);
+    assert_true(t->n_mem >= 2);
+    assert_int_equal(t->mem[0].bytes, p->persistent_bytes);
+    assert_int_equal(t->mem[t->n_mem - 1].bytes, p->persistent_bytes);
+    assert_near(t->mem[t->n_mem - 1].t, t->iteration_s, "memory curve end");
+    for (int i = 1; i < t->n_mem; i++) assert_true(t->mem[i].t >= t->mem[i - 1].t);
+}
+
+static const double chain_fwd[] = {0, 1, 1, 1, 0}, chain_bwd[] = {0, 2, 2, 2, 0};
+
+/* In-core: compute back to back, no copies. */
+static void test_chain_none(void **state)
+{
+    (void)state;
+    vdnn_graph_t *g = graph(chain_text, 1);
+    vdnn_op_info *info = infos(g);
+    vdnn_plan_t *p = plan(g, info, VDNN_POLICY_NONE);
+    vdnn_profile prof;
+    profile(g, chain_fwd, chain_bwd, 3 * MS, 0, 1 * MS, &prof);
+    prof.load_s = 0.5 * MS;
+    prof.update_s = 0.25 * MS;
+    vdnn_timeline t;
+    simulate(p, g, &prof, &t);
+    assert_near(t.iteration_s, 0.5 * MS + 3 * MS + 6 * MS + 0.25 * MS, "iteration");
+    assert_near(t.compute_s, t.iteration_s, "compute");
+    assert_near(t.stall_s, 0, "stall");
+    assert_near(t.d2h_s + t.h2d_s, 0, "copies");
+    const vdnn_span *s = find_span(&t, "fwd conv2");
+    assert_int_equal(s->kind, VDNN_SPAN_FWD);
+    assert_int_equal(s->lane, VDNN_LANE_COMPUTE);
+    assert_near(s->start, 1.5 * MS, "fwd conv2 start");
+    assert_near(s->end, 2.5 * MS, "fwd conv2 end");
+    s = find_span(&t, "bwd conv3");
+    assert_int_equal(s->kind, VDNN_SPAN_BWD);
+    assert_near(s->start, 3.5 * MS, "bwd conv3 start");
+    assert_int_equal(find_span(&t, "load")->kind, VDNN_SPAN_LOAD);
+    assert_int_equal(find_span(&t, "update")->kind, VDNN_SPAN_UPDATE);
+    /* Spans of zero length (the softmax here) are left out. */
+    for (int i = 0; i < t.n_spans; i++) assert_true(t.spans[i].end > t.spans[i].start);
+    check_memory(p, &t);
+    vdnn_timeline_release(&t);
+    vdnn_profile_release(&prof);
+    vdnn_plan_free(p);
+    free(info);
+    vdnn_graph_free(g);
+}
+
+/* vDNN_all on the chain, each copy 3 ms, forward 1 ms, backward 2 ms per conv:
+ *   fwd conv1 0-1, data goes out 0-3: stall 1-3      fwd conv2 3-4, conv1 out 3-6: stall 4-6
+ *   fwd conv3 6-7, conv2 out 6-9: stall 7-9          (softmax costs nothing)
+ *   conv2 comes back 9-12 (issued at bwd loss):      stall 9-12, bwd conv3 12-14
+ *   conv1 back 12-15 (issued at bwd conv3):          stall 14-15, bwd conv2 15-17
+ *   data back 15-18 (issued at bwd conv2):           stall 17-18, bwd conv1 18-20
+ * Iteration 20 ms = 9 ms compute + 11 ms stall; each copy lane busy 9 ms. */
+static void check_chain_all(double latency_s)
+{
+    vdnn_graph_t *g = graph(chain_text, 1);
+    vdnn_op_info *info = infos(g);
+    vdnn_plan_t *p = plan(g, info, VDNN_POLICY_ALL);
+    vdnn_profile prof;
+    profile(g, chain_fwd, chain_bwd, 3 * MS, latency_s, 1 * MS, &prof);
+    vdnn_timeline t;
+    simulate(p, g, &prof, &t);
+    assert_near(t.iteration_s, 20 * MS, "iteration");
+    assert_near(t.compute_s, 9 * MS, "compute");
+    assert_near(t.stall_s, 11 * MS, "stall");
+    assert_near(t.d2h_s, 9 * MS, "d2h busy");
+    assert_near(t.h2d_s, 9 * MS, "h2d busy");
+    static const struct { const char *label; double start, end; vdnn_lane lane; vdnn_span_kind kind; } want[] = {
+        {"d2h data", 0, 3, VDNN_LANE_D2H, VDNN_SPAN_D2H},        {"wait data", 1, 3, VDNN_LANE_COMPUTE, VDNN_SPAN_STALL},
+        {"d2h conv1", 3, 6, VDNN_LANE_D2H, VDNN_SPAN_D2H},       {"wait conv1", 4, 6, VDNN_LANE_COMPUTE, VDNN_SPAN_STALL},
+        {"d2h conv2", 6, 9, VDNN_LANE_D2H, VDNN_SPAN_D2H},       {"wait conv2", 7, 9, VDNN_LANE_COMPUTE, VDNN_SPAN_STALL},
+        {"h2d conv2", 9, 12, VDNN_LANE_H2D, VDNN_SPAN_H2D},      {"wait conv2", 9, 12, VDNN_LANE_COMPUTE, VDNN_SPAN_STALL},
+        {"bwd conv3", 12, 14, VDNN_LANE_COMPUTE, VDNN_SPAN_BWD}, {"h2d conv1", 12, 15, VDNN_LANE_H2D, VDNN_SPAN_H2D},
+        {"wait conv1", 14, 15, VDNN_LANE_COMPUTE, VDNN_SPAN_STALL}, {"h2d data", 15, 18, VDNN_LANE_H2D, VDNN_SPAN_H2D},
+        {"wait data", 17, 18, VDNN_LANE_COMPUTE, VDNN_SPAN_STALL},  {"bwd conv1", 18, 20, VDNN_LANE_COMPUTE, VDNN_SPAN_BWD},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const vdnn_span *s = find_span_from(&t, want[i].label, want[i].start * MS);
+        assert_near(s->start, want[i].start * MS, want[i].label);
+        assert_near(s->end, want[i].end * MS, want[i].label);
+        assert_int_equal(s->lane, want[i].lane);
+        assert_int_equal(s->kind, want[i].kind);
+        assert_int_equal(s->stall, want[i].kind == VDNN_SPAN_STALL);
+        assert_int_equal(p->actions[s->action].kind,
+                         want[i].kind == VDNN_SPAN_STALL ? VDNN_ACT_WAIT
+                         : want[i].kind == VDNN_SPAN_D2H ? VDNN_ACT_OFFLOAD
+                         : want[i].kind == VDNN_SPAN_H2D ? VDNN_ACT_PREFETCH
+                                                         : VDNN_ACT_COMPUTE);
+    }
+    int stalls = 0;
+    for (int i = 0; i < t.n_spans; i++) stalls += t.spans[i].stall;
+    assert_int_equal(stalls, 6);
+    check_memory(p, &t);
+    vdnn_timeline_release(&t);
+    vdnn_profile_release(&prof);
+    vdnn_plan_free(p);
+    free(info);
+    vdnn_graph_free(g);
+}
+
+static void test_chain_all(void **state)
+{
+    (void)state;
+    check_chain_all(0);
+}
+
+/* The same with 1 ms of each copy being latency: only the total counts. */
+static void test_chain_all_latency(void **state)
+{
+    (void)state;
+    check_chain_all(1 * MS);
+}
+
+/* A faster link hides every copy: 0.5 ms per copy under 1-2 ms of compute never stalls. */
+static void test_chain_all_hidden(void **state)
+{
+    (void)state;
+    vdnn_graph_t *g = graph(chain_text, 1);
+    vdnn_op_info *info = infos(g);
+    vdnn_plan_t *p = plan(g, info, VDNN_POLICY_ALL);
+    vdnn_profile prof;
+    profile(g, chain_fwd, chain_bwd, 0.5 * MS, 0, 1 * MS, &prof);
+    vdnn_timeline t;
+    simulate(p, g, &prof, &t);
+    /* The prefetch of conv2 is issued at the softmax's backward, which takes no time: its 0.5 ms
+     * are the only copy the compute lane must wait for. */
+    assert_near(t.stall_s, 0.5 * MS, "stall");
+    assert_near(t.iteration_s, 9.5 * MS, "iteration");
+    assert_near(t.d2h_s, 1.5 * MS, "d2h busy");
+    vdnn_timeline_release(&t);
+    vdnn_profile_release(&prof);
+    vdnn_plan_free(p);
+    free(info);
+    vdnn_graph_free(g);
+}
+
+static const double diamond_fwd[] = {0, 1, 2, 3, 0.5, 0}, diamond_bwd[] = {0, 2, 4, 6, 0.25, 0};
+
+/* The diamond in-core: all compute plus one accumulation of a's gradient (0.5 ms). A recompute of b
+ * put in the accumulation's place costs b's forward time instead. */
+static void test_diamond(void **state)
+{
+    (void)state;
+    vdnn_graph_t *g = graph(diamond_text, 1);
+    vdnn_op_info *info = infos(g);
+    vdnn_plan_t *p = plan(g, info, VDNN_POLICY_NONE);
+    vdnn_profile prof;
+    profile(g, diamond_fwd, diamond_bwd, 3 * MS, 0, 0.5 * MS, &prof);
+    vdnn_timeline t;
+    simulate(p, g, &prof, &t);
+    assert_near(t.iteration_s, (6.5 + 12.25 + 0.5) * MS, "iteration");
+    assert_near(t.stall_s, 0, "stall");
+    const vdnn_span *acc = find_span(&t, "accum a");
+    assert_int_equal(acc->kind, VDNN_SPAN_ACCUM);
+    assert_near(acc->end - acc->start, 0.5 * MS, "accumulation");
+    /* b runs its backward after c (reverse topological order) and accumulates into a's gradient. */
+    assert_near(acc->start, find_span(&t, "bwd b")->end, "accumulation follows bwd b");
+    check_memory(p, &t);
+    int k = acc->action;
+    vdnn_timeline_release(&t);
+
+    p->actions[k] = (vdnn_action){VDNN_ACT_RECOMPUTE, 2, -1, -1};
+    simulate(p, g, &prof, &t);
+    assert_near(t.iteration_s, (6.5 + 12.25 + 2) * MS, "iteration with recompute");
+    const vdnn_span *rc = find_span(&t, "recompute b");
+    assert_int_equal(rc->kind, VDNN_SPAN_RECOMPUTE);
+    assert_near(rc->end - rc->start, 2 * MS, "recompute");
+    vdnn_timeline_release(&t);
+
+    /* vDNN_all on the diamond: slower than in-core, memory as planned, iteration = compute + stall
+     * (the compute lane waits for every copy it issued). */
+    vdnn_plan_t *pa = plan(g, info, VDNN_POLICY_ALL);
+    simulate(pa, g, &prof, &t);
+    assert_true(t.iteration_s > (6.5 + 12.25 + 0.5) * MS);
+    assert_near(t.iteration_s, t.compute_s + t.stall_s, "compute + stall");
+    assert_true(t.d2h_s > 0 && t.h2d_s > 0);
+    check_memory(pa, &t);
+    vdnn_timeline_release(&t);
+    vdnn_plan_free(pa);
+    vdnn_profile_release(&prof);
+    vdnn_plan_free(p);
+    free(info);
+    vdnn_graph_free(g);
+}
+
+/* Plans of real nets (op info from the CPU backend) under the static policies with an estimated profile:
+ * memory matches the plan and the lanes add up. */
+static void test_zoo_consistency(void **state)
+{
+    (void)state;
+    static const char *models[] = {"lenet", "resnet18", "googlenet"};
+    vdnn_backend_t *be = NULL;
+    vdnn_error err;
+    vdnn_cpu_options co = {1, 0, 0};
+    vt_assert_ok(vdnn_backend_cpu_create(&co, &be, &err), err);
+    for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/models/%s.cfg", VDNN_SOURCE_DIR, models[m]);
+        vdnn_graph_t *g = NULL;
+        vt_assert_ok(vdnn_graph_load(path, &g, &err), err);
+        vdnn_shape in = m == 0 ? (vdnn_shape){8, 1, 28, 28} : (vdnn_shape){8, 3, 32, 32};
+        vt_assert_ok(vdnn_graph_resolve(g, in, 10, &err), err);
+        vdnn_op_info *info = calloc((size_t)g->n_layers, sizeof *info);
+        assert_non_null(info);
+        vt_assert_ok(vdnn_plan_query_ops(g, be, true, info, &err), err);
+        vdnn_profile prof;
+        vt_assert_ok(vdnn_profile_estimate(g, 1e11, 1e10, 1e9, &prof, &err), err);
+        double none_time = 0;
+        for (int pol = VDNN_POLICY_NONE; pol <= VDNN_POLICY_CONV; pol++) {
+            vdnn_plan_t *p = plan(g, info, (vdnn_policy)pol);
+            vdnn_timeline t;
+            simulate(p, g, &prof, &t);
+            check_memory(p, &t);
+            assert_near(t.iteration_s, t.compute_s + t.stall_s, "compute + stall");
+            double busy_out = 0, busy_in = 0;
+            for (int i = 0; i < t.n_spans; i++) {
+                const vdnn_span *s = &t.spans[i];
+                if (s->lane == VDNN_LANE_D2H) busy_out += s->end - s->start;
+                if (s->lane == VDNN_LANE_H2D) busy_in += s->end - s->start;
+                assert_true(s->end <= t.iteration_s + EPS);
+            }
+            assert_near(t.d2h_s, busy_out, "d2h sum");
+            assert_near(t.h2d_s, busy_in, "h2d sum");
+            /* Copies in one direction never overlap each other. */
+            double last_out = 0, last_in = 0;
+            for (int i = 0; i < t.n_spans; i++) {
+                const vdnn_span *s = &t.spans[i];
+                double *last = s->lane == VDNN_LANE_D2H ? &last_out : s->lane == VDNN_LANE_H2D ? &last_in : NULL;
+                if (!last) continue;
+                assert_true(s->start >= *last - EPS);
+                *last = s->end;
+            }
+            if (pol == VDNN_POLICY_NONE) none_time = t.iteration_s;
+            else assert_true(t.iteration_s >= none_time - EPS);
+            assert_near(t.compute_s, none_time, "swapping adds no compute");
+            /* Every byte the plan moves is on a lane: copy time = moved bytes at the link plus latencies. */
+            int copies = 0;
+            for (int i = 0; i < t.n_spans; i++) copies += t.spans[i].lane != VDNN_LANE_COMPUTE;
+            assert_near(t.d2h_s + t.h2d_s, (double)p->bytes_moved / 1e9 + copies * prof.d2h.latency_s, "copy time");
+            vdnn_timeline_release(&t);
+            vdnn_plan_free(p);
+        }
+        vdnn_profile_release(&prof);
+        free(info);
+        vdnn_graph_free(g);
+    }
+    vdnn_backend_destroy(be);
+}
+
+/* Plans the simulator cannot replay, and profiles that do not fit the plan. */
+static void test_errors(void **state)
+{
+    (void)state;
+    vdnn_graph_t *g = graph(chain_text, 1);
+    vdnn_op_info *info = infos(g);
+    vdnn_plan_t *p = plan(g, info, VDNN_POLICY_ALL);
+    vdnn_profile prof;
+    profile(g, chain_fwd, chain_bwd, 3 * MS, 0, 1 * MS, &prof);
+    vdnn_timeline t;
+    vdnn_error err;
+    /* The first wait is for data's offload; make it wait for data's return, which nothing issued yet. */
+    int k = 0;
+    while (p->actions[k].kind != VDNN_ACT_WAIT) k++;
+    int ev = p->actions[k].event;
+    p->actions[k].event = ev + 1;
+    vt_assert_error(vdnn_simulate(p, g, &prof, &t, &err), err, VDNN_ERR_INVALID_ARG, "which no earlier copy records");
+    assert_null(t.spans);
+    p->actions[k].event = p->n_events;
+    vt_assert_error(vdnn_simulate(p, g, &prof, &t, &err), err, VDNN_ERR_INVALID_ARG, "wait for event");
+    p->actions[k].event = ev;
+    simulate(p, g, &prof, &t);
+    vdnn_timeline_release(&t);
+
+    vdnn_copy_model keep = prof.d2h;
+    prof.d2h.bytes_per_s = 0;
+    vt_assert_error(vdnn_simulate(p, g, &prof, &t, &err), err, VDNN_ERR_INVALID_ARG, "device-to-host");
+    prof.d2h = keep;
+    prof.fwd_s[2] = NAN;
+    vt_assert_error(vdnn_simulate(p, g, &prof, &t, &err), err, VDNN_ERR_INVALID_ARG, "conv2");
+    vdnn_profile_release(&prof);
+
+    vdnn_graph_t *d = graph(diamond_text, 1);
+    profile(d, diamond_fwd, diamond_bwd, 3 * MS, 0, 1 * MS, &prof);
+    vt_assert_error(vdnn_simulate(p, g, &prof, &t, &err), err, VDNN_ERR_MISMATCH, "layers");
+    vdnn_profile_release(&prof);
+    vdnn_graph_free(d);
+    vdnn_plan_free(p);
+    free(info);
+    vdnn_graph_free(g);
+}
+
+/* ---- trace and SVG ---- */
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    if (len) *len = (size_t)n;
+    return buf;
+}
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static void two_timelines(vdnn_timeline *t /* [2] */)
+{
+    vdnn_graph_t *g = graph(chain_text, 1);
+    vdnn_op_info *info = infos(g);
+    vdnn_profile prof;
+    profile(g, chain_fwd, chain_bwd, 3 * MS, 0, 1 * MS, &prof);
+    for (int i = 0; i < 2; i++) {
+        vdnn_plan_t *p = plan(g, info, i ? VDNN_POLICY_ALL : VDNN_POLICY_NONE);
+        simulate(p, g, &prof, &t[i]);
+        vdnn_plan_free(p);
+    }
+    vdnn_profile_release(&prof);
+    free(info);
+    vdnn_graph_free(g);
+}
+
+static void test_trace(void **state)
+{
+    (void)state;
+    vdnn_timeline t[2];
+    two_timelines(t);
+    const vdnn_timeline *tl[2] = {&t[0], &t[1]};
+    const char *names[2] = {"chain \"none\"", "chain all"};
+    char dir[256], path[512], bad[512];
+    vt_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    vdnn_error err;
+    vt_assert_ok(vdnn_trace_write(path, tl, names, 2, &err), err);
+    vdnn_json *root = NULL;
+    vt_assert_ok(vdnn_json_read_file(path, &root, &err), err);
+    const vdnn_json *ev = vdnn_json_get(root, "traceEvents");
+    assert_non_null(ev);
+    assert_int_equal(ev->type, VDNN_JSON_ARRAY);
+    int spans[3] = {0}, counters[3] = {0}, threads[3] = {0};
+    bool named[3] = {false};
+    for (int i = 0; i < ev->n; i++) {
+        const vdnn_json *e = &ev->items[i];
+        const vdnn_json *ph = vdnn_json_get(e, "ph"), *pid = vdnn_json_get(e, "pid"), *name = vdnn_json_get(e, "name");
+        assert_true(ph && ph->type == VDNN_JSON_STRING && pid && pid->type == VDNN_JSON_NUMBER && name);
+        int k = (int)pid->number;
+        assert_true(k == 1 || k == 2);
+        if (!strcmp(ph->string, "X")) {
+            const vdnn_json *ts = vdnn_json_get(e, "ts"), *dur = vdnn_json_get(e, "dur"), *tid = vdnn_json_get(e, "tid");
+            assert_true(ts && dur && tid && ts->number >= 0 && dur->number > 0 && tid->number >= 0 && tid->number <= 2);
+            spans[k]++;
+        } else if (!strcmp(ph->string, "C")) {
+            assert_string_equal(name->string, "device memory");
+            assert_non_null(vdnn_json_get(vdnn_json_get(e, "args"), "MiB"));
+            counters[k]++;
+        } else if (!strcmp(ph->string, "M") && !strcmp(name->string, "thread_name")) {
+            threads[k]++;
+        } else if (!strcmp(ph->string, "M") && !strcmp(name->string, "process_name")) {
+            const vdnn_json *pn = vdnn_json_get(vdnn_json_get(e, "args"), "name");
+            assert_string_equal(pn->string, names[k - 1]);
+            named[k] = true;
+        }
+    }
+    for (int k = 1; k <= 2; k++) {
+        assert_int_equal(spans[k], t[k - 1].n_spans);
+        assert_int_equal(counters[k], t[k - 1].n_mem);
+        assert_int_equal(threads[k], 3);
+        assert_true(named[k]);
+    }
+    /* The 20 ms of the chain under vDNN_all: the last span ends at 20000 us. */
+    double end = 0;
+    for (int i = 0; i < ev->n; i++) {
+        const vdnn_json *e = &ev->items[i];
+        if (strcmp(vdnn_json_get(e, "ph")->string, "X") || vdnn_json_get(e, "pid")->number != 2) continue;
+        double x = vdnn_json_get(e, "ts")->number + vdnn_json_get(e, "dur")->number;
+        if (x > end) end = x;
+    }
+    assert_true(fabs(end - 20000) < 1e-2);
+    vdnn_json_free(root);
+    /* A failed write leaves nothing behind. */
+    snprintf(bad, sizeof bad, "%s/no/such/dir/trace.json", dir);
+    vt_assert_error(vdnn_trace_write(bad, tl, names, 2, &err), err, VDNN_ERR_IO, "no/such/dir");
+    vt_rmdir(dir);
+    vdnn_timeline_release(&t[0]);
+    vdnn_timeline_release(&t[1]);
+}
+
+/* Tags balance and nest, attributes are quoted, text holds no raw '<' and only known entities. */
+static void check_xml(const char *s)
+{
+    char stack[64][32];
+    int depth = 0, roots = 0;
+    const char *p = s;
+    if (!strncmp(p, "<?xml", 5)) p = strstr(p, "?>") + 2;
+    while (*p) {
+        if (*p == '&') {
+            const char *ents[] = {"&amp;", "&lt;", "&gt;", "&quot;", "&#"};
+            bool ok = false;
+            for (int i = 0; i < 5; i++) ok |= !strncmp(p, ents[i], strlen(ents[i]));
+            if (!ok) fail_msg("raw '&' at ...%.30s", p);
+            p++;
+            continue;
+        }
+        if (*p != '<') {
+            if (*p == '>') fail_msg("raw '>' in text at ...%.30s", p);
+            p++;
+            continue;
+        }
+        const char *q = p + 1;
+        bool closing = *q == '/';
+        if (closing) q++;
+        char name[32];
+        size_t n = 0;
+        while (q[n] && q[n] != ' ' && q[n] != '>' && q[n] != '/' && q[n] != '\n') n++;
+        if (n == 0 || n >= sizeof name) fail_msg("bad tag at ...%.30s", p);
+        memcpy(name, q, n);
+        name[n] = '\0';
+        /* Scan to the tag's end; '>' inside quotes does not end it. */
+        const char *r = q + n;
+        bool quoted = false;
+        while (*r && (quoted || *r != '>')) {
+            if (*r == '"') quoted = !quoted;
+            if (quoted && *r == '<') fail_msg("raw '<' inside an attribute at ...%.30s", r);
+            r++;
+        }
+        if (!*r) fail_msg("unterminated tag <%s", name);
+        bool self = r[-1] == '/';
+        if (closing) {
+            if (depth == 0 || strcmp(stack[depth - 1], name)) fail_msg("</%s> closes <%s>", name, depth ? stack[depth - 1] : "nothing");
+            depth--;
+        } else if (!self) {
+            if (depth == 0) roots++;
+            assert_true(depth < 64);
+            strcpy(stack[depth++], name);
+        } else if (depth == 0) {
+            fail_msg("element <%s/> outside the root", name);
+        }
+        p = r + 1;
+    }
+    if (depth) fail_msg("<%s> never closed", stack[depth - 1]);
+    assert_int_equal(roots, 1);
+}
+
+static void test_svg(void **state)
+{
+    (void)state;
+    vdnn_timeline t[2];
+    two_timelines(t);
+    const vdnn_timeline *tl[2] = {&t[0], &t[1]};
+    const char *names[2] = {"none <in-core> & \"fast\"", "all"};
+    char dir[256], mem[512], gantt[512];
+    vt_tmpdir(dir, sizeof dir);
+    snprintf(mem, sizeof mem, "%s/mem.svg", dir);
+    snprintf(gantt, sizeof gantt, "%s/gantt.svg", dir);
+    vdnn_error err;
+    vt_assert_ok(vdnn_svg_memory(mem, "chain: memory", "costs by hand", tl, names, 2, 200, &err), err);
+    char *s = slurp(mem, NULL);
+    check_xml(s);
+    assert_non_null(strstr(s, "<svg"));
+    assert_non_null(strstr(s, "stroke-dasharray")); /* the budget */
+    assert_non_null(strstr(s, "none &lt;in-core&gt; &amp; &quot;fast&quot;"));
+    assert_non_null(strstr(s, "(bytes)")); /* 200 bytes at most: the axis is in bytes */
+    assert_int_equal((int)(strstr(strstr(s, "<path") + 5, "<path") != NULL), 1); /* two curves */
+    free(s);
+    vt_assert_ok(vdnn_svg_memory(mem, "no budget", NULL, tl, names, 2, SIZE_MAX, &err), err);
+    s = slurp(mem, NULL);
+    check_xml(s);
+    assert_null(strstr(s, "stroke-dasharray"));
+    free(s);
+
+    vt_assert_ok(vdnn_svg_gantt(gantt, "chain: lanes", "costs by hand", tl, names, 2, &err), err);
+    s = slurp(gantt, NULL);
+    check_xml(s);
+    /* Every span is a rect with its label as a tooltip; stalls use the hatch. */
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < t[k].n_spans; i++) assert_non_null(strstr(s, t[k].spans[i].label));
+    assert_non_null(strstr(s, "url(#stall)"));
+    assert_non_null(strstr(s, "wait conv2: 3.000 ms, from 9.000 to 12.000 ms"));
+    free(s);
+    /* Failures leave no file. */
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/missing/g.svg", dir);
+    vt_assert_error(vdnn_svg_gantt(bad, "x", NULL, tl, names, 2, &err), err, VDNN_ERR_IO, "missing");
+    vt_assert_error(vdnn_svg_gantt(gantt, "x", NULL, tl, names, 0, &err), err, VDNN_ERR_INVALID_ARG, "no timeline");
+    assert_false(exists(bad));
+    vt_rmdir(dir);
+    vdnn_timeline_release(&t[0]);
+    vdnn_timeline_release(&t[1]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chain_none),   cmocka_unit_test(test_chain_all),   cmocka_unit_test(test_chain_all_latency),
+        cmocka_unit_test(test_chain_all_hidden), cmocka_unit_test(test_diamond), cmocka_unit_test(test_zoo_consistency),
+        cmocka_unit_test(test_errors),       cmocka_unit_test(test_trace),       cmocka_unit_test(test_svg),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
