@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/cuda/cuda_kernels.h"
 
@@ -171,8 +172,8 @@ static vdnn_status cuda_event_create(vdnn_backend_t *be, vdnn_event **out, vdnn_
     if (st) return st;
     vdnn_event *ev = calloc(1, sizeof *ev);
     if (!ev) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "event_create: out of memory");
-    /* Timing off: recording and waiting are then cheapest. */
-    st = vdnn_cuda_check(cudaEventCreateWithFlags(&ev->ev, cudaEventDisableTiming), err, "event_create: cudaEventCreateWithFlags");
+    /* Timing on: profiles and traces read when copies ended (event_time). */
+    st = vdnn_cuda_check(cudaEventCreateWithFlags(&ev->ev, cudaEventDefault), err, "event_create: cudaEventCreateWithFlags");
     if (st) {
         free(ev);
         return st;
@@ -221,6 +222,45 @@ static vdnn_status cuda_event_sync(vdnn_backend_t *be, vdnn_event *ev, vdnn_erro
     if (st) return st;
     return vdnn_cuda_check(cudaEventSynchronize(ev->ev), err,
                            "event_sync: cudaEventSynchronize (an earlier kernel or copy may be at fault)");
+}
+
+static double monotonic_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Host time once the compute stream is drained; also re-anchors GPU event times to the host clock. */
+static double cuda_now(vdnn_backend_t *be)
+{
+    cuda_backend *b = cu(be);
+    if (cudaSetDevice(b->device) != cudaSuccess) (void)cudaGetLastError();
+    if (!b->clock_ref && cudaEventCreateWithFlags(&b->clock_ref, cudaEventDefault) != cudaSuccess) {
+        (void)cudaGetLastError();
+        b->clock_ref = NULL;
+    }
+    if (b->clock_ref && cudaEventRecord(b->clock_ref, b->stream[VDNN_QUEUE_COMPUTE]) == cudaSuccess &&
+        cudaEventSynchronize(b->clock_ref) == cudaSuccess) {
+        b->clock_ref_host = monotonic_seconds();
+        return b->clock_ref_host;
+    }
+    (void)cudaGetLastError();
+    if (cudaStreamSynchronize(b->stream[VDNN_QUEUE_COMPUTE]) != cudaSuccess) (void)cudaGetLastError();
+    return monotonic_seconds();
+}
+
+static vdnn_status cuda_event_time(vdnn_backend_t *be, vdnn_event *ev, double *seconds, vdnn_error *err)
+{
+    cuda_backend *b = cu(be);
+    vdnn_status st = cuda_event_sync(be, ev, err);
+    if (st) return st;
+    if (!b->clock_ref) cuda_now(be);
+    if (!b->clock_ref) return vdnn_fail(err, VDNN_ERR_BACKEND, "event_time: no reference event");
+    float ms = 0;
+    st = vdnn_cuda_check(cudaEventElapsedTime(&ms, b->clock_ref, ev->ev), err, "event_time: cudaEventElapsedTime");
+    if (!st) *seconds = b->clock_ref_host + 1e-3 * (double)ms;
+    return st;
 }
 
 static vdnn_status cuda_sync_all(vdnn_backend_t *be, vdnn_error *err)
@@ -285,6 +325,7 @@ static void cuda_destroy(vdnn_backend_t *be)
     if (cudaSetDevice(b->device) != cudaSuccess) (void)cudaGetLastError();
     for (int q = 0; q < VDNN_QUEUE_COUNT; q++)
         if (b->stream[q] && cudaStreamSynchronize(b->stream[q]) != cudaSuccess) (void)cudaGetLastError();
+    if (b->clock_ref && cudaEventDestroy(b->clock_ref) != cudaSuccess) (void)cudaGetLastError();
     if (b->cublas) cublasDestroy(b->cublas);
     if (b->cudnn) cudnnDestroy(b->cudnn);
     for (int q = 0; q < VDNN_QUEUE_COUNT; q++)
@@ -308,6 +349,8 @@ static const vdnn_backend_ops cuda_ops = {
     .event_record = cuda_event_record,
     .event_wait = cuda_event_wait,
     .event_sync = cuda_event_sync,
+    .event_time = cuda_event_time,
+    .now = cuda_now,
     .sync_all = cuda_sync_all,
     .op_query = vdnn_cuda_op_query,
     .op_create = vdnn_cuda_op_create,

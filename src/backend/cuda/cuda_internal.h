@@ -17,6 +17,8 @@ typedef struct cuda_backend {
     cudnnHandle_t cudnn;                   /* bound to the compute stream */
     cublasHandle_t cublas;                 /* bound to the compute stream */
     char device_name[256];
+    cudaEvent_t clock_ref;                 /* recorded on the compute stream by now(): ties GPU time to host time */
+    double clock_ref_host;                 /* host monotonic seconds when clock_ref completed */
 } cuda_backend;
 
 typedef struct cuda_op_impl cuda_op_impl;

@@ -31,7 +31,8 @@ static vdnn_status relu_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_in
     vdnn_status st = relu_check(d, err);
     if (st) return st;
     /* Backward reads y (y > 0 exactly where x > 0), so forward may overwrite x. */
-    *info = (vdnn_op_info){.bwd_needs_y = true, .inplace_ok = true};
+    /* cuDNN allows dx == dy for activation backward, so the gradient may run in place too. */
+    *info = (vdnn_op_info){.bwd_needs_y = true, .inplace_ok = true, .bwd_inplace_ok = true};
     return VDNN_OK;
 }
 

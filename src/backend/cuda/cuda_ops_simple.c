@@ -50,7 +50,7 @@ static vdnn_status dropout_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op
     float p = d->p.dropout_p;
     if (!(p >= 0.0f && p <= 1.0f))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "dropout: probability %g is not in [0, 1]", (double)p);
-    *info = (vdnn_op_info){.inplace_ok = true};
+    *info = (vdnn_op_info){.inplace_ok = true, .bwd_inplace_ok = true};
     return VDNN_OK;
 }
 
@@ -208,7 +208,7 @@ static vdnn_status flatten_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op
 {
     vdnn_status st = one_input_same_count(d, "flatten", err);
     if (st) return st;
-    *info = (vdnn_op_info){.inplace_ok = true};
+    *info = (vdnn_op_info){.inplace_ok = true, .bwd_inplace_ok = true};
     return VDNN_OK;
 }
 
