@@ -90,7 +90,9 @@ static void train_run(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_dataset_t 
     if (r->high_water != r->train_peak)
         fail_msg("%s/%s: arena high-water %zu != planned training peak %zu", nc->model, vdnn_policy_name(pol),
                  r->high_water, r->train_peak);
-    assert_true(net->dev_bytes == (r->train_peak > r->eval_peak ? r->train_peak : r->eval_peak));
+    /* Evaluation fits in what training needs, so the arena is exactly the training plan's peak. */
+    assert_true(r->eval_peak <= r->train_peak);
+    assert_true(net->dev_bytes == r->train_peak);
     vt_assert_ok(vdnn_net_export(net, &r->ck, &err), err);
     /* One evaluation batch then raises the mark to the evaluation plan's peak at most: the arena size. */
     int ok = -1;
@@ -162,7 +164,9 @@ static void run_case(const net_case *nc)
     vdnn_error err;
     vdnn_graph_t *g = load_model(nc->model);
     vdnn_backend_t *be = NULL;
-    vdnn_cpu_options co = {2, 0, 0};
+    /* One compute thread: the policies must agree bit for bit at any thread count, and on a loaded
+     * two-core machine idle OpenMP workers spinning beside the copy threads cost minutes. */
+    vdnn_cpu_options co = {1, 0, 0};
     vt_assert_ok(vdnn_backend_cpu_create(&co, &be, &err), err);
     vdnn_dataset_t *ds = NULL;
     vt_assert_ok(vdnn_dataset_open("synthetic", VDNN_SPLIT_TRAIN, (vdnn_shape){0, nc->c, nc->h, nc->w}, 10, 5, &ds, &err),
@@ -185,8 +189,16 @@ static void run_case(const net_case *nc)
         vdnn_plan_t *p = NULL;
         vt_assert_ok(vdnn_plan_build(g, info, &rq, &p, &err), err);
         need[k] = p->peak_device_bytes > ref.eval_peak ? p->peak_device_bytes : ref.eval_peak;
+        assert_true(p->feasible);
         assert_true(p->host_bytes > 0);
         assert_true(p->bytes_moved > 0);
+        /* A static policy's plan does not depend on the budget: one byte less and it does not fit. */
+        rq.budget = p->peak_device_bytes - 1;
+        vdnn_plan_t *q = NULL;
+        vt_assert_ok(vdnn_plan_build(g, info, &rq, &q, &err), err);
+        assert_false(q->feasible);
+        assert_true(q->peak_device_bytes == p->peak_device_bytes);
+        vdnn_plan_free(q);
         vdnn_plan_free(p);
         if (need[k] >= ref.train_peak)
             fail_msg("%s/%s: needs %zu bytes, not less than none's peak %zu", nc->model, vdnn_policy_name(swapping[k]),
@@ -201,7 +213,6 @@ static void run_case(const net_case *nc)
         train_run(g, be, ds, nc, swapping[k], need[k], true, &r[k]);
         assert_true(need_of(&r[k]) == need[k]);
         assert_same_export(nc, swapping[k], &ref, &r[k]);
-        expect_budget_failure(g, be, nc, swapping[k], need[k] - 1, &named, &named_pol);
     }
     /* none one byte below its need: the named budget is at most what every static policy needs, and
      * a net with the named policy really fits in it. */
@@ -226,7 +237,16 @@ static void run_case(const net_case *nc)
     vdnn_graph_free(g);
 }
 
-static void test_case(void **state) { run_case((const net_case *)*state); }
+static void test_case(void **state)
+{
+    net_case nc = *(const net_case *)*state;
+    if (quick()) {
+        /* Under the sanitizers: the smallest batch and two steps. */
+        nc.batch = 2;
+        nc.steps = 2;
+    }
+    run_case(&nc);
+}
 
 int main(void)
 {

@@ -68,6 +68,7 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
         /* Boolean flags. */
         if (!strcmp(f, "--json") && (allowed & OPT_JSON)) { o->json = true; continue; }
         if (!strcmp(f, "--poison") && (allowed & OPT_MEMORY)) { o->poison = true; continue; }
+        if (!strcmp(f, "--no-eval") && (allowed & OPT_TRAINING)) { o->no_eval = true; continue; }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n;
         double d;

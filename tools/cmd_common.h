@@ -33,6 +33,7 @@ typedef struct cli_options {
     double link_d2h, link_h2d;  /* emulated link bandwidth on the CPU, bytes/s */
     const char *profile;      /* measured costs for the profile-guided policies */
     const char *trace;        /* Chrome trace of the last training iteration, real and simulated */
+    bool no_eval;             /* skip the evaluation on the test split after training */
 } cli_options;
 
 /* Flags each subcommand accepts, as a bit set. */

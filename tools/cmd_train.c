@@ -13,7 +13,7 @@ static const char train_usage[] =
     "                  [--weight-decay X] [--seed N] [--threads N] [--device auto|cpu|cuda]\n"
     "                  [--budget SIZE] [--host-budget SIZE] [--policy POLICY] [--profile FILE] [--poison]\n"
     "                  [--link-bandwidth BW] [--save FILE] [--resume FILE] [--log-every N] [--trace FILE.json]\n"
-    "                  [--json]\n"
+    "                  [--no-eval] [--json]\n"
     "Trains MODEL (default lenet: models/NAME.cfg) on the data (default fashion-mnist), then evaluates\n"
     "on the test split. SIZE takes KiB/MiB/GiB suffixes. Defaults: batch 64, 2 epochs, lr 0.05 cosine,\n"
     "momentum 0.9, weight decay 5e-4, seed 1, policy none, unlimited budget.\n"
@@ -120,7 +120,7 @@ int vdnn_cmd_train(int argc, char **argv)
     to.steps = o.steps;
     to.log_every = o.log_every;
     to.save_path = o.save;
-    to.evaluate = true;
+    to.evaluate = !o.no_eval;
     to.log = o.json ? stderr : stdout;
 
     session s;
@@ -155,7 +155,7 @@ int vdnn_cmd_train(int argc, char **argv)
                 printf("done: %ld steps, final loss %.4f, %.1f images/s, peak device memory %s (%zu bytes), %.1f s\n",
                        r.steps, r.final_loss, r.images_per_sec, vdnn_format_bytes(r.peak_device_bytes, pk, sizeof pk),
                        r.peak_device_bytes, r.elapsed_seconds);
-                printf("test accuracy: %.2f%% (loss %.4f)\n", 100.0 * r.test_accuracy, r.test_loss);
+                if (r.test_accuracy >= 0) printf("test accuracy: %.2f%% (loss %.4f)\n", 100.0 * r.test_accuracy, r.test_loss);
             }
         }
     }

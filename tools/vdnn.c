@@ -9,6 +9,7 @@ int vdnn_cmd_plan(int argc, char **argv);
 int vdnn_cmd_simulate(int argc, char **argv);
 int vdnn_cmd_plot(int argc, char **argv);
 int vdnn_cmd_profile(int argc, char **argv);
+int vdnn_cmd_project(int argc, char **argv);
 
 static const char usage[] =
     "usage: vdnn COMMAND [flags]   (vdnn COMMAND --help for its flags)\n"
@@ -18,7 +19,8 @@ static const char usage[] =
     "  plan    the memory plan of one training iteration under a policy and budget (dry run)\n"
     "  profile measure per-layer times and the copy link on this device (for the planners)\n"
     "  simulate  predicted time, stalls and memory of one iteration of a plan, from a profile or an estimate\n"
-    "  plot    SVG charts of memory over an iteration and of the compute/copy lanes, for several policies\n";
+    "  plot    SVG charts of memory over an iteration and of the compute/copy lanes, for several policies\n"
+    "  project projected time to train on N devices: data parallelism alone vs hybrid data + model parallelism\n";
 
 int main(int argc, char **argv)
 {
@@ -28,7 +30,8 @@ int main(int argc, char **argv)
     }
     static const struct { const char *name; int (*run)(int, char **); } cmds[] = {
         {"train", vdnn_cmd_train}, {"eval", vdnn_cmd_eval}, {"info", vdnn_cmd_info}, {"plan", vdnn_cmd_plan},
-        {"simulate", vdnn_cmd_simulate}, {"profile", vdnn_cmd_profile}, {"plot", vdnn_cmd_plot}};
+        {"simulate", vdnn_cmd_simulate}, {"profile", vdnn_cmd_profile}, {"plot", vdnn_cmd_plot},
+        {"project", vdnn_cmd_project}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) return cmds[i].run(argc, argv);
     fprintf(stderr, "vdnn: unknown command '%s'\n%s", argv[1], usage);

@@ -233,8 +233,8 @@ static vdnn_status run_action(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op 
     return vdnn_fail(err, VDNN_ERR_BACKEND, "executor: unknown action %d", (int)a->kind);
 }
 
-vdnn_status vdnn_exec_iteration(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **ops, const float *images,
-                                const int32_t *labels, float lr, vdnn_error *err)
+static vdnn_status iteration(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **ops, const float *images,
+                             const int32_t *labels, float lr, vdnn_error *err)
 {
     vdnn_backend_t *be = net->be;
     vdnn_recorder *rec = net->rec.tl && be->ops->now && be->ops->event_time ? &net->rec : NULL;
@@ -273,4 +273,17 @@ vdnn_status vdnn_exec_iteration(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_o
         if (end > rec->tl->iteration_s) rec->tl->iteration_s = end;
     }
     return VDNN_OK;
+}
+
+vdnn_status vdnn_exec_iteration(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **ops, const float *images,
+                                const int32_t *labels, float lr, vdnn_error *err)
+{
+    vdnn_status rc = iteration(net, plan, ops, images, labels, lr, err);
+    if (rc != VDNN_OK) {
+        /* Stopped midway: let queued copies finish before their memory is reused, and end the blocks
+         * it left allocated, so that the next iteration starts from the persistent state alone. */
+        net->be->ops->sync_all(net->be, NULL);
+        vdnn_arena_give_all_but(&net->arena, -1);
+    }
+    return rc;
 }

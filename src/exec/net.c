@@ -262,6 +262,10 @@ vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int3
 {
     const int N = net->g->input.n, K = net->g->classes;
     if (n <= 0 || n > N) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "evaluation batch of %d images (at most %d)", n, N);
+    /* Checked here, not by the loss op: the counting below indexes the probabilities by label. */
+    for (int i = 0; i < n; i++)
+        if (labels[i] < 0 || labels[i] >= K)
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", labels[i], i, K - 1);
     vdnn_status rc = VDNN_OK;
     if (!net->ops_eval) rc = create_ops(net, false, &net->ops_eval, err);
     if (rc != VDNN_OK) return rc;

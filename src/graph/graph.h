@@ -54,6 +54,7 @@ typedef struct vdnn_layer {
     char name[VDNN_NAME_LEN];
     vdnn_layer_kind kind;
     int line;                         /* line of its section header in the model file */
+    int stage;                        /* model-parallel stage: stage=K in the file, else the previous layer's (0) */
     int n_inputs;
     int inputs[VDNN_MAX_INPUTS];      /* indices of earlier layers */
     vdnn_layer_params p;

@@ -272,6 +272,7 @@ static vdnn_status finish_layer(parser *ps)
     ps->in_line[idx] = ps->sec_line;
 
     unsigned seen = 0;
+    bool stage_given = false;
     for (int i = 0; i < ps->n_kv; i++) {
         const kv *e = &ps->kvs[i];
         if (e == type) continue;
@@ -280,9 +281,19 @@ static vdnn_status finish_layer(parser *ps)
             ps->in_line[idx] = e->line;
             continue;
         }
+        if (!strcmp(e->key, "stage")) {
+            /* Pipelines run stages in file order, so a placement never goes back to an earlier stage. */
+            long v;
+            st = parse_int_value(ps, e, g->layers[idx - 1].stage, 255, &v);
+            if (st) return st;
+            L->stage = (int)v;
+            stage_given = true;
+            continue;
+        }
         st = parse_layer_key(ps, L, e, &seen);
         if (st) return st;
     }
+    if (!stage_given) L->stage = g->layers[idx - 1].stage;
     vdnn_layer_params *p = &L->p;
     const char *kname = vdnn_layer_kind_name(kind);
     if (kind == VDNN_LAYER_CONV && !(seen & 1))

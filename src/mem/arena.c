@@ -49,3 +49,15 @@ vdnn_status vdnn_arena_give(vdnn_arena *a, int id, vdnn_error *err)
     }
     return vdnn_fail(err, VDNN_ERR_BACKEND, "arena: block %d is not live", id);
 }
+
+void vdnn_arena_give_all_but(vdnn_arena *a, int keep_id)
+{
+    for (int i = 0; i < a->n_live;) {
+        if (a->live[i].id == keep_id) {
+            i++;
+            continue;
+        }
+        a->live_bytes -= a->live[i].hi - a->live[i].lo;
+        a->live[i] = a->live[--a->n_live];
+    }
+}

@@ -22,5 +22,7 @@ void vdnn_arena_release(vdnn_arena *a);
 vdnn_status vdnn_arena_take(vdnn_arena *a, size_t offset, size_t bytes, int id, vdnn_error *err);
 /* Ends the live range `id`. */
 vdnn_status vdnn_arena_give(vdnn_arena *a, int id, vdnn_error *err);
+/* Ends every live range but `keep_id`'s (after an iteration that failed midway). */
+void vdnn_arena_give_all_but(vdnn_arena *a, int keep_id);
 
 #endif

@@ -294,28 +294,117 @@ static vdnn_status derive_needs(vdnn_plan_t *p, vdnn_error *err)
     return VDNN_OK;
 }
 
+/* Per step, the items (blocks, storages or layers) whose actions fall in that step, in index order:
+ * emitting a step then visits only its own items instead of scanning them all. */
+typedef struct step_buckets {
+    int *start; /* n_steps + 1 */
+    int *item;
+} step_buckets;
+
+/* Up to three steps per item; -1 or out of range: none. */
+typedef int (*step_keys_fn)(const vdnn_plan_t *p, int item, int keys[3]);
+
+static int buckets_build(step_buckets *b, const vdnn_plan_t *p, int n_items, step_keys_fn fn)
+{
+    const int n = p->n_steps;
+    b->start = calloc((size_t)n + 2, sizeof(int));
+    if (!b->start) return -1;
+    int total = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            for (int s = 0; s < n; s++) b->start[s + 1] += b->start[s];
+            total = b->start[n];
+            b->item = malloc(sizeof(int) * (size_t)(total + 1));
+            if (!b->item) return -1;
+            /* start[s] becomes the fill cursor; shifted back after the fill. */
+        }
+        for (int i = 0; i < n_items; i++) {
+            int keys[3], k = fn(p, i, keys);
+            for (int j = 0; j < k; j++) {
+                int s = keys[j];
+                bool dup = false;
+                for (int q = 0; q < j; q++) dup |= keys[q] == s;
+                if (s < 0 || s >= n || dup) continue;
+                if (pass == 0) b->start[s + 1]++;
+                else b->item[b->start[s]++] = i;
+            }
+        }
+    }
+    for (int s = n; s > 0; s--) b->start[s] = b->start[s - 1];
+    b->start[0] = 0;
+    (void)total;
+    return 0;
+}
+
+static int keys_alloc(const vdnn_plan_t *p, int b, int keys[3])
+{
+    keys[0] = p->blocks[b].begin;
+    return !p->st[p->blocks[b].storage].persistent;
+}
+
+static int keys_free(const vdnn_plan_t *p, int b, int keys[3])
+{
+    keys[0] = p->blocks[b].end;
+    return !p->st[p->blocks[b].storage].persistent;
+}
+
+static int keys_swap(const vdnn_plan_t *p, int i, int keys[3])
+{
+    const vdnn_storage *x = &p->st[i];
+    if (x->cls != VDNN_CLASS_SWAP) return 0;
+    keys[0] = x->prefetch_step;
+    keys[1] = x->last_fwd_use;
+    keys[2] = x->need_step;
+    return 3;
+}
+
+static int keys_recompute(const vdnn_plan_t *p, int l, int keys[3])
+{
+    const vdnn_storage *o = &p->st[p->ls[l].out];
+    keys[0] = o->recompute_step;
+    return l > 0 && o->cls == VDNN_CLASS_RECOMPUTE;
+}
+
+typedef struct emit_index {
+    step_buckets alloc, free, swap, recompute;
+} emit_index;
+
+static void emit_index_release(emit_index *e)
+{
+    step_buckets *b[4] = {&e->alloc, &e->free, &e->swap, &e->recompute};
+    for (int k = 0; k < 4; k++) {
+        free(b[k]->start);
+        free(b[k]->item);
+    }
+}
+
+static int emit_index_build(emit_index *e, const vdnn_plan_t *p)
+{
+    memset(e, 0, sizeof *e);
+    return buckets_build(&e->alloc, p, p->n_blocks, keys_alloc) || buckets_build(&e->free, p, p->n_blocks, keys_free) ||
+           buckets_build(&e->swap, p, p->n_storages, keys_swap) ||
+           buckets_build(&e->recompute, p, p->n_layers, keys_recompute);
+}
+
 /* Actions of one step, in the order the executor must run them. */
-static int emit_step(vdnn_plan_t *p, int s, const int *swap_event, const int *recompute_ws)
+static int emit_step(vdnn_plan_t *p, int s, const int *swap_event, const int *recompute_ws, const emit_index *e)
 {
     int fail = 0;
     vdnn_step *st = &p->steps[s];
     st->first_action = p->n_actions;
-    for (int b = 0; b < p->n_blocks; b++)
-        if (p->blocks[b].begin == s && !p->st[p->blocks[b].storage].persistent)
-            fail |= add_action(p, VDNN_ACT_ALLOC, b, -1, -1) < 0;
-    for (int i = 0; i < p->n_storages; i++) {
+    for (int k = e->alloc.start[s]; k < e->alloc.start[s + 1]; k++) fail |= add_action(p, VDNN_ACT_ALLOC, e->alloc.item[k], -1, -1) < 0;
+    for (int k = e->swap.start[s]; k < e->swap.start[s + 1]; k++) {
+        const int i = e->swap.item[k];
         const vdnn_storage *x = &p->st[i];
-        if (x->cls != VDNN_CLASS_SWAP) continue;
         if (x->prefetch_step == s) fail |= add_action(p, VDNN_ACT_PREFETCH, i, -1, swap_event[i] + 1) < 0;
         /* Copy out while this step computes, unless this step writes the value. */
         if (x->last_fwd_use == s && x->def_step != s) fail |= add_action(p, VDNN_ACT_OFFLOAD, i, -1, swap_event[i]) < 0;
         if (x->need_step == s) fail |= add_action(p, VDNN_ACT_WAIT, i, -1, swap_event[i] + 1) < 0;
     }
     /* Recomputes in layer order: a producer's inputs are recomputed before it. */
-    for (int l = 1; l < p->n_layers; l++) {
-        const vdnn_storage *o = &p->st[p->ls[l].out];
-        if (o->cls == VDNN_CLASS_RECOMPUTE && o->recompute_step == s)
-            fail |= add_action(p, VDNN_ACT_RECOMPUTE, l, recompute_ws[l], -1) < 0;
+    for (int k = e->recompute.start[s]; k < e->recompute.start[s + 1]; k++) {
+        const int l = e->recompute.item[k];
+        fail |= add_action(p, VDNN_ACT_RECOMPUTE, l, recompute_ws[l], -1) < 0;
     }
     fail |= add_action(p, VDNN_ACT_COMPUTE, -1, -1, -1) < 0;
     if (st->kind == VDNN_STEP_BWD) {
@@ -324,14 +413,14 @@ static int emit_step(vdnn_plan_t *p, int s, const int *swap_event, const int *re
             if (d >= 0 && p->st[d].kind == VDNN_ST_TEMP) fail |= add_action(p, VDNN_ACT_ACCUM, p->ls[p->st[d].layer].grad, d, -1) < 0;
         }
     }
-    for (int i = 0; i < p->n_storages; i++) {
+    for (int k = e->swap.start[s]; k < e->swap.start[s + 1]; k++) {
+        const int i = e->swap.item[k];
         const vdnn_storage *x = &p->st[i];
-        if (x->cls != VDNN_CLASS_SWAP || x->last_fwd_use != s) continue;
+        if (x->last_fwd_use != s) continue;
         if (x->def_step == s) fail |= add_action(p, VDNN_ACT_OFFLOAD, i, -1, swap_event[i]) < 0;
         fail |= add_action(p, VDNN_ACT_WAIT, i, -1, swap_event[i]) < 0;
     }
-    for (int b = 0; b < p->n_blocks; b++)
-        if (p->blocks[b].end == s && !p->st[p->blocks[b].storage].persistent) fail |= add_action(p, VDNN_ACT_FREE, b, -1, -1) < 0;
+    for (int k = e->free.start[s]; k < e->free.start[s + 1]; k++) fail |= add_action(p, VDNN_ACT_FREE, e->free.item[k], -1, -1) < 0;
     st->n_actions = p->n_actions - st->first_action;
     return fail;
 }
@@ -400,9 +489,16 @@ static vdnn_status place(vdnn_plan_t *p, size_t variable_base, vdnn_error *err)
 
 void vdnn_plan_live_bytes(const vdnn_plan_t *p, size_t *live)
 {
+    /* Differences at each block's first and past its last step, then a running sum (unsigned
+     * wrap-around cancels exactly). */
     for (int s = 0; s < p->n_steps; s++) live[s] = 0;
-    for (int b = 0; b < p->n_blocks; b++)
-        for (int s = p->blocks[b].begin; s <= p->blocks[b].end; s++) live[s] += p->blocks[b].bytes;
+    for (int b = 0; b < p->n_blocks; b++) {
+        const vdnn_block *k = &p->blocks[b];
+        if (k->begin < 0 || k->end < k->begin || k->begin >= p->n_steps) continue;
+        live[k->begin] += k->bytes;
+        if (k->end + 1 < p->n_steps) live[k->end + 1] -= k->bytes;
+    }
+    for (int s = 1; s < p->n_steps; s++) live[s] += live[s - 1];
 }
 
 vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_plan_request *req,
@@ -502,8 +598,15 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
     }
     rc = fail ? vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory finalizing the plan") : VDNN_OK;
     if (rc == VDNN_OK && place_blocks) rc = place(p, p->req.variable_base, err);
-    for (int s = 0; rc == VDNN_OK && s < p->n_steps; s++)
-        if (emit_step(p, s, swap_event, recompute_ws)) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory finalizing the plan");
+    emit_index ix;
+    memset(&ix, 0, sizeof ix);
+    if (rc == VDNN_OK && emit_index_build(&ix, p)) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory finalizing the plan");
+    else if (rc == VDNN_OK) {
+        for (int s = 0; rc == VDNN_OK && s < p->n_steps; s++)
+            if (emit_step(p, s, swap_event, recompute_ws, &ix))
+                rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory finalizing the plan");
+    }
+    emit_index_release(&ix);
     free(swap_event);
     free(recompute_ws);
     if (rc != VDNN_OK) return rc;

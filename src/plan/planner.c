@@ -10,8 +10,12 @@
 #include "mem/offsets.h"
 #include "plan/simulate.h"
 
-/* Placement adds fragmentation on top of the live bytes; quick evaluations keep this share free. */
+/* Placement adds fragmentation on top of the live bytes; quick evaluations keep this share of the
+ * budget's non-persistent part free (persistent blocks are packed back to back and fragment nothing). */
 #define FRAGMENTATION_MARGIN 0.03
+/* Placing blocks costs O(blocks^2): a search places at most about this many blocks in all to answer
+ * doubtful vdnn_search_fits questions (new bests are always placed). */
+#define SEARCH_PLACED_BLOCKS 200000L
 
 vdnn_status vdnn_classes_save(const vdnn_plan_t *p, vdnn_classes *c, vdnn_error *err)
 {
@@ -64,22 +68,86 @@ vdnn_status vdnn_search_begin(vdnn_search *s, vdnn_plan_t *p, const vdnn_graph_t
         if (rc != VDNN_OK) return rc;
         s->prof = &s->own_profile;
     }
-    s->best_time = 1e300;
+    s->best_time = s->placed_time = 1e300;
     s->least_peak = SIZE_MAX;
+    size_t persistent = 0;
+    for (int i = 0; i < p->n_storages_analyzed; i++)
+        if (p->st[i].persistent) persistent += vdnn_align_up(p->st[i].bytes);
+    if (p->budget != SIZE_MAX && p->budget > persistent)
+        s->margin = (size_t)((double)(p->budget - persistent) * FRAGMENTATION_MARGIN);
     return VDNN_OK;
 }
 
 void vdnn_search_release(vdnn_search *s)
 {
     vdnn_classes_release(&s->best);
+    for (int k = 0; k < VDNN_SEARCH_EARLIER; k++) vdnn_classes_release(&s->earlier[k]);
+    vdnn_classes_release(&s->placed);
     vdnn_classes_release(&s->least);
     if (s->prof == &s->own_profile) vdnn_profile_release(&s->own_profile);
 }
 
-static bool fits_quick(const vdnn_plan_t *p)
+/* Places the current classification's blocks: whether it really fits. */
+static vdnn_status place_check(vdnn_search *s, vdnn_error *err)
 {
-    double room = p->budget == SIZE_MAX ? 1e300 : (double)p->budget * (1.0 - FRAGMENTATION_MARGIN);
-    return (double)p->peak_device_bytes <= room && p->host_bytes <= p->host_budget;
+    vdnn_status rc = vdnn_plan_finalize_ex(s->p, true, err);
+    s->placements++;
+    s->placed_blocks += s->p->n_blocks;
+    s->last_fit = rc == VDNN_OK && s->p->feasible;
+    s->last_placed = true;
+    return rc;
+}
+
+/* Whether the last evaluation fits by the margin alone: 1 yes, 0 no (live bytes over the budget:
+ * placement never packs below them), -1 doubtful. */
+static int margin_fit(const vdnn_search *s)
+{
+    const vdnn_plan_t *p = s->p;
+    if (s->last_live > p->budget) return 0;
+    size_t host = 0; /* before packing: the sum of swapped bytes, at least the packed pool */
+    for (int i = 0; i < p->n_storages_analyzed; i++)
+        if (p->st[i].cls == VDNN_CLASS_SWAP) host += vdnn_align_up(p->st[i].bytes);
+    return s->last_live + s->margin <= p->budget && host <= p->host_budget ? 1 : -1;
+}
+
+vdnn_status vdnn_search_fits(vdnn_search *s, bool *fits, vdnn_error *err)
+{
+    vdnn_status rc = VDNN_OK;
+    if (s->last_fit < 0) s->last_fit = margin_fit(s);
+    if (s->last_fit < 0) {
+        if (s->placed_blocks < SEARCH_PLACED_BLOCKS) rc = place_check(s, err);
+        else s->last_fit = 0; /* out of placements: a doubtful one does not fit */
+    }
+    *fits = s->last_fit == 1;
+    return rc;
+}
+
+/* A new best: the one it replaces becomes the first earlier best (the oldest is dropped). */
+static vdnn_status new_best(vdnn_search *s, double t, vdnn_error *err)
+{
+    if (s->have_best) {
+        vdnn_classes last = s->earlier[VDNN_SEARCH_EARLIER - 1];
+        for (int k = VDNN_SEARCH_EARLIER - 1; k > 0; k--) {
+            s->earlier[k] = s->earlier[k - 1];
+            s->earlier_time[k] = s->earlier_time[k - 1];
+        }
+        s->earlier[0] = s->best;
+        s->earlier_time[0] = s->best_time;
+        s->best = last;
+        if (s->n_earlier < VDNN_SEARCH_EARLIER) s->n_earlier++;
+    }
+    s->best_time = t;
+    s->best_peak = s->last_live;
+    s->have_best = true;
+    return vdnn_classes_save(s->p, &s->best, err);
+}
+
+vdnn_status vdnn_search_placed(vdnn_search *s, double t, vdnn_error *err)
+{
+    if (t >= s->placed_time) return VDNN_OK;
+    s->placed_time = t;
+    s->have_placed = true;
+    return vdnn_classes_save(s->p, &s->placed, err);
 }
 
 vdnn_status vdnn_search_eval(vdnn_search *s, double *time, bool *fits, vdnn_error *err)
@@ -94,19 +162,23 @@ vdnn_status vdnn_search_eval(vdnn_search *s, double *time, bool *fits, vdnn_erro
     vdnn_timeline_release(&tl);
     if (rc != VDNN_OK) return rc;
     s->evaluations++;
-    bool ok = fits_quick(p);
-    if (ok && t < s->best_time) {
-        rc = vdnn_classes_save(p, &s->best, err);
-        s->best_time = t;
-        s->best_peak = p->peak_device_bytes;
-        s->have_best = true;
+    s->last_live = p->peak_device_bytes;
+    s->last_fit = -1;
+    s->last_placed = false;
+    if (t < s->best_time) {
+        /* A candidate for the best: within the margin it is taken as it is (placed at the end), a
+         * doubtful one is placed now. */
+        bool ok = false;
+        rc = vdnn_search_fits(s, &ok, err);
+        if (rc == VDNN_OK && ok) rc = new_best(s, t, err);
+        if (rc == VDNN_OK && ok && s->last_placed) rc = vdnn_search_placed(s, t, err);
     }
-    if (rc == VDNN_OK && p->peak_device_bytes < s->least_peak) {
+    if (rc == VDNN_OK && s->last_live < s->least_peak) {
         rc = vdnn_classes_save(p, &s->least, err);
-        s->least_peak = p->peak_device_bytes;
+        s->least_peak = s->last_live;
     }
     if (time) *time = t;
-    if (fits) *fits = ok;
+    if (rc == VDNN_OK && fits) rc = vdnn_search_fits(s, fits, err);
     return rc;
 }
 
@@ -116,8 +188,7 @@ vdnn_status vdnn_search_eval_early(vdnn_search *s, double *time, bool *fits, vdn
     for (int i = 0; i < p->n_storages_analyzed; i++)
         if (p->st[i].cls == VDNN_CLASS_SWAP) p->st[i].prefetch_step = -1;
     vdnn_status rc = vdnn_plan_finalize_ex(p, false, err);
-    size_t margin = p->budget == SIZE_MAX ? 0 : (size_t)((double)p->budget * FRAGMENTATION_MARGIN);
-    if (rc == VDNN_OK) rc = vdnn_schedule_prefetch_early(p, margin, err);
+    if (rc == VDNN_OK) rc = vdnn_schedule_prefetch_early(p, s->margin, err);
     if (rc == VDNN_OK) rc = vdnn_search_eval(s, time, fits, err);
     return rc;
 }
@@ -147,53 +218,131 @@ vdnn_status vdnn_search_stalls(vdnn_search *s, double *offload_stall, double *pr
 vdnn_status vdnn_search_finish(vdnn_search *s, vdnn_error *err)
 {
     vdnn_plan_t *p = s->p;
-    vdnn_classes_load(p, s->have_best ? &s->best : &s->least);
-    vdnn_status rc = vdnn_plan_finalize(p, err);
-    if (rc != VDNN_OK || p->feasible || !s->have_best) return rc;
-    /* Placement fragmented more than the margin allowed: bring swapped maps back just in time. */
-    for (int i = 0; i < p->n_storages_analyzed; i++)
-        if (p->st[i].cls == VDNN_CLASS_SWAP) p->st[i].prefetch_step = -1;
-    rc = vdnn_plan_finalize(p, err);
-    if (rc != VDNN_OK || p->feasible) return rc;
-    vdnn_classes_load(p, &s->least);
+    /* The best and the earlier bests (faster than the fastest classification known to place) in turn,
+     * until one fits once placed; then that one; then the least memory. */
+    for (int k = -1; s->have_best && k < s->n_earlier; k++) {
+        const double t = k < 0 ? s->best_time : s->earlier_time[k];
+        if (s->have_placed && t >= s->placed_time) break;
+        vdnn_classes_load(p, k < 0 ? &s->best : &s->earlier[k]);
+        vdnn_status rc = vdnn_plan_finalize(p, err);
+        if (rc != VDNN_OK || p->feasible) return rc;
+    }
+    vdnn_classes_load(p, s->have_placed ? &s->placed : &s->least);
     return vdnn_plan_finalize(p, err);
+}
+
+/* Live bytes per step with range additions and "the last step in a range above a threshold", both in
+ * O(log steps): scheduling hundreds of swap-ins stays cheap on deep nets. mx[node] is the node's maximum
+ * including its own pending addition, not its ancestors'. */
+typedef struct max_tree {
+    size_t *mx, *add;
+} max_tree;
+
+static void mt_build(max_tree *t, int node, int l, int r, const size_t *v)
+{
+    t->add[node] = 0;
+    if (l == r) {
+        t->mx[node] = v[l];
+        return;
+    }
+    int m = l + (r - l) / 2;
+    mt_build(t, 2 * node, l, m, v);
+    mt_build(t, 2 * node + 1, m + 1, r, v);
+    t->mx[node] = t->mx[2 * node] > t->mx[2 * node + 1] ? t->mx[2 * node] : t->mx[2 * node + 1];
+}
+
+static void mt_add(max_tree *t, int node, int l, int r, int ql, int qr, size_t x)
+{
+    if (qr < l || r < ql) return;
+    if (ql <= l && r <= qr) {
+        t->mx[node] += x;
+        t->add[node] += x;
+        return;
+    }
+    int m = l + (r - l) / 2;
+    mt_add(t, 2 * node, l, m, ql, qr, x);
+    mt_add(t, 2 * node + 1, m + 1, r, ql, qr, x);
+    size_t c = t->mx[2 * node] > t->mx[2 * node + 1] ? t->mx[2 * node] : t->mx[2 * node + 1];
+    t->mx[node] = c + t->add[node];
+}
+
+/* The last index in [ql, qr] whose value exceeds thr, or -1; acc: the ancestors' pending additions. */
+static int mt_last_above(const max_tree *t, int node, int l, int r, int ql, int qr, size_t acc, size_t thr)
+{
+    if (qr < l || r < ql || t->mx[node] + acc <= thr) return -1;
+    if (l == r) return l;
+    int m = l + (r - l) / 2;
+    acc += t->add[node];
+    int k = mt_last_above(t, 2 * node + 1, m + 1, r, ql, qr, acc, thr);
+    return k >= 0 ? k : mt_last_above(t, 2 * node, l, m, ql, qr, acc, thr);
+}
+
+typedef struct need_order {
+    int need_step, storage;
+} need_order;
+
+static int by_need(const void *a, const void *b)
+{
+    const need_order *x = a, *y = b;
+    if (x->need_step != y->need_step) return x->need_step < y->need_step ? -1 : 1;
+    return x->storage < y->storage ? -1 : x->storage > y->storage;
 }
 
 vdnn_status vdnn_schedule_prefetch_early(vdnn_plan_t *p, size_t margin, vdnn_error *err)
 {
-    if (p->budget == SIZE_MAX) return VDNN_OK;
-    size_t *live = calloc((size_t)p->n_steps, sizeof(size_t));
-    int *order = malloc(sizeof(int) * (size_t)p->n_storages + 1);
-    if (!live || !order) {
+    if (p->budget == SIZE_MAX || p->n_steps < 1) return VDNN_OK;
+    const int n_steps = p->n_steps;
+    size_t *live = calloc((size_t)n_steps, sizeof(size_t));
+    need_order *order = malloc(sizeof *order * (size_t)p->n_storages + 1);
+    max_tree t = {calloc(4 * (size_t)n_steps, sizeof(size_t)), calloc(4 * (size_t)n_steps, sizeof(size_t))};
+    if (!live || !order || !t.mx || !t.add) {
         free(live);
         free(order);
+        free(t.mx);
+        free(t.add);
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory scheduling prefetches");
     }
     vdnn_plan_live_bytes(p, live);
+    mt_build(&t, 1, 0, n_steps - 1, live);
     size_t limit = p->budget > margin ? p->budget - margin : 0;
-    /* The earliest-needed first: they gain most from an early start. */
+    /* The earliest-needed first (ties in storage order): they gain most from an early start. */
     int n = 0;
     for (int i = 0; i < p->n_storages; i++)
-        if (p->st[i].cls == VDNN_CLASS_SWAP) order[n++] = i;
-    for (int a = 1; a < n; a++)
-        for (int b = a; b > 0 && p->st[order[b]].need_step < p->st[order[b - 1]].need_step; b--) {
-            int t = order[b];
-            order[b] = order[b - 1];
-            order[b - 1] = t;
-        }
+        if (p->st[i].cls == VDNN_CLASS_SWAP) order[n++] = (need_order){p->st[i].need_step, i};
+    qsort(order, (size_t)n, sizeof *order, by_need);
     const int first_bwd = p->n_layers; /* the first backward step */
     for (int k = 0; k < n; k++) {
-        vdnn_storage *x = &p->st[order[k]];
+        vdnn_storage *x = &p->st[order[k].storage];
         size_t bytes = vdnn_align_up(x->bytes);
         int lo = x->last_fwd_use + 1 > first_bwd ? x->last_fwd_use + 1 : first_bwd;
         int q = x->prefetch_step;
-        while (q - 1 >= lo && live[q - 1] + bytes <= limit) q--;
-        for (int t = q; t < x->prefetch_step; t++) live[t] += bytes;
+        /* Start the copy at the step after the last one before it that has no room for it. */
+        if (bytes <= limit && lo <= q - 1) {
+            int last_full = mt_last_above(&t, 1, 0, n_steps - 1, lo, q - 1, 0, limit - bytes);
+            q = last_full >= 0 ? last_full + 1 : lo;
+        }
+        if (q < x->prefetch_step) mt_add(&t, 1, 0, n_steps - 1, q, x->prefetch_step - 1, bytes);
         x->prefetch_step = q;
     }
     free(live);
     free(order);
+    free(t.mx);
+    free(t.add);
     return VDNN_OK;
+}
+
+/* A feature map recomputed frees its own block and its layers' aux state for one forward of its producer
+ * (at least: in-place layers sharing it and evicted inputs add more). */
+typedef struct lb_item {
+    double bytes;  /* aligned bytes freed */
+    double rate;   /* seconds per freed byte */
+    int first, last; /* steps at which it may be off the device */
+} lb_item;
+
+static int lb_by_rate(const void *a, const void *b)
+{
+    double x = ((const lb_item *)a)->rate, y = ((const lb_item *)b)->rate;
+    return x < y ? -1 : x > y;
 }
 
 double vdnn_plan_lower_bound(const vdnn_plan_t *p, const vdnn_graph_t *g, const vdnn_profile *prof)
@@ -202,64 +351,88 @@ double vdnn_plan_lower_bound(const vdnn_plan_t *p, const vdnn_graph_t *g, const 
     double compute = prof->load_s + prof->update_s;
     for (int l = 1; l < g->n_layers; l++) compute += prof->fwd_s[l] + prof->bwd_s[l];
     if (p->budget == SIZE_MAX) return compute;
-    size_t *live = calloc((size_t)p->n_steps, sizeof(size_t));
-    if (!live) return compute;
-    /* With everything kept, at each step s the bytes over budget must be off the device: each evicted
-     * byte was either copied out before s (the link is busy at most the time up to s, the rest of the
-     * copy is exposed) or is recomputed (at its producer's forward cost per byte, cheapest first). */
-    double extra = 0;
-    for (int s = 0; s < p->n_steps; s++) live[s] = 0;
-    for (int i = 0; i < p->n_storages_analyzed; i++) {
+    const int n = p->n_storages_analyzed;
+    size_t *live = calloc((size_t)p->n_steps + 1, sizeof(size_t));
+    lb_item *items = calloc((size_t)n + 1, sizeof *items);
+    if (!live || !items) {
+        free(live);
+        free(items);
+        return compute;
+    }
+    /* Device bytes of each step with everything kept: every plan keeps at least these, less what it
+     * has evicted at that step. */
+    double copy_ratio = 1.0; /* a copy moves the unaligned bytes: at least this share of the block */
+    for (int i = 0; i < n; i++) {
         const vdnn_storage *x = &p->st[i];
         int end = x->persistent ? p->n_steps - 1 : x->last_use;
         int begin = x->persistent ? 0 : x->def_step;
         if (begin < 0) continue;
         for (int t = begin; t <= end; t++) live[t] += vdnn_align_up(x->bytes);
+        if (x->candidate && x->bytes && (double)x->bytes / (double)vdnn_align_up(x->bytes) < copy_ratio)
+            copy_ratio = (double)x->bytes / (double)vdnn_align_up(x->bytes);
     }
-    double t_before = 0;
+    int n_items = 0;
+    for (int i = 0; i < n; i++) {
+        const vdnn_storage *x = &p->st[i];
+        if (!x->candidate || x->layer == 0 || x->kind != VDNN_ST_FMAP) continue;
+        double freed = (double)vdnn_align_up(x->bytes);
+        for (int l = 1; l < p->n_layers; l++)
+            if (p->ls[l].out == i && p->ls[l].aux >= 0) freed += (double)vdnn_align_up(p->st[p->ls[l].aux].bytes);
+        items[n_items++] = (lb_item){freed, prof->fwd_s[x->layer] / freed, x->last_fwd_use + 1, x->first_bwd_use - 1};
+    }
+    qsort(items, (size_t)n_items, sizeof *items, lb_by_rate);
+    /* At a step s with `over` bytes above the budget, a plan has copied some x of them out before s and
+     * recomputes the rest. The copy engine has had at most the compute time before s to itself, so the
+     * compute lane stalls at least x / bandwidth - t_before; the rest costs at least its cheapest
+     * recomputes (greedily by seconds per byte, which is optimal for this relaxation). Both terms are
+     * convex in x: recompute what is cheaper per byte than copying, copy the rest. */
+    const double copy_rate = copy_ratio / prof->d2h.bytes_per_s; /* seconds per aligned byte, at least */
+    double extra = 0, t_before = 0;
     for (int s = 0; s < p->n_steps; s++) {
         const vdnn_step *st = &p->steps[s];
         if (live[s] > p->budget) {
             double over = (double)(live[s] - p->budget);
-            /* Candidates evictable at s: saved feature maps not used in step s. */
-            double swap_cost = over / prof->d2h.bytes_per_s - t_before;
-            if (swap_cost < 0) swap_cost = 0;
-            double best_rc = 0, need = over;
-            /* Recompute: cheapest seconds per byte first (a simple selection). */
-            int n = p->n_storages_analyzed;
-            char *used = calloc((size_t)n, 1);
-            while (need > 0 && used) {
-                int pick = -1;
-                double pick_rate = 1e300;
-                for (int i = 0; i < n; i++) {
-                    const vdnn_storage *x = &p->st[i];
-                    if (used[i] || !x->candidate || x->layer == 0 || x->kind != VDNN_ST_FMAP) continue;
-                    if (!(x->last_fwd_use < s && s < x->first_bwd_use)) continue;
-                    double rate = prof->fwd_s[x->layer] / (double)x->bytes;
-                    if (rate < pick_rate) {
-                        pick_rate = rate;
-                        pick = i;
-                    }
-                }
-                if (pick < 0) {
-                    best_rc = 1e300;
-                    break;
-                }
-                used[pick] = 1;
-                double take = (double)p->st[pick].bytes < need ? (double)p->st[pick].bytes : need;
-                best_rc += take * pick_rate;
+            double free_copy = t_before / copy_rate; /* bytes the link could move in the time before s */
+            double need = over > free_copy ? over - free_copy : 0, cost = 0;
+            for (int k = 0; k < n_items && need > 0; k++) {
+                if (s < items[k].first || s > items[k].last) continue;
+                if (items[k].rate >= copy_rate) break;
+                double take = items[k].bytes < need ? items[k].bytes : need;
+                cost += take * items[k].rate;
                 need -= take;
             }
-            free(used);
-            double c = swap_cost < best_rc ? swap_cost : best_rc;
-            if (c > extra && c < 1e299) extra = c;
+            cost += need * copy_rate;
+            if (cost > extra) extra = cost;
         }
         if (st->kind == VDNN_STEP_FWD) t_before += prof->fwd_s[st->layer];
         else if (st->kind == VDNN_STEP_BWD) t_before += prof->bwd_s[st->layer];
         else if (st->kind == VDNN_STEP_LOAD) t_before += prof->load_s;
     }
     free(live);
+    free(items);
     return compute + extra;
+}
+
+void vdnn_memory_mix(vdnn_plan_t *p, const vdnn_graph_t *g, int mix)
+{
+    if (mix < 3) {
+        vdnn_policy_static(p, g, (vdnn_policy)mix);
+    } else if (mix == 3) {
+        for (int i = 0; i < p->n_storages_analyzed; i++) {
+            vdnn_storage *s = &p->st[i];
+            s->cls = VDNN_CLASS_KEEP;
+            s->prefetch_step = s->recompute_step = -1;
+            if (!s->candidate) continue;
+            bool cheap = s->kind == VDNN_ST_FMAP && s->layer > 0 && g->layers[s->layer].kind != VDNN_LAYER_CONV &&
+                         g->layers[s->layer].kind != VDNN_LAYER_FC;
+            s->cls = cheap ? VDNN_CLASS_RECOMPUTE : VDNN_CLASS_SWAP;
+        }
+    } else {
+        static const double spacing[4] = {1.0, 0.5, 2.0, 4.0};
+        int n = vdnn_chen_candidates(p);
+        int k = (int)(spacing[(mix - 4) % 4] * sqrt((double)(n > 0 ? n : 1)) + 0.5);
+        vdnn_chen_classes(p, g, k < 1 ? 1 : k, true);
+    }
 }
 
 vdnn_status vdnn_plan_min_budget(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_plan_request *req,
@@ -273,27 +446,8 @@ vdnn_status vdnn_plan_min_budget(const vdnn_graph_t *g, const vdnn_op_info *info
     vdnn_status rc = vdnn_plan_analyze(g, info, &r, &p, err);
     if (rc != VDNN_OK) return rc;
     size_t best = SIZE_MAX;
-    /* The static policies, a mix that swaps what is expensive to rebuild and recomputes the rest,
-     * and Chen's checkpoints (swapped) at a few spacings. */
-    int n = vdnn_chen_candidates(p);
-    for (int mix = 0; rc == VDNN_OK && mix < 8; mix++) {
-        if (mix < 3) {
-            vdnn_policy_static(p, g, (vdnn_policy)mix);
-        } else if (mix == 3) {
-            for (int i = 0; i < p->n_storages; i++) {
-                vdnn_storage *s = &p->st[i];
-                s->cls = VDNN_CLASS_KEEP;
-                s->prefetch_step = s->recompute_step = -1;
-                if (!s->candidate) continue;
-                bool cheap = s->kind == VDNN_ST_FMAP && s->layer > 0 && g->layers[s->layer].kind != VDNN_LAYER_CONV &&
-                             g->layers[s->layer].kind != VDNN_LAYER_FC;
-                s->cls = cheap ? VDNN_CLASS_RECOMPUTE : VDNN_CLASS_SWAP;
-            }
-        } else {
-            static const double spacing[4] = {1.0, 0.5, 2.0, 4.0};
-            int k = (int)(spacing[mix - 4] * sqrt((double)(n > 0 ? n : 1)) + 0.5);
-            vdnn_chen_classes(p, g, k < 1 ? 1 : k, true);
-        }
+    for (int mix = 0; rc == VDNN_OK && mix < VDNN_MEMORY_MIXES; mix++) {
+        vdnn_memory_mix(p, g, mix);
         rc = vdnn_plan_finalize(p, err);
         if (rc == VDNN_OK && p->peak_device_bytes < best) best = p->peak_device_bytes;
     }

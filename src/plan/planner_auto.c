@@ -10,19 +10,17 @@
 /* Local search stops after this many simulations (each pass tries every saved map twice). */
 #define AUTO_MAX_EVALUATIONS 20000
 
+/* Judges the classes a planner chose (run) or the caller set (run NULL) as they are, then with
+ * early swap-ins. A planner's plan that it found to fit is kept as a fallback: auto's plan is never
+ * slower than it. */
 static vdnn_status try_planner(vdnn_search *s, vdnn_status (*run)(vdnn_plan_t *, const vdnn_graph_t *, vdnn_error *),
-                               vdnn_policy static_policy, vdnn_error *err)
+                               vdnn_error *err)
 {
-    vdnn_plan_t *p = s->p;
-    vdnn_status rc;
-    if (run) {
-        rc = run(p, s->g, err);
-    } else {
-        vdnn_policy_static(p, s->g, static_policy);
-        rc = vdnn_plan_finalize_ex(p, false, err);
-    }
-    /* Judge the planner's own schedule, then the same classes with early swap-ins. */
-    if (rc == VDNN_OK) rc = vdnn_search_eval(s, NULL, NULL, err);
+    vdnn_status rc = run ? run(s->p, s->g, err) : VDNN_OK;
+    const bool placed = run && rc == VDNN_OK && s->p->feasible;
+    double t = 0;
+    if (rc == VDNN_OK) rc = vdnn_search_eval(s, &t, NULL, err);
+    if (rc == VDNN_OK && placed) rc = vdnn_search_placed(s, t, err);
     if (rc == VDNN_OK) rc = vdnn_search_eval_early(s, NULL, NULL, err);
     return rc;
 }
@@ -35,7 +33,6 @@ static vdnn_status local_search(vdnn_search *s, vdnn_error *err)
     while (rc == VDNN_OK && improved && s->evaluations < AUTO_MAX_EVALUATIONS) {
         improved = false;
         vdnn_classes_load(p, &s->best);
-        double cur = s->best_time;
         for (int i = 0; rc == VDNN_OK && i < p->n_storages_analyzed && s->evaluations < AUTO_MAX_EVALUATIONS; i++) {
             vdnn_storage *x = &p->st[i];
             if (!x->candidate) continue;
@@ -44,11 +41,10 @@ static vdnn_status local_search(vdnn_search *s, vdnn_error *err)
                 vdnn_tensor_class to = (vdnn_tensor_class)c;
                 if (to == was || (to == VDNN_CLASS_RECOMPUTE && (x->kind != VDNN_ST_FMAP || x->layer == 0))) continue;
                 x->cls = to;
-                double t;
-                bool fits;
-                rc = vdnn_search_eval_early(s, &t, &fits, err);
-                if (rc == VDNN_OK && fits && t < cur - 1e-12) {
-                    cur = t;
+                /* A change is kept when it makes a new best: faster, and placed within the budget. */
+                const double before = s->best_time;
+                rc = vdnn_search_eval_early(s, NULL, NULL, err);
+                if (rc == VDNN_OK && s->best_time < before) {
                     was = to;
                     improved = true;
                 }
@@ -63,11 +59,15 @@ vdnn_status vdnn_planner_auto(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error 
 {
     vdnn_search s;
     vdnn_status rc = vdnn_search_begin(&s, p, g, err);
-    static const vdnn_policy statics[3] = {VDNN_POLICY_NONE, VDNN_POLICY_CONV, VDNN_POLICY_ALL};
-    for (int k = 0; rc == VDNN_OK && k < 3; k++) rc = try_planner(&s, NULL, statics[k], err);
-    if (rc == VDNN_OK) rc = try_planner(&s, vdnn_planner_recompute, VDNN_POLICY_NONE, err);
-    if (rc == VDNN_OK) rc = try_planner(&s, vdnn_planner_dyn, VDNN_POLICY_NONE, err);
-    if (rc == VDNN_OK) rc = try_planner(&s, vdnn_planner_pooch, VDNN_POLICY_NONE, err);
+    /* The static policies and the most memory-saving mixes (so that auto fits wherever any known
+     * plan does), then every other planner's choice. */
+    for (int mix = 0; rc == VDNN_OK && mix < VDNN_MEMORY_MIXES; mix++) {
+        vdnn_memory_mix(p, g, mix);
+        rc = try_planner(&s, NULL, err);
+    }
+    if (rc == VDNN_OK) rc = try_planner(&s, vdnn_planner_recompute, err);
+    if (rc == VDNN_OK) rc = try_planner(&s, vdnn_planner_dyn, err);
+    if (rc == VDNN_OK) rc = try_planner(&s, vdnn_planner_pooch, err);
     if (rc == VDNN_OK && s.have_best) rc = local_search(&s, err);
     if (rc == VDNN_OK) rc = vdnn_search_finish(&s, err);
     vdnn_search_release(&s);

@@ -9,8 +9,13 @@
 #include "plan/planner.h"
 #include "plan/policy.h"
 
-/* Beyond this many exposed copy-ins the exhaustive search (2^n simulations) gives way to a greedy pass. */
+/* Beyond this many exposed copy-ins the exhaustive search (2^n simulations) gives way to a greedy pass, */
 #define POOCH_EXHAUSTIVE_MAX 10
+/* ... and when its simulations (each mask, then the greedy pass over L_O) would exceed this many. */
+#define POOCH_EXHAUSTIVE_EVALS 4096L
+/* Moving maps to recompute takes two simulations per swapped map per move; past this many simulations
+ * the maps still swapped stay swapped (deep nets at tight budgets would otherwise take minutes). */
+#define POOCH_MAX_EVALUATIONS 6000
 
 static void all_swapped(vdnn_plan_t *p)
 {
@@ -46,9 +51,10 @@ static vdnn_status greedy_keep(vdnn_search *s, const int *lo, int n_lo, double *
         if (x->cls != VDNN_CLASS_SWAP) continue;
         x->cls = VDNN_CLASS_KEEP;
         double t;
-        bool fits;
-        rc = vdnn_search_eval_early(s, &t, &fits, err);
-        if (rc == VDNN_OK && fits && t <= *t_cur) *t_cur = t;
+        bool fits = false;
+        rc = vdnn_search_eval_early(s, &t, NULL, err);
+        if (rc == VDNN_OK && t <= *t_cur) rc = vdnn_search_fits(s, &fits, err);
+        if (rc == VDNN_OK && fits) *t_cur = t;
         else x->cls = VDNN_CLASS_SWAP;
     }
     return rc;
@@ -79,7 +85,7 @@ static vdnn_status keep_swap_search(vdnn_search *s, vdnn_classes *out, vdnn_erro
     if (rc == VDNN_OK) rc = vdnn_classes_save(p, &base, err);
     if (rc == VDNN_OK) rc = vdnn_classes_save(p, out, err);
     if (rc == VDNN_OK && fits) best_t = t0;
-    if (rc == VDNN_OK && n_li <= POOCH_EXHAUSTIVE_MAX) {
+    if (rc == VDNN_OK && n_li <= POOCH_EXHAUSTIVE_MAX && ((long)(n_lo + 2) << n_li) <= POOCH_EXHAUSTIVE_EVALS) {
         for (long mask = 0; rc == VDNN_OK && mask < (1L << n_li); mask++) {
             vdnn_classes_load(p, &base);
             for (int k = 0; k < n_li; k++)
@@ -88,8 +94,10 @@ static vdnn_status keep_swap_search(vdnn_search *s, vdnn_classes *out, vdnn_erro
             rc = vdnn_search_eval_early(s, &t, &fits, err);
             if (rc != VDNN_OK || !fits) continue;
             rc = greedy_keep(s, lo, n_lo, &t, err);
-            if (rc == VDNN_OK) rc = vdnn_search_eval_early(s, &t, &fits, err);
-            if (rc == VDNN_OK && fits && t < best_t) {
+            if (rc == VDNN_OK) rc = vdnn_search_eval_early(s, &t, NULL, err);
+            fits = false;
+            if (rc == VDNN_OK && t < best_t) rc = vdnn_search_fits(s, &fits, err);
+            if (rc == VDNN_OK && fits) {
                 best_t = t;
                 rc = vdnn_classes_save(p, out, err);
             }
@@ -105,8 +113,10 @@ static vdnn_status keep_swap_search(vdnn_search *s, vdnn_classes *out, vdnn_erro
         double t = best_t;
         rc = greedy_keep(s, li, n_li, &t, err);
         if (rc == VDNN_OK) rc = greedy_keep(s, lo, n_lo, &t, err);
-        if (rc == VDNN_OK) rc = vdnn_search_eval_early(s, &t, &fits, err);
-        if (rc == VDNN_OK && fits && t < best_t) {
+        if (rc == VDNN_OK) rc = vdnn_search_eval_early(s, &t, NULL, err);
+        fits = false;
+        if (rc == VDNN_OK && t < best_t) rc = vdnn_search_fits(s, &fits, err);
+        if (rc == VDNN_OK && fits) {
             best_t = t;
             rc = vdnn_classes_save(p, out, err);
         }
@@ -119,13 +129,19 @@ static vdnn_status keep_swap_search(vdnn_search *s, vdnn_classes *out, vdnn_erro
     return rc;
 }
 
-/* Step 2: swap -> recompute by r(X), smallest first, while r(X) < 1. */
+/* Step 2: swap -> recompute by r(X), smallest first, while r(X) < 1. Whether a recompute fits is asked
+ * (which may place blocks) only of the map about to move, smallest r(X) first. */
 static vdnn_status swap_to_recompute(vdnn_search *s, vdnn_error *err)
 {
     vdnn_plan_t *p = s->p;
     const int n = p->n_storages_analyzed;
     char *in_l = calloc((size_t)n, 1);
-    if (!in_l) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory in PoocH");
+    double *r = malloc(sizeof(double) * (size_t)n);
+    if (!in_l || !r) {
+        free(in_l);
+        free(r);
+        return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory in PoocH");
+    }
     int left = 0;
     for (int i = 0; i < n; i++)
         if (p->st[i].cls == VDNN_CLASS_SWAP && p->st[i].kind == VDNN_ST_FMAP && p->st[i].layer > 0) {
@@ -133,39 +149,42 @@ static vdnn_status swap_to_recompute(vdnn_search *s, vdnn_error *err)
             left++;
         }
     vdnn_status rc = VDNN_OK;
-    while (rc == VDNN_OK && left > 0) {
+    while (rc == VDNN_OK && left > 0 && s->evaluations < POOCH_MAX_EVALUATIONS) {
         double t_swap;
-        bool fits;
-        rc = vdnn_search_eval_early(s, &t_swap, &fits, err);
-        int pick = -1;
-        double pick_r = 1.0;
+        rc = vdnn_search_eval_early(s, &t_swap, NULL, err);
         for (int i = 0; rc == VDNN_OK && i < n; i++) {
             if (!in_l[i]) continue;
             vdnn_storage *x = &p->st[i];
             double t_keep, t_rc;
-            bool f_rc;
             x->cls = VDNN_CLASS_KEEP;
             rc = vdnn_search_eval_early(s, &t_keep, NULL, err);
             x->cls = VDNN_CLASS_RECOMPUTE;
-            if (rc == VDNN_OK) rc = vdnn_search_eval_early(s, &t_rc, &f_rc, err);
+            if (rc == VDNN_OK) rc = vdnn_search_eval_early(s, &t_rc, NULL, err);
             x->cls = VDNN_CLASS_SWAP;
             double swap_ov = t_swap - t_keep, rc_ov = t_rc - t_keep;
-            double r = swap_ov > 0 ? rc_ov / swap_ov : 1e300;
-            if (r >= 1.0 || !f_rc) {
+            r[i] = swap_ov > 0 ? rc_ov / swap_ov : 1e300;
+            if (r[i] >= 1.0) {
                 in_l[i] = 0; /* stays swapped */
                 left--;
-            } else if (r < pick_r) {
-                pick_r = r;
-                pick = i;
             }
         }
-        if (pick >= 0) {
+        /* The smallest r(X) whose recompute fits moves; one that does not fit stays swapped. */
+        for (;;) {
+            int pick = -1;
+            for (int i = 0; i < n; i++)
+                if (in_l[i] && (pick < 0 || r[i] < r[pick])) pick = i;
+            if (pick < 0 || rc != VDNN_OK) break;
+            bool fits = false;
             p->st[pick].cls = VDNN_CLASS_RECOMPUTE;
+            rc = vdnn_search_eval_early(s, NULL, &fits, err);
             in_l[pick] = 0;
             left--;
+            if (fits) break;
+            p->st[pick].cls = VDNN_CLASS_SWAP;
         }
     }
     free(in_l);
+    free(r);
     if (rc == VDNN_OK) rc = vdnn_search_eval_early(s, NULL, NULL, err);
     return rc;
 }

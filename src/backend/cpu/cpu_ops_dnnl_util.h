@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend/cpu/cpu_internal.h"
 
@@ -65,6 +66,16 @@ void vdnn_cpu_dnnl_reorder_fini(cpu_dnnl_reorder *r);
 
 /* The layout a primitive chose for an execution argument (NULL if it has none). */
 const dnnl_memory_desc_t *vdnn_cpu_dnnl_arg_md(const cpu_dnnl_step *s, int arg);
+
+/* A workspace laid out with vdnn_cpu_ws_take is asked for with this much slack, and used from
+ * its first 64-byte boundary on: the arena aligns it anyway, but some JIT kernels (Winograd)
+ * fault on a less aligned buffer, and callers such as tests may pass plain malloc memory. */
+#define CPU_WS_SLACK 63
+
+static inline char *vdnn_cpu_ws_align(void *ws)
+{
+    return ws ? (char *)(((uintptr_t)ws + CPU_WS_SLACK) & ~(uintptr_t)CPU_WS_SLACK) : NULL;
+}
 
 /* Bump allocation inside a workspace: returns the offset of `bytes` (0 bytes take no room),
  * keeping every piece 64-byte aligned like the arena. */

@@ -1,0 +1,120 @@
+/* The distributed training loop: shared shuffled global batches, each group's share, the pipeline's
+ * exchanges around each step, progress lines and checkpoints from world rank 0. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dist/dist.h"
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One training step of this rank on the global batch (x, y). */
+static vdnn_status step(vdnn_dist_worker *w, const float *x, const int32_t *y, const int32_t *zeros, float lr,
+                        float *loss, vdnn_error *err)
+{
+    const int b = w->cfg.batch;
+    const size_t img = (size_t)w->full->input.c * (size_t)w->full->input.h * (size_t)w->full->input.w;
+    const float *in = x + (size_t)w->group * (size_t)b * img;
+    const int32_t *labels = w->stage == w->stages - 1 ? y + (size_t)w->group * (size_t)b : zeros;
+    vdnn_status rc = VDNN_OK;
+    if (w->pipe && w->stage > 0) rc = vdnn_pipe_recv_input(w->pipe, &in, err);
+    if (w->pipe) vdnn_pipe_begin_step(w->pipe);
+    if (rc == VDNN_OK) rc = vdnn_net_train_step(w->net, in, labels, lr, loss, err);
+    if (rc == VDNN_OK && w->pipe) rc = vdnn_pipe_end_step(w->pipe, err);
+    if (w->stage != w->stages - 1) *loss = 0; /* only the last stage's softmax is the model's loss */
+    return rc;
+}
+
+vdnn_status vdnn_dist_train_run(vdnn_dist_worker *w, const vdnn_dataset_t *train, const vdnn_dataset_t *test,
+                                const vdnn_dist_run_options *ro, vdnn_train_result *r, vdnn_error *err)
+{
+    const vdnn_train_options *o = &ro->train;
+    memset(r, 0, sizeof *r);
+    r->test_accuracy = -1;
+    vdnn_net_t *net = w->net;
+    const int batch = w->global_batch;
+    const bool talk = w->comm.rank == 0 && o->log;
+    vdnn_loader *ld = NULL;
+    vdnn_status rc = vdnn_loader_create(train, batch, true, w->seed, &ld, err);
+    if (rc != VDNN_OK) return rc;
+    const long per_epoch = vdnn_loader_batches_per_epoch(ld);
+    const long total = o->steps > 0 ? o->steps : (long)o->epochs * per_epoch;
+    vdnn_lr_schedule lr = o->lr;
+    lr.total_steps = total;
+    const int log_every = o->log_every > 0 ? o->log_every : 100;
+    rc = vdnn_loader_seek(ld, (long)net->step, err);
+    int32_t *zeros = calloc((size_t)w->cfg.batch, sizeof *zeros);
+    double *times = malloc(sizeof(double) * (size_t)(total > net->step ? total - net->step : 1));
+    if (rc == VDNN_OK && (!zeros || !times)) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
+    double t0 = now_seconds(), train_time = 0, window_loss = 0;
+    long window_n = 0, n_times = 0;
+    while (rc == VDNN_OK && net->step < total) {
+        const float *x;
+        const int32_t *y;
+        int n;
+        rc = vdnn_loader_next(ld, &x, &y, &n, err);
+        if (rc != VDNN_OK) break;
+        double t1 = now_seconds();
+        float loss = 0;
+        rc = step(w, x, y, zeros, (float)vdnn_lr_at(&lr, (long)net->step), &loss, err);
+        double dt = now_seconds() - t1;
+        train_time += dt;
+        if (r->steps_run > 0) times[n_times++] = dt;
+        if (rc != VDNN_OK) break;
+        r->steps_run++;
+        window_loss += loss;
+        window_n++;
+        if (ro->after_step) ro->after_step(ro->ctx, (long)net->step, w->comm.rank);
+        if (net->step % per_epoch == 0) net->epoch = net->step / per_epoch;
+        bool epoch_end = net->step % per_epoch == 0;
+        if (net->step % log_every == 0 || net->step == total || epoch_end) {
+            /* The model's loss lives on the last stages: average it over the groups. */
+            double sum[2] = {window_loss, (double)window_n};
+            rc = vdnn_comm_allreduce(&w->comm, w->comm.world, sum, 2, MPI_DOUBLE, MPI_SUM, "the loss", err);
+            if (rc != VDNN_OK) break;
+            r->final_loss = sum[0] / (sum[1] / w->stages);
+            if (talk) {
+                fprintf(o->log, "step %ld/%ld  epoch %.2f  loss %.4f  lr %.5f  %.1f img/s  elapsed %.1fs\n", (long)net->step,
+                        total, (double)net->step / (double)per_epoch, r->final_loss, vdnn_lr_at(&lr, (long)net->step - 1),
+                        (double)(r->steps_run * batch) / train_time, now_seconds() - t0);
+                fflush(o->log);
+            }
+            window_loss = 0;
+            window_n = 0;
+        }
+        if (o->save_path && (epoch_end || net->step == total)) rc = vdnn_dist_save(w, o->save_path, err);
+    }
+    vdnn_loader_free(ld);
+    free(zeros);
+    if (n_times) {
+        qsort(times, (size_t)n_times, sizeof *times, cmp_double);
+        r->step_seconds = n_times % 2 ? times[n_times / 2] : 0.5 * (times[n_times / 2 - 1] + times[n_times / 2]);
+    }
+    free(times);
+    if (rc != VDNN_OK) return rc;
+    r->steps = (long)net->step;
+    r->train_seconds = train_time;
+    r->images_per_sec = train_time > 0 ? (double)(r->steps_run * batch) / train_time : 0;
+    if (o->evaluate && test) {
+        rc = vdnn_dist_evaluate(w, test, &r->test_accuracy, &r->test_loss, err);
+        if (rc != VDNN_OK) return rc;
+    }
+    /* The largest device arena of any rank, and the slowest rank's throughput. */
+    double peak[2] = {(double)net->arena.high_water, -r->images_per_sec};
+    rc = vdnn_comm_allreduce(&w->comm, w->comm.world, peak, 2, MPI_DOUBLE, MPI_MAX, "the memory peaks", err);
+    r->peak_device_bytes = (size_t)peak[0];
+    r->images_per_sec = -peak[1];
+    r->elapsed_seconds = now_seconds() - t0;
+    return rc;
+}

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# The vdnn command line: exit codes and messages for bad flags, values, models and budgets; the JSON of
+# `vdnn plan` and `vdnn train`, and that the peak a training run measures is the one `vdnn plan` plans.
+# Usage: cli_errors.sh PATH/TO/vdnn   (run from the repository root; CTest does both)
+set -uo pipefail
+
+VDNN=${1:?usage: cli_errors.sh PATH/TO/vdnn}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); }
+bad() {
+    failed=$((failed + 1))
+    echo "FAIL: $*" >&2
+}
+
+# run NAME EXPECTED_EXIT NEEDLE... -- ARGS: runs vdnn ARGS, checks the exit code and that stderr holds
+# every needle.
+run() {
+    local name=$1 want=$2
+    shift 2
+    local needles=()
+    while [ "$1" != "--" ]; do
+        needles+=("$1")
+        shift
+    done
+    shift
+    "$VDNN" "$@" >"$TMP/out" 2>"$TMP/err"
+    local got=$?
+    if [ "$got" != "$want" ]; then
+        bad "$name: exit $got, want $want ($(head -c 300 "$TMP/err"))"
+        return
+    fi
+    local n
+    for n in "${needles[@]}"; do
+        if ! grep -qF -- "$n" "$TMP/err"; then
+            bad "$name: stderr lacks '$n': $(head -c 300 "$TMP/err")"
+            return
+        fi
+    done
+    ok
+}
+
+json_get() { # FILE KEY: prints a top-level value of the JSON object in FILE
+    python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print(json.dumps(v) if isinstance(v,(bool,list,dict)) or v is None else v)' "$1" "$2"
+}
+
+# ---- flags and values ----
+run "unknown flag (train)" 2 "'--bogus'" -- train --bogus 1
+run "unknown flag (plan)" 2 "'--frobnicate'" -- plan lenet --frobnicate
+run "unknown flag (info)" 2 "'--policy'" -- info lenet --policy all
+run "unknown command" 2 "'trian'" -- trian
+run "--batch 0" 2 "--batch" "'0'" -- train --batch 0
+run "--batch -3" 2 "--batch" -- plan lenet --batch -3
+run "--budget 12XB" 2 "--budget" "'12XB'" -- plan lenet --budget 12XB
+run "--budget 0" 2 "--budget" -- train --budget 0
+run "--input 3x0x4" 2 "--input" "'3x0x4'" -- plan lenet --input 3x0x4
+run "--input 3x4" 2 "--input" -- info lenet --input 3x4
+run "--policy foo" 2 "--policy" "'foo'" -- plan lenet --policy foo
+run "--steps x" 2 "--steps" -- train --steps x
+run "--batch without value" 2 "--batch" -- plan lenet --batch
+run "no such model" 1 "nosuchnet" -- plan nosuchnet
+
+# ---- a malformed model names its file and line ----
+mkdir -p "$TMP/models"
+cat >"$TMP/models/broken.cfg" <<'EOF'
+[net]
+name=broken
+
+[conv1]
+type=conv
+filters=4
+size=3
+
+[relu1]
+type=reluu
+EOF
+run "malformed model (plan)" 1 "$TMP/models/broken.cfg:10:" "reluu" -- plan "$TMP/models/broken.cfg" --input 1x8x8 --classes 3
+run "malformed model (train)" 1 "$TMP/models/broken.cfg:10:" -- train --model "$TMP/models/broken.cfg" --data synthetic --input 1x8x8 --classes 3 --device cpu
+cat >"$TMP/models/shape.cfg" <<'EOF'
+[net]
+name=shape
+[conv1]
+type=conv
+filters=4
+size=9
+[fc]
+type=fc
+outputs=classes
+[loss]
+type=softmax
+EOF
+run "a map that shrinks to nothing" 1 "$TMP/models/shape.cfg:3" -- plan "$TMP/models/shape.cfg" --input 1x4x4 --classes 3
+
+# ---- budgets ----
+"$VDNN" plan lenet --batch 64 --json >"$TMP/plan64.json" 2>"$TMP/err" || bad "plan lenet --batch 64: $(cat "$TMP/err")"
+need=$(json_get "$TMP/plan64.json" peak_device_bytes)
+run "plan over budget" 3 "needs at least" "($need bytes)" "the budget is 1.00 MiB" -- plan lenet --batch 64 --budget 1MiB
+if "$VDNN" plan lenet --batch 64 --budget "$need" >/dev/null 2>"$TMP/err"; then ok; else bad "plan at exactly its peak ($need) does not fit"; fi
+run "plan one byte short" 3 "($need bytes)" -- plan lenet --batch 64 --budget $((need - 1))
+run "train over budget" 1 "memory budget too small" "smallest budget that works is" -- \
+    train --model lenet --data synthetic --steps 2 --batch 8 --budget 1MiB --device cpu
+if grep -q "^step " "$TMP/out" "$TMP/err"; then bad "train over budget started training"; else ok; fi
+# The smallest budget named really works.
+smallest=$(sed -n 's/.*works is [^(]*(\([0-9]*\) bytes) with --policy \([a-z]*\).*/\1 \2/p' "$TMP/err")
+if [ -n "$smallest" ] && "$VDNN" plan lenet --batch 8 --input 1x28x28 --classes 10 --budget "${smallest% *}" \
+    --policy "${smallest#* }" >/dev/null 2>&1; then ok; else bad "the named smallest budget '$smallest' does not fit"; fi
+
+# ---- info ----
+"$VDNN" info vgg16 --batch 256 --input 3x224x224 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [ $rc = 0 ] && grep -q "totals at batch 256" "$TMP/out" && grep -qE "parameters +138357544" "$TMP/out" &&
+    grep -q "in-core with vdnn's liveness reuse" "$TMP/out"; then ok; else bad "info vgg16: exit $rc: $(tail -5 "$TMP/out") $(cat "$TMP/err")"; fi
+
+# ---- plan --json ----
+for pol in none all conv; do
+    f="$TMP/plan-$pol.json"
+    if ! "$VDNN" plan vgg16 --batch 4 --input 3x64x64 --classes 10 --policy $pol --json >"$f" 2>"$TMP/err"; then
+        bad "plan --json ($pol) failed: $(cat "$TMP/err")"
+        continue
+    fi
+    if python3 -c 'import json,sys; json.load(sys.stdin)' <"$f"; then ok; else bad "plan --json ($pol) is not JSON"; fi
+    if python3 - "$f" "$pol" <<'EOF'; then ok; else bad "plan --json ($pol): keys or values wrong"; fi
+import json, sys
+d = json.load(open(sys.argv[1]))
+pol = sys.argv[2]
+for k in ("policy", "feasible", "peak_device_bytes", "avg_device_bytes", "host_bytes", "bytes_moved",
+          "min_budget_bytes", "tensors"):
+    assert k in d, k
+assert d["policy"] == pol and d["feasible"] is True
+for k in ("peak_device_bytes", "avg_device_bytes", "host_bytes", "bytes_moved", "min_budget_bytes"):
+    assert isinstance(d[k], int) and d[k] >= 0, k
+assert 0 < d["avg_device_bytes"] <= d["peak_device_bytes"]
+assert d["min_budget_bytes"] == d["peak_device_bytes"]  # a static policy needs its peak at any budget
+assert d["tensors"], "no tensors"
+for t in d["tensors"]:
+    assert isinstance(t["name"], str) and t["name"], t
+    assert isinstance(t["bytes"], int) and t["bytes"] > 0, t
+    assert t["class"] in ("keep", "swap"), t
+swapped = [t for t in d["tensors"] if t["class"] == "swap"]
+moved = 2 * sum(t["bytes"] for t in swapped)
+if pol == "none":
+    assert not swapped and d["host_bytes"] == 0 and d["bytes_moved"] == 0
+else:
+    assert swapped and d["host_bytes"] > 0 and d["bytes_moved"] == moved, (d["bytes_moved"], moved)
+EOF
+done
+p_none=$(json_get "$TMP/plan-none.json" peak_device_bytes)
+p_all=$(json_get "$TMP/plan-all.json" peak_device_bytes)
+p_conv=$(json_get "$TMP/plan-conv.json" peak_device_bytes)
+if [ "$p_all" -lt "$p_none" ] && [ "$p_conv" -lt "$p_none" ]; then ok; else
+    bad "peaks none $p_none, all $p_all, conv $p_conv: swapping should need less"
+fi
+
+# ---- train --json: one object, and the measured peak is the planned one ----
+for pol in none all conv; do
+    extra=()
+    [ $pol != none ] && extra=(--poison)
+    f="$TMP/train-$pol.json"
+    if ! "$VDNN" train --data synthetic --input 1x28x28 --classes 10 --steps 3 --batch 8 --json --device cpu \
+        --policy $pol "${extra[@]}" >"$f" 2>"$TMP/err"; then
+        bad "train --json ($pol) failed: $(tail -3 "$TMP/err")"
+        continue
+    fi
+    if [ "$(grep -c . "$f")" = 1 ] && python3 - "$f" <<'EOF'; then ok; else bad "train --json ($pol): $(cat "$f")"; fi
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+for k in ("test_accuracy", "final_loss", "images_per_sec", "peak_device_bytes"):
+    assert k in d, k
+assert 0.0 <= d["test_accuracy"] <= 1.0
+assert math.isfinite(d["final_loss"]) and d["final_loss"] > 0
+assert d["images_per_sec"] > 0
+assert isinstance(d["peak_device_bytes"], int) and d["peak_device_bytes"] > 0
+EOF
+    "$VDNN" plan lenet --batch 8 --input 1x28x28 --classes 10 --policy $pol --json >"$TMP/p.json" 2>/dev/null
+    measured=$(json_get "$f" peak_device_bytes)
+    planned=$(json_get "$TMP/p.json" peak_device_bytes)
+    if [ "$measured" = "$planned" ]; then ok; else bad "$pol: train measured a peak of $measured bytes, plan says $planned"; fi
+done
+# Swapping changes no number: the same seed gives the same loss and accuracy under every policy.
+same=$(python3 -c 'import json,sys; r=[json.load(open(f)) for f in sys.argv[1:]]; print(len({(x["final_loss"], x["test_accuracy"]) for x in r}))' \
+    "$TMP/train-none.json" "$TMP/train-all.json" "$TMP/train-conv.json" 2>/dev/null)
+if [ "$same" = 1 ]; then ok; else bad "policies gave different losses or accuracies"; fi
+
+# ---- --save into a directory that does not exist ----
+mkdir "$TMP/save"
+run "save into a missing directory" 1 "$TMP/save/nodir/ck.bin" -- \
+    train --data synthetic --input 1x28x28 --classes 10 --steps 1 --batch 8 --device cpu --save "$TMP/save/nodir/ck.bin"
+if [ -z "$(ls -A "$TMP/save")" ]; then ok; else bad "a failed save left files: $(ls -A "$TMP/save")"; fi
+# A good save writes exactly one file and resumes.
+run "save" 0 -- train --data synthetic --input 1x28x28 --classes 10 --steps 1 --batch 8 --device cpu --save "$TMP/save/ck.bin"
+if [ "$(ls -A "$TMP/save")" = "ck.bin" ]; then ok; else bad "save left: $(ls -A "$TMP/save")"; fi
+run "resume into another model" 1 "does not match" -- \
+    train --model resnet18 --data synthetic --input 1x28x28 --classes 10 --steps 2 --batch 8 --device cpu --resume "$TMP/save/ck.bin"
+head -c 100 "$TMP/save/ck.bin" >"$TMP/cut.bin"
+run "resume a truncated checkpoint" 1 "$TMP/cut.bin" -- \
+    train --data synthetic --input 1x28x28 --classes 10 --steps 2 --batch 8 --device cpu --resume "$TMP/cut.bin"
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

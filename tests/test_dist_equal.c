@@ -1,0 +1,174 @@
+/* Distributed training equals one device: data parallelism on 2 and 4 ranks at batch B/N per rank against
+ * one rank at B (float-summation tolerance), a 2-stage pipeline bit for bit (batch norm, dropout and a
+ * residual included), 2 groups x 2 stages within tolerance, and checkpoints that resume exactly. */
+#include "test_dist_util.h"
+
+/* Batch norm, a residual add and dropout; stage=1 starts the second stage at conv3. */
+static const char mixed_model[] = "[net]\nname=mixed\ninput=3x16x16\nclasses=10\n"
+                                  "[conv1]\ntype=conv\nfilters=8\nsize=3\npad=1\nbias=0\n[bn1]\ntype=batchnorm\n"
+                                  "[relu1]\ntype=relu\n[conv2]\ntype=conv\nfilters=8\nsize=3\npad=1\n[bn2]\ntype=batchnorm\n"
+                                  "[add]\ntype=add\ninput=relu1,bn2\n[relu2]\ntype=relu\n[pool1]\ntype=maxpool\nsize=2\n"
+                                  "[conv3]\ntype=conv\nfilters=16\nsize=3\npad=1\nstage=1\n[relu3]\ntype=relu\n"
+                                  "[pool2]\ntype=avgpool\nsize=2\n[flatten]\ntype=flatten\n[drop]\ntype=dropout\np=0.3\n"
+                                  "[fc]\ntype=fc\noutputs=classes\n[loss]\ntype=softmax\n";
+
+typedef struct fixture {
+    char dir[512];
+    char plain[1024], mixed[1024];
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (!f) return -1;
+    vt_tmpdir(f->dir, sizeof f->dir);
+    vt_write_file(f->dir, "plain.cfg", dist_plain_model, strlen(dist_plain_model), f->plain, sizeof f->plain);
+    vt_write_file(f->dir, "mixed.cfg", mixed_model, strlen(mixed_model), f->mixed, sizeof f->mixed);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    vt_rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+#define COMMON "--data synthetic --input 3x16x16 --classes 10 --threads 1 --device cpu --lr 0.05 --log-every 1000"
+
+static int steps(void) { return getenv("VDNN_TEST_QUICK") ? 4 : 8; }
+
+/* One device: the reference. */
+static void run_one_at(const fixture *f, const char *model, int batch, int n_steps, const char *name)
+{
+    int rc = dist_sh("timeout %d " VDNN_BINARY_DIR "/vdnn train --model %s " COMMON " --batch %d --steps %d "
+                     "--save %s/%s.ckpt >%s/%s.out 2>%s/%s.err",
+                     DIST_JOB_LIMIT_S, model, batch, n_steps, f->dir, name, f->dir, name, f->dir, name);
+    if (rc) {
+        char err[1100];
+        snprintf(err, sizeof err, "%s/%s.err", f->dir, name);
+        dist_print_file(err);
+        fail_msg("vdnn train (%s) exited with %d", name, rc);
+    }
+}
+
+static void run_one(const fixture *f, const char *model, int n_steps, const char *name)
+{
+    run_one_at(f, model, 32, n_steps, name);
+}
+
+static void run_mpi(const fixture *f, int ranks, const char *model, const char *extra, const char *name)
+{
+    int rc = dist_sh(DIST_MPIRUN " --model %s " COMMON " --batch 32 %s --save %s/%s.ckpt >%s/%s.out 2>%s/%s.err",
+                     DIST_JOB_LIMIT_S, ranks, model, extra, f->dir, name, f->dir, name, f->dir, name);
+    if (rc) {
+        char err[1100];
+        snprintf(err, sizeof err, "%s/%s.err", f->dir, name);
+        dist_print_file(err);
+        fail_msg("mpirun -np %d vdnn-mpi train %s (%s) exited with %d", ranks, extra, name, rc);
+    }
+}
+
+static double diff(const fixture *f, const char *a, const char *b, bool *bitwise)
+{
+    char pa[1100], pb[1100];
+    snprintf(pa, sizeof pa, "%s/%s.ckpt", f->dir, a);
+    snprintf(pb, sizeof pb, "%s/%s.ckpt", f->dir, b);
+    return dist_ckpt_diff(pa, pb, bitwise);
+}
+
+static void data_parallel(void **state, int ranks)
+{
+    if (!dist_available()) skip();
+    fixture *f = *state;
+    char extra[64], name[32];
+    snprintf(extra, sizeof extra, "--steps %d", steps());
+    snprintf(name, sizeof name, "dp%d", ranks);
+    run_one(f, f->plain, steps(), "one");
+    run_mpi(f, ranks, f->plain, extra, name);
+    bool bitwise;
+    double d = diff(f, "one", name, &bitwise);
+    print_message("data parallel, %d ranks at batch %d each vs one rank at 32: largest relative difference %.3g%s\n",
+                  ranks, 32 / ranks, d, bitwise ? " (bitwise equal)" : "");
+    assert_true(d < 2e-4);
+    /* The tolerance tells batches apart: a rank that trained on its own share alone would fail it. */
+    run_one_at(f, f->plain, 32 / ranks, steps(), "share");
+    double other = diff(f, "one", "share", &bitwise);
+    print_message("one rank at batch %d vs at 32: %.3g\n", 32 / ranks, other);
+    assert_true(other > 1e-3);
+}
+
+static void dp_two_ranks(void **state) { data_parallel(state, 2); }
+static void dp_four_ranks(void **state) { data_parallel(state, 4); }
+
+static void pipeline_is_bitwise(void **state)
+{
+    if (!dist_available()) skip();
+    fixture *f = *state;
+    char extra[128];
+    run_one(f, f->mixed, steps(), "mixed_one");
+    /* The placement in the model file (stage=1 at conv3). */
+    snprintf(extra, sizeof extra, "--steps %d --stages 2", steps());
+    run_mpi(f, 2, f->mixed, extra, "mp2");
+    char out[1100];
+    snprintf(out, sizeof out, "%s/mp2.out", f->dir);
+    assert_true(dist_file_has(out, "stages conv1..pool1 | conv3..loss"));
+    bool bitwise;
+    double d = diff(f, "mixed_one", "mp2", &bitwise);
+    print_message("2 stages vs one device: largest relative difference %.3g%s\n", d, bitwise ? " (bitwise equal)" : "");
+    assert_true(bitwise);
+    /* A split computed from costs (over the cuts where one tensor crosses) trains the same way. */
+    snprintf(extra, sizeof extra, "--steps %d --stages 2 --balance", steps());
+    run_mpi(f, 2, f->mixed, extra, "mp2b");
+    d = diff(f, "mixed_one", "mp2b", &bitwise);
+    print_message("2 balanced stages vs one device: largest relative difference %.3g%s\n", d, bitwise ? " (bitwise equal)" : "");
+    assert_true(bitwise);
+}
+
+static void hybrid_two_by_two(void **state)
+{
+    if (!dist_available()) skip();
+    fixture *f = *state;
+    char extra[128];
+    run_one(f, f->plain, steps(), "one");
+    snprintf(extra, sizeof extra, "--steps %d --stages 2", steps());
+    run_mpi(f, 4, f->plain, extra, "hybrid");
+    bool bitwise;
+    double d = diff(f, "one", "hybrid", &bitwise);
+    print_message("2 groups x 2 stages at batch 16 per group vs one device at 32: largest relative difference %.3g\n", d);
+    assert_true(d < 2e-4);
+}
+
+static void resume_continues_exactly(void **state)
+{
+    if (!dist_available()) skip();
+    fixture *f = *state;
+    char extra[1200];
+    const int n = steps();
+    /* A constant rate: a schedule would depend on each run's own step count. */
+    snprintf(extra, sizeof extra, "--lr-schedule constant --steps %d", 2 * n);
+    run_mpi(f, 2, f->plain, extra, "whole");
+    snprintf(extra, sizeof extra, "--lr-schedule constant --steps %d --stages 2", n);
+    run_mpi(f, 4, f->plain, extra, "half");
+    /* A hybrid run's checkpoint is one file in the one-device format: data parallelism resumes it. */
+    snprintf(extra, sizeof extra, "--lr-schedule constant --steps %d --resume %s/half.ckpt", 2 * n, f->dir);
+    run_mpi(f, 2, f->plain, extra, "resumed");
+    bool bitwise;
+    double d = diff(f, "whole", "resumed", &bitwise);
+    print_message("2 ranks for %d steps vs 2x2 hybrid for %d then 2 ranks: largest relative difference %.3g\n", 2 * n, n, d);
+    assert_true(d < 2e-4);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(dp_two_ranks, setup, teardown),
+        cmocka_unit_test_setup_teardown(dp_four_ranks, setup, teardown),
+        cmocka_unit_test_setup_teardown(pipeline_is_bitwise, setup, teardown),
+        cmocka_unit_test_setup_teardown(hybrid_two_by_two, setup, teardown),
+        cmocka_unit_test_setup_teardown(resume_continues_exactly, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

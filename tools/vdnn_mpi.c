@@ -1,0 +1,308 @@
+/* vdnn-mpi: `vdnn train` across the ranks mpirun starts, with data parallelism over groups of ranks and
+ * model parallelism (--stages K) inside each group. A separate binary so `vdnn` itself needs no MPI. */
+#include <mpi.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd_common.h"
+#include "cmd_planning.h"
+#include "dist/dist.h"
+
+static const char usage[] =
+    "usage: mpirun -np N vdnn-mpi train [vdnn train flags] [--stages K] [--balance] [--bucket SIZE]\n"
+    "                                   [--comm-timeout SECONDS] [--no-eval]\n"
+    "Trains like `vdnn train` on N ranks (each its own device, or CPU backend with --threads T; on one\n"
+    "machine use N x T = cores). The N ranks form N/K data-parallel groups of K model-parallel stages:\n"
+    "rank r is stage r % K of group r / K. --batch is the global batch: each group trains on its share\n"
+    "(batch / groups images, so --batch must be a multiple of N/K), and gradients are summed over the\n"
+    "groups in buckets of --bucket bytes (default 4MiB) that start during the backward pass.\n"
+    "Stages: the model's stage=K keys place layers, else (or with --balance) layers are split where one\n"
+    "tensor alone crosses, balancing per-layer costs (--profile FILE of the full model at batch/groups, else\n"
+    "a FLOP estimate) within --budget. Activations and their gradients cross stages as MPI messages.\n"
+    "Every wait on another rank gives up after --comm-timeout seconds (default 300) with an error naming\n"
+    "it, and the job is aborted: a rank that dies or stalls never hangs the others. Rank 0 prints progress,\n"
+    "writes --save checkpoints (one file for the whole model, readable by `vdnn eval` and `vdnn train\n"
+    "--resume`) and the summary (--json: one object on stdout).\n"
+    "Batch norm uses each group's own batch statistics (running statistics are averaged over the groups\n"
+    "at checkpoints and at the end) and each group draws its own dropout masks: nets without batch norm and\n"
+    "dropout train like one device at the global batch (up to float summation order); one group of stages\n"
+    "trains bit for bit like one device, batch norm and dropout included.\n";
+
+/* VDNN_MPI_FAULT=RANK:STEP:kill|hang makes a rank die or stall after a step: for the failure tests. */
+typedef struct fault {
+    int rank;
+    long step;
+    char what[8];
+} fault;
+
+static void after_step(void *ctx, long step, int rank)
+{
+    const fault *f = ctx;
+    if (rank != f->rank || step != f->step) return;
+    fprintf(stderr, "vdnn-mpi: rank %d: injected fault '%s' after step %ld\n", rank, f->what, step);
+    fflush(stderr);
+    if (!strcmp(f->what, "kill")) raise(SIGKILL);
+    for (;;) pause();
+}
+
+static bool take_bool(int *argc, char **argv, const char *flag)
+{
+    bool found = false;
+    for (int i = 1; i < *argc; i++)
+        if (!strcmp(argv[i], flag)) {
+            memmove(&argv[i], &argv[i + 1], (size_t)(*argc - i - 1) * sizeof *argv);
+            (*argc)--;
+            i--;
+            found = true;
+        }
+    return found;
+}
+
+typedef struct run {
+    cli_options o;
+    vdnn_dist_config dc;
+    bool no_eval;
+    fault fault;
+    bool have_fault;
+    vdnn_graph_t *g;
+    vdnn_backend_t *be;
+    vdnn_dataset_t *train, *test;
+    vdnn_profile prof;
+    bool have_prof;
+    vdnn_dist_worker *w;
+} run;
+
+/* Returns 0, or the exit code for a usage error (printed on rank 0 only: every rank sees the same argv). */
+static int parse(int argc, char **argv, int rank, run *r)
+{
+    cli_defaults(&r->o);
+    r->dc.stages = 1;
+    r->dc.bucket_bytes = 4u << 20;
+    r->dc.timeout_s = 300;
+    const char *stages = NULL, *bucket = NULL, *timeout = NULL;
+    FILE *say = rank == 0 ? stderr : fopen("/dev/null", "w");
+    int code = 0;
+    r->dc.balance = take_bool(&argc, argv, "--balance");
+    r->no_eval = take_bool(&argc, argv, "--no-eval");
+    if (!cli_take_flag(&argc, argv, "--stages", &stages, "train") || !cli_take_flag(&argc, argv, "--bucket", &bucket, "train") ||
+        !cli_take_flag(&argc, argv, "--comm-timeout", &timeout, "train"))
+        code = 2;
+    long v;
+    double d;
+    if (!code && stages && (!vdnn_parse_int(stages, &v) || v < 1 || v > VDNN_MAX_STAGES)) {
+        fprintf(say, "vdnn-mpi train: --stages: invalid value '%s' (an integer from 1 to %d)\n", stages, VDNN_MAX_STAGES);
+        code = 2;
+    } else if (stages) {
+        r->dc.stages = (int)v;
+    }
+    if (!code && bucket && !vdnn_parse_size(bucket, &r->dc.bucket_bytes)) {
+        fprintf(say, "vdnn-mpi train: --bucket: invalid value '%s' (a size such as 4MiB)\n", bucket);
+        code = 2;
+    }
+    if (!code && timeout && (!vdnn_parse_float(timeout, &d) || d <= 0 || d > 1e6)) {
+        fprintf(say, "vdnn-mpi train: --comm-timeout: invalid value '%s' (seconds, more than 0)\n", timeout);
+        code = 2;
+    } else if (timeout) {
+        r->dc.timeout_s = d;
+    }
+    if (!code && !cli_parse(argc, argv, 2, ~0u, false, &r->o, "train")) code = 2;
+    if (!code && r->o.trace) {
+        fprintf(say, "vdnn-mpi train: --trace is not supported with MPI\n");
+        code = 2;
+    }
+    const char *fs = getenv("VDNN_MPI_FAULT");
+    if (!code && fs && *fs) {
+        char tail;
+        if (sscanf(fs, "%d:%ld:%7[a-z]%c", &r->fault.rank, &r->fault.step, r->fault.what, &tail) != 3 ||
+            (strcmp(r->fault.what, "kill") && strcmp(r->fault.what, "hang"))) {
+            fprintf(say, "vdnn-mpi: VDNN_MPI_FAULT='%s' (expected RANK:STEP:kill or RANK:STEP:hang)\n", fs);
+            code = 2;
+        }
+        r->have_fault = true;
+    }
+    if (say != stderr && say) fclose(say);
+    return code;
+}
+
+/* Like cli_backend, but the ranks on one machine take its GPUs in turn. */
+static vdnn_status open_backend(const cli_options *o, vdnn_backend_t **be, vdnn_error *err)
+{
+    if (!strcmp(o->device, "cpu")) return cli_backend(o, be, err);
+    MPI_Comm node;
+    int local = 0;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_rank(node, &local);
+        MPI_Comm_free(&node);
+    }
+    vdnn_error cerr;
+    vdnn_status rc = vdnn_backend_cuda_create(local, o->threads, be, &cerr);
+    if (rc == VDNN_OK) return VDNN_OK;
+    if (!strcmp(o->device, "cuda")) return vdnn_fail(err, rc, "--device cuda (GPU %d of this machine): %s", local, cerr.msg);
+    if (local == 0) fprintf(stderr, "vdnn-mpi: %s; using the CPU backend\n", cerr.msg);
+    cli_options co = *o;
+    co.device = "cpu";
+    return cli_backend(&co, be, err);
+}
+
+static vdnn_status setup(run *r, vdnn_error *err)
+{
+    const cli_options *o = &r->o;
+    vdnn_status rc = cli_load_model(o->model, &r->g, err);
+    vdnn_shape syn = {0, o->in_c, o->in_h, o->in_w};
+    int syn_classes = o->classes;
+    if (rc == VDNN_OK && !strcmp(o->data, "synthetic")) {
+        if (!syn.c) syn = r->g->default_input;
+        if (!syn_classes) syn_classes = r->g->default_classes;
+        if (!syn.c || syn_classes < 2)
+            rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "--data synthetic needs --input CxHxW and --classes N");
+    }
+    if (rc == VDNN_OK) rc = vdnn_dataset_open(o->data, VDNN_SPLIT_TRAIN, syn, syn_classes, (uint64_t)o->seed, &r->train, err);
+    if (rc == VDNN_OK) rc = vdnn_dataset_open(o->data, VDNN_SPLIT_TEST, syn, syn_classes, (uint64_t)o->seed, &r->test, err);
+    vdnn_shape in;
+    int classes = 0;
+    if (rc == VDNN_OK) rc = cli_shape(o, r->g, r->train, &in, &classes, err);
+    if (rc == VDNN_OK) rc = open_backend(o, &r->be, err);
+    vdnn_net_config cfg;
+    if (rc == VDNN_OK) cli_net_config(o, in, classes, &cfg);
+    if (rc == VDNN_OK && o->profile) {
+        /* A profile describes the whole model at one group's batch. */
+        int size = 1;
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        int groups = size / r->dc.stages > 0 ? size / r->dc.stages : 1;
+        vdnn_shape pin = {in.n / groups, in.c, in.h, in.w};
+        rc = vdnn_graph_resolve(r->g, pin, classes, err);
+        if (rc == VDNN_OK) rc = vdnn_profile_read(o->profile, r->g, &r->prof, err);
+        r->have_prof = rc == VDNN_OK;
+        if (r->have_prof) {
+            r->dc.profile = &r->prof;
+            cfg.profile = &r->prof;
+        }
+    }
+    if (rc == VDNN_OK) rc = vdnn_dist_create(MPI_COMM_WORLD, r->g, r->be, &cfg, &r->dc, &r->w, err);
+    if (rc == VDNN_OK && o->resume) rc = vdnn_dist_resume(r->w, o->resume, err);
+    return rc;
+}
+
+static void teardown(run *r)
+{
+    vdnn_dist_free(r->w);
+    vdnn_dataset_free(r->train);
+    vdnn_dataset_free(r->test);
+    vdnn_backend_destroy(r->be);
+    vdnn_graph_free(r->g);
+    if (r->have_prof) vdnn_profile_release(&r->prof);
+}
+
+static void report(const run *r, const vdnn_train_result *res)
+{
+    const vdnn_dist_worker *w = r->w;
+    char split[1024] = "", pk[32];
+    if (w->stages > 1) vdnn_stage_split_format(w->full, &w->split, split, sizeof split);
+    double hook_s = 0, wait_s = 0;
+    if (w->dp) vdnn_dp_times(w->dp, &hook_s, &wait_s);
+    if (r->o.json) {
+        printf("{\"model\": \"%s\", \"ranks\": %d, \"stages\": %d, \"groups\": %d, \"batch\": %d, \"group_batch\": %d, "
+               "\"input\": \"%dx%dx%d\", \"classes\": %d, \"threads\": %d, \"steps\": %ld, \"steps_run\": %ld, "
+               "\"test_accuracy\": %.6f, \"test_loss\": %.6f, \"final_loss\": %.6f, \"images_per_sec\": %.3f, "
+               "\"step_seconds\": %.6f, \"train_seconds\": %.3f, \"elapsed_seconds\": %.3f, \"peak_device_bytes\": %zu, "
+               "\"gradient_buckets\": %d, \"gradient_bytes\": %zu, \"gradient_hook_seconds\": %.6f, "
+               "\"gradient_wait_seconds\": %.6f, \"split\": \"%s\"}\n",
+               w->full->name, w->comm.size, w->stages, w->groups, w->global_batch, w->cfg.batch, w->full->input.c,
+               w->full->input.h, w->full->input.w, w->full->classes, r->o.threads, res->steps, res->steps_run,
+               res->test_accuracy, res->test_loss, res->final_loss, res->images_per_sec, res->step_seconds,
+               res->train_seconds, res->elapsed_seconds, res->peak_device_bytes, w->dp ? vdnn_dp_buckets(w->dp) : 0,
+               w->dp ? vdnn_dp_bytes(w->dp) : 0, hook_s, wait_s, split);
+        return;
+    }
+    printf("done: %ld steps, final loss %.4f, %.1f images/s, largest device memory of a rank %s, %.1f s\n", res->steps,
+           res->final_loss, res->images_per_sec, vdnn_format_bytes(res->peak_device_bytes, pk, sizeof pk),
+           res->elapsed_seconds);
+    if (res->test_accuracy >= 0) printf("test accuracy: %.2f%% (loss %.4f)\n", 100.0 * res->test_accuracy, res->test_loss);
+}
+
+static int train(int argc, char **argv, int rank)
+{
+    run r;
+    memset(&r, 0, sizeof r);
+    int code = parse(argc, argv, rank, &r);
+    if (code) return code;
+    vdnn_error err;
+    vdnn_error_clear(&err);
+    vdnn_dist_run_options ro;
+    memset(&ro, 0, sizeof ro);
+    vdnn_status rc = vdnn_lr_parse(r.o.lr_schedule, &ro.train.lr, &err);
+    ro.train.lr.base_lr = r.o.lr;
+    ro.train.epochs = r.o.epochs;
+    ro.train.steps = r.o.steps;
+    ro.train.log_every = r.o.log_every;
+    ro.train.save_path = r.o.save;
+    ro.train.evaluate = !r.no_eval;
+    ro.train.log = r.o.json ? stderr : stdout;
+    if (r.have_fault) {
+        ro.after_step = after_step;
+        ro.ctx = &r.fault;
+    }
+    if (rc == VDNN_OK) rc = setup(&r, &err);
+    if (rc == VDNN_OK && rank == 0) {
+        const vdnn_dist_worker *w = r.w;
+        char split[1024] = "";
+        if (w->stages > 1) vdnn_stage_split_format(w->full, &w->split, split, sizeof split);
+        fprintf(ro.train.log,
+                "vdnn-mpi train: model %s, %d ranks = %d data-parallel group%s x %d stage%s, global batch %d (%d per "
+                "group), %dx%dx%d, %d classes, %s%s%s\n",
+                w->full->name, w->comm.size, w->groups, w->groups > 1 ? "s" : "", w->stages, w->stages > 1 ? "s" : "",
+                w->global_batch, w->cfg.batch, w->full->input.c, w->full->input.h, w->full->input.w, w->full->classes,
+                r.be->ops->name, w->stages > 1 ? ", stages " : "", split);
+        fflush(ro.train.log);
+    }
+    vdnn_train_result res;
+    if (rc == VDNN_OK) rc = vdnn_dist_train_run(r.w, r.train, r.test, &ro, &res, &err);
+    if (rc == VDNN_OK && rank == 0) report(&r, &res);
+    if (rc != VDNN_OK) {
+        fprintf(stderr, "vdnn-mpi train: rank %d: %s\n", rank, err.msg[0] ? err.msg : vdnn_status_name(err.status));
+        fflush(stderr);
+        int size = 1;
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        /* Other ranks may be waiting on this one: end the whole job, not just this rank. */
+        if (size > 1) MPI_Abort(MPI_COMM_WORLD, err.status == VDNN_ERR_INVALID_ARG ? 2 : 1);
+        code = err.status == VDNN_ERR_INVALID_ARG ? 2 : 1;
+    }
+    fflush(stdout);
+    teardown(&r);
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    int provided = 0, rank = 0;
+    /* Open MPI: sum gradients with the ring algorithm (each rank sends 2(N-1)/N of them, the least any
+     * algorithm sends; on one machine it was 2-3x faster than the default choice). The caller's own
+     * setting wins. */
+    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "vdnn-mpi: MPI_Init failed\n");
+        return 1;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int code;
+    if (argc >= 2 && !strcmp(argv[1], "train")) {
+        bool help = false;
+        for (int i = 2; i < argc; i++) help |= !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+        if (help) {
+            if (rank == 0) fputs(usage, stdout);
+            code = 0;
+        } else {
+            code = train(argc, argv, rank);
+        }
+    } else if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        if (rank == 0) fputs(usage, stdout);
+        code = 0;
+    } else {
+        if (rank == 0) fprintf(stderr, "vdnn-mpi: expected the command 'train'\n%s", usage);
+        code = 2;
+    }
+    MPI_Finalize();
+    return code;
+}
