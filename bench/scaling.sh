@@ -7,8 +7,11 @@
 # its best run (other load only ever slows a run down).
 # The last line is `efficiency_2: X`: images/s of 2 data-parallel ranks x cores/2 threads over 1 rank x
 # cores threads, i.e. the share of one process's throughput on these cores that data parallelism keeps.
+# OpenMP threads wait passively (OMP_WAIT_POLICY=passive unless set): when other processes share the
+# cores, spinning threads of the multi-threaded 1-rank run wait on descheduled ones and its throughput
+# collapses (10x measured here), which would flatter the ranks.
 # Env: BUILD (default build), BATCH (global, default 128), STEPS (default 12), REPEATS (default 3),
-# CORES (default nproc).
+# CORES (default nproc), OMP_WAIT_POLICY.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -17,6 +20,7 @@ STEPS=${STEPS:-12}
 REPEATS=${REPEATS:-3}
 CORES=${CORES:-$(nproc)}
 MPI=$BUILD/vdnn-mpi
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 [ -x "$MPI" ] || { echo "scaling: $MPI not built (needs MPI: apt-get install libopenmpi-dev openmpi-bin)" >&2; exit 1; }
 command -v mpirun >/dev/null || { echo "scaling: mpirun not found" >&2; exit 1; }
 MPIRUN=(mpirun --oversubscribe --bind-to none)
@@ -47,7 +51,7 @@ run() { # ranks stages threads -> images/s
 
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "resnet18 3x32x32, 10 classes, global batch $BATCH, $STEPS steps; best of $REPEATS, layouts alternating"
-echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)  OMP_WAIT_POLICY=$OMP_WAIT_POLICY"
 declare -A best runs detail
 for ((i = 0; i < REPEATS; i++)); do
   for l in "${LAYOUTS[@]}"; do

@@ -187,7 +187,7 @@ if [ "$same" = 1 ]; then ok; else bad "policies gave different losses or accurac
 
 # ---- --save into a directory that does not exist ----
 mkdir "$TMP/save"
-run "save into a missing directory" 1 "$TMP/save/nodir/ck.bin" -- \
+run "save into a missing directory" 2 "$TMP/save/nodir/ck.bin" "does not exist" -- \
     train --data synthetic --input 1x28x28 --classes 10 --steps 1 --batch 8 --device cpu --save "$TMP/save/nodir/ck.bin"
 if [ -z "$(ls -A "$TMP/save")" ]; then ok; else bad "a failed save left files: $(ls -A "$TMP/save")"; fi
 # A good save writes exactly one file and resumes.

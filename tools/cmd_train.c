@@ -1,6 +1,7 @@
 /* `vdnn train` and `vdnn eval`: set up model, data, backend and net from flags, run, report. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cmd_common.h"
 #include "plan/simulate.h"
@@ -123,6 +124,20 @@ int vdnn_cmd_train(int argc, char **argv)
     to.evaluate = !o.no_eval;
     to.log = o.json ? stderr : stdout;
 
+    if (o.save) {
+        /* Fail before training, not after it, when the checkpoint cannot be written there. */
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s", o.save);
+        char *slash = strrchr(dir, '/');
+        if (slash == dir) dir[1] = '\0';
+        else if (slash) *slash = '\0';
+        else snprintf(dir, sizeof dir, ".");
+        struct stat sb;
+        if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            fprintf(stderr, "vdnn train: --save %s: directory '%s' does not exist\n", o.save, dir);
+            return 2;
+        }
+    }
     session s;
     rc = session_open(&o, true, &s, &err);
     if (rc == VDNN_OK) {

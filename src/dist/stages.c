@@ -92,7 +92,9 @@ vdnn_status vdnn_stage_split_from_model(const vdnn_graph_t *g, int stages, vdnn_
     const int n = g->n_layers;
     int top = g->layers[n - 1].stage;
     if (top + 1 != stages)
-        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s places layers on %d stages (stage= keys), but %d were asked for",
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
+                         "%s places layers on %d stages (stage= keys), but %d were asked for (--balance places them "
+                         "by cost instead)",
                          g->source, top + 1, stages);
     if (stages > VDNN_MAX_STAGES)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: %d stages (at most %d)", g->source, stages, VDNN_MAX_STAGES);

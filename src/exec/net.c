@@ -407,6 +407,8 @@ vdnn_status vdnn_net_import(vdnn_net_t *net, const vdnn_checkpoint *ck, const ch
         vdnn_status rc = net->be->ops->upload(net->be, persistent_ptr(net, i), t->data, s->bytes, err);
         if (rc != VDNN_OK) return rc;
     }
+    /* The run goes on as it began: the same shuffling and dropout masks. */
+    net->cfg.seed = ck->seed;
     net->step = ck->step;
     net->epoch = ck->epoch;
     return VDNN_OK;

@@ -10,11 +10,11 @@
 #include "mem/offsets.h"
 #include "plan/simulate.h"
 
-/* Placement adds fragmentation on top of the live bytes; quick evaluations keep this share of the
- * budget's non-persistent part free (persistent blocks are packed back to back and fragment nothing). */
+/* Placement adds fragmentation on top of the live bytes; quick judgements keep this share of the budget
+ * free (at most a tenth of what the persistent blocks leave). */
 #define FRAGMENTATION_MARGIN 0.03
-/* Placing blocks costs O(blocks^2): a search places at most about this many blocks in all to answer
- * doubtful vdnn_search_fits questions (new bests are always placed). */
+/* Placing blocks costs O(blocks^2): a search places at most about this many blocks in all, to check new
+ * bests and to answer doubtful vdnn_search_fits questions. */
 #define SEARCH_PLACED_BLOCKS 200000L
 
 vdnn_status vdnn_classes_save(const vdnn_plan_t *p, vdnn_classes *c, vdnn_error *err)
@@ -73,8 +73,13 @@ vdnn_status vdnn_search_begin(vdnn_search *s, vdnn_plan_t *p, const vdnn_graph_t
     size_t persistent = 0;
     for (int i = 0; i < p->n_storages_analyzed; i++)
         if (p->st[i].persistent) persistent += vdnn_align_up(p->st[i].bytes);
-    if (p->budget != SIZE_MAX && p->budget > persistent)
-        s->margin = (size_t)((double)(p->budget - persistent) * FRAGMENTATION_MARGIN);
+    if (p->budget != SIZE_MAX && p->budget > persistent) {
+        /* Persistent blocks are packed back to back and fragment nothing: where they take most of the
+         * budget, a share of the whole budget would leave nothing to plan with. */
+        double whole = (double)p->budget * FRAGMENTATION_MARGIN, variable = (double)(p->budget - persistent) * 0.1;
+        s->margin = (size_t)(whole < variable ? whole : variable);
+        s->max_margin = (p->budget - persistent) / 2;
+    }
     return VDNN_OK;
 }
 
@@ -87,14 +92,21 @@ void vdnn_search_release(vdnn_search *s)
     if (s->prof == &s->own_profile) vdnn_profile_release(&s->own_profile);
 }
 
-/* Places the current classification's blocks: whether it really fits. */
+/* Places the current classification's blocks: whether it really fits. Where placement fragments more
+ * than the margin allowed for, the margin grows to what it took, so that swap-ins scheduled early (and
+ * judgements by the margin) leave that much room from then on. */
 static vdnn_status place_check(vdnn_search *s, vdnn_error *err)
 {
-    vdnn_status rc = vdnn_plan_finalize_ex(s->p, true, err);
+    vdnn_plan_t *p = s->p;
+    vdnn_status rc = vdnn_plan_finalize_ex(p, true, err);
     s->placements++;
-    s->placed_blocks += s->p->n_blocks;
-    s->last_fit = rc == VDNN_OK && s->p->feasible;
+    s->placed_blocks += p->n_blocks;
+    s->last_fit = rc == VDNN_OK && p->feasible;
     s->last_placed = true;
+    if (rc == VDNN_OK && p->peak_device_bytes > s->last_live + s->margin && s->last_live + s->margin <= p->budget) {
+        size_t grown = p->peak_device_bytes - s->last_live;
+        s->margin = grown < s->max_margin ? grown : s->max_margin;
+    }
     return rc;
 }
 
@@ -166,12 +178,12 @@ vdnn_status vdnn_search_eval(vdnn_search *s, double *time, bool *fits, vdnn_erro
     s->last_fit = -1;
     s->last_placed = false;
     if (t < s->best_time) {
-        /* A candidate for the best: within the margin it is taken as it is (placed at the end), a
-         * doubtful one is placed now. */
-        bool ok = false;
-        rc = vdnn_search_fits(s, &ok, err);
-        if (rc == VDNN_OK && ok) rc = new_best(s, t, err);
-        if (rc == VDNN_OK && ok && s->last_placed) rc = vdnn_search_placed(s, t, err);
+        /* A candidate for the best is placed while placements last; after that one within the margin
+         * is taken as it is (and placed by vdnn_search_finish, which falls back on earlier bests). */
+        s->last_fit = margin_fit(s);
+        if (s->last_fit != 0 && s->placed_blocks < SEARCH_PLACED_BLOCKS) rc = place_check(s, err);
+        if (rc == VDNN_OK && s->last_fit == 1) rc = new_best(s, t, err);
+        if (rc == VDNN_OK && s->last_fit == 1 && s->last_placed) rc = vdnn_search_placed(s, t, err);
     }
     if (rc == VDNN_OK && s->last_live < s->least_peak) {
         rc = vdnn_classes_save(p, &s->least, err);

@@ -29,7 +29,9 @@ typedef struct vdnn_search {
     const vdnn_graph_t *g;
     vdnn_profile own_profile;          /* an estimate when the request brought none */
     const vdnn_profile *prof;
-    size_t margin;                     /* bytes of the budget left for fragmentation */
+    size_t margin;                     /* bytes of the budget left for fragmentation (grows to what placement
+                                          is seen to take, up to max_margin) */
+    size_t max_margin;
     vdnn_classes best;                 /* the fastest classification that fits (by margin or placed) */
     double best_time;                  /* its simulated seconds */
     size_t best_peak;                  /* its live peak */

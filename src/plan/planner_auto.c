@@ -8,7 +8,7 @@
 #include "plan/policy.h"
 
 /* Local search stops after this many simulations (each pass tries every saved map twice). */
-#define AUTO_MAX_EVALUATIONS 20000
+#define AUTO_MAX_EVALUATIONS 3000
 
 /* Judges the classes a planner chose (run) or the caller set (run NULL) as they are, then with
  * early swap-ins. A planner's plan that it found to fit is kept as a fallback: auto's plan is never

@@ -12,7 +12,7 @@
 /* Beyond this many exposed copy-ins the exhaustive search (2^n simulations) gives way to a greedy pass, */
 #define POOCH_EXHAUSTIVE_MAX 10
 /* ... and when its simulations (each mask, then the greedy pass over L_O) would exceed this many. */
-#define POOCH_EXHAUSTIVE_EVALS 4096L
+#define POOCH_EXHAUSTIVE_EVALS 2048L
 /* Moving maps to recompute takes two simulations per swapped map per move; past this many simulations
  * the maps still swapped stay swapped (deep nets at tight budgets would otherwise take minutes). */
 #define POOCH_MAX_EVALUATIONS 6000

@@ -37,8 +37,22 @@ vdnn_status vdnn_train_resume(vdnn_net_t *net, const char *path, vdnn_error *err
     return rc;
 }
 
+static vdnn_status check_shape(const vdnn_net_t *net, const vdnn_dataset_t *ds, vdnn_error *err)
+{
+    const vdnn_shape in = net->g->input;
+    if (ds->c != in.c || ds->h != in.h || ds->w != in.w)
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: images are %dx%dx%d but the net takes %dx%dx%d", ds->source, ds->c, ds->h,
+                         ds->w, in.c, in.h, in.w);
+    if (ds->classes > net->g->classes)
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: %d classes but the net has %d outputs", ds->source, ds->classes,
+                         net->g->classes);
+    return VDNN_OK;
+}
+
 vdnn_status vdnn_evaluate(vdnn_net_t *net, const vdnn_dataset_t *ds, double *accuracy, double *loss, vdnn_error *err)
 {
+    vdnn_status sc = check_shape(net, ds, err);
+    if (sc != VDNN_OK) return sc;
     vdnn_loader *ld = NULL;
     vdnn_status rc = vdnn_loader_create(ds, net->g->input.n < ds->count ? net->g->input.n : ds->count, false, 0, &ld, err);
     long correct = 0, seen = 0;
@@ -70,7 +84,9 @@ vdnn_status vdnn_train_run(vdnn_net_t *net, const vdnn_dataset_t *train, const v
     r->test_accuracy = -1;
     const int batch = net->g->input.n;
     vdnn_loader *ld = NULL;
-    vdnn_status rc = vdnn_loader_create(train, batch, true, net->cfg.seed, &ld, err);
+    vdnn_status rc = check_shape(net, train, err);
+    if (rc == VDNN_OK && test) rc = check_shape(net, test, err);
+    if (rc == VDNN_OK) rc = vdnn_loader_create(train, batch, true, net->cfg.seed, &ld, err);
     if (rc != VDNN_OK) return rc;
     const long per_epoch = vdnn_loader_batches_per_epoch(ld);
     const long total = o->steps > 0 ? o->steps : (long)o->epochs * per_epoch;
