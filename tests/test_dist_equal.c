@@ -41,17 +41,22 @@ static int teardown(void **state)
 static int steps(void) { return getenv("VDNN_TEST_QUICK") ? 4 : 8; }
 
 /* One device: the reference. */
-static void run_one_at(const fixture *f, const char *model, int batch, int n_steps, const char *name)
+static void run_one_ex(const fixture *f, const char *model, int batch, int n_steps, const char *extra, const char *name)
 {
-    int rc = dist_sh("timeout %d " VDNN_BINARY_DIR "/vdnn train --model %s " COMMON " --batch %d --steps %d "
+    int rc = dist_sh("timeout %d " VDNN_BINARY_DIR "/vdnn train --model %s " COMMON " --batch %d --steps %d %s "
                      "--save %s/%s.ckpt >%s/%s.out 2>%s/%s.err",
-                     DIST_JOB_LIMIT_S, model, batch, n_steps, f->dir, name, f->dir, name, f->dir, name);
+                     DIST_JOB_LIMIT_S, model, batch, n_steps, extra, f->dir, name, f->dir, name, f->dir, name);
     if (rc) {
         char err[1100];
         snprintf(err, sizeof err, "%s/%s.err", f->dir, name);
         dist_print_file(err);
         fail_msg("vdnn train (%s) exited with %d", name, rc);
     }
+}
+
+static void run_one_at(const fixture *f, const char *model, int batch, int n_steps, const char *name)
+{
+    run_one_ex(f, model, batch, n_steps, "", name);
 }
 
 static void run_one(const fixture *f, const char *model, int n_steps, const char *name)
@@ -124,6 +129,18 @@ static void pipeline_is_bitwise(void **state)
     run_mpi(f, 2, f->mixed, extra, "mp2b");
     d = diff(f, "mixed_one", "mp2b", &bitwise);
     print_message("2 balanced stages vs one device: largest relative difference %.3g%s\n", d, bitwise ? " (bitwise equal)" : "");
+    assert_true(bitwise);
+    /* Stopped and resumed, the pipeline still draws the one-device run's dropout masks. */
+    run_one_ex(f, f->mixed, 32, 2 * steps(), "--lr-schedule constant", "mixed_long");
+    snprintf(extra, sizeof extra, "--lr-schedule constant --steps %d --stages 2", steps());
+    run_mpi(f, 2, f->mixed, extra, "mp2_half");
+    char resume[1300];
+    snprintf(resume, sizeof resume, "--lr-schedule constant --steps %d --stages 2 --resume %s/mp2_half.ckpt", 2 * steps(),
+             f->dir);
+    run_mpi(f, 2, f->mixed, resume, "mp2_resumed");
+    d = diff(f, "mixed_long", "mp2_resumed", &bitwise);
+    print_message("2 stages, stopped and resumed, vs one device: largest relative difference %.3g%s\n", d,
+                  bitwise ? " (bitwise equal)" : "");
     assert_true(bitwise);
 }
 

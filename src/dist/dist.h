@@ -50,6 +50,10 @@ vdnn_status vdnn_dist_create(MPI_Comm world, vdnn_graph_t *g, vdnn_backend_t *be
                              const vdnn_dist_config *dc, vdnn_dist_worker **out, vdnn_error *err);
 void vdnn_dist_free(vdnn_dist_worker *w);
 
+/* Sets the run's seed (shuffling and dropout masks; a resume takes the checkpoint's): the net's own seed
+ * then also carries this rank's group and stage (see mpi_worker.c). */
+vdnn_status vdnn_dist_set_seed(vdnn_dist_worker *w, uint64_t seed, vdnn_error *err);
+
 /* Collective. World rank 0 writes one checkpoint of the whole model (the format of a one-device run,
  * so `vdnn eval` and one-device resumes read it); batch-norm statistics are first averaged over groups. */
 vdnn_status vdnn_dist_save(vdnn_dist_worker *w, const char *path, vdnn_error *err);

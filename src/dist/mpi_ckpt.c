@@ -163,6 +163,8 @@ vdnn_status vdnn_dist_resume(vdnn_dist_worker *w, const char *path, vdnn_error *
         view.model_hash = vdnn_net_model_hash(w->net);
         rc = vdnn_net_import(w->net, &view, path, err);
     }
+    /* The run goes on with the seed it began with (the import set the net's to it, without the group). */
+    if (rc == VDNN_OK) rc = vdnn_dist_set_seed(w, ck.seed, err);
     vdnn_checkpoint_release(&ck);
     return rc;
 }

@@ -169,13 +169,12 @@ vdnn_status vdnn_dist_create(MPI_Comm world, vdnn_graph_t *g, vdnn_backend_t *be
                            "--batch %d is not a multiple of the %d data-parallel groups (%d ranks / %d stages)",
                            cfg->batch, w->groups, n, w->stages);
     }
-    if (rc == VDNN_OK && (cfg->seed >> (64 - SEED_SHIFT) || w->groups >> SEED_GROUP_BITS ||
-                          (g->n_layers + VDNN_STAGE_PREFIX) >> SEED_FIRST_BITS))
-        rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG,
-                       "distributed runs take seeds below 2^%d, fewer than %d groups and %d layers (seed %llu, %d "
-                       "groups, %d layers)",
-                       64 - SEED_SHIFT, 1 << SEED_GROUP_BITS, (1 << SEED_FIRST_BITS) - VDNN_STAGE_PREFIX,
-                       (unsigned long long)cfg->seed, w->groups, g->n_layers);
+    if (rc == VDNN_OK && (w->groups >> SEED_GROUP_BITS || (g->n_layers + VDNN_STAGE_PREFIX) >> SEED_FIRST_BITS))
+        rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "distributed runs take fewer than %d groups and %d layers (%d, %d)",
+                       1 << SEED_GROUP_BITS, (1 << SEED_FIRST_BITS) - VDNN_STAGE_PREFIX, w->groups, g->n_layers);
+    if (rc == VDNN_OK && cfg->seed >> (64 - SEED_SHIFT))
+        rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "--seed %llu: distributed runs take seeds below 2^%d",
+                       (unsigned long long)cfg->seed, 64 - SEED_SHIFT);
     if (rc == VDNN_OK) rc = split_comms(w, err);
     w->cfg = *cfg;
     w->cfg.batch = cfg->batch / (w->groups ? w->groups : 1);
@@ -202,22 +201,18 @@ vdnn_status vdnn_dist_create(MPI_Comm world, vdnn_graph_t *g, vdnn_backend_t *be
             w->cfg.in_h = sin.h;
             w->cfg.in_w = sin.w;
             w->cfg.classes = vdnn_stage_classes(g, &w->split, w->stage);
-            w->cfg.seed = pack_seed(cfg->seed, w->group, w->split.first[w->stage]);
-            w->cfg.dropout_seed = stage_dropout_seed;
             w->cfg.profile = NULL; /* a profile describes the full graph, not a stage */
         }
     }
+    /* Parameters come from the run's seed, the same on every rank (a stage net's from the full graph's);
+     * only then does the net's seed take the group and stage in. */
     if (rc == VDNN_OK) rc = vdnn_net_create(w->sub ? w->sub : g, be, &w->cfg, &w->net, err);
-    if (rc == VDNN_OK && !w->sub && w->groups > 1) {
-        /* Parameters came from the run's seed, the same on every rank; masks now differ per group. */
-        w->cfg.seed = w->net->cfg.seed = pack_seed(cfg->seed, w->group, VDNN_STAGE_PREFIX);
-        w->cfg.dropout_seed = w->net->cfg.dropout_seed = stage_dropout_seed;
-    }
     if (rc == VDNN_OK && w->sub) {
         rc = init_from_full(w, be, cfg, err);
         /* init_from_full resolved the full graph at its own batch. */
         if (rc == VDNN_OK) rc = vdnn_graph_resolve(g, in, cfg->classes, err);
     }
+    if (rc == VDNN_OK) rc = vdnn_dist_set_seed(w, cfg->seed, err);
     if (rc == VDNN_OK && w->groups > 1) rc = vdnn_dp_create(&w->comm, w->dp_comm, w->net, dc->bucket_bytes, &w->dp, err);
     if (rc == VDNN_OK && w->stages > 1) rc = vdnn_pipe_create(&w->comm, w->pipe_comm, w->net, w->stage, w->stages, &w->pipe, err);
     if (rc != VDNN_OK) {
@@ -225,6 +220,23 @@ vdnn_status vdnn_dist_create(MPI_Comm world, vdnn_graph_t *g, vdnn_backend_t *be
         return rc;
     }
     *out = w;
+    return VDNN_OK;
+}
+
+vdnn_status vdnn_dist_set_seed(vdnn_dist_worker *w, uint64_t seed, vdnn_error *err)
+{
+    if (seed >> (64 - SEED_SHIFT))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "seed %llu: distributed runs take seeds below 2^%d",
+                         (unsigned long long)seed, 64 - SEED_SHIFT);
+    w->seed = seed;
+    w->full_cfg.seed = seed;
+    const bool packed = w->sub || w->groups > 1;
+    w->cfg.seed = packed ? pack_seed(seed, w->group, w->sub ? w->split.first[w->stage] : VDNN_STAGE_PREFIX) : seed;
+    if (packed) w->cfg.dropout_seed = stage_dropout_seed;
+    if (w->net) {
+        w->net->cfg.seed = w->cfg.seed;
+        w->net->cfg.dropout_seed = w->cfg.dropout_seed ? w->cfg.dropout_seed : vdnn_net_dropout_seed;
+    }
     return VDNN_OK;
 }
 
