@@ -3,15 +3,19 @@
 # steps, batch and thread count with vdnn and with PyTorch on the CPU, and prints images/s of both.
 # Each side runs REPEATS times, the two alternating so both meet the same load from other
 # processes; a side's figure is its best run (other load only ever slows a run down).
+# Both sides wait passively at OpenMP barriers unless OMP_WAIT_POLICY says otherwise: with
+# libgomp's default spinning, load from other processes on a small shared machine slowed either
+# side 5-10x at random, which drowned the difference being measured.
 # The last line is `ratio: X`, the geometric mean of vdnn's images/s over PyTorch's.
 # Env: VDNN (binary, default build/vdnn), THREADS (default: all cores), STEPS (default 30),
-# REPEATS (default 3).
+# REPEATS (default 3), OMP_WAIT_POLICY (default passive).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VDNN=${VDNN:-build/vdnn}
 THREADS=${THREADS:-$(nproc)}
 STEPS=${STEPS:-30}
 REPEATS=${REPEATS:-3}
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 [ -x "$VDNN" ] || { echo "cpu-vs-pytorch: $VDNN not built (run make)" >&2; exit 1; }
 PY=""
 for p in python3 /usr/bin/python3; do
@@ -21,7 +25,7 @@ done
 
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "threads: $THREADS  steps: $STEPS (after 3 warm-up steps on the PyTorch side; vdnn counts every step)"
-echo "runs: best of $REPEATS per side, alternating; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "runs: best of $REPEATS per side, alternating; OMP_WAIT_POLICY=$OMP_WAIT_POLICY; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-10s %-10s %6s %14s %14s %8s\n' net input batch vdnn_img/s torch_img/s ratio
 logsum=0
 n=0

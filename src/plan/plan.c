@@ -625,6 +625,9 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
     if (!place_blocks) {
         /* Unplaced (a planner's quick look): the live bytes are a lower bound of the peak. */
         size_t base = p->req.variable_base;
+        p->persistent_bytes = 0; /* as place() packs them */
+        for (int b = 0; b < p->n_blocks; b++)
+            if (p->st[p->blocks[b].storage].persistent) p->persistent_bytes += p->blocks[b].bytes;
         p->peak_device_bytes = max_live + (base > p->persistent_bytes ? base - p->persistent_bytes : 0);
         p->host_bytes = 0;
         for (int i = 0; i < p->n_storages; i++)
