@@ -1,4 +1,5 @@
 /* Hand-written CPU ops: dropout, concat, add, global average pooling, flatten, softmax with cross-entropy. */
+#include "backend/op_check.h"
 #include "backend/cpu/cpu_internal.h"
 
 #include <math.h>
@@ -90,16 +91,8 @@ const cpu_op_impl vdnn_cpu_op_dropout = {dropout_query, no_create, no_destroy, d
 
 static vdnn_status concat_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
-    long c = 0;
-    for (int i = 0; i < d->n_inputs; i++) {
-        vdnn_shape s = d->in[i];
-        if (s.n != d->out.n || s.h != d->out.h || s.w != d->out.w)
-            return vdnn_fail(err, VDNN_ERR_SHAPE, "concat: input %d is %dx%dx%dx%d but the output is %dx?x%dx%d", i, s.n,
-                             s.c, s.h, s.w, d->out.n, d->out.h, d->out.w);
-        c += s.c;
-    }
-    if (c != d->out.c)
-        return vdnn_fail(err, VDNN_ERR_SHAPE, "concat: input channels sum to %ld but the output has %d", c, d->out.c);
+    vdnn_status st = vdnn_op_check_concat(d, err);
+    if (st) return st;
     *info = (vdnn_op_info){0};
     return VDNN_OK;
 }
@@ -144,12 +137,8 @@ const cpu_op_impl vdnn_cpu_op_concat = {concat_query, no_create, no_destroy, con
 
 static vdnn_status add_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
-    for (int i = 0; i < d->n_inputs; i++) {
-        vdnn_shape s = d->in[i];
-        if (s.n != d->out.n || s.c != d->out.c || s.h != d->out.h || s.w != d->out.w)
-            return vdnn_fail(err, VDNN_ERR_SHAPE, "add: input %d is %dx%dx%dx%d but the output is %dx%dx%dx%d", i, s.n,
-                             s.c, s.h, s.w, d->out.n, d->out.c, d->out.h, d->out.w);
-    }
+    vdnn_status st = vdnn_op_check_add(d, err);
+    if (st) return st;
     *info = (vdnn_op_info){0};
     return VDNN_OK;
 }

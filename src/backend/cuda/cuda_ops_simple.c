@@ -1,5 +1,6 @@
 /* Ops on CUDA with no cuDNN/cuBLAS counterpart that fits: dropout, concat, add, global average pooling, flatten,
  * softmax with cross-entropy. Own kernels (cuda_kernels_*.cu) and strided copies, all on the compute queue. */
+#include "backend/op_check.h"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_kernels.h"
 
@@ -84,16 +85,8 @@ const cuda_op_impl vdnn_cuda_op_dropout = {dropout_query, no_create, no_destroy,
 
 static vdnn_status concat_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
-    long c = 0;
-    for (int i = 0; i < d->n_inputs; i++) {
-        vdnn_shape s = d->in[i];
-        if (s.n != d->out.n || s.h != d->out.h || s.w != d->out.w)
-            return vdnn_fail(err, VDNN_ERR_SHAPE, "concat: input %d is %dx%dx%dx%d but the output is %dx?x%dx%d", i, s.n,
-                             s.c, s.h, s.w, d->out.n, d->out.h, d->out.w);
-        c += s.c;
-    }
-    if (c != d->out.c)
-        return vdnn_fail(err, VDNN_ERR_SHAPE, "concat: input channels sum to %ld but the output has %d", c, d->out.c);
+    vdnn_status st = vdnn_op_check_concat(d, err);
+    if (st) return st;
     *info = (vdnn_op_info){0};
     return VDNN_OK;
 }
@@ -139,12 +132,8 @@ const cuda_op_impl vdnn_cuda_op_concat = {concat_query, no_create, no_destroy, c
 
 static vdnn_status add_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
-    for (int i = 0; i < d->n_inputs; i++) {
-        vdnn_shape s = d->in[i];
-        if (s.n != d->out.n || s.c != d->out.c || s.h != d->out.h || s.w != d->out.w)
-            return vdnn_fail(err, VDNN_ERR_SHAPE, "add: input %d is %dx%dx%dx%d but the output is %dx%dx%dx%d", i, s.n,
-                             s.c, s.h, s.w, d->out.n, d->out.c, d->out.h, d->out.w);
-    }
+    vdnn_status st = vdnn_op_check_add(d, err);
+    if (st) return st;
     *info = (vdnn_op_info){0};
     return VDNN_OK;
 }
