@@ -29,6 +29,7 @@ typedef struct vdnn_op_desc {
     vdnn_shape out;
     vdnn_layer_params p;
     bool training;       /* batchnorm: batch statistics (true) or running statistics */
+    int algo;            /* which of op_algos' candidates to use; 0: the backend's default */
 } vdnn_op_desc;
 
 /* What an op needs beyond its inputs and outputs, as numbers the planner uses.
@@ -42,6 +43,15 @@ typedef struct vdnn_op_info {
     bool inplace_ok;     /* forward may write y over x[0] (x[0] == y) */
     bool bwd_inplace_ok; /* backward may write dx[0] over dy (dx[0] == dy) */
 } vdnn_op_info;
+
+/* One way a backend can run an op. Convolutions may offer several, trading speed for workspace (as
+ * cuDNN's algorithms do); every other op offers one. */
+#define VDNN_MAX_ALGOS 4
+typedef struct vdnn_op_algo {
+    char name[24];
+    vdnn_op_info info;   /* what op_query reports with d->algo set to this candidate */
+    int numerics;        /* candidates with equal numbers give bitwise equal results */
+} vdnn_op_algo;
 
 /* Pointers for one forward or backward call. All float pointers are device pointers.
  * Unused fields are NULL. */
@@ -101,6 +111,8 @@ typedef struct vdnn_backend_ops {
 
     /* Ops. query is pure (no device work); create prepares kernels for one layer. */
     vdnn_status (*op_query)(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err);
+    /* The candidates for d (d->algo ignored), *n >= 1 of them, the default first. Pure, like query. */
+    vdnn_status (*op_algos)(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_algo *algos, int *n, vdnn_error *err);
     vdnn_status (*op_create)(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op **op, vdnn_error *err);
     void (*op_destroy)(vdnn_backend_t *be, vdnn_op *op);
     vdnn_status (*op_forward)(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
@@ -143,6 +155,10 @@ static inline void vdnn_backend_destroy(vdnn_backend_t *be)
 
 /* The op description of layer `i` of a resolved graph. */
 void vdnn_op_desc_from_layer(const vdnn_graph_t *g, int i, bool training, vdnn_op_desc *d);
+
+/* op_algos for an op with a single way to run: op_query's info under the name "default". */
+vdnn_status vdnn_op_algos_single(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_algo *algos, int *n,
+                                 vdnn_error *err);
 
 /* Counter-based dropout mask shared by every backend: element `i` is kept iff
  * vdnn_dropout_keep(seed, i, p). Pure, so recompute reproduces the mask. */

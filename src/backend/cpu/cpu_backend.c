@@ -469,6 +469,7 @@ static const vdnn_backend_ops cpu_ops = {
     .now = cpu_now,
     .sync_all = cpu_sync_all,
     .op_query = vdnn_cpu_op_query,
+    .op_algos = vdnn_cpu_op_algos,
     .op_create = vdnn_cpu_op_create,
     .op_destroy = vdnn_cpu_op_destroy,
     .op_forward = vdnn_cpu_op_forward,

@@ -34,6 +34,8 @@ struct cpu_op_impl {
     void (*destroy)(cpu_backend *be, vdnn_op *op);
     vdnn_status (*forward)(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
     vdnn_status (*backward)(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
+    /* Candidates when there are several (NULL: one, algo 0). */
+    vdnn_status (*algos)(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_algo *algos, int *n, vdnn_error *err);
 };
 
 /* oneDNN-backed ops (cpu_ops_dnnl_*.c). */
@@ -56,6 +58,7 @@ vdnn_status vdnn_cpu_dnnl_check(dnnl_status_t s, const char *what, vdnn_error *e
 
 /* The backend's op entries, dispatching by layer kind through the op table (cpu_ops_table.c). */
 vdnn_status vdnn_cpu_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err);
+vdnn_status vdnn_cpu_op_algos(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_algo *algos, int *n, vdnn_error *err);
 vdnn_status vdnn_cpu_op_create(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op **op, vdnn_error *err);
 void vdnn_cpu_op_destroy(vdnn_backend_t *be, vdnn_op *op);
 vdnn_status vdnn_cpu_op_forward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);

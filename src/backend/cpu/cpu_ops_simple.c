@@ -85,7 +85,7 @@ static vdnn_status dropout_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_
     return VDNN_OK;
 }
 
-const cpu_op_impl vdnn_cpu_op_dropout = {dropout_query, no_create, no_destroy, dropout_forward, dropout_backward};
+const cpu_op_impl vdnn_cpu_op_dropout = {dropout_query, no_create, no_destroy, dropout_forward, dropout_backward, NULL};
 
 /* ---- concat (along channels) ---- */
 
@@ -131,7 +131,7 @@ static vdnn_status concat_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_a
     return VDNN_OK;
 }
 
-const cpu_op_impl vdnn_cpu_op_concat = {concat_query, no_create, no_destroy, concat_forward, concat_backward};
+const cpu_op_impl vdnn_cpu_op_concat = {concat_query, no_create, no_destroy, concat_forward, concat_backward, NULL};
 
 /* ---- add ---- */
 
@@ -168,7 +168,7 @@ static vdnn_status add_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     return VDNN_OK;
 }
 
-const cpu_op_impl vdnn_cpu_op_add = {add_query, no_create, no_destroy, add_forward, add_backward};
+const cpu_op_impl vdnn_cpu_op_add = {add_query, no_create, no_destroy, add_forward, add_backward, NULL};
 
 /* ---- global average pooling ---- */
 
@@ -221,7 +221,7 @@ static vdnn_status gap_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     return VDNN_OK;
 }
 
-const cpu_op_impl vdnn_cpu_op_gap = {gap_query, no_create, no_destroy, gap_forward, gap_backward};
+const cpu_op_impl vdnn_cpu_op_gap = {gap_query, no_create, no_destroy, gap_forward, gap_backward, NULL};
 
 /* ---- flatten ---- */
 
@@ -249,7 +249,7 @@ static vdnn_status flatten_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_
     return VDNN_OK;
 }
 
-const cpu_op_impl vdnn_cpu_op_flatten = {flatten_query, no_create, no_destroy, flatten_forward, flatten_backward};
+const cpu_op_impl vdnn_cpu_op_flatten = {flatten_query, no_create, no_destroy, flatten_forward, flatten_backward, NULL};
 
 /* ---- softmax + mean cross-entropy ---- */
 
@@ -329,4 +329,4 @@ static vdnn_status xent_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     return VDNN_OK;
 }
 
-const cpu_op_impl vdnn_cpu_op_softmax_xent = {xent_query, no_create, no_destroy, xent_forward, xent_backward};
+const cpu_op_impl vdnn_cpu_op_softmax_xent = {xent_query, no_create, no_destroy, xent_forward, xent_backward, NULL};

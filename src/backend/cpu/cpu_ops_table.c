@@ -58,7 +58,19 @@ vdnn_status vdnn_cpu_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op
     if (st) return st;
     if (!info) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_query: NULL info");
     *info = (vdnn_op_info){0};
+    if (d->algo != 0 && !impl->algos)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cpu op: algorithm %d asked of an op with one algorithm", d->algo);
     return impl->query((cpu_backend *)be, d, info, err);
+}
+
+vdnn_status vdnn_cpu_op_algos(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_algo *algos, int *n, vdnn_error *err)
+{
+    const cpu_op_impl *impl;
+    vdnn_status st = lookup(d, &impl, err);
+    if (st) return st;
+    if (!algos || !n) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_algos: NULL output");
+    if (!impl->algos) return vdnn_op_algos_single(be, d, algos, n, err);
+    return impl->algos((cpu_backend *)be, d, algos, n, err);
 }
 
 vdnn_status vdnn_cpu_op_create(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op **out, vdnn_error *err)
@@ -72,7 +84,7 @@ vdnn_status vdnn_cpu_op_create(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_o
     if (!op) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "op_create: out of memory");
     op->d = *d;
     op->impl = impl;
-    st = impl->query((cpu_backend *)be, d, &op->info, err);
+    st = vdnn_cpu_op_query(be, d, &op->info, err);
     if (!st && impl->create) st = impl->create((cpu_backend *)be, op, err);
     if (st) {
         free(op);

@@ -353,6 +353,7 @@ static const vdnn_backend_ops cuda_ops = {
     .now = cuda_now,
     .sync_all = cuda_sync_all,
     .op_query = vdnn_cuda_op_query,
+    .op_algos = vdnn_op_algos_single,
     .op_create = vdnn_cuda_op_create,
     .op_destroy = vdnn_cuda_op_destroy,
     .op_forward = vdnn_cuda_op_forward,
