@@ -33,7 +33,7 @@ static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     vdnn_error err;
-    vdnn_cpu_options co = {2, 0, 0};
+    vdnn_cpu_options co = {.threads = 2};
     if (!f || vdnn_backend_cpu_create(&co, &f->be, &err) != VDNN_OK) return -1;
     vdnn_shape s = {0, 1, 28, 28};
     if (vdnn_dataset_open("synthetic", VDNN_SPLIT_TRAIN, s, 10, 9, &f->train, &err) != VDNN_OK) return -1;

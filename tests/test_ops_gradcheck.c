@@ -567,6 +567,43 @@ static void test_conv(void **state)
               X_UNIFORM, 6);
 }
 
+/* Every convolution algorithm, with the batch cut into chunks (a small chunk cap makes the test's
+ * shapes chunk as VGG's do at batch 256): forward against the reference and backward against finite
+ * differences, so chunked copies and summed weight gradients are checked, Winograd included. */
+static void test_conv_algorithms_chunked(void **state)
+{
+    (void)state;
+    vdnn_error err = {0};
+    /* 16 channels of 10x10 take 6400 bytes an image: chunks of 2 images (2+2+1), 1 for lean. */
+    vdnn_cpu_options opt = {.conv_chunk_bytes = 2 * 6400};
+    vdnn_backend_t *be = NULL;
+    vt_assert_ok(vdnn_backend_cpu_create(&opt, &be, &err), err);
+    const vdnn_op_desc descs[2] = {conv_desc(shp(5, 16, 10, 10), 16, 3, 3, 1, 1, 1, 1, 1, 1),
+                                   conv_desc(shp(5, 16, 10, 10), 16, 3, 3, 2, 2, 1, 1, 1, 0)};
+    const int expect[2] = {3, 2}; /* fast (Winograd), direct, lean; without Winograd: fast, lean */
+    for (int k = 0; k < 2; k++) {
+        vdnn_op_algo algos[VDNN_MAX_ALGOS];
+        int n = 0;
+        vt_assert_ok(be->ops->op_algos(be, &descs[k], algos, &n, &err), err);
+        assert_int_equal(n, expect[k]);
+        /* The lean algorithm copies one image at a time: less workspace than the default. */
+        assert_true(algos[n - 1].info.bwd_ws_bytes < algos[0].info.bwd_ws_bytes);
+        assert_true(algos[n - 1].numerics != algos[0].numerics);
+        for (int a = 0; a < n; a++) {
+            vdnn_op_desc d = descs[k];
+            d.algo = a;
+            char name[64];
+            snprintf(name, sizeof name, "conv %s, algorithm %s", k ? "3x3 s2 no bias" : "3x3 s1", algos[a].name);
+            gradcheck(be, name, d, X_UNIFORM, 40 + (uint64_t)(k * 4 + a));
+        }
+        vdnn_op_desc bad = descs[k];
+        bad.algo = n;
+        vdnn_op_info info;
+        assert_int_equal(be->ops->op_query(be, &bad, &info, &err), VDNN_ERR_INVALID_ARG);
+    }
+    vdnn_backend_destroy(be);
+}
+
 static void test_conv_groups_and_rect(void **state)
 {
     vdnn_backend_t *be = *state;
@@ -899,6 +936,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_conv_algorithms_chunked),
         cmocka_unit_test(test_conv_groups_and_rect),
         cmocka_unit_test(test_pool),
         cmocka_unit_test(test_relu_lrn),

@@ -82,7 +82,7 @@ static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     vdnn_error err;
-    vdnn_cpu_options co = {1, 0, 0};
+    vdnn_cpu_options co = {.threads = 1};
     if (!f || vdnn_backend_cpu_create(&co, &f->be, &err) != VDNN_OK) return -1;
     *state = f;
     return 0;

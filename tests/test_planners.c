@@ -277,7 +277,7 @@ static void env_open(train_env *e, const net_case *nc)
     e->g = load_model(nc->model);
     vt_assert_ok(vdnn_graph_resolve(e->g, (vdnn_shape){nc->batch, nc->c, nc->h, nc->w}, 10, &err), err);
     estimate(e->g, false, &e->prof);
-    vdnn_cpu_options co = {1, 0, 0}; /* one thread: no OpenMP barriers to wait at on a busy machine */
+    vdnn_cpu_options co = {.threads = 1}; /* one thread: no OpenMP barriers to wait at on a busy machine */
     vt_assert_ok(vdnn_backend_cpu_create(&co, &e->be, &err), err);
     e->ops = *e->be->ops;
     e->ops.poison = fast_poison;
@@ -493,7 +493,7 @@ static void test_plan(void **state)
     vdnn_graph_t *g = load_model(nc->model);
     vdnn_backend_t *be = NULL;
     vdnn_error err;
-    vdnn_cpu_options co = {1, 0, 0};
+    vdnn_cpu_options co = {.threads = 1};
     vt_assert_ok(vdnn_backend_cpu_create(&co, &be, &err), err);
     double max_plan_s[N_POLICIES] = {0};
     print_message("%-34s %11s %9s %9s %9s %9s %9s %9s %9s (simulated ms)\n", "net input batch device budget", "lower",

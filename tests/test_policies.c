@@ -166,7 +166,7 @@ static void run_case(const net_case *nc)
     vdnn_backend_t *be = NULL;
     /* One compute thread: the policies must agree bit for bit at any thread count, and on a loaded
      * two-core machine idle OpenMP workers spinning beside the copy threads cost minutes. */
-    vdnn_cpu_options co = {1, 0, 0};
+    vdnn_cpu_options co = {.threads = 1};
     vt_assert_ok(vdnn_backend_cpu_create(&co, &be, &err), err);
     vdnn_dataset_t *ds = NULL;
     vt_assert_ok(vdnn_dataset_open("synthetic", VDNN_SPLIT_TRAIN, (vdnn_shape){0, nc->c, nc->h, nc->w}, 10, 5, &ds, &err),

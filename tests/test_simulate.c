@@ -304,7 +304,7 @@ static void test_zoo_consistency(void **state)
     static const char *models[] = {"lenet", "resnet18", "googlenet"};
     vdnn_backend_t *be = NULL;
     vdnn_error err;
-    vdnn_cpu_options co = {1, 0, 0};
+    vdnn_cpu_options co = {.threads = 1};
     vt_assert_ok(vdnn_backend_cpu_create(&co, &be, &err), err);
     for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
         char path[512];

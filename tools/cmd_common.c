@@ -212,7 +212,7 @@ vdnn_status cli_backend(const cli_options *o, vdnn_backend_t **be, vdnn_error *e
         if (!strcmp(o->device, "cuda")) return vdnn_fail(err, rc, "--device cuda: %s", cerr.msg);
         fprintf(stderr, "vdnn: %s; using the CPU backend\n", cerr.msg);
     }
-    vdnn_cpu_options co = {o->threads, o->link_d2h, o->link_h2d};
+    vdnn_cpu_options co = {.threads = o->threads, .link_bandwidth_d2h = o->link_d2h, .link_bandwidth_h2d = o->link_h2d};
     return vdnn_backend_cpu_create(&co, be, err);
 }
 

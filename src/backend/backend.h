@@ -140,6 +140,8 @@ typedef struct vdnn_cpu_options {
     int threads;                 /* 0: all cores */
     double link_bandwidth_d2h;   /* bytes/s the copy queues are throttled to; 0: unthrottled */
     double link_bandwidth_h2d;
+    size_t conv_chunk_bytes;     /* cap on one convolution layout copy (the batch is cut into chunks under
+                                    it; the lean algorithm uses a sixteenth); 0: 256 MiB */
 } vdnn_cpu_options;
 
 vdnn_status vdnn_backend_cpu_create(const vdnn_cpu_options *opt, vdnn_backend_t **out, vdnn_error *err);

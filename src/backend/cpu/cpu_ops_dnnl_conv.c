@@ -1,5 +1,7 @@
-/* CONV on the CPU: oneDNN convolution forward, backward-data and backward-weights in the layouts oneDNN prefers, copied from and to our plain nchw/oihw tensors. */
+/* CONV on the CPU: oneDNN convolution forward, backward-data and backward-weights in the layouts oneDNN prefers, copied from and to our plain nchw/oihw tensors a chunk of images at a time. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cpu/cpu_ops_dnnl_util.h"
 
@@ -9,21 +11,52 @@
  * few-channel first layer. The copies in and out are cheap next to that. They
  * live in the op's workspace, so the planner counts them:
  *   forward:  [src][weights][dst][scratchpad]
- *   backward: [dy][weights or dweights][dx or x][scratchpad]
- * backward-data runs first, so backward-weights reuses its regions (and its copy
- * of dy when both chose the same layout). A piece whose layout is already plain
- * takes no room and the primitive uses the arena tensor in place. The workspace is
- * used from its first 64-byte boundary (CPU_WS_SLACK). */
-typedef struct conv_state {
+ *   backward: [dy][weights or dweights][dx or x][bias gradient][scratchpad]
+ * Why chunks: copies of whole feature maps would make the workspace as large as
+ * the maps themselves (6 GiB for VGG-16's second layer at batch 256). So the
+ * batch is cut into chunks whose copies stay under a cap, and the copies hold
+ * one chunk. Backward-data runs over every chunk first, then backward-weights,
+ * so the weights copy and the weight gradient share a region; each chunk's
+ * weight gradient is added into dw by a summing copy. The chunk size is a
+ * function of the layer and the algorithm alone, never of the budget, so every
+ * plan computes the same sums in the same order.
+ * A piece whose layout is already plain takes no room and the primitive uses
+ * the arena tensor in place. The workspace is used from its first 64-byte
+ * boundary (CPU_WS_SLACK). */
+
+/* The primitives and copies for chunks of `mb` images. */
+typedef struct conv_part {
+    int mb;
     cpu_dnnl_step fwd, bwd_data, bwd_weights;
     cpu_dnnl_reorder f_src, f_wei, f_dst;      /* x -> src, w -> weights, dst -> y */
     cpu_dnnl_reorder d_dy, d_wei, d_dx;        /* dy -> D, w -> W, S -> dx */
     cpu_dnnl_reorder w_x, w_dy, w_dw;          /* x -> S, dy -> D, W -> dw */
-    bool dy_shared;                            /* backward-weights reads the dy copy backward-data made */
-    bool winograd;                             /* built with oneDNN's Winograd kernels (see conv_build) */
+    cpu_dnnl_reorder w_dw_add;                 /* W -> dw, adding (chunks after the first) */
+    bool dy_shared;                            /* backward-weights may read the dy copy backward-data made */
+} conv_part;
+
+typedef struct conv_state {
+    conv_part part[2];                         /* n_full chunks of part[0].mb images, then part[1] (mb 0: none) */
+    int n_full;
+    bool winograd;                             /* built with oneDNN's Winograd kernels */
+    size_t in_img, out_img;                    /* floats per image of x and y */
     size_t f_off[4], f_bytes;                  /* src, weights, dst, scratchpad */
-    size_t b_off[4], b_bytes;                  /* D, W, S, scratchpad */
+    size_t b_off[5], b_bytes;                  /* D, W, S, bias gradient, scratchpad */
 } conv_state;
+
+/* The CPU's convolution algorithms: the kernel family, and the cap on the bytes one copy holds. */
+typedef struct conv_algo {
+    const char *name;
+    bool winograd;
+    size_t chunk_cap;
+} conv_algo;
+
+#define CONV_DEFAULT_CHUNK_BYTES ((size_t)256 << 20)
+
+static size_t fast_cap(const cpu_backend *be)
+{
+    return be->opt.conv_chunk_bytes ? be->opt.conv_chunk_bytes : CONV_DEFAULT_CHUNK_BYTES;
+}
 
 static vdnn_status conv_check(const vdnn_op_desc *d, vdnn_error *err)
 {
@@ -46,24 +79,77 @@ static vdnn_status conv_check(const vdnn_op_desc *d, vdnn_error *err)
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
+/* Winograd F(4x4, 3x3) needs a quarter of the direct kernels' multiplications; it measured about
+ * twice as fast on ResNet's 16x16 and 8x8 layers, but slower below 8x8 (and its workspace grows with
+ * channels while there is little spatial work to save). */
+static bool winograd_fits(const vdnn_op_desc *d)
+{
+    const vdnn_layer_params *p = &d->p;
+    return p->kernel_h == 3 && p->kernel_w == 3 && p->stride_h == 1 && p->stride_w == 1 && p->groups == 1 &&
+           d->out.h >= 8 && d->out.w >= 8;
+}
+
+/* Images per chunk: the most whose largest copy (channels padded to a block of 16) fits the cap. */
+static int chunk_images(const vdnn_op_desc *d, size_t cap)
+{
+    vdnn_shape in = d->in[0], out = d->out;
+    size_t ci = (size_t)(in.c + 15) / 16 * 16, co = (size_t)(out.c + 15) / 16 * 16;
+    size_t per_image = sizeof(float) * max_sz(ci * (size_t)in.h * in.w, co * (size_t)out.h * out.w);
+    size_t k = per_image ? cap / per_image : (size_t)in.n;
+    if (k < 1) k = 1;
+    return k < (size_t)in.n ? (int)k : in.n;
+}
+
+static vdnn_status part_build(cpu_backend *be, const vdnn_op_desc *d, int mb, bool winograd, bool add, bool make,
+                              conv_part *s, vdnn_error *err);
+static void part_free(conv_part *s);
+
+/* The candidates for d, default first, without duplicates of the same kernel and chunk size. */
+static int conv_algo_list(cpu_backend *be, const vdnn_op_desc *d, conv_algo *out)
+{
+    bool wino = winograd_fits(d);
+    if (wino) { /* oneDNN implements Winograd for some channel counts only */
+        conv_part probe = {0};
+        vdnn_error ignored = {0};
+        wino = part_build(be, d, chunk_images(d, fast_cap(be)), true, false, false, &probe, &ignored) == VDNN_OK;
+        part_free(&probe);
+    }
+    const size_t cap = fast_cap(be);
+    const conv_algo all[3] = {{"fast", wino, cap}, {"direct", false, cap}, {"lean", false, cap / 16}};
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        bool dup = false;
+        for (int j = 0; j < n; j++)
+            dup |= out[j].winograd == all[i].winograd && chunk_images(d, out[j].chunk_cap) == chunk_images(d, all[i].chunk_cap);
+        if (!dup) out[n++] = all[i];
+    }
+    return n;
+}
+
 /* The convolution's descriptors with format_tag any where oneDNN picks the layout. */
 typedef struct conv_mds {
     const dnnl_memory_desc_t *src, *wei, *bias, *dst;
     const dnnl_dim_t *strides, *pad;
 } conv_mds;
 
-static void conv_free(conv_state *s)
+static void part_free(conv_part *s)
 {
     vdnn_cpu_dnnl_step_fini(&s->fwd);
     vdnn_cpu_dnnl_step_fini(&s->bwd_data);
     vdnn_cpu_dnnl_step_fini(&s->bwd_weights);
     cpu_dnnl_reorder *rs[] = {&s->f_src, &s->f_wei, &s->f_dst, &s->d_dy, &s->d_wei,
-                              &s->d_dx,  &s->w_x,   &s->w_dy,  &s->w_dw};
+                              &s->d_dx,  &s->w_x,   &s->w_dy,  &s->w_dw, &s->w_dw_add};
     for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) vdnn_cpu_dnnl_reorder_fini(rs[i]);
 }
 
-/* Forward, backward-data and backward-weights primitives for one algorithm. */
-static vdnn_status conv_prims(cpu_backend *be, const conv_mds *m, dnnl_alg_kind_t alg, bool make, conv_state *s,
+static void conv_free(conv_state *s)
+{
+    part_free(&s->part[0]);
+    part_free(&s->part[1]);
+}
+
+/* Forward, backward-data and backward-weights primitives for one kernel family. */
+static vdnn_status conv_prims(cpu_backend *be, const conv_mds *m, dnnl_alg_kind_t alg, bool make, conv_part *s,
                               vdnn_error *err)
 {
     dnnl_convolution_desc_t cd;
@@ -95,21 +181,22 @@ static vdnn_status conv_prims(cpu_backend *be, const conv_mds *m, dnnl_alg_kind_
     return st;
 }
 
-static vdnn_status conv_build(cpu_backend *be, const vdnn_op_desc *d, bool make, conv_state *s, vdnn_error *err)
+/* The primitives and copies for chunks of mb images; add: also the summing weight-gradient copy. */
+static vdnn_status part_build(cpu_backend *be, const vdnn_op_desc *d, int mb, bool winograd, bool add, bool make,
+                              conv_part *s, vdnn_error *err)
 {
-    vdnn_status st = conv_check(d, err);
-    if (st) return st;
     const vdnn_layer_params *p = &d->p;
     vdnn_shape in = d->in[0], out = d->out;
     int g = p->groups;
+    s->mb = mb;
     dnnl_memory_desc_t src, wei, bia, dst, src_any, wei_any, dst_any;
-    const dnnl_dim_t src_dims[4] = {in.n, in.c, in.h, in.w};
-    const dnnl_dim_t dst_dims[4] = {out.n, out.c, out.h, out.w};
+    const dnnl_dim_t src_dims[4] = {mb, in.c, in.h, in.w};
+    const dnnl_dim_t dst_dims[4] = {mb, out.c, out.h, out.w};
     const dnnl_dim_t bias_dims[1] = {p->filters};
     /* PyTorch's (filters, C/groups, kh, kw) is oihw, or goihw with the group outermost. */
     const dnnl_dim_t w_dims[4] = {p->filters, in.c, p->kernel_h, p->kernel_w};
     const dnnl_dim_t gw_dims[5] = {g, p->filters / g, in.c / g, p->kernel_h, p->kernel_w};
-    st = vdnn_cpu_dnnl_md(&src, 4, src_dims, dnnl_nchw, "conv: source descriptor", err);
+    vdnn_status st = vdnn_cpu_dnnl_md(&src, 4, src_dims, dnnl_nchw, "conv: source descriptor", err);
     if (!st) st = vdnn_cpu_dnnl_md(&dst, 4, dst_dims, dnnl_nchw, "conv: destination descriptor", err);
     if (!st) st = vdnn_cpu_dnnl_md(&bia, 1, bias_dims, dnnl_a, "conv: bias descriptor", err);
     if (!st)
@@ -124,19 +211,8 @@ static vdnn_status conv_build(cpu_backend *be, const vdnn_op_desc *d, bool make,
     const dnnl_dims_t strides = {p->stride_h, p->stride_w};
     /* Same padding on both sides: oneDNN then floors the output size exactly as PyTorch does. */
     const dnnl_dims_t pad = {p->pad_h, p->pad_w};
-    const dnnl_memory_desc_t *bias = p->bias ? &bia : NULL;
-    const conv_mds mds = {&src_any, &wei_any, bias, &dst_any, strides, pad};
-
-    /* Winograd F(4x4, 3x3) needs a quarter of the direct kernels' multiplications; it
-     * measured about twice as fast on ResNet's 16x16 and 8x8 layers, but slower below 8x8
-     * (and its workspace grows with channels while there is little spatial work to save). */
-    if (p->kernel_h == 3 && p->kernel_w == 3 && p->stride_h == 1 && p->stride_w == 1 && g == 1 && out.h >= 8 &&
-        out.w >= 8) {
-        vdnn_error wino_err = {0};
-        if (conv_prims(be, &mds, dnnl_convolution_winograd, make, s, &wino_err) == VDNN_OK) s->winograd = true;
-        else conv_free(s); /* not implemented for these channels: fall back to direct */
-    }
-    if (!s->winograd) st = conv_prims(be, &mds, dnnl_convolution_direct, make, s, err);
+    const conv_mds mds = {&src_any, &wei_any, p->bias ? &bia : NULL, &dst_any, strides, pad};
+    st = conv_prims(be, &mds, winograd ? dnnl_convolution_winograd : dnnl_convolution_direct, make, s, err);
     if (st) return st;
 
     const char *rw = "conv: layout copy";
@@ -158,25 +234,59 @@ static vdnn_status conv_build(cpu_backend *be, const vdnn_op_desc *d, bool make,
     if (!st) st = vdnn_cpu_dnnl_reorder_init(be, &src, w_x, make, &s->w_x, rw, err);
     if (!st) st = vdnn_cpu_dnnl_reorder_init(be, &dst, w_dy, make, &s->w_dy, rw, err);
     if (!st) st = vdnn_cpu_dnnl_reorder_init(be, w_dw, &wei, make, &s->w_dw, rw, err);
+    if (!st && add) st = vdnn_cpu_dnnl_reorder_init_ex(be, w_dw, &wei, make, true, &s->w_dw_add, rw, err);
     if (st) return st;
     s->dy_shared = d_dy && w_dy && dnnl_memory_desc_equal(d_dy, w_dy);
+    return VDNN_OK;
+}
 
-    size_t used = 0, scratch = s->fwd.scratch_bytes;
-    s->f_off[0] = vdnn_cpu_ws_take(&used, s->f_src.bytes);
-    s->f_off[1] = vdnn_cpu_ws_take(&used, s->f_wei.bytes);
-    s->f_off[2] = vdnn_cpu_ws_take(&used, s->f_dst.bytes);
-    scratch = max_sz(scratch, max_sz(s->f_src.scratch_bytes, max_sz(s->f_wei.scratch_bytes, s->f_dst.scratch_bytes)));
+static vdnn_status conv_build(cpu_backend *be, const vdnn_op_desc *d, bool make, conv_state *s, vdnn_error *err)
+{
+    vdnn_status st = conv_check(d, err);
+    if (st) return st;
+    conv_algo algos[VDNN_MAX_ALGOS];
+    int n_algos = conv_algo_list(be, d, algos);
+    if (d->algo < 0 || d->algo >= n_algos)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv: algorithm %d (this layer has %d)", d->algo, n_algos);
+    const conv_algo *a = &algos[d->algo];
+    const int n = d->in[0].n, k = chunk_images(d, a->chunk_cap);
+    s->n_full = n / k;
+    s->winograd = a->winograd;
+    s->in_img = (size_t)d->in[0].c * d->in[0].h * d->in[0].w;
+    s->out_img = (size_t)d->out.c * d->out.h * d->out.w;
+    const bool chunked = k < n;
+    st = part_build(be, d, k, a->winograd, chunked, make, &s->part[0], err);
+    if (!st && n % k) st = part_build(be, d, n % k, a->winograd, true, make, &s->part[1], err);
+    if (st) return st;
+
+    size_t used = 0, scratch = 0, fb[3] = {0}, bb[3] = {0};
+    for (int i = 0; i < 2; i++) {
+        const conv_part *q = &s->part[i];
+        if (!q->mb) continue;
+        const cpu_dnnl_reorder *rs[] = {&q->f_src, &q->f_wei, &q->f_dst, &q->d_dy, &q->d_wei,
+                                        &q->d_dx,  &q->w_x,   &q->w_dy,  &q->w_dw, &q->w_dw_add};
+        for (size_t j = 0; j < sizeof rs / sizeof rs[0]; j++) scratch = max_sz(scratch, rs[j]->scratch_bytes);
+        scratch = max_sz(scratch, max_sz(q->fwd.scratch_bytes, max_sz(q->bwd_data.scratch_bytes, q->bwd_weights.scratch_bytes)));
+        fb[0] = max_sz(fb[0], q->f_src.bytes);
+        fb[1] = max_sz(fb[1], q->f_wei.bytes);
+        fb[2] = max_sz(fb[2], q->f_dst.bytes);
+        bb[0] = max_sz(bb[0], max_sz(q->d_dy.bytes, q->w_dy.bytes));
+        /* A chunk after the first writes its weight gradient here even when dw's layout is plain. */
+        bb[1] = max_sz(bb[1], max_sz(q->d_wei.bytes, max_sz(q->w_dw.bytes, q->w_dw_add.bytes)));
+        bb[2] = max_sz(bb[2], max_sz(q->d_dx.bytes, q->w_x.bytes));
+    }
+    s->f_off[0] = vdnn_cpu_ws_take(&used, fb[0]);
+    s->f_off[1] = vdnn_cpu_ws_take(&used, fb[1]);
+    s->f_off[2] = vdnn_cpu_ws_take(&used, fb[2]);
     s->f_off[3] = vdnn_cpu_ws_take(&used, scratch);
     s->f_bytes = used ? used + CPU_WS_SLACK : 0;
 
     used = 0;
-    scratch = max_sz(s->bwd_data.scratch_bytes, s->bwd_weights.scratch_bytes);
-    const cpu_dnnl_reorder *rs[] = {&s->d_dy, &s->d_wei, &s->d_dx, &s->w_x, &s->w_dy, &s->w_dw};
-    for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) scratch = max_sz(scratch, rs[i]->scratch_bytes);
-    s->b_off[0] = vdnn_cpu_ws_take(&used, max_sz(s->d_dy.bytes, s->w_dy.bytes));
-    s->b_off[1] = vdnn_cpu_ws_take(&used, max_sz(s->d_wei.bytes, s->w_dw.bytes));
-    s->b_off[2] = vdnn_cpu_ws_take(&used, max_sz(s->d_dx.bytes, s->w_x.bytes));
-    s->b_off[3] = vdnn_cpu_ws_take(&used, scratch);
+    s->b_off[0] = vdnn_cpu_ws_take(&used, bb[0]);
+    s->b_off[1] = vdnn_cpu_ws_take(&used, bb[1]);
+    s->b_off[2] = vdnn_cpu_ws_take(&used, bb[2]);
+    s->b_off[3] = vdnn_cpu_ws_take(&used, chunked && d->p.bias ? (size_t)d->p.filters * sizeof(float) : 0);
+    s->b_off[4] = vdnn_cpu_ws_take(&used, scratch);
     s->b_bytes = used ? used + CPU_WS_SLACK : 0;
     return VDNN_OK;
 }
@@ -194,6 +304,27 @@ static vdnn_status conv_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_in
     }
     conv_free(&s);
     return st;
+}
+
+static vdnn_status conv_algos(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_algo *out, int *n, vdnn_error *err)
+{
+    vdnn_status st = conv_check(d, err);
+    if (st) return st;
+    conv_algo algos[VDNN_MAX_ALGOS];
+    const int count = conv_algo_list(be, d, algos);
+    *n = 0;
+    for (int i = 0; i < count; i++) {
+        vdnn_op_desc di = *d;
+        di.algo = i;
+        memset(&out[i], 0, sizeof out[i]);
+        snprintf(out[i].name, sizeof out[i].name, "%s", algos[i].name);
+        /* Results depend on the kernel family and on how the weight gradient is summed over chunks. */
+        out[i].numerics = (algos[i].winograd ? 1 << 24 : 0) | chunk_images(d, algos[i].chunk_cap);
+        st = conv_query(be, &di, &out[i].info, err);
+        if (st) return st;
+        *n = i + 1;
+    }
+    return VDNN_OK;
 }
 
 static vdnn_status conv_create(cpu_backend *be, vdnn_op *op, vdnn_error *err)
@@ -228,6 +359,15 @@ static void *piece(const cpu_dnnl_reorder *r, void *ws, size_t off, const void *
     return r->bytes ? (char *)ws + off : (void *)plain;
 }
 
+/* Chunk c: its part and its first image. */
+static conv_part *chunk_part(conv_state *s, int c, size_t *first)
+{
+    *first = (size_t)c * (size_t)s->part[0].mb;
+    return c < s->n_full ? &s->part[0] : &s->part[1];
+}
+
+static int n_chunks(const conv_state *s) { return s->n_full + (s->part[1].mb ? 1 : 0); }
+
 static vdnn_status conv_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     conv_state *s = op->state;
@@ -239,16 +379,49 @@ static vdnn_status conv_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv forward: NULL workspace (%zu bytes needed)", s->f_bytes);
     char *ws = vdnn_cpu_ws_align(a->ws);
     void *scratch = ws + s->f_off[3];
-    void *src = piece(&s->f_src, ws, s->f_off[0], a->x[0]);
-    void *wei = piece(&s->f_wei, ws, s->f_off[1], a->w);
-    void *dst = piece(&s->f_dst, ws, s->f_off[2], a->y);
-    vdnn_status st = vdnn_cpu_dnnl_reorder_run(be, &s->f_src, a->x[0], src, scratch, "conv forward: source copy", err);
-    if (!st) st = vdnn_cpu_dnnl_reorder_run(be, &s->f_wei, a->w, wei, scratch, "conv forward: weights copy", err);
-    if (!st) {
-        void *ptrs[] = {src, wei, (void *)a->b, dst};
-        st = vdnn_cpu_dnnl_step_run(be, &s->fwd, ptrs, scratch, "conv forward", err);
+    vdnn_status st = VDNN_OK;
+    for (int c = 0; !st && c < n_chunks(s); c++) {
+        size_t first;
+        conv_part *q = chunk_part(s, c, &first);
+        const float *x = a->x[0] + first * s->in_img;
+        float *y = a->y + first * s->out_img;
+        void *src = piece(&q->f_src, ws, s->f_off[0], x);
+        void *wei = piece(&q->f_wei, ws, s->f_off[1], a->w);
+        void *dst = piece(&q->f_dst, ws, s->f_off[2], y);
+        st = vdnn_cpu_dnnl_reorder_run(be, &q->f_src, x, src, scratch, "conv forward: source copy", err);
+        /* Both parts may want the same weights layout, but the copy is cheap next to a chunk's work. */
+        if (!st && (c == 0 || c == s->n_full))
+            st = vdnn_cpu_dnnl_reorder_run(be, &q->f_wei, a->w, wei, scratch, "conv forward: weights copy", err);
+        if (!st) {
+            void *ptrs[] = {src, wei, (void *)a->b, dst};
+            st = vdnn_cpu_dnnl_step_run(be, &q->fwd, ptrs, scratch, "conv forward", err);
+        }
+        if (!st) st = vdnn_cpu_dnnl_reorder_run(be, &q->f_dst, dst, y, scratch, "conv forward: output copy", err);
     }
-    if (!st) st = vdnn_cpu_dnnl_reorder_run(be, &s->f_dst, dst, a->y, scratch, "conv forward: output copy", err);
+    return st;
+}
+
+static vdnn_status conv_backward_data(cpu_backend *be, conv_state *s, const vdnn_op_args *a, char *ws, vdnn_error *err)
+{
+    void *scratch = ws + s->b_off[4];
+    vdnn_status st = VDNN_OK;
+    for (int c = 0; !st && c < n_chunks(s); c++) {
+        size_t first;
+        conv_part *q = chunk_part(s, c, &first);
+        const float *dyc = a->dy + first * s->out_img;
+        float *dxc = a->dx[0] + first * s->in_img;
+        void *dy = piece(&q->d_dy, ws, s->b_off[0], dyc);
+        void *wei = piece(&q->d_wei, ws, s->b_off[1], a->w);
+        void *dx = piece(&q->d_dx, ws, s->b_off[2], dxc);
+        st = vdnn_cpu_dnnl_reorder_run(be, &q->d_dy, dyc, dy, scratch, "conv backward-data: dy copy", err);
+        if (!st && (c == 0 || c == s->n_full))
+            st = vdnn_cpu_dnnl_reorder_run(be, &q->d_wei, a->w, wei, scratch, "conv backward-data: weights copy", err);
+        if (!st) {
+            void *ptrs[] = {dy, wei, dx};
+            st = vdnn_cpu_dnnl_step_run(be, &q->bwd_data, ptrs, scratch, "conv backward-data", err);
+        }
+        if (!st) st = vdnn_cpu_dnnl_reorder_run(be, &q->d_dx, dx, dxc, scratch, "conv backward-data: dx copy", err);
+    }
     return st;
 }
 
@@ -263,34 +436,37 @@ static vdnn_status conv_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     if (s->b_bytes && !a->ws)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv backward: NULL workspace (%zu bytes needed)", s->b_bytes);
     char *ws = vdnn_cpu_ws_align(a->ws);
-    void *scratch = ws + s->b_off[3];
-    vdnn_status st = VDNN_OK;
-    bool have_dy = false;
-    if (a->dx[0]) {
-        void *dy = piece(&s->d_dy, ws, s->b_off[0], a->dy);
-        void *wei = piece(&s->d_wei, ws, s->b_off[1], a->w);
-        void *dx = piece(&s->d_dx, ws, s->b_off[2], a->dx[0]);
-        st = vdnn_cpu_dnnl_reorder_run(be, &s->d_dy, a->dy, dy, scratch, "conv backward-data: dy copy", err);
-        if (!st) st = vdnn_cpu_dnnl_reorder_run(be, &s->d_wei, a->w, wei, scratch, "conv backward-data: weights copy", err);
+    void *scratch = ws + s->b_off[4];
+    vdnn_status st = a->dx[0] ? conv_backward_data(be, s, a, ws, err) : VDNN_OK;
+    /* With one chunk, backward-weights can reuse the dy copy backward-data left. */
+    const bool have_dy = a->dx[0] && n_chunks(s) == 1 && s->part[0].dy_shared;
+    float *db_chunk = (float *)(ws + s->b_off[3]);
+    for (int c = 0; !st && c < n_chunks(s); c++) {
+        size_t first;
+        conv_part *q = chunk_part(s, c, &first);
+        const float *xc = a->x[0] + first * s->in_img;
+        const float *dyc = a->dy + first * s->out_img;
+        void *x = piece(&q->w_x, ws, s->b_off[2], xc);
+        void *dy = piece(&q->w_dy, ws, s->b_off[0], dyc);
+        /* The first chunk writes dw and db; later ones write into the workspace and are added. */
+        void *dw = c == 0 ? piece(&q->w_dw, ws, s->b_off[1], a->dw) : ws + s->b_off[1];
+        float *db = c == 0 ? a->db : db_chunk;
+        st = vdnn_cpu_dnnl_reorder_run(be, &q->w_x, xc, x, scratch, "conv backward-weights: source copy", err);
+        if (!st && !have_dy)
+            st = vdnn_cpu_dnnl_reorder_run(be, &q->w_dy, dyc, dy, scratch, "conv backward-weights: dy copy", err);
         if (!st) {
-            void *ptrs[] = {dy, wei, dx};
-            st = vdnn_cpu_dnnl_step_run(be, &s->bwd_data, ptrs, scratch, "conv backward-data", err);
+            void *ptrs[] = {x, dy, dw, db};
+            st = vdnn_cpu_dnnl_step_run(be, &q->bwd_weights, ptrs, scratch, "conv backward-weights", err);
         }
-        if (!st) st = vdnn_cpu_dnnl_reorder_run(be, &s->d_dx, dx, a->dx[0], scratch, "conv backward-data: dx copy", err);
-        have_dy = s->dy_shared;
+        if (st) break;
+        if (c == 0) {
+            st = vdnn_cpu_dnnl_reorder_run(be, &q->w_dw, dw, a->dw, scratch, "conv backward-weights: dw copy", err);
+        } else {
+            st = vdnn_cpu_dnnl_reorder_run(be, &q->w_dw_add, dw, a->dw, scratch, "conv backward-weights: dw sum", err);
+            if (op->d.p.bias)
+                for (int f = 0; f < op->d.p.filters; f++) a->db[f] += db_chunk[f];
+        }
     }
-    if (st) return st;
-    void *x = piece(&s->w_x, ws, s->b_off[2], a->x[0]);
-    void *dy = piece(&s->w_dy, ws, s->b_off[0], a->dy);
-    void *dw = piece(&s->w_dw, ws, s->b_off[1], a->dw);
-    st = vdnn_cpu_dnnl_reorder_run(be, &s->w_x, a->x[0], x, scratch, "conv backward-weights: source copy", err);
-    if (!st && !have_dy)
-        st = vdnn_cpu_dnnl_reorder_run(be, &s->w_dy, a->dy, dy, scratch, "conv backward-weights: dy copy", err);
-    if (!st) {
-        void *ptrs[] = {x, dy, dw, a->db};
-        st = vdnn_cpu_dnnl_step_run(be, &s->bwd_weights, ptrs, scratch, "conv backward-weights", err);
-    }
-    if (!st) st = vdnn_cpu_dnnl_reorder_run(be, &s->w_dw, dw, a->dw, scratch, "conv backward-weights: dw copy", err);
     return st;
 }
 
@@ -300,4 +476,5 @@ const cpu_op_impl vdnn_cpu_op_conv = {
     .destroy = conv_destroy,
     .forward = conv_forward,
     .backward = conv_backward,
+    .algos = conv_algos,
 };

@@ -124,8 +124,15 @@ const dnnl_memory_desc_t *vdnn_cpu_dnnl_arg_md(const cpu_dnnl_step *s, int arg)
 vdnn_status vdnn_cpu_dnnl_reorder_init(cpu_backend *be, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
                                        bool make, cpu_dnnl_reorder *r, const char *what, vdnn_error *err)
 {
+    return vdnn_cpu_dnnl_reorder_init_ex(be, from, to, make, false, r, what, err);
+}
+
+vdnn_status vdnn_cpu_dnnl_reorder_init_ex(cpu_backend *be, const dnnl_memory_desc_t *from,
+                                          const dnnl_memory_desc_t *to, bool make, bool accumulate,
+                                          cpu_dnnl_reorder *r, const char *what, vdnn_error *err)
+{
     memset(r, 0, sizeof *r);
-    if (!from || !to || dnnl_memory_desc_equal(from, to)) return VDNN_OK;
+    if (!from || !to || (!accumulate && dnnl_memory_desc_equal(from, to))) return VDNN_OK;
     /* The chosen layout may pad channels up to its block: room for the larger of the two. */
     size_t a = dnnl_memory_desc_get_size(from), b = dnnl_memory_desc_get_size(to);
     r->bytes = a > b ? a : b;
@@ -134,6 +141,13 @@ vdnn_status vdnn_cpu_dnnl_reorder_init(cpu_backend *be, const dnnl_memory_desc_t
     vdnn_status st = vdnn_cpu_dnnl_check(dnnl_primitive_attr_create(&attr), what, err);
     if (st) return st;
     st = vdnn_cpu_dnnl_check(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), what, err);
+    if (!st && accumulate) {
+        dnnl_post_ops_t po = NULL;
+        st = vdnn_cpu_dnnl_check(dnnl_post_ops_create(&po), what, err);
+        if (!st) st = vdnn_cpu_dnnl_check(dnnl_post_ops_append_sum(po, 1.0f), what, err);
+        if (!st) st = vdnn_cpu_dnnl_check(dnnl_primitive_attr_set_post_ops(attr, po), what, err);
+        if (po) dnnl_post_ops_destroy(po);
+    }
     if (!st)
         st = vdnn_cpu_dnnl_check(dnnl_reorder_primitive_desc_create(&pd, from, be->engine, to, be->engine, attr), what,
                                  err);

@@ -62,6 +62,12 @@ vdnn_status vdnn_cpu_dnnl_reorder_init(cpu_backend *be, const dnnl_memory_desc_t
 vdnn_status vdnn_cpu_dnnl_reorder_run(cpu_backend *be, cpu_dnnl_reorder *r, const void *src, void *dst, void *scratch,
                                       const char *what, vdnn_error *err);
 
+/* As reorder_init; with accumulate the copy adds into `to` (to += from), and is built even when the
+ * layouts are equal. */
+vdnn_status vdnn_cpu_dnnl_reorder_init_ex(cpu_backend *be, const dnnl_memory_desc_t *from,
+                                          const dnnl_memory_desc_t *to, bool make, bool accumulate,
+                                          cpu_dnnl_reorder *r, const char *what, vdnn_error *err);
+
 void vdnn_cpu_dnnl_reorder_fini(cpu_dnnl_reorder *r);
 
 /* The layout a primitive chose for an execution argument (NULL if it has none). */
