@@ -14,6 +14,7 @@ void cli_defaults(cli_options *o)
     o->epochs = 2;
     o->lr = 0.05;
     o->lr_schedule = "cosine";
+    o->conv_algo = VDNN_ALGO_CHOOSE;
     o->momentum = 0.9;
     o->weight_decay = 5e-4;
     o->seed = 1;
@@ -140,6 +141,12 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             NEED_VALUE();
             if (!vdnn_parse_size(v, &sz)) return bad(cmd, f, v, "a size such as 512MiB, 3GiB or unlimited");
             o->host_budget = sz;
+        } else if (!strcmp(f, "--conv-algo") && (allowed & OPT_MEMORY)) {
+            NEED_VALUE();
+            if (!strcmp(v, "default")) o->conv_algo = 0;
+            else if (!strcmp(v, "lean")) o->conv_algo = VDNN_MAX_ALGOS - 1; /* backends list the leanest last */
+            else if (!strcmp(v, "choose")) o->conv_algo = VDNN_ALGO_CHOOSE;
+            else return bad(cmd, f, v, "default, lean or choose");
         } else if (!strcmp(f, "--policy") && (allowed & OPT_MEMORY)) {
             NEED_VALUE();
             if (!vdnn_policy_parse(v, &o->policy)) return bad(cmd, f, v, "none, all, conv, recompute, dyn, pooch or auto");
@@ -225,6 +232,7 @@ void cli_net_config(const cli_options *o, vdnn_shape in, int classes, vdnn_net_c
     c->in_w = in.w;
     c->classes = classes;
     c->policy = o->policy;
+    c->algo = o->conv_algo;
     c->budget = o->budget;
     c->host_budget = o->host_budget;
     c->poison = o->poison;

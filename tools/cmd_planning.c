@@ -20,9 +20,12 @@ vdnn_status cli_model_load(const cli_options *o, cli_model *m, vdnn_error *err)
     if (rc == VDNN_OK) rc = cli_backend(&co, &be, err);
     if (rc == VDNN_OK) {
         m->info = calloc((size_t)m->g->n_layers, sizeof *m->info);
-        if (!m->info) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
+        m->algos = calloc((size_t)m->g->n_layers, sizeof *m->algos);
+        m->force_algo = o->conv_algo;
+        if (!m->info || !m->algos) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
     }
     if (rc == VDNN_OK) rc = vdnn_plan_query_ops(m->g, be, true, m->info, err);
+    if (rc == VDNN_OK) rc = vdnn_plan_query_algos(m->g, be, true, m->algos, err);
     vdnn_backend_destroy(be);
     if (rc != VDNN_OK) cli_model_free(m);
     return rc;
@@ -31,6 +34,7 @@ vdnn_status cli_model_load(const cli_options *o, cli_model *m, vdnn_error *err)
 void cli_model_free(cli_model *m)
 {
     free(m->info);
+    free(m->algos);
     vdnn_graph_free(m->g);
     memset(m, 0, sizeof *m);
 }
@@ -39,7 +43,7 @@ vdnn_status cli_model_plan(const cli_model *m, vdnn_policy policy, size_t budget
                            const vdnn_profile *prof, vdnn_plan_t **plan, vdnn_error *err)
 {
     vdnn_plan_request rq = {.policy = policy, .training = true, .budget = budget, .host_budget = host_budget,
-                            .variable_base = 0, .profile = prof};
+                            .variable_base = 0, .profile = prof, .algos = m->algos, .force_algo = m->force_algo};
     return vdnn_plan_build(m->g, m->info, &rq, plan, err);
 }
 

@@ -46,7 +46,6 @@ typedef struct vdnn_op_info {
 
 /* One way a backend can run an op. Convolutions may offer several, trading speed for workspace (as
  * cuDNN's algorithms do); every other op offers one. */
-#define VDNN_MAX_ALGOS 4
 typedef struct vdnn_op_algo {
     char name[24];
     vdnn_op_info info;   /* what op_query reports with d->algo set to this candidate */

@@ -61,12 +61,14 @@ static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
 static vdnn_status create_ops(vdnn_net_t *net, bool training, vdnn_op ***out, vdnn_error *err)
 {
+    const vdnn_plan_t *plan = training ? net->plan_train : net->plan_eval;
     vdnn_op **ops = calloc((size_t)net->g->n_layers, sizeof *ops);
     if (!ops) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory creating ops");
     *out = ops;
     for (int l = 1; l < net->g->n_layers; l++) {
         vdnn_op_desc d;
         vdnn_op_desc_from_layer(net->g, l, training, &d);
+        d.algo = plan->algo[l];
         vdnn_status rc = net->be->ops->op_create(net->be, &d, &ops[l], err);
         if (rc != VDNN_OK) return rc;
     }
@@ -141,7 +143,8 @@ static vdnn_status budget_error(vdnn_net_t *net, vdnn_error *err)
     /* Name the smallest budget any plan reaches, so the user knows what to ask for. */
     size_t best_peak = device_need;
     vdnn_plan_request rq = {.policy = VDNN_POLICY_NONE, .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX,
-                            .keep_weight_grads = net->cfg.keep_weight_grads};
+                            .keep_weight_grads = net->cfg.keep_weight_grads, .algos = net->algos_train,
+                            .force_algo = net->cfg.algo};
     vdnn_error e2;
     size_t mb = SIZE_MAX;
     if (vdnn_plan_min_budget(net->g, net->info_train, &rq, &mb, &e2) == VDNN_OK && mb < best_peak) best_peak = mb;
@@ -173,14 +176,27 @@ vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_
     net->fetch_storage = -1;
     net->info_train = calloc((size_t)g->n_layers, sizeof *net->info_train);
     net->info_eval = calloc((size_t)g->n_layers, sizeof *net->info_eval);
-    if (!net->info_train || !net->info_eval) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory creating the net");
+    net->algos_train = calloc((size_t)g->n_layers, sizeof *net->algos_train);
+    net->algos_eval = calloc((size_t)g->n_layers, sizeof *net->algos_eval);
+    if (!net->info_train || !net->info_eval || !net->algos_train || !net->algos_eval) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory creating the net");
     if (rc == VDNN_OK) rc = vdnn_plan_query_ops(g, be, true, net->info_train, err);
     if (rc == VDNN_OK) rc = vdnn_plan_query_ops(g, be, false, net->info_eval, err);
-    vdnn_plan_request rq = {.policy = cfg->policy, .training = true, .budget = cfg->budget, .host_budget = cfg->host_budget, .profile = cfg->profile, .keep_weight_grads = net->cfg.keep_weight_grads};
+    if (rc == VDNN_OK) rc = vdnn_plan_query_algos(g, be, true, net->algos_train, err);
+    if (rc == VDNN_OK) rc = vdnn_plan_query_algos(g, be, false, net->algos_eval, err);
+    vdnn_plan_request rq = {.policy = cfg->policy, .training = true, .budget = cfg->budget, .host_budget = cfg->host_budget, .profile = cfg->profile, .keep_weight_grads = net->cfg.keep_weight_grads, .algos = net->algos_train, .force_algo = cfg->algo};
     if (rc == VDNN_OK) rc = vdnn_plan_build(g, net->info_train, &rq, &net->plan_train, err);
     if (rc == VDNN_OK) {
-        vdnn_plan_request re = {.policy = VDNN_POLICY_NONE, .training = false, .budget = cfg->budget, .host_budget = SIZE_MAX, .variable_base = net->plan_train->persistent_bytes};
+        /* Evaluation keeps every map only as long as forward needs it; where the planners may choose,
+         * it takes the leanest algorithms if the defaults do not fit. */
+        const bool choose = cfg->algo == VDNN_ALGO_CHOOSE;
+        vdnn_plan_request re = {.policy = VDNN_POLICY_NONE, .training = false, .budget = cfg->budget, .host_budget = SIZE_MAX, .variable_base = net->plan_train->persistent_bytes, .algos = net->algos_eval, .force_algo = choose ? 0 : cfg->algo};
         rc = vdnn_plan_build(g, net->info_eval, &re, &net->plan_eval, err);
+        if (rc == VDNN_OK && choose && net->plan_eval->peak_device_bytes > cfg->budget) {
+            vdnn_plan_free(net->plan_eval);
+            net->plan_eval = NULL;
+            re.force_algo = VDNN_MAX_ALGOS - 1;
+            rc = vdnn_plan_build(g, net->info_eval, &re, &net->plan_eval, err);
+        }
     }
     if (rc == VDNN_OK) {
         size_t need = max_sz(net->plan_train->peak_device_bytes, net->plan_eval->peak_device_bytes);
@@ -236,6 +252,8 @@ void vdnn_net_free(vdnn_net_t *net)
     vdnn_plan_free(net->plan_train);
     vdnn_plan_free(net->plan_eval);
     free(net->info_train);
+    free(net->algos_train);
+    free(net->algos_eval);
     free(net->info_eval);
     free(net->ptr);
     free(net->host_scratch);

@@ -37,6 +37,9 @@ typedef struct vdnn_net_config {
     const struct vdnn_profile *profile; /* costs for the profile-guided policies (NULL: estimated) */
     bool keep_weight_grads;             /* keep gradients until a separate update step, readable with
                                            vdnn_net_get (tests); default: update in each layer's backward */
+    int algo;                           /* convolution algorithms: 0 the backend's defaults (every policy then
+                                           gives bitwise the same results), k > 0 each layer's k-th candidate
+                                           (or its last), VDNN_ALGO_CHOOSE: the dyn and auto planners choose */
     const vdnn_grad_hooks *hooks;       /* set: keep_weight_grads is implied, and the hooks are called */
     void *hooks_ctx;
 } vdnn_net_config;
@@ -49,6 +52,7 @@ struct vdnn_net {
     vdnn_backend_t *be;               /* borrowed */
     vdnn_net_config cfg;
     vdnn_op_info *info_train, *info_eval;
+    vdnn_layer_algos *algos_train, *algos_eval; /* each layer's candidate algorithms */
     vdnn_op **ops_train, **ops_eval;  /* ops_eval created on first evaluation */
     vdnn_plan_t *plan_train, *plan_eval;
     void *dev;                        /* the arena's backend block */

@@ -9,6 +9,7 @@
 #include "vdnn/vdnn.h"
 
 #define VDNN_MAX_INPUTS 8
+#define VDNN_MAX_ALGOS 4   /* candidate algorithms of one op (convolutions) */
 #define VDNN_NAME_LEN 64
 
 typedef enum vdnn_layer_kind {

@@ -61,6 +61,19 @@ static int add_action(vdnn_plan_t *p, vdnn_action_kind kind, int a, int b, int e
 /* Steps: 0 loads the batch, 1..L-1 run forward, then backward from layer L-1 down to 1, then update. */
 static int fwd_step(int l) { return l; }
 static int bwd_step(const vdnn_plan_t *p, int l) { return p->n_layers - 1 + (p->n_layers - l); }
+
+/* The largest workspace any candidate of layer l may need: its storage exists whenever that is non-zero. */
+static size_t any_ws(const vdnn_plan_t *p, int l, bool fwd)
+{
+    size_t m = 0;
+    for (int k = 0; k < p->cands[l].n; k++) {
+        const vdnn_op_info *i = &p->cands[l].a[k].info;
+        size_t b = fwd ? i->fwd_ws_bytes : i->bwd_ws_bytes;
+        if (b > m) m = b;
+    }
+    return p->choose_algos ? m : (fwd ? p->info[l].fwd_ws_bytes : p->info[l].bwd_ws_bytes);
+}
+
 static bool is_bwd(const vdnn_plan_t *p, int s) { return s >= p->n_layers && p->steps[s].kind == VDNN_STEP_BWD; }
 
 static void use(vdnn_plan_t *p, int st, int step)
@@ -163,9 +176,8 @@ static vdnn_status build_steps(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error
         for (int i = 0; i < ly->n_inputs; i++) use(p, p->ls[ly->inputs[i]].out, s);
         use(p, p->ls[l].out, s);
         use(p, p->ls[l].aux, s);
-        size_t ws = p->info[l].fwd_ws_bytes;
-        if (ws) {
-            int w = add_storage(p, VDNN_ST_WS, l, ws, false, ly->name, ".ws.fwd");
+        if (any_ws(p, l, true)) {
+            int w = add_storage(p, VDNN_ST_WS, l, p->info[l].fwd_ws_bytes, false, ly->name, ".ws.fwd");
             if (w < 0) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
             p->steps[s].ws = w;
             use(p, w, s);
@@ -212,7 +224,7 @@ static vdnn_status build_steps(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error
             }
             use(p, st->dx[i], s);
         }
-        if (p->info[l].bwd_ws_bytes) {
+        if (any_ws(p, l, false)) {
             int w = add_storage(p, VDNN_ST_WS, l, p->info[l].bwd_ws_bytes, false, ly->name, ".ws.bwd");
             if (w < 0) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
             st->ws = w;
@@ -501,6 +513,47 @@ void vdnn_plan_live_bytes(const vdnn_plan_t *p, size_t *live)
     for (int s = 1; s < p->n_steps; s++) live[s] += live[s - 1];
 }
 
+/* Candidates per layer from the request (else the caller's info alone), and the starting choice. */
+static vdnn_status init_algos(vdnn_plan_t *p, const vdnn_plan_request *req)
+{
+    p->algo = calloc((size_t)p->n_layers, sizeof *p->algo);
+    p->cands = calloc((size_t)p->n_layers, sizeof *p->cands);
+    if (!p->algo || !p->cands) return VDNN_ERR_NO_MEMORY;
+    p->choose_algos = req->algos && req->force_algo == VDNN_ALGO_CHOOSE;
+    for (int l = 0; l < p->n_layers; l++) {
+        if (req->algos && req->algos[l].n >= 1) {
+            p->cands[l] = req->algos[l];
+        } else {
+            p->cands[l].n = 1;
+            p->cands[l].a[0].info = p->info[l];
+        }
+        int k = req->force_algo > 0 ? req->force_algo : 0;
+        p->algo[l] = k < p->cands[l].n ? k : p->cands[l].n - 1;
+        p->info[l] = p->cands[l].a[p->algo[l]].info;
+    }
+    return VDNN_OK;
+}
+
+void vdnn_plan_set_algo(vdnn_plan_t *p, int l, int k)
+{
+    if (l < 1 || l >= p->n_layers || k < 0 || k >= p->cands[l].n || p->algo[l] == k) return;
+    p->algo[l] = k;
+    p->info[l] = p->cands[l].a[k].info;
+    int fs = p->steps[fwd_step(l)].ws;
+    if (fs >= 0) p->st[fs].bytes = p->info[l].fwd_ws_bytes;
+    if (p->training) {
+        int bs = p->steps[bwd_step(p, l)].ws;
+        if (bs >= 0) p->st[bs].bytes = p->info[l].bwd_ws_bytes;
+    }
+}
+
+bool vdnn_plan_algos_change_numerics(const vdnn_plan_t *p)
+{
+    for (int l = 1; l < p->n_layers; l++)
+        if (p->cands[l].a[p->algo[l]].numerics != p->cands[l].a[0].numerics) return true;
+    return false;
+}
+
 vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_plan_request *req,
                               vdnn_plan_t **out, vdnn_error *err)
 {
@@ -525,6 +578,10 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
     }
     memcpy(p->info, info, sizeof *p->info * (size_t)g->n_layers);
+    if (init_algos(p, req) != VDNN_OK) {
+        vdnn_plan_free(p);
+        return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
+    }
     for (int l = 0; l < g->n_layers; l++)
         p->ls[l] = (vdnn_layer_storage){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     vdnn_status rc = build_storages(p, g, err);
@@ -656,12 +713,27 @@ void vdnn_plan_free(vdnn_plan_t *p)
 {
     if (!p) return;
     free(p->info);
+    free(p->algo);
+    free(p->cands);
     free(p->ls);
     free(p->st);
     free(p->blocks);
     free(p->steps);
     free(p->actions);
     free(p);
+}
+
+vdnn_status vdnn_plan_query_algos(const vdnn_graph_t *g, vdnn_backend_t *be, bool training, vdnn_layer_algos *algos,
+                                  vdnn_error *err)
+{
+    memset(&algos[0], 0, sizeof algos[0]);
+    for (int l = 1; l < g->n_layers; l++) {
+        vdnn_op_desc d;
+        vdnn_op_desc_from_layer(g, l, training, &d);
+        vdnn_status rc = be->ops->op_algos(be, &d, algos[l].a, &algos[l].n, err);
+        if (rc != VDNN_OK) return rc;
+    }
+    return VDNN_OK;
 }
 
 vdnn_status vdnn_plan_query_ops(const vdnn_graph_t *g, vdnn_backend_t *be, bool training, vdnn_op_info *info,

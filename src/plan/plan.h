@@ -104,6 +104,15 @@ typedef struct vdnn_action {
     int event;
 } vdnn_action;
 
+/* The algorithms a layer's op offers (from the backend's op_algos). */
+typedef struct vdnn_layer_algos {
+    int n;
+    vdnn_op_algo a[VDNN_MAX_ALGOS];
+} vdnn_layer_algos;
+
+/* vdnn_plan_request.force_algo: the planner chooses each layer's algorithm. */
+#define VDNN_ALGO_CHOOSE (-1)
+
 /* Per layer: which storage holds what. -1 where the layer has none. */
 typedef struct vdnn_layer_storage {
     int out, aux, grad;
@@ -120,7 +129,10 @@ struct vdnn_plan {
         const struct vdnn_profile *profile;
     } req;
     int n_layers;
-    vdnn_op_info *info;                /* per layer (index 0 unused) */
+    vdnn_op_info *info;                /* per layer (index 0 unused), under its chosen algorithm */
+    int *algo;                         /* per layer: the chosen candidate of cands */
+    vdnn_layer_algos *cands;           /* per layer: the candidates (n = 1: the caller's info only) */
+    bool choose_algos;                 /* planners may change algo */
     vdnn_layer_storage *ls;
     int labels, loss;                  /* storages */
     int n_storages, cap_storages;
@@ -155,6 +167,10 @@ typedef struct vdnn_plan_request {
     bool keep_weight_grads;            /* weight gradients persist until a separate update step (for
                                           tests that read them); otherwise each layer's parameters are
                                           updated right after its backward and its gradients are transient */
+    const vdnn_layer_algos *algos;     /* per layer, from vdnn_plan_query_algos (NULL: the default only) */
+    int force_algo;                    /* k >= 0: every layer uses candidate min(k, n-1) (0: the defaults, whose
+                                          results are those of every other plan with the defaults);
+                                          VDNN_ALGO_CHOOSE: the profile-guided planners choose */
 } vdnn_plan_request;
 
 /* Builds a plan for a resolved graph. `info` holds each layer's op info (from the backend's
@@ -177,6 +193,16 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
 /* Queries the backend for every layer's op info (info[0] zeroed). */
 vdnn_status vdnn_plan_query_ops(const vdnn_graph_t *g, vdnn_backend_t *be, bool training, vdnn_op_info *info,
                                 vdnn_error *err);
+
+/* Queries every layer's candidate algorithms (algos[0] zeroed). */
+vdnn_status vdnn_plan_query_algos(const vdnn_graph_t *g, vdnn_backend_t *be, bool training, vdnn_layer_algos *algos,
+                                  vdnn_error *err);
+
+/* Switches layer l of an analyzed plan to its candidate k (its workspaces change size); finalize again
+ * afterwards. */
+void vdnn_plan_set_algo(vdnn_plan_t *p, int l, int k);
+/* Whether any layer uses a candidate whose results differ from its default's. */
+bool vdnn_plan_algos_change_numerics(const vdnn_plan_t *p);
 
 /* Device bytes live during each step (array of n_steps), for tables and plots. */
 void vdnn_plan_live_bytes(const vdnn_plan_t *p, size_t *live);

@@ -31,6 +31,14 @@ vdnn_status vdnn_classes_save(const vdnn_plan_t *p, vdnn_classes *c, vdnn_error 
         }
         c->n = n;
     }
+    if (!c->algo) {
+        c->algo = malloc(sizeof(int) * (size_t)p->n_layers);
+        if (!c->algo) {
+            vdnn_classes_release(c);
+            return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory in the planner");
+        }
+    }
+    memcpy(c->algo, p->algo, sizeof(int) * (size_t)p->n_layers);
     for (int i = 0; i < n; i++) {
         c->cls[i] = p->st[i].cls;
         c->prefetch_step[i] = p->st[i].prefetch_step;
@@ -41,6 +49,8 @@ vdnn_status vdnn_classes_save(const vdnn_plan_t *p, vdnn_classes *c, vdnn_error 
 
 void vdnn_classes_load(vdnn_plan_t *p, const vdnn_classes *c)
 {
+    if (c->algo)
+        for (int l = 1; l < p->n_layers; l++) vdnn_plan_set_algo(p, l, c->algo[l]);
     for (int i = 0; i < c->n; i++) {
         p->st[i].cls = c->cls[i];
         p->st[i].prefetch_step = c->prefetch_step[i];
@@ -53,6 +63,7 @@ void vdnn_classes_release(vdnn_classes *c)
     free(c->cls);
     free(c->prefetch_step);
     free(c->recompute_step);
+    free(c->algo);
     memset(c, 0, sizeof *c);
 }
 
@@ -357,11 +368,38 @@ static int lb_by_rate(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Layer l's fastest forward (bwd false) or backward time over the algorithms the plan may choose. */
+static double fastest(const vdnn_plan_t *p, const vdnn_profile *prof, int l, bool bwd)
+{
+    int n = p->choose_algos ? p->cands[l].n : 1;
+    double best = HUGE_VAL;
+    for (int k = 0; k < n; k++) {
+        int a = p->choose_algos ? k : p->algo[l];
+        double t = bwd ? vdnn_profile_bwd(prof, l, a) : vdnn_profile_fwd(prof, l, a);
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+/* The fewest bytes a storage takes under any algorithm the plan may choose (workspaces vary). */
+static size_t least_bytes(const vdnn_plan_t *p, const vdnn_storage *x)
+{
+    if (x->kind != VDNN_ST_WS || !p->choose_algos) return x->bytes;
+    const bool fwd = x->def_step < p->n_layers;
+    size_t m = x->bytes;
+    for (int k = 0; k < p->cands[x->layer].n; k++) {
+        const vdnn_op_info *i = &p->cands[x->layer].a[k].info;
+        size_t b = fwd ? i->fwd_ws_bytes : i->bwd_ws_bytes;
+        if (b < m) m = b;
+    }
+    return m;
+}
+
 double vdnn_plan_lower_bound(const vdnn_plan_t *p, const vdnn_graph_t *g, const vdnn_profile *prof)
 {
     /* Compute every plan runs. */
     double compute = prof->load_s + prof->update_s;
-    for (int l = 1; l < g->n_layers; l++) compute += prof->fwd_s[l] + prof->bwd_s[l];
+    for (int l = 1; l < g->n_layers; l++) compute += fastest(p, prof, l, false) + fastest(p, prof, l, true);
     if (p->budget == SIZE_MAX) return compute;
     const int n = p->n_storages_analyzed;
     size_t *live = calloc((size_t)p->n_steps + 1, sizeof(size_t));
@@ -379,7 +417,7 @@ double vdnn_plan_lower_bound(const vdnn_plan_t *p, const vdnn_graph_t *g, const 
         int end = x->persistent ? p->n_steps - 1 : x->last_use;
         int begin = x->persistent ? 0 : x->def_step;
         if (begin < 0) continue;
-        for (int t = begin; t <= end; t++) live[t] += vdnn_align_up(x->bytes);
+        for (int t = begin; t <= end; t++) live[t] += vdnn_align_up(least_bytes(p, x));
         if (x->candidate && x->bytes && (double)x->bytes / (double)vdnn_align_up(x->bytes) < copy_ratio)
             copy_ratio = (double)x->bytes / (double)vdnn_align_up(x->bytes);
     }
@@ -390,7 +428,7 @@ double vdnn_plan_lower_bound(const vdnn_plan_t *p, const vdnn_graph_t *g, const 
         double freed = (double)vdnn_align_up(x->bytes);
         for (int l = 1; l < p->n_layers; l++)
             if (p->ls[l].out == i && p->ls[l].aux >= 0) freed += (double)vdnn_align_up(p->st[p->ls[l].aux].bytes);
-        items[n_items++] = (lb_item){freed, prof->fwd_s[x->layer] / freed, x->last_fwd_use + 1, x->first_bwd_use - 1};
+        items[n_items++] = (lb_item){freed, fastest(p, prof, x->layer, false) / freed, x->last_fwd_use + 1, x->first_bwd_use - 1};
     }
     qsort(items, (size_t)n_items, sizeof *items, lb_by_rate);
     /* At a step s with `over` bytes above the budget, a plan has copied some x of them out before s and
@@ -416,13 +454,29 @@ double vdnn_plan_lower_bound(const vdnn_plan_t *p, const vdnn_graph_t *g, const 
             cost += need * copy_rate;
             if (cost > extra) extra = cost;
         }
-        if (st->kind == VDNN_STEP_FWD) t_before += prof->fwd_s[st->layer];
-        else if (st->kind == VDNN_STEP_BWD) t_before += prof->bwd_s[st->layer];
+        if (st->kind == VDNN_STEP_FWD) t_before += fastest(p, prof, st->layer, false);
+        else if (st->kind == VDNN_STEP_BWD) t_before += fastest(p, prof, st->layer, true);
         else if (st->kind == VDNN_STEP_LOAD) t_before += prof->load_s;
     }
     free(live);
     free(items);
     return compute + extra;
+}
+
+void vdnn_plan_use_algos(vdnn_plan_t *p, bool leanest)
+{
+    for (int l = 1; l < p->n_layers; l++) {
+        int pick = 0;
+        if (leanest && p->choose_algos) {
+            size_t least = SIZE_MAX;
+            for (int k = 0; k < p->cands[l].n; k++) {
+                const vdnn_op_info *i = &p->cands[l].a[k].info;
+                size_t m = i->fwd_ws_bytes > i->bwd_ws_bytes ? i->fwd_ws_bytes : i->bwd_ws_bytes;
+                if (m < least) least = m, pick = k;
+            }
+        }
+        vdnn_plan_set_algo(p, l, pick);
+    }
 }
 
 void vdnn_memory_mix(vdnn_plan_t *p, const vdnn_graph_t *g, int mix)
@@ -458,10 +512,14 @@ vdnn_status vdnn_plan_min_budget(const vdnn_graph_t *g, const vdnn_op_info *info
     vdnn_status rc = vdnn_plan_analyze(g, info, &r, &p, err);
     if (rc != VDNN_OK) return rc;
     size_t best = SIZE_MAX;
-    for (int mix = 0; rc == VDNN_OK && mix < VDNN_MEMORY_MIXES; mix++) {
-        vdnn_memory_mix(p, g, mix);
-        rc = vdnn_plan_finalize(p, err);
-        if (rc == VDNN_OK && p->peak_device_bytes < best) best = p->peak_device_bytes;
+    /* With a choice of algorithms, the leanest ones too. */
+    for (int lean = 0; lean < (p->choose_algos ? 2 : 1); lean++) {
+        vdnn_plan_use_algos(p, lean);
+        for (int mix = 0; rc == VDNN_OK && mix < VDNN_MEMORY_MIXES; mix++) {
+            vdnn_memory_mix(p, g, mix);
+            rc = vdnn_plan_finalize(p, err);
+            if (rc == VDNN_OK && p->peak_device_bytes < best) best = p->peak_device_bytes;
+        }
     }
     vdnn_plan_free(p);
     *out = best;

@@ -12,6 +12,7 @@ typedef struct vdnn_classes {
     vdnn_tensor_class *cls;
     int *prefetch_step;
     int *recompute_step;
+    int *algo;                 /* per layer: the chosen algorithm */
 } vdnn_classes;
 
 vdnn_status vdnn_classes_save(const vdnn_plan_t *p, vdnn_classes *c, vdnn_error *err);
@@ -87,6 +88,10 @@ double vdnn_plan_lower_bound(const vdnn_plan_t *p, const vdnn_graph_t *g, const 
 void vdnn_chen_classes(vdnn_plan_t *p, const vdnn_graph_t *g, int k, bool swap_checkpoints);
 /* Number of feature maps Chen's scheme chooses among. */
 int vdnn_chen_candidates(const vdnn_plan_t *p);
+
+/* Every layer to its default algorithm, or (leanest, where the plan may choose) to the one with the
+ * smallest workspace. */
+void vdnn_plan_use_algos(vdnn_plan_t *p, bool leanest);
 
 /* The most memory-saving classifications known: 0-2 the static policies none / all / conv, 3 swap what
  * is expensive to rebuild and recompute the rest, 4-7 Chen's checkpoints (swapped) at a few spacings. */

@@ -33,6 +33,22 @@ static vdnn_status local_search(vdnn_search *s, vdnn_error *err)
     while (rc == VDNN_OK && improved && s->evaluations < AUTO_MAX_EVALUATIONS) {
         improved = false;
         vdnn_classes_load(p, &s->best);
+        /* Each layer's other algorithms (a leaner one may let a map stay, a faster one may fit). */
+        for (int l = 1; rc == VDNN_OK && p->choose_algos && l < p->n_layers && s->evaluations < AUTO_MAX_EVALUATIONS; l++) {
+            const int was = p->algo[l];
+            for (int k = 0; rc == VDNN_OK && k < p->cands[l].n; k++) {
+                if (k == was) continue;
+                vdnn_plan_set_algo(p, l, k);
+                const double before = s->best_time;
+                rc = vdnn_search_eval_early(s, NULL, NULL, err);
+                if (rc == VDNN_OK && s->best_time < before) {
+                    improved = true;
+                    vdnn_classes_load(p, &s->best);
+                    break;
+                }
+                vdnn_plan_set_algo(p, l, was);
+            }
+        }
         for (int i = 0; rc == VDNN_OK && i < p->n_storages_analyzed && s->evaluations < AUTO_MAX_EVALUATIONS; i++) {
             vdnn_storage *x = &p->st[i];
             if (!x->candidate) continue;
@@ -61,10 +77,14 @@ vdnn_status vdnn_planner_auto(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error 
     vdnn_status rc = vdnn_search_begin(&s, p, g, err);
     /* The static policies and the most memory-saving mixes (so that auto fits wherever any known
      * plan does), then every other planner's choice. */
-    for (int mix = 0; rc == VDNN_OK && mix < VDNN_MEMORY_MIXES; mix++) {
-        vdnn_memory_mix(p, g, mix);
-        rc = try_planner(&s, NULL, err);
+    for (int lean = 0; lean < (p->choose_algos ? 2 : 1); lean++) {
+        vdnn_plan_use_algos(p, lean);
+        for (int mix = 0; rc == VDNN_OK && mix < VDNN_MEMORY_MIXES; mix++) {
+            vdnn_memory_mix(p, g, mix);
+            rc = try_planner(&s, NULL, err);
+        }
     }
+    vdnn_plan_use_algos(p, false);
     if (rc == VDNN_OK) rc = try_planner(&s, vdnn_planner_recompute, err);
     if (rc == VDNN_OK) rc = try_planner(&s, vdnn_planner_dyn, err);
     if (rc == VDNN_OK) rc = try_planner(&s, vdnn_planner_pooch, err);

@@ -1,8 +1,7 @@
 /* vDNN_dyn: try configurations from the fastest to the most memory-saving (in-core, swap the inputs of
- * convolutions one layer at a time from the first, vDNN_conv, vDNN_all) and keep the fastest simulated
- * one that fits. Swap-ins start one layer ahead, as in vDNN. The backends offer one convolution
- * algorithm per layer today, so the paper's choice between memory- and speed-optimal algorithms has
- * nothing to choose from yet. */
+ * convolutions one layer at a time from the first, vDNN_conv, vDNN_all), first with the fastest
+ * convolution algorithms and then, where the plan may choose, with the memory-optimal ones, and keep
+ * the fastest simulated one that fits. Swap-ins start one layer ahead, as in vDNN. */
 #include "plan/planner.h"
 #include "plan/policy.h"
 
@@ -15,14 +14,14 @@ static bool is_conv_input(const vdnn_plan_t *p, const vdnn_graph_t *g, int st)
     return false;
 }
 
-vdnn_status vdnn_planner_dyn(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
+/* The configurations under the plan's current algorithms. */
+static vdnn_status dyn_configs(vdnn_search *s, vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
 {
-    vdnn_search s;
-    vdnn_status rc = vdnn_search_begin(&s, p, g, err);
     static const vdnn_policy order[3] = {VDNN_POLICY_NONE, VDNN_POLICY_CONV, VDNN_POLICY_ALL};
+    vdnn_status rc = VDNN_OK;
     for (int k = 0; rc == VDNN_OK && k < 3; k++) {
         vdnn_policy_static(p, g, order[k]);
-        rc = vdnn_search_eval(&s, NULL, NULL, err);
+        rc = vdnn_search_eval(s, NULL, NULL, err);
     }
     /* Greedy between none and conv: offload convolution inputs in forward order (the early layers
      * hold the largest maps), then the remaining feature maps, evaluating every prefix. */
@@ -34,10 +33,21 @@ vdnn_status vdnn_planner_dyn(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *
             if ((pass == 0) != (x->kind == VDNN_ST_FMAP && is_conv_input(p, g, i))) continue;
             x->cls = VDNN_CLASS_SWAP;
             bool fits = false;
-            rc = vdnn_search_eval(&s, NULL, &fits, err);
+            rc = vdnn_search_eval(s, NULL, &fits, err);
             if (fits) break;
         }
-        if (s.have_best) break;
+        if (s->have_best) break;
+    }
+    return rc;
+}
+
+vdnn_status vdnn_planner_dyn(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
+{
+    vdnn_search s;
+    vdnn_status rc = vdnn_search_begin(&s, p, g, err);
+    for (int lean = 0; rc == VDNN_OK && lean < (p->choose_algos ? 2 : 1); lean++) {
+        vdnn_plan_use_algos(p, lean);
+        rc = dyn_configs(&s, p, g, err);
     }
     if (rc == VDNN_OK) rc = vdnn_search_finish(&s, err);
     vdnn_search_release(&s);

@@ -17,7 +17,10 @@ vdnn_status vdnn_profile_init(vdnn_profile *p, int n_layers, vdnn_error *err)
     p->names = calloc((size_t)n_layers, sizeof *p->names);
     p->fwd_s = calloc((size_t)n_layers, sizeof *p->fwd_s);
     p->bwd_s = calloc((size_t)n_layers, sizeof *p->bwd_s);
-    if (!p->names || !p->fwd_s || !p->bwd_s) {
+    p->n_algos = calloc((size_t)n_layers, sizeof *p->n_algos);
+    p->algo_fwd_s = calloc((size_t)n_layers, sizeof *p->algo_fwd_s);
+    p->algo_bwd_s = calloc((size_t)n_layers, sizeof *p->algo_bwd_s);
+    if (!p->names || !p->fwd_s || !p->bwd_s || !p->n_algos || !p->algo_fwd_s || !p->algo_bwd_s) {
         vdnn_profile_release(p);
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "profile: out of memory for %d layers", n_layers);
     }
@@ -44,6 +47,9 @@ void vdnn_profile_release(vdnn_profile *p)
     free(p->names);
     free(p->fwd_s);
     free(p->bwd_s);
+    free(p->n_algos);
+    free(p->algo_fwd_s);
+    free(p->algo_bwd_s);
     free(p->sample_bytes);
     free(p->sample_d2h_s);
     free(p->sample_h2d_s);

@@ -24,6 +24,9 @@ typedef struct vdnn_profile {
     double *fwd_s;            /* per layer: forward op time (index 0: unused) */
     double *bwd_s;            /* per layer: backward op time (with the layer's fused SGD update), gradient
                                  accumulation excluded: it is charged at accum_bytes_per_s */
+    int *n_algos;             /* per layer: algorithms measured (0 or 1: only the default, in fwd_s/bwd_s) */
+    double (*algo_fwd_s)[VDNN_MAX_ALGOS]; /* per layer and algorithm (algorithm 0 equals fwd_s) */
+    double (*algo_bwd_s)[VDNN_MAX_ALGOS];
     double load_s;            /* uploading one batch */
     double update_s;          /* the SGD update of all parameters */
     double accum_bytes_per_s; /* gradient accumulation throughput (bytes of the added tensor) */
@@ -37,6 +40,16 @@ typedef struct vdnn_profile {
 static inline double vdnn_copy_seconds(const vdnn_copy_model *m, size_t bytes)
 {
     return bytes ? m->latency_s + (double)bytes / m->bytes_per_s : 0.0;
+}
+
+/* A layer's times under one of its algorithms; the default's where that one was not measured. */
+static inline double vdnn_profile_fwd(const vdnn_profile *p, int l, int algo)
+{
+    return algo > 0 && algo < p->n_algos[l] ? p->algo_fwd_s[l][algo] : p->fwd_s[l];
+}
+static inline double vdnn_profile_bwd(const vdnn_profile *p, int l, int algo)
+{
+    return algo > 0 && algo < p->n_algos[l] ? p->algo_bwd_s[l][algo] : p->bwd_s[l];
 }
 
 /* Allocates the per-layer arrays for n_layers (zeroed). */

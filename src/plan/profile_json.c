@@ -64,7 +64,16 @@ static void write_body(FILE *f, const vdnn_profile *p)
     for (int l = 1; l < p->n_layers; l++) {
         fprintf(f, "%s\n    {\"name\": ", l > 1 ? "," : "");
         vdnn_json_write_string(f, p->names[l]);
-        fprintf(f, ", \"fwd_s\": %.17g, \"bwd_s\": %.17g}", p->fwd_s[l], p->bwd_s[l]);
+        fprintf(f, ", \"fwd_s\": %.17g, \"bwd_s\": %.17g", p->fwd_s[l], p->bwd_s[l]);
+        if (p->n_algos[l] > 1) {
+            const double *t[2] = {p->algo_fwd_s[l], p->algo_bwd_s[l]};
+            for (int k = 0; k < 2; k++) {
+                fprintf(f, ", \"%s\": [", k ? "algo_bwd_s" : "algo_fwd_s");
+                for (int a = 0; a < p->n_algos[l]; a++) fprintf(f, "%s%.17g", a ? ", " : "", t[k][a]);
+                fputc(']', f);
+            }
+        }
+        fputc('}', f);
     }
     fprintf(f, "%s]\n}\n", p->n_layers > 1 ? "\n  " : "");
 }
@@ -193,6 +202,26 @@ static vdnn_status read_samples(const reader *r, const vdnn_json *root, vdnn_pro
     return VDNN_OK;
 }
 
+/* Optional per-algorithm times: two arrays of equal length, 2..VDNN_MAX_ALGOS numbers >= 0. */
+static vdnn_status read_algo_times(const reader *r, const vdnn_json *ly, vdnn_profile *p, int l)
+{
+    const vdnn_json *fa = vdnn_json_get(ly, "algo_fwd_s"), *ba = vdnn_json_get(ly, "algo_bwd_s");
+    if (!fa && !ba) return VDNN_OK;
+    if (!fa || !ba) return missing(r, ly, fa ? "algo_bwd_s" : "algo_fwd_s");
+    const char *what = "an array of 2 to 4 numbers >= 0, as many as the other algorithm array";
+    if (fa->type != VDNN_JSON_ARRAY || fa->n < 2 || fa->n > VDNN_MAX_ALGOS) return wrong(r, fa, "algo_fwd_s", what);
+    if (ba->type != VDNN_JSON_ARRAY || ba->n != fa->n) return wrong(r, ba, "algo_bwd_s", what);
+    for (int a = 0; a < fa->n; a++) {
+        const vdnn_json *x = &fa->items[a], *y = &ba->items[a];
+        if (x->type != VDNN_JSON_NUMBER || !(x->number >= 0)) return wrong(r, x, "algo_fwd_s", what);
+        if (y->type != VDNN_JSON_NUMBER || !(y->number >= 0)) return wrong(r, y, "algo_bwd_s", what);
+        p->algo_fwd_s[l][a] = x->number;
+        p->algo_bwd_s[l][a] = y->number;
+    }
+    p->n_algos[l] = fa->n;
+    return VDNN_OK;
+}
+
 static vdnn_status read_layers(const reader *r, const vdnn_json *root, const vdnn_graph_t *g, vdnn_profile *p)
 {
     const vdnn_json *arr;
@@ -210,6 +239,7 @@ static vdnn_status read_layers(const reader *r, const vdnn_json *root, const vdn
                              name->line, name->col, i + 1, name->string, g->layers[i + 1].name, g->name);
         if ((rc = get_num(r, ly, "fwd_s", false, &p->fwd_s[i + 1]))) return rc;
         if ((rc = get_num(r, ly, "bwd_s", false, &p->bwd_s[i + 1]))) return rc;
+        if ((rc = read_algo_times(r, ly, p, i + 1))) return rc;
     }
     return VDNN_OK;
 }

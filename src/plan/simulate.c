@@ -86,7 +86,8 @@ static vdnn_status compute_step(sim *s, const vdnn_step *st, int si, int ai)
     case VDNN_STEP_FWD:
     case VDNN_STEP_BWD:
         if (st->layer < 1 || st->layer >= s->plan->n_layers) return bad_action(s, si, ai, "step of layer", st->layer);
-        d = st->kind == VDNN_STEP_FWD ? p->fwd_s[st->layer] : p->bwd_s[st->layer];
+        d = st->kind == VDNN_STEP_FWD ? vdnn_profile_fwd(p, st->layer, s->plan->algo[st->layer])
+                                       : vdnn_profile_bwd(p, st->layer, s->plan->algo[st->layer]);
         kind = st->kind == VDNN_STEP_FWD ? VDNN_SPAN_FWD : VDNN_SPAN_BWD;
         what = st->kind == VDNN_STEP_FWD ? "fwd" : "bwd";
         name = s->g->layers[st->layer].name;
@@ -159,7 +160,7 @@ static vdnn_status action(sim *s, const vdnn_step *st, int si, int ai)
     }
     case VDNN_ACT_RECOMPUTE: {
         if (a->a < 1 || a->a >= plan->n_layers) return bad_action(s, si, ai, "recompute of layer", a->a);
-        double d = s->prof->fwd_s[a->a];
+        double d = vdnn_profile_fwd(s->prof, a->a, plan->algo[a->a]);
         s->lane_free[VDNN_LANE_COMPUTE] = now + d;
         return add_span(s, VDNN_LANE_COMPUTE, VDNN_SPAN_RECOMPUTE, si, ai, now, now + d, "recompute", s->g->layers[a->a].name);
     }
