@@ -60,6 +60,7 @@ run "--budget 0" 2 "--budget" -- train --budget 0
 run "--input 3x0x4" 2 "--input" "'3x0x4'" -- plan lenet --input 3x0x4
 run "--input 3x4" 2 "--input" -- info lenet --input 3x4
 run "--policy foo" 2 "--policy" "'foo'" -- plan lenet --policy foo
+run "--conv-algo foo" 2 "--conv-algo" "'foo'" -- plan lenet --conv-algo foo
 run "--steps x" 2 "--steps" -- train --steps x
 run "--batch without value" 2 "--batch" -- plan lenet --batch
 run "no such model" 1 "nosuchnet" -- plan nosuchnet

@@ -37,6 +37,13 @@ typedef struct cli_options {
     int conv_algo;            /* vdnn_net_config.algo: 0 default, VDNN_ALGO_CHOOSE, VDNN_MAX_ALGOS - 1 lean */
 } cli_options;
 
+/* Help for --conv-algo, shared by the subcommands that plan. */
+#define CLI_CONV_ALGO_USAGE                                                                                      \
+    "--conv-algo default|lean|choose: convolution algorithms (default: choose). default: the backend's fastest\n" \
+    "for every layer, so every policy gives bit-identical results; lean: the smallest workspaces; choose: dyn\n"  \
+    "and auto pick per layer where that fits or is faster (results then match up to float rounding, and the\n"   \
+    "plan lists the layers).\n"
+
 /* Flags each subcommand accepts, as a bit set. */
 enum {
     OPT_MODEL = 1 << 0, OPT_DATA = 1 << 1, OPT_SHAPE = 1 << 2, OPT_BATCH = 1 << 3, OPT_TRAINING = 1 << 4,

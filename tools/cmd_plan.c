@@ -19,6 +19,7 @@ int vdnn_cmd_plan(int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             char pol[256];
             fputs(plan_usage, stdout);
+            fputs(CLI_CONV_ALGO_USAGE, stdout);
             printf("Policies: %s (default none); recompute, dyn, pooch and auto plan from costs.\n",
                    cli_policy_list(pol, sizeof pol));
             fputs(CLI_COST_USAGE, stdout);

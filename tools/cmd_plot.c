@@ -22,6 +22,7 @@ static void usage(FILE *f)
 {
     char pol[256];
     fputs(plot_usage_head, f);
+    fputs(CLI_CONV_ALGO_USAGE, f);
     fprintf(f, "Policies: %s (default: all of them, at most %d).\n", cli_policy_list(pol, sizeof pol), PLOT_MAX);
     fputs(CLI_COST_USAGE, f);
 }

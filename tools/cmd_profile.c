@@ -13,7 +13,8 @@ static const char profile_usage[] =
     "Runs K (default 5) recorded training steps on random data after one warm-up step, with learning\n"
     "rate 0, under a safe plan (--policy, default none), and times every layer's forward and backward\n"
     "(medians), the batch upload, gradient accumulation, and copies of 64 KiB and up in each direction\n"
-    "(fitted to latency + bytes / bandwidth). The profile names the device, model, batch and input; the\n"
+    "(fitted to latency + bytes / bandwidth). Where the backend offers several convolution algorithms,\n"
+    "each is timed on K steps of a net of its own. The profile names the device, model, batch and input; the\n"
     "planners (`--policy recompute|dyn|pooch|auto --profile FILE` on plan, simulate, plot and train) use it.\n";
 
 int vdnn_cmd_profile(int argc, char **argv)
@@ -21,6 +22,7 @@ int vdnn_cmd_profile(int argc, char **argv)
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(profile_usage, stdout);
+            fputs(CLI_CONV_ALGO_USAGE, stdout);
             return 0;
         }
     const char *out = NULL, *iters = NULL;
@@ -73,6 +75,10 @@ int vdnn_cmd_profile(int argc, char **argv)
         if (vdnn_shape_bytes(g->layers[l].out) > max_copy) max_copy = vdnn_shape_bytes(g->layers[l].out);
     if (max_copy > (256u << 20)) max_copy = 256u << 20;
     if (rc == VDNN_OK) rc = vdnn_profile_measure(net, images, labels, (int)k, max_copy, &prof, &err);
+    /* The other convolution algorithms, each on a net of its own once this one is gone. */
+    vdnn_net_free(net);
+    net = NULL;
+    if (rc == VDNN_OK) rc = vdnn_profile_measure_algos(g, be, &cfg, images, labels, (int)k, &prof, &err);
     if (rc == VDNN_OK) rc = vdnn_profile_write(out, &prof, &err);
     if (rc == VDNN_OK) {
         double fwd = 0, bwd = 0;

@@ -107,6 +107,7 @@ int vdnn_cmd_train(int argc, char **argv)
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(train_usage, stdout);
+            fputs(CLI_CONV_ALGO_USAGE, stdout);
             return 0;
         }
     if (!cli_parse(argc, argv, 2, ~0u, false, &o, "train")) return 2;

@@ -79,8 +79,9 @@ vdnn_status vdnn_profile_measure_link(vdnn_backend_t *be, size_t max_bytes, vdnn
     return rc;
 }
 
-vdnn_status vdnn_profile_measure(vdnn_net_t *net, const float *images, const int32_t *labels, int iterations,
-                                 size_t max_copy_bytes, vdnn_profile *out, vdnn_error *err)
+/* Per-layer, load, update and accumulation times of recorded iterations. */
+static vdnn_status measure_layers(vdnn_net_t *net, const float *images, const int32_t *labels, int iterations,
+                                  vdnn_profile *out, vdnn_error *err)
 {
     const vdnn_graph_t *g = net->g;
     const vdnn_plan_t *plan = net->plan_train;
@@ -143,6 +144,56 @@ vdnn_status vdnn_profile_measure(vdnn_net_t *net, const float *images, const int
     free(load);
     free(upd);
     free(acc);
+    return rc;
+}
+
+vdnn_status vdnn_profile_measure(vdnn_net_t *net, const float *images, const int32_t *labels, int iterations,
+                                 size_t max_copy_bytes, vdnn_profile *out, vdnn_error *err)
+{
+    vdnn_status rc = measure_layers(net, images, labels, iterations, out, err);
     if (!rc) rc = vdnn_profile_measure_link(net->be, max_copy_bytes, out, err);
+    return rc;
+}
+
+vdnn_status vdnn_profile_measure_algos(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_config *cfg,
+                                       const float *images, const int32_t *labels, int iterations,
+                                       vdnn_profile *out, vdnn_error *err)
+{
+    vdnn_layer_algos *algos = calloc((size_t)g->n_layers, sizeof *algos);
+    if (!algos) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "profile: out of memory");
+    vdnn_status rc = vdnn_plan_query_algos(g, be, true, algos, err);
+    for (int l = 1; !rc && l < g->n_layers; l++) {
+        out->n_algos[l] = algos[l].n;
+        out->algo_fwd_s[l][0] = out->fwd_s[l];
+        out->algo_bwd_s[l][0] = out->bwd_s[l];
+    }
+    for (int k = 1; !rc && k < VDNN_MAX_ALGOS; k++) {
+        bool any = false;
+        for (int l = 1; l < g->n_layers; l++) any |= algos[l].n > k;
+        if (!any) break;
+        vdnn_net_config c = *cfg;
+        c.algo = k;
+        vdnn_net_t *net = NULL;
+        vdnn_profile tmp;
+        memset(&tmp, 0, sizeof tmp);
+        rc = vdnn_net_create(g, be, &c, &net, err);
+        if (rc == VDNN_ERR_BUDGET) {
+            /* Not runnable within the budget: those candidates stay unmeasured (planned at the default's
+             * times, which the profile's consumers see through vdnn_profile_fwd/bwd). */
+            for (int l = 1; l < g->n_layers; l++)
+                if (out->n_algos[l] > k) out->n_algos[l] = k;
+            rc = VDNN_OK;
+            break;
+        }
+        if (!rc) rc = measure_layers(net, images, labels, iterations, &tmp, err);
+        for (int l = 1; !rc && l < g->n_layers; l++)
+            if (algos[l].n > k) {
+                out->algo_fwd_s[l][k] = tmp.fwd_s[l];
+                out->algo_bwd_s[l][k] = tmp.bwd_s[l];
+            }
+        vdnn_profile_release(&tmp);
+        vdnn_net_free(net);
+    }
+    free(algos);
     return rc;
 }

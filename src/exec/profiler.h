@@ -12,6 +12,13 @@
 vdnn_status vdnn_profile_measure(vdnn_net_t *net, const float *images, const int32_t *labels, int iterations,
                                  size_t max_copy_bytes, vdnn_profile *out, vdnn_error *err);
 
+/* Times every layer's other algorithms: for each k >= 1 that some layer offers, a net made with cfg but
+ * algo k (one at a time, after the caller freed its own) runs `iterations` recorded steps, and each layer
+ * with a k-th candidate gets its times in out's algo arrays (out already holds the defaults'). */
+vdnn_status vdnn_profile_measure_algos(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_config *cfg,
+                                       const float *images, const int32_t *labels, int iterations,
+                                       vdnn_profile *out, vdnn_error *err);
+
 /* Copy link only: fills the samples and both copy models of p. */
 vdnn_status vdnn_profile_measure_link(vdnn_backend_t *be, size_t max_bytes, vdnn_profile *p, vdnn_error *err);
 

@@ -21,7 +21,13 @@ static const char *step_name(const vdnn_plan_t *p, const vdnn_graph_t *g, int s,
 
 static bool listed(const vdnn_storage *s) { return s->kind == VDNN_ST_FMAP || s->kind == VDNN_ST_AUX; }
 
-static const char *class_name(vdnn_tensor_class c) { return c == VDNN_CLASS_SWAP ? "swap" : "keep"; }
+static const char *class_name(vdnn_tensor_class c) { return vdnn_class_name(c); }
+
+static const char *algo_name(const vdnn_plan_t *p, int l)
+{
+    const char *n = p->cands[l].a[p->algo[l]].name;
+    return *n ? n : "default";
+}
 
 void vdnn_plan_print_table(const vdnn_plan_t *p, const vdnn_graph_t *g, FILE *f)
 {
@@ -52,6 +58,18 @@ void vdnn_plan_print_table(const vdnn_plan_t *p, const vdnn_graph_t *g, FILE *f)
     if (p->budget != SIZE_MAX)
         fprintf(f, "budget:                %s: %s\n", vdnn_format_bytes(p->budget, y, sizeof y),
                 p->feasible ? "fits" : "does NOT fit");
+    int other = 0;
+    for (int l = 1; l < p->n_layers; l++) {
+        if (!p->algo[l]) continue;
+        if (!other++) fprintf(f, "algorithms other than the default:");
+        fprintf(f, " %s %s (workspace %zu/%zu bytes)", g->layers[l].name, algo_name(p, l), p->info[l].fwd_ws_bytes,
+                p->info[l].bwd_ws_bytes);
+    }
+    if (other)
+        fprintf(f, "\n%s\n", vdnn_plan_algos_change_numerics(p)
+                                 ? "  (these round differently: results match in-core training up to float rounding; "
+                                   "--conv-algo default keeps them bit-identical)"
+                                 : "  (same results as the defaults, bit for bit)");
 }
 
 static void json_string(FILE *f, const char *s)
@@ -93,5 +111,17 @@ void vdnn_plan_print_json(const vdnn_plan_t *p, const vdnn_graph_t *g, size_t mi
         fputc('}', f);
         first = false;
     }
-    fprintf(f, "]}\n");
+    fprintf(f, "], \"algorithms\": [");
+    first = true;
+    for (int l = 1; l < p->n_layers; l++) {
+        if (p->cands[l].n < 2) continue;
+        fprintf(f, "%s{\"layer\": ", first ? "" : ", ");
+        json_string(f, g->layers[l].name);
+        fprintf(f, ", \"algorithm\": ");
+        json_string(f, algo_name(p, l));
+        fprintf(f, ", \"candidates\": %d, \"fwd_ws_bytes\": %zu, \"bwd_ws_bytes\": %zu}", p->cands[l].n,
+                p->info[l].fwd_ws_bytes, p->info[l].bwd_ws_bytes);
+        first = false;
+    }
+    fprintf(f, "], \"algorithms_change_numerics\": %s}\n", vdnn_plan_algos_change_numerics(p) ? "true" : "false");
 }

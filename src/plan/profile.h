@@ -42,14 +42,19 @@ static inline double vdnn_copy_seconds(const vdnn_copy_model *m, size_t bytes)
     return bytes ? m->latency_s + (double)bytes / m->bytes_per_s : 0.0;
 }
 
-/* A layer's times under one of its algorithms; the default's where that one was not measured. */
+/* A layer's times under one of its algorithms. One that was not measured is taken to be 10% slower than
+ * the default (which backends list first as the fastest they know), so that a plan trades the default
+ * for it to save memory, not on a guess that it is as fast. */
+#define VDNN_UNMEASURED_ALGO_FACTOR 1.1
 static inline double vdnn_profile_fwd(const vdnn_profile *p, int l, int algo)
 {
-    return algo > 0 && algo < p->n_algos[l] ? p->algo_fwd_s[l][algo] : p->fwd_s[l];
+    if (algo <= 0) return p->fwd_s[l];
+    return algo < p->n_algos[l] ? p->algo_fwd_s[l][algo] : VDNN_UNMEASURED_ALGO_FACTOR * p->fwd_s[l];
 }
 static inline double vdnn_profile_bwd(const vdnn_profile *p, int l, int algo)
 {
-    return algo > 0 && algo < p->n_algos[l] ? p->algo_bwd_s[l][algo] : p->bwd_s[l];
+    if (algo <= 0) return p->bwd_s[l];
+    return algo < p->n_algos[l] ? p->algo_bwd_s[l][algo] : VDNN_UNMEASURED_ALGO_FACTOR * p->bwd_s[l];
 }
 
 /* Allocates the per-layer arrays for n_layers (zeroed). */
