@@ -147,11 +147,71 @@ static vdnn_status measure_layers(vdnn_net_t *net, const float *images, const in
     return rc;
 }
 
+#define CONTENTION_COPY_BYTES ((size_t)32 << 20)
+#define CONTENTION_MAX_COPIES 4096
+
+/* Compute seconds (forward and backward spans) of one recorded step. */
+static vdnn_status step_compute(vdnn_net_t *net, const float *images, const int32_t *labels, double *seconds,
+                                vdnn_error *err)
+{
+    vdnn_timeline tl;
+    memset(&tl, 0, sizeof tl);
+    float loss;
+    net->rec.tl = &tl;
+    vdnn_status rc = vdnn_net_train_step(net, images, labels, 0.0f, &loss, err);
+    net->rec.tl = NULL;
+    *seconds = 0;
+    for (int k = 0; !rc && k < tl.n_spans; k++) {
+        const vdnn_span *sp = &tl.spans[k];
+        if (sp->lane == VDNN_LANE_COMPUTE && !sp->stall && (sp->kind == VDNN_SPAN_FWD || sp->kind == VDNN_SPAN_BWD))
+            *seconds += sp->end - sp->start;
+    }
+    vdnn_timeline_release(&tl);
+    return rc;
+}
+
+/* How much longer compute takes while copies run: steps alone and steps under a stream of device-to-host
+ * copies that lasts the whole step (the median of each, over `iterations` pairs). */
+static vdnn_status measure_contention(vdnn_net_t *net, const float *images, const int32_t *labels, int iterations,
+                                      vdnn_profile *out, vdnn_error *err)
+{
+    vdnn_backend_t *be = net->be;
+    double step_s = out->load_s + out->update_s;
+    for (int l = 1; l < out->n_layers; l++) step_s += out->fwd_s[l] + out->bwd_s[l];
+    const double copy_s = vdnn_copy_seconds(&out->d2h, CONTENTION_COPY_BYTES);
+    int n = copy_s > 0 ? (int)(1.5 * step_s / copy_s) + 1 : 1;
+    if (n > CONTENTION_MAX_COPIES) n = CONTENTION_MAX_COPIES;
+    void *dev = NULL, *host = NULL;
+    double *alone = calloc((size_t)iterations, sizeof(double)), *busy = calloc((size_t)iterations, sizeof(double));
+    vdnn_status rc = alone && busy ? VDNN_OK : vdnn_fail(err, VDNN_ERR_NO_MEMORY, "profile: out of memory");
+    if (!rc) rc = be->ops->dev_alloc(be, CONTENTION_COPY_BYTES, &dev, err);
+    if (!rc) rc = be->ops->host_alloc(be, CONTENTION_COPY_BYTES, &host, err);
+    if (!rc) rc = be->ops->fill(be, dev, 0.0f, CONTENTION_COPY_BYTES / sizeof(float), err);
+    for (int it = 0; !rc && it < iterations; it++) {
+        rc = step_compute(net, images, labels, &alone[it], err);
+        for (int c = 0; !rc && c < n; c++)
+            rc = be->ops->copy_async(be, VDNN_QUEUE_D2H, host, dev, CONTENTION_COPY_BYTES, VDNN_COPY_D2H, err);
+        if (!rc) rc = step_compute(net, images, labels, &busy[it], err);
+        vdnn_status rs = be->ops->sync_all(be, rc ? NULL : err);
+        if (!rc) rc = rs;
+    }
+    if (!rc) {
+        double a = median(alone, iterations), b = median(busy, iterations);
+        out->copy_slowdown = a > 0 && b > a ? b / a - 1 : 0;
+    }
+    if (dev) be->ops->dev_free(be, dev);
+    if (host) be->ops->host_free(be, host);
+    free(alone);
+    free(busy);
+    return rc;
+}
+
 vdnn_status vdnn_profile_measure(vdnn_net_t *net, const float *images, const int32_t *labels, int iterations,
                                  size_t max_copy_bytes, vdnn_profile *out, vdnn_error *err)
 {
     vdnn_status rc = measure_layers(net, images, labels, iterations, out, err);
     if (!rc) rc = vdnn_profile_measure_link(net->be, max_copy_bytes, out, err);
+    if (!rc) rc = measure_contention(net, images, labels, iterations, out, err);
     return rc;
 }
 

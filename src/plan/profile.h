@@ -31,6 +31,8 @@ typedef struct vdnn_profile {
     double update_s;          /* the SGD update of all parameters */
     double accum_bytes_per_s; /* gradient accumulation throughput (bytes of the added tensor) */
     vdnn_copy_model d2h, h2d;
+    double copy_slowdown;     /* compute runs 1 + this times longer while a copy is in flight (the CPU
+                                 backend's copy threads share the cores; a GPU's copy engines barely) */
     int n_samples;            /* raw copy measurements behind the models */
     size_t *sample_bytes;
     double *sample_d2h_s, *sample_h2d_s;

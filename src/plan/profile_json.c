@@ -54,6 +54,7 @@ static void write_body(FILE *f, const vdnn_profile *p)
             p->input.c, p->input.h, p->input.w, p->classes, p->measured ? "true" : "false");
     fprintf(f, "  \"load_s\": %.17g,\n  \"update_s\": %.17g,\n  \"accum_bytes_per_s\": %.17g,\n", p->load_s, p->update_s,
             p->accum_bytes_per_s);
+    fprintf(f, "  \"copy_compute_slowdown\": %.17g,\n", p->copy_slowdown);
     fprintf(f, "  \"d2h\": {\"latency_s\": %.17g, \"bytes_per_s\": %.17g},\n", p->d2h.latency_s, p->d2h.bytes_per_s);
     fprintf(f, "  \"h2d\": {\"latency_s\": %.17g, \"bytes_per_s\": %.17g},\n", p->h2d.latency_s, p->h2d.bytes_per_s);
     fprintf(f, "  \"samples\": [");
@@ -257,6 +258,9 @@ vdnn_status vdnn_profile_read(const char *path, const vdnn_graph_t *g, vdnn_prof
     if (!rc) rc = get_num(&r, root, "load_s", false, &p->load_s);
     if (!rc) rc = get_num(&r, root, "update_s", false, &p->update_s);
     if (!rc) rc = get_num(&r, root, "accum_bytes_per_s", true, &p->accum_bytes_per_s);
+    /* Optional: profiles written before it was measured have none. */
+    if (!rc && vdnn_json_get(root, "copy_compute_slowdown"))
+        rc = get_num(&r, root, "copy_compute_slowdown", false, &p->copy_slowdown);
     if (!rc) rc = get_copy_model(&r, root, "d2h", &p->d2h);
     if (!rc) rc = get_copy_model(&r, root, "h2d", &p->h2d);
     if (!rc) rc = read_samples(&r, root, p);

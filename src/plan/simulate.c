@@ -74,6 +74,17 @@ static vdnn_status bad_action(sim *s, int si, int ai, const char *what, int valu
     return vdnn_fail(s->err, VDNN_ERR_INVALID_ARG, "simulate: step %d, action %d: %s %d", si, ai, what, value);
 }
 
+/* How long d seconds of compute starting at t0 take while the copies already queued run: at 1/(1 + slowdown)
+ * of full speed until the last of them ends (gaps between copies are not modelled). */
+static double stretched(const sim *s, double t0, double d)
+{
+    const double slow = s->prof->copy_slowdown;
+    const double busy_end = fmax(s->lane_free[VDNN_LANE_D2H], s->lane_free[VDNN_LANE_H2D]);
+    if (!(slow > 0) || busy_end <= t0) return d;
+    const double w = busy_end - t0;
+    return d * (1 + slow) <= w ? d * (1 + slow) : w + (d - w / (1 + slow));
+}
+
 static vdnn_status compute_step(sim *s, const vdnn_step *st, int si, int ai)
 {
     const vdnn_profile *p = s->prof;
@@ -95,6 +106,7 @@ static vdnn_status compute_step(sim *s, const vdnn_step *st, int si, int ai)
     default: return bad_action(s, si, ai, "unknown step kind", (int)st->kind);
     }
     double t0 = s->lane_free[VDNN_LANE_COMPUTE];
+    d = stretched(s, t0, d);
     s->lane_free[VDNN_LANE_COMPUTE] = t0 + d;
     return add_span(s, VDNN_LANE_COMPUTE, kind, si, ai, t0, t0 + d, what, name);
 }
@@ -160,7 +172,7 @@ static vdnn_status action(sim *s, const vdnn_step *st, int si, int ai)
     }
     case VDNN_ACT_RECOMPUTE: {
         if (a->a < 1 || a->a >= plan->n_layers) return bad_action(s, si, ai, "recompute of layer", a->a);
-        double d = vdnn_profile_fwd(s->prof, a->a, plan->algo[a->a]);
+        double d = stretched(s, now, vdnn_profile_fwd(s->prof, a->a, plan->algo[a->a]));
         s->lane_free[VDNN_LANE_COMPUTE] = now + d;
         return add_span(s, VDNN_LANE_COMPUTE, VDNN_SPAN_RECOMPUTE, si, ai, now, now + d, "recompute", s->g->layers[a->a].name);
     }
