@@ -247,6 +247,41 @@ static void test_chain_all_hidden(void **state)
     vdnn_graph_free(g);
 }
 
+/* vDNN_all on the chain where compute runs at half speed while a copy is queued (copy_slowdown 1):
+ *   fwd conv1 0-2 under data's copy (0-3), stall 2-3; conv2 3-5, stall 5-6; conv3 6-8, stall 8-9
+ *   conv2 back 9-12: stall 9-12; bwd conv3 from 12 under conv1's copy back (12-15): 3 ms at half speed
+ *   do 1.5 ms of its 2, the last 0.5 ms at full speed: 12-15.5; conv1 is back, no stall
+ *   bwd conv2 15.5-19 under data's copy back (15.5-18.5); bwd conv1 19-21 alone.
+ * Iteration 21 ms = 15 ms compute + 6 ms stall. */
+static void test_chain_all_contention(void **state)
+{
+    (void)state;
+    vdnn_graph_t *g = graph(chain_text, 1);
+    vdnn_op_info *info = infos(g);
+    vdnn_plan_t *p = plan(g, info, VDNN_POLICY_ALL);
+    vdnn_profile prof;
+    profile(g, chain_fwd, chain_bwd, 3 * MS, 0, 1 * MS, &prof);
+    prof.copy_slowdown = 1.0;
+    vdnn_timeline t;
+    simulate(p, g, &prof, &t);
+    assert_near(t.iteration_s, 21 * MS, "iteration");
+    assert_near(t.compute_s, 15 * MS, "compute");
+    assert_near(t.stall_s, 6 * MS, "stall");
+    const vdnn_span *s = find_span(&t, "fwd conv1");
+    assert_near(s->end, 2 * MS, "fwd conv1 end");
+    s = find_span(&t, "bwd conv3");
+    assert_near(s->start, 12 * MS, "bwd conv3 start");
+    assert_near(s->end, 15.5 * MS, "bwd conv3 end");
+    s = find_span(&t, "bwd conv1");
+    assert_near(s->start, 19 * MS, "bwd conv1 start");
+    assert_near(s->end, 21 * MS, "bwd conv1 end");
+    vdnn_timeline_release(&t);
+    vdnn_profile_release(&prof);
+    vdnn_plan_free(p);
+    free(info);
+    vdnn_graph_free(g);
+}
+
 static const double diamond_fwd[] = {0, 1, 2, 3, 0.5, 0}, diamond_bwd[] = {0, 2, 4, 6, 0.25, 0};
 
 /* The diamond in-core: all compute plus one accumulation of a's gradient (0.5 ms). A recompute of b
@@ -614,7 +649,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chain_none),   cmocka_unit_test(test_chain_all),   cmocka_unit_test(test_chain_all_latency),
-        cmocka_unit_test(test_chain_all_hidden), cmocka_unit_test(test_diamond), cmocka_unit_test(test_zoo_consistency),
+        cmocka_unit_test(test_chain_all_hidden), cmocka_unit_test(test_chain_all_contention), cmocka_unit_test(test_diamond), cmocka_unit_test(test_zoo_consistency),
         cmocka_unit_test(test_errors),       cmocka_unit_test(test_trace),       cmocka_unit_test(test_svg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
