@@ -1,6 +1,7 @@
-/* Tests of the CUDA backend: every op forward and backward against the CPU backend on the same inputs, memory,
- * queues and events, conv algorithm lists, and lenet training under each policy (bitwise equal parameters in
- * deterministic mode). Without a usable GPU every GPU test is skipped with the reason; option checks still run. */
+/* Tests of the CUDA backend: every op forward and backward against the CPU backend on the same inputs (every
+ * conv candidate algorithm too), memory, queues and events, conv algorithm lists, and lenet training under each
+ * policy (bitwise equal parameters in deterministic mode). Without a usable GPU every GPU test is skipped with
+ * the reason; option checks still run. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -512,14 +513,17 @@ typedef struct equiv_case {
     int no_dx;               /* input whose gradient is not wanted, or -1 */
 } equiv_case;
 
-static void check_case(vdnn_backend_t *g, vdnn_backend_t *c, const equiv_case *t, uint64_t seed)
+/* Runs t on the GPU with its candidate algorithm gpu_algo and on the CPU with the CPU's one, and compares. */
+static void check_case_algo(vdnn_backend_t *g, vdnn_backend_t *c, const equiv_case *t, uint64_t seed, int gpu_algo)
 {
     op_io in, og, oc;
     make_inputs(&t->d, seed, &in);
     if (t->no_dx >= 0) in.want_dx[t->no_dx] = false;
     memset(&og, 0, sizeof og);
     memset(&oc, 0, sizeof oc);
-    run(g, &t->d, &in, &og, seed * 31 + 5);
+    vdnn_op_desc dg = t->d;
+    dg.algo = gpu_algo;
+    run(g, &dg, &in, &og, seed * 31 + 5);
     run(c, &t->d, &in, &oc, seed * 31 + 5);
     char what[160];
 #define CMP(field, count, label)                                        \
@@ -557,6 +561,11 @@ static void check_case(vdnn_backend_t *g, vdnn_backend_t *c, const equiv_case *t
     free_io(&og, false);
     free_io(&oc, false);
     free_io(&in, true);
+}
+
+static void check_case(vdnn_backend_t *g, vdnn_backend_t *c, const equiv_case *t, uint64_t seed)
+{
+    check_case_algo(g, c, t, seed, 0);
 }
 
 static void test_ops_vs_cpu(void **state)
@@ -738,6 +747,105 @@ static void test_conv_algorithms(void **state)
     vdnn_backend_destroy(be);
 }
 
+/* Every candidate op_algos offers for a conv: query with d.algo = i reports candidate i's info, the op created
+ * with it needs exactly that workspace, and its forward and backward match the CPU's. Other ops offer one. */
+static void test_conv_candidates_vs_cpu(void **state)
+{
+    GPU_OR_SKIP();
+    unsetenv("VDNN_DETERMINISTIC");
+    unsetenv("VDNN_CUDNN_BENCHMARK");
+    vdnn_backend_t *g = gpu(), *c = cpu();
+    vdnn_error err;
+    const vdnn_op_desc convs[] = {
+        conv_d(shp(4, 16, 28, 28), 32, 3, 1, 1, 1, 1), conv_d(shp(8, 64, 28, 28), 64, 3, 1, 1, 1, 1),
+        conv_d(shp(2, 3, 56, 56), 16, 7, 2, 3, 1, 0),  conv_d(shp(4, 32, 14, 14), 64, 1, 1, 0, 1, 1),
+        conv_d(shp(2, 32, 14, 14), 64, 3, 1, 1, 4, 1), conv_d(shp(4, 8, 16, 16), 16, 5, 1, 2, 1, 1),
+        conv_d(shp(2, 3, 63, 63), 16, 11, 4, 2, 1, 1),
+    };
+    const int n_convs = (int)(sizeof convs / sizeof convs[0]);
+    int several = 0;
+    for (int k = 0; k < n_convs; k++) {
+        vdnn_op_algo algos[VDNN_MAX_ALGOS];
+        int n = 0;
+        vt_assert_ok(g->ops->op_algos(g, &convs[k], algos, &n, &err), err);
+        assert_true(n >= 1 && n <= VDNN_MAX_ALGOS);
+        assert_string_equal(algos[0].name, "fastest");
+        several += n > 1;
+        size_t least_fwd = SIZE_MAX, least_bwd = SIZE_MAX;
+        for (int i = 0; i < n; i++) {
+            least_fwd = algos[i].info.fwd_ws_bytes < least_fwd ? algos[i].info.fwd_ws_bytes : least_fwd;
+            least_bwd = algos[i].info.bwd_ws_bytes < least_bwd ? algos[i].info.bwd_ws_bytes : least_bwd;
+        }
+        for (int i = 0; i < n; i++) {
+            vdnn_op_desc d = convs[k];
+            d.algo = i;
+            for (int j = 0; j < i; j++) {
+                assert_string_not_equal(algos[i].name, algos[j].name);
+                if (algos[i].numerics >= 0) assert_int_not_equal(algos[i].numerics, algos[j].numerics);
+            }
+            vdnn_op_info info;
+            vt_assert_ok(g->ops->op_query(g, &d, &info, &err), err);
+            assert_int_equal(info.fwd_ws_bytes, algos[i].info.fwd_ws_bytes);
+            assert_int_equal(info.bwd_ws_bytes, algos[i].info.bwd_ws_bytes);
+            assert_int_equal(info.aux_bytes, algos[i].info.aux_bytes);
+            assert_true(info.bwd_needs_x == algos[i].info.bwd_needs_x && info.bwd_needs_y == algos[i].info.bwd_needs_y);
+            /* The planner sizes the workspace from query: the op needs exactly that. */
+            vdnn_op *op = NULL;
+            vt_assert_ok(g->ops->op_create(g, &d, &op, &err), err);
+            vdnn_conv_algo ch[VDNN_CONV_PASS_COUNT];
+            for (int pass = 0; pass < VDNN_CONV_PASS_COUNT; pass++)
+                assert_true(vdnn_cuda_conv_chosen(g, op, (vdnn_conv_pass)pass, &ch[pass]));
+            assert_int_equal(ch[VDNN_CONV_FWD].ws_bytes, info.fwd_ws_bytes);
+            size_t bwd = ch[VDNN_CONV_BWD_DATA].ws_bytes > ch[VDNN_CONV_BWD_FILTER].ws_bytes ? ch[VDNN_CONV_BWD_DATA].ws_bytes
+                                                                                              : ch[VDNN_CONV_BWD_FILTER].ws_bytes;
+            assert_int_equal(bwd, info.bwd_ws_bytes);
+            g->ops->op_destroy(g, op);
+            if (!strcmp(algos[i].name, "no-workspace")) assert_true(info.fwd_ws_bytes == 0 && info.bwd_ws_bytes == 0);
+            if (!strcmp(algos[i].name, "no-workspace") || !strcmp(algos[i].name, "least-workspace"))
+                assert_true(info.fwd_ws_bytes == least_fwd && info.bwd_ws_bytes == least_bwd);
+            printf("conv %d candidate %d %-16s fwd %-26s %9zu B, bwd-data %-20s bwd-filter %-22s %9zu B, numerics %d\n", k,
+                   i, algos[i].name, ch[0].name, info.fwd_ws_bytes, ch[1].name, ch[2].name, info.bwd_ws_bytes,
+                   algos[i].numerics);
+            char name[96];
+            snprintf(name, sizeof name, "conv %d, candidate %.23s", k, algos[i].name);
+            const equiv_case t = {name, convs[k], 1e-4, -1};
+            check_case_algo(g, c, &t, 300 + 8 * (uint64_t)k + (uint64_t)i, i);
+        }
+        vdnn_op_desc bad = convs[k];
+        vdnn_op_info info;
+        bad.algo = n;
+        vt_assert_error(g->ops->op_query(g, &bad, &info, &err), err, VDNN_ERR_INVALID_ARG, "algorithm");
+        bad.algo = -1;
+        vt_assert_error(g->ops->op_query(g, &bad, &info, &err), err, VDNN_ERR_INVALID_ARG, "algorithm");
+    }
+    /* The point of the candidates: some layer can trade speed for workspace. */
+    assert_true(several > 0);
+
+    /* An op with one way to run. */
+    vdnn_op_desc relu = one_input(VDNN_LAYER_RELU, shp(2, 4, 8, 8), shp(2, 4, 8, 8));
+    vdnn_op_algo one[VDNN_MAX_ALGOS];
+    int n1 = 0;
+    vt_assert_ok(g->ops->op_algos(g, &relu, one, &n1, &err), err);
+    assert_int_equal(n1, 1);
+    assert_string_equal(one[0].name, "default");
+    relu.algo = 1;
+    vdnn_op_info info;
+    vt_assert_error(g->ops->op_query(g, &relu, &info, &err), err, VDNN_ERR_INVALID_ARG, "one algorithm");
+    vdnn_backend_destroy(g);
+
+    /* Deterministic mode pins one reproducible candidate. */
+    setenv("VDNN_DETERMINISTIC", "1", 1);
+    g = gpu();
+    unsetenv("VDNN_DETERMINISTIC");
+    for (int k = 0; k < n_convs; k++) {
+        vt_assert_ok(g->ops->op_algos(g, &convs[k], one, &n1, &err), err);
+        assert_int_equal(n1, 1);
+        assert_true(one[0].numerics >= 0);
+    }
+    vdnn_backend_destroy(g);
+    vdnn_backend_destroy(c);
+}
+
 /* ---------------- training ---------------- */
 
 typedef struct run_result {
@@ -863,6 +971,7 @@ int main(void)
         cmocka_unit_test(test_dropout_mask),
         cmocka_unit_test(test_op_errors),
         cmocka_unit_test(test_conv_algorithms),
+        cmocka_unit_test(test_conv_candidates_vs_cpu),
         cmocka_unit_test(test_training_policies),
 #endif
     };

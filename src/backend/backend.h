@@ -50,7 +50,8 @@ typedef struct vdnn_op_info {
 typedef struct vdnn_op_algo {
     char name[24];
     vdnn_op_info info;   /* what op_query reports with d->algo set to this candidate */
-    int numerics;        /* candidates with equal numbers give bitwise equal results */
+    int numerics;        /* candidates with equal numbers give bitwise equal results; negative: not reproducible
+                          * (a non-deterministic or timed choice), equal to no other candidate */
 } vdnn_op_algo;
 
 /* Pointers for one forward or backward call. All float pointers are device pointers.

@@ -79,7 +79,7 @@ static vdnn_status dropout_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_
     return dropout_apply(b, &op->d, a->seed, a->dx[0], a->dy, "dropout backward", err);
 }
 
-const cuda_op_impl vdnn_cuda_op_dropout = {dropout_query, no_create, no_destroy, dropout_forward, dropout_backward};
+const cuda_op_impl vdnn_cuda_op_dropout = {dropout_query, no_create, no_destroy, dropout_forward, dropout_backward, NULL};
 
 /* ---- concat (along channels) ---- */
 
@@ -126,7 +126,7 @@ static vdnn_status concat_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_a
     return st;
 }
 
-const cuda_op_impl vdnn_cuda_op_concat = {concat_query, no_create, no_destroy, concat_forward, concat_backward};
+const cuda_op_impl vdnn_cuda_op_concat = {concat_query, no_create, no_destroy, concat_forward, concat_backward, NULL};
 
 /* ---- add ---- */
 
@@ -154,7 +154,7 @@ static vdnn_status add_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
     return st;
 }
 
-const cuda_op_impl vdnn_cuda_op_add = {add_query, no_create, no_destroy, add_forward, add_backward};
+const cuda_op_impl vdnn_cuda_op_add = {add_query, no_create, no_destroy, add_forward, add_backward, NULL};
 
 /* ---- global average pooling ---- */
 
@@ -189,7 +189,7 @@ static vdnn_status gap_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
                            err, "gap backward kernel");
 }
 
-const cuda_op_impl vdnn_cuda_op_gap = {gap_query, no_create, no_destroy, gap_forward, gap_backward};
+const cuda_op_impl vdnn_cuda_op_gap = {gap_query, no_create, no_destroy, gap_forward, gap_backward, NULL};
 
 /* ---- flatten ---- */
 
@@ -214,7 +214,7 @@ static vdnn_status flatten_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_
     return copy_floats(b, a->dx[0], a->dy, count(op->d.out), "flatten backward", err);
 }
 
-const cuda_op_impl vdnn_cuda_op_flatten = {flatten_query, no_create, no_destroy, flatten_forward, flatten_backward};
+const cuda_op_impl vdnn_cuda_op_flatten = {flatten_query, no_create, no_destroy, flatten_forward, flatten_backward, NULL};
 
 /* ---- softmax + mean cross-entropy ---- */
 
@@ -260,4 +260,4 @@ static vdnn_status xent_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
                            "softmax_xent backward kernel (%d x %d)", n, k);
 }
 
-const cuda_op_impl vdnn_cuda_op_softmax_xent = {xent_query, no_create, no_destroy, xent_forward, xent_backward};
+const cuda_op_impl vdnn_cuda_op_softmax_xent = {xent_query, no_create, no_destroy, xent_forward, xent_backward, NULL};
