@@ -155,6 +155,20 @@ if [ "$p_all" -lt "$p_none" ] && [ "$p_conv" -lt "$p_none" ]; then ok; else
     bad "peaks none $p_none, all $p_all, conv $p_conv: swapping should need less"
 fi
 
+# ---- --no-tf32 and --deterministic: CUDA settings, accepted on the CPU, where they change nothing ----
+run "--no-tf32 is not an info flag" 2 "'--no-tf32'" -- info lenet --no-tf32
+for cmd in train eval profile; do
+    if "$VDNN" $cmd --help | grep -q -- "--no-tf32" && "$VDNN" $cmd --help | grep -q -- "--deterministic" &&
+        "$VDNN" $cmd --help | grep -q "no effect"; then ok; else bad "$cmd --help does not explain --no-tf32 / --deterministic"; fi
+done
+for flags in "" "--no-tf32 --deterministic"; do
+    # shellcheck disable=SC2086
+    "$VDNN" train --data synthetic --input 1x28x28 --classes 10 --steps 2 --batch 8 --device cpu --json $flags \
+        >"$TMP/flags-${flags:+on}.json" 2>"$TMP/err" || bad "train --device cpu $flags failed: $(tail -3 "$TMP/err")"
+done
+if python3 -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); assert (a["final_loss"],a["test_accuracy"])==(b["final_loss"],b["test_accuracy"])' \
+    "$TMP/flags-.json" "$TMP/flags-on.json" 2>/dev/null; then ok; else bad "--no-tf32 --deterministic changed a CPU run"; fi
+
 # ---- train --json: one object, and the measured peak is the planned one ----
 for pol in none all conv; do
     extra=()

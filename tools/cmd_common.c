@@ -69,6 +69,8 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
         if (!strcmp(f, "--json") && (allowed & OPT_JSON)) { o->json = true; continue; }
         if (!strcmp(f, "--poison") && (allowed & OPT_MEMORY)) { o->poison = true; continue; }
         if (!strcmp(f, "--no-eval") && (allowed & OPT_TRAINING)) { o->no_eval = true; continue; }
+        if (!strcmp(f, "--no-tf32") && (allowed & OPT_DEVICE)) { o->no_tf32 = true; continue; }
+        if (!strcmp(f, "--deterministic") && (allowed & OPT_DEVICE)) { o->deterministic = true; continue; }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n;
         double d;
@@ -203,11 +205,23 @@ vdnn_status cli_shape(const cli_options *o, const vdnn_graph_t *g, const vdnn_da
     return VDNN_OK;
 }
 
+void cli_cuda_options(const cli_options *o, int device, vdnn_cuda_options *co)
+{
+    vdnn_cuda_options_default(co);
+    co->device = device;
+    co->threads = o->threads;
+    /* A flag turns a switch one way; without it the environment (or the default) decides. */
+    if (o->no_tf32) co->tf32 = 0;
+    if (o->deterministic) co->deterministic = 1;
+}
+
 vdnn_status cli_backend(const cli_options *o, vdnn_backend_t **be, vdnn_error *err)
 {
     if (strcmp(o->device, "cpu")) {
         vdnn_error cerr;
-        vdnn_status rc = vdnn_backend_cuda_create(0, o->threads, be, &cerr);
+        vdnn_cuda_options co;
+        cli_cuda_options(o, 0, &co);
+        vdnn_status rc = vdnn_backend_cuda_create_ex(&co, be, &cerr);
         if (rc == VDNN_OK) return VDNN_OK;
         if (!strcmp(o->device, "cuda")) return vdnn_fail(err, rc, "--device cuda: %s", cerr.msg);
         fprintf(stderr, "vdnn: %s; using the CPU backend\n", cerr.msg);

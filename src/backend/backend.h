@@ -149,6 +149,27 @@ vdnn_status vdnn_backend_cpu_create(const vdnn_cpu_options *opt, vdnn_backend_t 
  * VDNN_ERR_NO_DEVICE with a one-line reason otherwise. */
 vdnn_status vdnn_backend_cuda_create(int device, int threads, vdnn_backend_t **out, vdnn_error *err);
 
+/* CUDA backend options. Tri-state switches: -1 takes the environment's value (below), 0 off, 1 on. Declared
+ * here, not in cuda/cuda_backend.h, so that callers need no #ifdef: builds without the CUDA backend accept
+ * them and report VDNN_ERR_NO_DEVICE. */
+typedef struct vdnn_cuda_options {
+    int device;
+    int threads;          /* host threads; the CUDA backend itself uses none */
+    int tf32;             /* TF32 tensor-core math in convolutions and FC; env VDNN_NO_TF32=1 turns it off; default on */
+    int deterministic;    /* only bitwise-reproducible algorithms; env VDNN_DETERMINISTIC=1; default off */
+    int benchmark;        /* time the candidate conv algorithms at op_create (cudnnFind*) instead of trusting
+                           * the heuristics; env VDNN_CUDNN_BENCHMARK=1; default off. The choice then varies
+                           * from run to run, so it is ignored in deterministic mode. */
+    size_t conv_ws_limit; /* no conv algorithm needing more workspace than this; 0: env VDNN_CONV_WS_LIMIT
+                           * (a size such as "512MiB"), else unlimited */
+} vdnn_cuda_options;
+
+/* device 0, threads 0, every switch -1 (environment), no workspace limit of its own. */
+void vdnn_cuda_options_default(vdnn_cuda_options *o);
+
+/* vdnn_backend_cuda_create with explicit options (the CLI's --no-tf32 and --deterministic go here). */
+vdnn_status vdnn_backend_cuda_create_ex(const vdnn_cuda_options *opt, vdnn_backend_t **out, vdnn_error *err);
+
 static inline void vdnn_backend_destroy(vdnn_backend_t *be)
 {
     if (be) be->ops->destroy(be);
