@@ -1,7 +1,8 @@
 /* Tests of the CUDA backend: every op forward and backward against the CPU backend on the same inputs (every
- * conv candidate algorithm too), memory, queues and events, conv algorithm lists, and lenet training under each
- * policy (bitwise equal parameters in deterministic mode). Without a usable GPU every GPU test is skipped with
- * the reason; option checks still run. */
+ * conv candidate algorithm too), memory, queues and events, conv algorithm lists, lenet training under each
+ * policy including um (bitwise equal parameters in deterministic mode), and the refusal of a Unified Memory pool
+ * larger than the free device memory. Without a usable GPU every GPU test is skipped with the reason; option
+ * checks still run. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -854,6 +855,7 @@ typedef struct run_result {
     int correct;
     double eval_loss;
     int offloads;
+    size_t managed_bytes;
 } run_result;
 
 static void train_lenet(vdnn_backend_t *be, vdnn_policy pol, int steps, run_result *r)
@@ -871,6 +873,8 @@ static void train_lenet(vdnn_backend_t *be, vdnn_policy pol, int steps, run_resu
     vdnn_net_t *net = NULL;
     vt_assert_ok(vdnn_net_create(g, be, &cfg, &net, &err), err);
     r->offloads = 0;
+    r->managed_bytes = net->managed_bytes;
+    assert_true((net->managed != NULL) == (pol == VDNN_POLICY_UM));
     for (int i = 0; i < net->plan_train->n_actions; i++) r->offloads += net->plan_train->actions[i].kind == VDNN_ACT_OFFLOAD;
     float *images = floats(8 * 28 * 28);
     int32_t labels[8];
@@ -905,9 +909,10 @@ static void test_training_policies(void **state)
     vdnn_backend_t *be = gpu();
     unsetenv("VDNN_DETERMINISTIC");
     const int steps = 3;
-    const vdnn_policy pols[] = {VDNN_POLICY_NONE, VDNN_POLICY_ALL, VDNN_POLICY_CONV};
-    run_result r[3];
-    for (int p = 0; p < 3; p++) {
+    const vdnn_policy pols[] = {VDNN_POLICY_NONE, VDNN_POLICY_ALL, VDNN_POLICY_CONV, VDNN_POLICY_UM};
+    enum { N_POLS = 4 };
+    run_result r[N_POLS];
+    for (int p = 0; p < N_POLS; p++) {
         memset(&r[p], 0, sizeof r[p]);
         train_lenet(be, pols[p], steps, &r[p]);
         for (int s = 0; s < steps; s++) assert_true(isfinite(r[p].loss[s]));
@@ -915,7 +920,10 @@ static void test_training_policies(void **state)
     assert_int_equal(r[0].offloads, 0);
     assert_true(r[1].offloads > 0);
     assert_true(r[2].offloads > 0);
-    for (int p = 1; p < 3; p++) {
+    /* um migrates what all copies, through managed memory. */
+    assert_int_equal(r[3].offloads, r[1].offloads);
+    assert_true(r[3].managed_bytes > 0 && r[1].managed_bytes == 0);
+    for (int p = 1; p < N_POLS; p++) {
         char what[64];
         snprintf(what, sizeof what, "policy %s vs none", vdnn_policy_name(pols[p]));
         same_parameters(what, &r[p].ck, &r[0].ck);
@@ -941,10 +949,50 @@ static void test_training_policies(void **state)
     }
     assert_true(fabs(r[0].eval_loss - rc.eval_loss) <= 1e-2 * fmax(1.0, rc.eval_loss));
 
-    for (int p = 0; p < 3; p++) vdnn_checkpoint_release(&r[p].ck);
+    for (int p = 0; p < N_POLS; p++) vdnn_checkpoint_release(&r[p].ck);
     vdnn_checkpoint_release(&again.ck);
     vdnn_checkpoint_release(&rc.ck);
     vdnn_backend_destroy(c);
+    vdnn_backend_destroy(be);
+}
+
+/* A managed pool larger than the free device memory is refused before anything is allocated. The net is a chain
+ * of 3x3 convolutions on 16x256x256 maps at batch 256: each map is 1 GiB and swapped, so the pool grows 1 GiB
+ * per layer, and there are 8 layers more than the device has free GiB. Never allocated: on a shared GPU that
+ * much Unified Memory could hang the device. */
+static void test_um_oversubscription_refused(void **state)
+{
+    GPU_OR_SKIP();
+    vdnn_backend_t *be = gpu();
+    vdnn_error err;
+    const size_t free0 = be->ops->dev_free_bytes(be);
+    assert_true(free0 > 0 && free0 < SIZE_MAX);
+    const int layers = (int)(free0 >> 30) + 8;
+    size_t cap = 256 + (size_t)layers * 64, len = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    len += (size_t)snprintf(text + len, cap - len, "[net]\nname=um_big\ninput=16x256x256\nclasses=10\n");
+    for (int l = 0; l < layers; l++)
+        len += (size_t)snprintf(text + len, cap - len, "[conv%d]\ntype=conv\nfilters=16\nsize=3\npad=1\nbias=0\n", l);
+    len += (size_t)snprintf(text + len, cap - len, "[gap]\ntype=gap\n[fc]\ntype=fc\noutputs=classes\n[loss]\ntype=softmax\n");
+    assert_true(len < cap);
+    vdnn_graph_t *g = NULL;
+    vt_assert_ok(vdnn_graph_parse(text, "um_big.cfg", &g, &err), err);
+    vdnn_net_config cfg;
+    vdnn_net_config_default(&cfg);
+    cfg.batch = 256;
+    cfg.in_c = 16, cfg.in_h = 256, cfg.in_w = 256;
+    cfg.classes = 10;
+    cfg.policy = VDNN_POLICY_UM;
+    vdnn_net_t *net = (vdnn_net_t *)&net;
+    vt_assert_error(vdnn_net_create(g, be, &cfg, &net, &err), err, VDNN_ERR_BUDGET, "--allow-oversubscribe");
+    assert_null(net);
+    printf("%d layers, free %zu bytes: %s\n", layers, free0, err.msg);
+    /* Nothing was allocated (some slack for what cuDNN's heuristics may load). */
+    const size_t free1 = be->ops->dev_free_bytes(be);
+    if (free1 + ((size_t)256 << 20) < free0) fail_msg("free device memory went from %zu to %zu bytes", free0, free1);
+    vdnn_graph_free(g);
+    free(text);
     vdnn_backend_destroy(be);
 }
 
@@ -973,6 +1021,7 @@ int main(void)
         cmocka_unit_test(test_conv_algorithms),
         cmocka_unit_test(test_conv_candidates_vs_cpu),
         cmocka_unit_test(test_training_policies),
+        cmocka_unit_test(test_um_oversubscription_refused),
 #endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

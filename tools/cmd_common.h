@@ -26,6 +26,7 @@ typedef struct cli_options {
     const char *device;       /* auto | cpu | cuda */
     bool no_tf32;             /* CUDA: strict FP32 (no TF32 tensor-core math); the CPU is strict FP32 anyway */
     bool deterministic;       /* CUDA: only bitwise-reproducible algorithms; the CPU backend always is */
+    bool allow_oversubscribe; /* policy um: a managed pool larger than the device's free memory */
     size_t budget, host_budget;
     vdnn_policy policy;
     bool poison;
@@ -67,6 +68,8 @@ void cli_cuda_options(const cli_options *o, int device, vdnn_cuda_options *co);
     "there it has no effect.\n"                                                                                  \
     "--deterministic makes CUDA use only bitwise-reproducible algorithms, one per layer (env\n"                  \
     "VDNN_DETERMINISTIC=1); the CPU backend is deterministic already.\n"
+/* Prints the one warning of an oversubscribed managed pool (policy um with --allow-oversubscribe). */
+void cli_warn_oversubscribed(const char *cmd, const vdnn_net_t *net);
 /* net config from options */
 void cli_net_config(const cli_options *o, vdnn_shape in, int classes, vdnn_net_config *c);
 

@@ -128,6 +128,14 @@ typedef struct vdnn_backend_ops {
                               float lr, float momentum, float weight_decay, vdnn_error *err);
     /* Fills `poison` pattern (NaN) over device memory, for the --poison debug mode. */
     vdnn_status (*poison)(vdnn_backend_t *be, void *dst, size_t bytes, vdnn_error *err);
+
+    /* Unified (managed) memory, for policy um; NULL on backends without it (the CPU). managed_alloc returns
+     * memory that device and host both address, migrated between them by the driver; mem_prefetch makes
+     * `to_device` (or the host) the preferred location of a range and migrates it there, in order on queue q. */
+    vdnn_status (*managed_alloc)(vdnn_backend_t *be, size_t bytes, void **ptr, vdnn_error *err);
+    void (*managed_free)(vdnn_backend_t *be, void *ptr);
+    vdnn_status (*mem_prefetch)(vdnn_backend_t *be, void *ptr, size_t bytes, bool to_device, vdnn_queue_id q,
+                                vdnn_error *err);
 } vdnn_backend_ops;
 
 /* Every backend struct starts with this. */

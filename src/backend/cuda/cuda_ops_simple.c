@@ -26,7 +26,8 @@ static vdnn_status copy_floats(const cuda_backend *b, float *dst, const float *s
                                vdnn_error *err)
 {
     if (dst == src || !n) return VDNN_OK;
-    return vdnn_cuda_check(cudaMemcpyAsync(dst, src, n * sizeof *dst, cudaMemcpyDeviceToDevice, compute(b)), err,
+    /* Default, not DeviceToDevice: under policy um an operand may be managed memory; the runtime tells. */
+    return vdnn_cuda_check(cudaMemcpyAsync(dst, src, n * sizeof *dst, cudaMemcpyDefault, compute(b)), err,
                            "%s: cudaMemcpyAsync of %zu floats", what, n);
 }
 
@@ -91,12 +92,13 @@ static vdnn_status concat_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_
     return VDNN_OK;
 }
 
-/* Each sample's slice is one row of a 2-D copy: `len` floats per row, rows `dst_stride` / `src_stride` apart. */
+/* Each sample's slice is one row of a 2-D copy: `len` floats per row, rows `dst_stride` / `src_stride` apart.
+ * Direction Default, as in copy_floats: operands may be managed memory. */
 static vdnn_status copy_per_sample(const cuda_backend *b, float *dst, size_t dst_stride, const float *src,
                                    size_t src_stride, size_t len, int n, const char *what, vdnn_error *err)
 {
     return vdnn_cuda_check(cudaMemcpy2DAsync(dst, dst_stride * sizeof(float), src, src_stride * sizeof(float),
-                                             len * sizeof(float), (size_t)n, cudaMemcpyDeviceToDevice, compute(b)),
+                                             len * sizeof(float), (size_t)n, cudaMemcpyDefault, compute(b)),
                            err, "%s: cudaMemcpy2DAsync (%d rows of %zu floats)", what, n, len);
 }
 
