@@ -156,6 +156,48 @@ if [ "$p_all" -lt "$p_none" ] && [ "$p_conv" -lt "$p_none" ]; then ok; else
     bad "peaks none $p_none, all $p_all, conv $p_conv: swapping should need less"
 fi
 
+# ---- policy um (OC-DNN's Unified Memory mode): a dry run plans it anywhere; training needs CUDA ----
+f="$TMP/plan-um.json"
+if "$VDNN" plan vgg16 --batch 4 --input 3x64x64 --classes 10 --policy um --json >"$f" 2>"$TMP/err"; then ok; else
+    bad "plan --policy um --json failed: $(cat "$TMP/err")"
+fi
+if python3 - "$f" "$TMP/plan-all.json" <<'EOF'; then ok; else bad "plan --policy um --json: keys or values wrong"; fi
+import json, sys
+u, a = (json.load(open(f)) for f in sys.argv[1:3])
+assert u["policy"] == "um" and u["feasible"] is True
+assert u["host_bytes"] == 0 and u["managed_bytes"] > 0 and a["managed_bytes"] == 0
+# The same feature maps leave the device as under all, into managed memory instead of the pinned pool.
+swapped = lambda d: sorted(t["name"] for t in d["tensors"] if t["class"] == "swap")
+assert swapped(u) == swapped(a) and swapped(u)
+assert all(t["managed"] == (t["class"] == "swap") for t in u["tensors"])
+assert not any(t["managed"] for t in a["tensors"])
+assert u["managed_bytes"] >= sum(t["bytes"] for t in u["tensors"] if t["managed"])
+assert u["bytes_moved"] == a["bytes_moved"]
+assert u["peak_device_bytes"] <= a["peak_device_bytes"]
+EOF
+"$VDNN" plan lenet --batch 8 --policy um >"$TMP/out" 2>"$TMP/err"
+if [ $? = 0 ] && grep -q "^managed pool: " "$TMP/out" && grep -qE "^data +[0-9]+ managed " "$TMP/out"; then ok; else
+    bad "plan --policy um (table): $(cat "$TMP/out" "$TMP/err" | tail -5)"
+fi
+run "policy um on the CPU" 1 "policy 'um' needs the CUDA backend (Unified Memory)" -- \
+    train --data synthetic --input 1x28x28 --classes 10 --steps 1 --batch 8 --device cpu --policy um
+if grep -q "^step " "$TMP/out" "$TMP/err"; then bad "policy um on the CPU started training"; else ok; fi
+run "--allow-oversubscribe is not a plan flag" 2 "'--allow-oversubscribe'" -- plan lenet --policy um --allow-oversubscribe
+
+# ---- --no-tf32 and --deterministic: CUDA settings, accepted on the CPU, where they change nothing ----
+run "--no-tf32 is not an info flag" 2 "'--no-tf32'" -- info lenet --no-tf32
+for cmd in train eval profile; do
+    if "$VDNN" $cmd --help | grep -q -- "--no-tf32" && "$VDNN" $cmd --help | grep -q -- "--deterministic" &&
+        "$VDNN" $cmd --help | grep -q "no effect"; then ok; else bad "$cmd --help does not explain --no-tf32 / --deterministic"; fi
+done
+for flags in "" "--no-tf32 --deterministic"; do
+    # shellcheck disable=SC2086
+    "$VDNN" train --data synthetic --input 1x28x28 --classes 10 --steps 2 --batch 8 --device cpu --json $flags \
+        >"$TMP/flags-${flags:+on}.json" 2>"$TMP/err" || bad "train --device cpu $flags failed: $(tail -3 "$TMP/err")"
+done
+if python3 -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); assert (a["final_loss"],a["test_accuracy"])==(b["final_loss"],b["test_accuracy"])' \
+    "$TMP/flags-.json" "$TMP/flags-on.json" 2>/dev/null; then ok; else bad "--no-tf32 --deterministic changed a CPU run"; fi
+
 # ---- train --json: one object, and the measured peak is the planned one ----
 for pol in none all conv; do
     extra=()

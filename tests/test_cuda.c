@@ -1,6 +1,8 @@
-/* Tests of the CUDA backend: every op forward and backward against the CPU backend on the same inputs, memory,
- * queues and events, conv algorithm lists, and lenet training under each policy (bitwise equal parameters in
- * deterministic mode). Without a usable GPU every GPU test is skipped with the reason; option checks still run. */
+/* Tests of the CUDA backend: every op forward and backward against the CPU backend on the same inputs (every
+ * conv candidate algorithm too), memory, queues and events, conv algorithm lists, lenet training under each
+ * policy including um (bitwise equal parameters in deterministic mode), and the refusal of a Unified Memory pool
+ * larger than the free device memory. Without a usable GPU every GPU test is skipped with the reason; option
+ * checks still run. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -512,14 +514,17 @@ typedef struct equiv_case {
     int no_dx;               /* input whose gradient is not wanted, or -1 */
 } equiv_case;
 
-static void check_case(vdnn_backend_t *g, vdnn_backend_t *c, const equiv_case *t, uint64_t seed)
+/* Runs t on the GPU with its candidate algorithm gpu_algo and on the CPU with the CPU's one, and compares. */
+static void check_case_algo(vdnn_backend_t *g, vdnn_backend_t *c, const equiv_case *t, uint64_t seed, int gpu_algo)
 {
     op_io in, og, oc;
     make_inputs(&t->d, seed, &in);
     if (t->no_dx >= 0) in.want_dx[t->no_dx] = false;
     memset(&og, 0, sizeof og);
     memset(&oc, 0, sizeof oc);
-    run(g, &t->d, &in, &og, seed * 31 + 5);
+    vdnn_op_desc dg = t->d;
+    dg.algo = gpu_algo;
+    run(g, &dg, &in, &og, seed * 31 + 5);
     run(c, &t->d, &in, &oc, seed * 31 + 5);
     char what[160];
 #define CMP(field, count, label)                                        \
@@ -557,6 +562,11 @@ static void check_case(vdnn_backend_t *g, vdnn_backend_t *c, const equiv_case *t
     free_io(&og, false);
     free_io(&oc, false);
     free_io(&in, true);
+}
+
+static void check_case(vdnn_backend_t *g, vdnn_backend_t *c, const equiv_case *t, uint64_t seed)
+{
+    check_case_algo(g, c, t, seed, 0);
 }
 
 static void test_ops_vs_cpu(void **state)
@@ -738,6 +748,105 @@ static void test_conv_algorithms(void **state)
     vdnn_backend_destroy(be);
 }
 
+/* Every candidate op_algos offers for a conv: query with d.algo = i reports candidate i's info, the op created
+ * with it needs exactly that workspace, and its forward and backward match the CPU's. Other ops offer one. */
+static void test_conv_candidates_vs_cpu(void **state)
+{
+    GPU_OR_SKIP();
+    unsetenv("VDNN_DETERMINISTIC");
+    unsetenv("VDNN_CUDNN_BENCHMARK");
+    vdnn_backend_t *g = gpu(), *c = cpu();
+    vdnn_error err;
+    const vdnn_op_desc convs[] = {
+        conv_d(shp(4, 16, 28, 28), 32, 3, 1, 1, 1, 1), conv_d(shp(8, 64, 28, 28), 64, 3, 1, 1, 1, 1),
+        conv_d(shp(2, 3, 56, 56), 16, 7, 2, 3, 1, 0),  conv_d(shp(4, 32, 14, 14), 64, 1, 1, 0, 1, 1),
+        conv_d(shp(2, 32, 14, 14), 64, 3, 1, 1, 4, 1), conv_d(shp(4, 8, 16, 16), 16, 5, 1, 2, 1, 1),
+        conv_d(shp(2, 3, 63, 63), 16, 11, 4, 2, 1, 1),
+    };
+    const int n_convs = (int)(sizeof convs / sizeof convs[0]);
+    int several = 0;
+    for (int k = 0; k < n_convs; k++) {
+        vdnn_op_algo algos[VDNN_MAX_ALGOS];
+        int n = 0;
+        vt_assert_ok(g->ops->op_algos(g, &convs[k], algos, &n, &err), err);
+        assert_true(n >= 1 && n <= VDNN_MAX_ALGOS);
+        assert_string_equal(algos[0].name, "fastest");
+        several += n > 1;
+        size_t least_fwd = SIZE_MAX, least_bwd = SIZE_MAX;
+        for (int i = 0; i < n; i++) {
+            least_fwd = algos[i].info.fwd_ws_bytes < least_fwd ? algos[i].info.fwd_ws_bytes : least_fwd;
+            least_bwd = algos[i].info.bwd_ws_bytes < least_bwd ? algos[i].info.bwd_ws_bytes : least_bwd;
+        }
+        for (int i = 0; i < n; i++) {
+            vdnn_op_desc d = convs[k];
+            d.algo = i;
+            for (int j = 0; j < i; j++) {
+                assert_string_not_equal(algos[i].name, algos[j].name);
+                if (algos[i].numerics >= 0) assert_int_not_equal(algos[i].numerics, algos[j].numerics);
+            }
+            vdnn_op_info info;
+            vt_assert_ok(g->ops->op_query(g, &d, &info, &err), err);
+            assert_int_equal(info.fwd_ws_bytes, algos[i].info.fwd_ws_bytes);
+            assert_int_equal(info.bwd_ws_bytes, algos[i].info.bwd_ws_bytes);
+            assert_int_equal(info.aux_bytes, algos[i].info.aux_bytes);
+            assert_true(info.bwd_needs_x == algos[i].info.bwd_needs_x && info.bwd_needs_y == algos[i].info.bwd_needs_y);
+            /* The planner sizes the workspace from query: the op needs exactly that. */
+            vdnn_op *op = NULL;
+            vt_assert_ok(g->ops->op_create(g, &d, &op, &err), err);
+            vdnn_conv_algo ch[VDNN_CONV_PASS_COUNT];
+            for (int pass = 0; pass < VDNN_CONV_PASS_COUNT; pass++)
+                assert_true(vdnn_cuda_conv_chosen(g, op, (vdnn_conv_pass)pass, &ch[pass]));
+            assert_int_equal(ch[VDNN_CONV_FWD].ws_bytes, info.fwd_ws_bytes);
+            size_t bwd = ch[VDNN_CONV_BWD_DATA].ws_bytes > ch[VDNN_CONV_BWD_FILTER].ws_bytes ? ch[VDNN_CONV_BWD_DATA].ws_bytes
+                                                                                              : ch[VDNN_CONV_BWD_FILTER].ws_bytes;
+            assert_int_equal(bwd, info.bwd_ws_bytes);
+            g->ops->op_destroy(g, op);
+            if (!strcmp(algos[i].name, "no-workspace")) assert_true(info.fwd_ws_bytes == 0 && info.bwd_ws_bytes == 0);
+            if (!strcmp(algos[i].name, "no-workspace") || !strcmp(algos[i].name, "least-workspace"))
+                assert_true(info.fwd_ws_bytes == least_fwd && info.bwd_ws_bytes == least_bwd);
+            printf("conv %d candidate %d %-16s fwd %-26s %9zu B, bwd-data %-20s bwd-filter %-22s %9zu B, numerics %d\n", k,
+                   i, algos[i].name, ch[0].name, info.fwd_ws_bytes, ch[1].name, ch[2].name, info.bwd_ws_bytes,
+                   algos[i].numerics);
+            char name[96];
+            snprintf(name, sizeof name, "conv %d, candidate %.23s", k, algos[i].name);
+            const equiv_case t = {name, convs[k], 1e-4, -1};
+            check_case_algo(g, c, &t, 300 + 8 * (uint64_t)k + (uint64_t)i, i);
+        }
+        vdnn_op_desc bad = convs[k];
+        vdnn_op_info info;
+        bad.algo = n;
+        vt_assert_error(g->ops->op_query(g, &bad, &info, &err), err, VDNN_ERR_INVALID_ARG, "algorithm");
+        bad.algo = -1;
+        vt_assert_error(g->ops->op_query(g, &bad, &info, &err), err, VDNN_ERR_INVALID_ARG, "algorithm");
+    }
+    /* The point of the candidates: some layer can trade speed for workspace. */
+    assert_true(several > 0);
+
+    /* An op with one way to run. */
+    vdnn_op_desc relu = one_input(VDNN_LAYER_RELU, shp(2, 4, 8, 8), shp(2, 4, 8, 8));
+    vdnn_op_algo one[VDNN_MAX_ALGOS];
+    int n1 = 0;
+    vt_assert_ok(g->ops->op_algos(g, &relu, one, &n1, &err), err);
+    assert_int_equal(n1, 1);
+    assert_string_equal(one[0].name, "default");
+    relu.algo = 1;
+    vdnn_op_info info;
+    vt_assert_error(g->ops->op_query(g, &relu, &info, &err), err, VDNN_ERR_INVALID_ARG, "one algorithm");
+    vdnn_backend_destroy(g);
+
+    /* Deterministic mode pins one reproducible candidate. */
+    setenv("VDNN_DETERMINISTIC", "1", 1);
+    g = gpu();
+    unsetenv("VDNN_DETERMINISTIC");
+    for (int k = 0; k < n_convs; k++) {
+        vt_assert_ok(g->ops->op_algos(g, &convs[k], one, &n1, &err), err);
+        assert_int_equal(n1, 1);
+        assert_true(one[0].numerics >= 0);
+    }
+    vdnn_backend_destroy(g);
+    vdnn_backend_destroy(c);
+}
+
 /* ---------------- training ---------------- */
 
 typedef struct run_result {
@@ -746,6 +855,7 @@ typedef struct run_result {
     int correct;
     double eval_loss;
     int offloads;
+    size_t managed_bytes;
 } run_result;
 
 static void train_lenet(vdnn_backend_t *be, vdnn_policy pol, int steps, run_result *r)
@@ -763,6 +873,8 @@ static void train_lenet(vdnn_backend_t *be, vdnn_policy pol, int steps, run_resu
     vdnn_net_t *net = NULL;
     vt_assert_ok(vdnn_net_create(g, be, &cfg, &net, &err), err);
     r->offloads = 0;
+    r->managed_bytes = net->managed_bytes;
+    assert_true((net->managed != NULL) == (pol == VDNN_POLICY_UM));
     for (int i = 0; i < net->plan_train->n_actions; i++) r->offloads += net->plan_train->actions[i].kind == VDNN_ACT_OFFLOAD;
     float *images = floats(8 * 28 * 28);
     int32_t labels[8];
@@ -797,9 +909,10 @@ static void test_training_policies(void **state)
     vdnn_backend_t *be = gpu();
     unsetenv("VDNN_DETERMINISTIC");
     const int steps = 3;
-    const vdnn_policy pols[] = {VDNN_POLICY_NONE, VDNN_POLICY_ALL, VDNN_POLICY_CONV};
-    run_result r[3];
-    for (int p = 0; p < 3; p++) {
+    const vdnn_policy pols[] = {VDNN_POLICY_NONE, VDNN_POLICY_ALL, VDNN_POLICY_CONV, VDNN_POLICY_UM};
+    enum { N_POLS = 4 };
+    run_result r[N_POLS];
+    for (int p = 0; p < N_POLS; p++) {
         memset(&r[p], 0, sizeof r[p]);
         train_lenet(be, pols[p], steps, &r[p]);
         for (int s = 0; s < steps; s++) assert_true(isfinite(r[p].loss[s]));
@@ -807,7 +920,10 @@ static void test_training_policies(void **state)
     assert_int_equal(r[0].offloads, 0);
     assert_true(r[1].offloads > 0);
     assert_true(r[2].offloads > 0);
-    for (int p = 1; p < 3; p++) {
+    /* um migrates what all copies, through managed memory. */
+    assert_int_equal(r[3].offloads, r[1].offloads);
+    assert_true(r[3].managed_bytes > 0 && r[1].managed_bytes == 0);
+    for (int p = 1; p < N_POLS; p++) {
         char what[64];
         snprintf(what, sizeof what, "policy %s vs none", vdnn_policy_name(pols[p]));
         same_parameters(what, &r[p].ck, &r[0].ck);
@@ -833,10 +949,50 @@ static void test_training_policies(void **state)
     }
     assert_true(fabs(r[0].eval_loss - rc.eval_loss) <= 1e-2 * fmax(1.0, rc.eval_loss));
 
-    for (int p = 0; p < 3; p++) vdnn_checkpoint_release(&r[p].ck);
+    for (int p = 0; p < N_POLS; p++) vdnn_checkpoint_release(&r[p].ck);
     vdnn_checkpoint_release(&again.ck);
     vdnn_checkpoint_release(&rc.ck);
     vdnn_backend_destroy(c);
+    vdnn_backend_destroy(be);
+}
+
+/* A managed pool larger than the free device memory is refused before anything is allocated. The net is a chain
+ * of 3x3 convolutions on 16x256x256 maps at batch 256: each map is 1 GiB and swapped, so the pool grows 1 GiB
+ * per layer, and there are 8 layers more than the device has free GiB. Never allocated: on a shared GPU that
+ * much Unified Memory could hang the device. */
+static void test_um_oversubscription_refused(void **state)
+{
+    GPU_OR_SKIP();
+    vdnn_backend_t *be = gpu();
+    vdnn_error err;
+    const size_t free0 = be->ops->dev_free_bytes(be);
+    assert_true(free0 > 0 && free0 < SIZE_MAX);
+    const int layers = (int)(free0 >> 30) + 8;
+    size_t cap = 256 + (size_t)layers * 64, len = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    len += (size_t)snprintf(text + len, cap - len, "[net]\nname=um_big\ninput=16x256x256\nclasses=10\n");
+    for (int l = 0; l < layers; l++)
+        len += (size_t)snprintf(text + len, cap - len, "[conv%d]\ntype=conv\nfilters=16\nsize=3\npad=1\nbias=0\n", l);
+    len += (size_t)snprintf(text + len, cap - len, "[gap]\ntype=gap\n[fc]\ntype=fc\noutputs=classes\n[loss]\ntype=softmax\n");
+    assert_true(len < cap);
+    vdnn_graph_t *g = NULL;
+    vt_assert_ok(vdnn_graph_parse(text, "um_big.cfg", &g, &err), err);
+    vdnn_net_config cfg;
+    vdnn_net_config_default(&cfg);
+    cfg.batch = 256;
+    cfg.in_c = 16, cfg.in_h = 256, cfg.in_w = 256;
+    cfg.classes = 10;
+    cfg.policy = VDNN_POLICY_UM;
+    vdnn_net_t *net = (vdnn_net_t *)&net;
+    vt_assert_error(vdnn_net_create(g, be, &cfg, &net, &err), err, VDNN_ERR_BUDGET, "--allow-oversubscribe");
+    assert_null(net);
+    printf("%d layers, free %zu bytes: %s\n", layers, free0, err.msg);
+    /* Nothing was allocated (some slack for what cuDNN's heuristics may load). */
+    const size_t free1 = be->ops->dev_free_bytes(be);
+    if (free1 + ((size_t)256 << 20) < free0) fail_msg("free device memory went from %zu to %zu bytes", free0, free1);
+    vdnn_graph_free(g);
+    free(text);
     vdnn_backend_destroy(be);
 }
 
@@ -863,7 +1019,9 @@ int main(void)
         cmocka_unit_test(test_dropout_mask),
         cmocka_unit_test(test_op_errors),
         cmocka_unit_test(test_conv_algorithms),
+        cmocka_unit_test(test_conv_candidates_vs_cpu),
         cmocka_unit_test(test_training_policies),
+        cmocka_unit_test(test_um_oversubscription_refused),
 #endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,7 @@
 /* Tests of the memory plan: liveness, in-place sharing and gradient accumulation on hand-made DAGs, and
  * for every plan (hand-made and zoo, policies none/all/conv, training and evaluation) a replay of its
- * actions that checks placement, residency, offload/prefetch ordering and the memory figures. */
+ * actions that checks placement, residency, offload/prefetch ordering and the memory figures; and the
+ * Unified Memory plan (policy um) against all's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,8 @@
 #include "mem/arena.h"
 #include "mem/offsets.h"
 #include "plan/plan.h"
+#include "plan/profile.h"
+#include "plan/simulate.h"
 #include "testutil.h"
 
 static const vdnn_policy static_policies[] = {VDNN_POLICY_NONE, VDNN_POLICY_ALL, VDNN_POLICY_CONV};
@@ -829,6 +832,154 @@ static void test_zoo(void **state)
     }
 }
 
+/* ---- policy um ---- */
+
+/* um classifies as all does; its swapped storages have no arena blocks but ranges of their own in the managed
+ * pool; each migrates out after its last forward compute, back after that migration is done, and is waited
+ * for before its first backward use. The simulator replays it. */
+static void check_um(vdnn_graph_t *g, vdnn_backend_t *be)
+{
+    vdnn_plan_t *pa = plan_of(g, be, VDNN_POLICY_ALL, true, 0, NULL);
+    vdnn_plan_t *pu = plan_of(g, be, VDNN_POLICY_UM, true, 0, NULL);
+    const char *what = g->name;
+    assert_int_equal(pu->policy, VDNN_POLICY_UM);
+    assert_int_equal(pu->n_storages, pa->n_storages);
+    const int N = pu->n_storages;
+    int n_swap = 0;
+    size_t managed = 0;
+    for (int i = 0; i < N; i++) {
+        const vdnn_storage *x = &pu->st[i], *y = &pa->st[i];
+        assert_string_equal(x->name, y->name);
+        if (x->cls != y->cls || x->prefetch_step != y->prefetch_step)
+            fail_msg("%s: '%s' is %s (prefetch %d) under um, %s (prefetch %d) under all", what, x->name,
+                     vdnn_class_name(x->cls), x->prefetch_step, vdnn_class_name(y->cls), y->prefetch_step);
+        if (x->cls != VDNN_CLASS_SWAP) continue;
+        n_swap++;
+        /* Its own range, on a 64 KiB boundary, never shared. */
+        assert_true(x->host_offset % (64 << 10) == 0);
+        assert_true(x->host_offset + x->bytes <= pu->managed_bytes);
+        managed += (x->bytes + (64 << 10) - 1) / (64 << 10) * (64 << 10);
+        for (int j = 0; j < i; j++)
+            if (pu->st[j].cls == VDNN_CLASS_SWAP && x->host_offset < pu->st[j].host_offset + pu->st[j].bytes &&
+                pu->st[j].host_offset < x->host_offset + x->bytes)
+                fail_msg("%s: '%s' and '%s' share managed memory", what, x->name, pu->st[j].name);
+        for (int b = 0; b < pu->n_blocks; b++)
+            if (pu->blocks[b].storage == i) fail_msg("%s: managed '%s' has an arena block", what, x->name);
+    }
+    assert_true(n_swap > 0);
+    assert_int_equal(pu->managed_bytes, managed);
+    assert_int_equal(pu->host_bytes, 0);
+    assert_int_equal(pa->managed_bytes, 0);
+    assert_int_equal(pu->bytes_moved, pa->bytes_moved);
+    assert_int_equal(pu->n_blocks, pa->n_blocks - 2 * n_swap);
+    assert_int_equal(pu->n_events, pa->n_events);
+    assert_true(pu->peak_device_bytes <= pa->peak_device_bytes);
+    assert_true(pu->feasible);
+
+    /* Replay: 0 on the device, 1 going out, 2 out (migration waited for), 3 coming back, then 0 again. */
+    int *where = calloc((size_t)N, sizeof(int)), *u = malloc(sizeof(int) * 4096);
+    int *ev_state = calloc((size_t)pu->n_events + 1, sizeof(int)); /* 0 unused, 1 recorded, 2 waited */
+    assert_true(where && u && ev_state);
+    for (int st = 0; st < pu->n_steps; st++) {
+        const vdnn_step *S = &pu->steps[st];
+        bool computed = false;
+        for (int k = 0; k < S->n_actions; k++) {
+            const vdnn_action *a = &pu->actions[S->first_action + k];
+            switch (a->kind) {
+            case VDNN_ACT_OFFLOAD:
+                if (!computed || st != pu->st[a->a].last_fwd_use || where[a->a] != 0)
+                    fail_msg("%s: '%s' migrates out at step %d (computed %d, state %d)", what, pu->st[a->a].name, st,
+                             computed, where[a->a]);
+                assert_int_equal(ev_state[a->event], 0);
+                ev_state[a->event] = 1;
+                where[a->a] = 1;
+                break;
+            case VDNN_ACT_PREFETCH:
+                if (where[a->a] != 2 || st != pu->st[a->a].prefetch_step)
+                    fail_msg("%s: '%s' migrates back at step %d before its migration out was waited for", what,
+                             pu->st[a->a].name, st);
+                assert_int_equal(ev_state[a->event], 0);
+                ev_state[a->event] = 1;
+                where[a->a] = 3;
+                break;
+            case VDNN_ACT_WAIT:
+                assert_int_equal(ev_state[a->event], 1);
+                ev_state[a->event] = 2;
+                if (where[a->a] == 1) where[a->a] = 2;
+                else if (where[a->a] == 3) where[a->a] = 0;
+                else fail_msg("%s: wait for '%s' in state %d", what, pu->st[a->a].name, where[a->a]);
+                /* Waiting for the way out is for the way back alone: it sits where the prefetch is issued. */
+                if (where[a->a] == 2) assert_int_equal(st, pu->st[a->a].prefetch_step);
+                break;
+            case VDNN_ACT_COMPUTE: {
+                computed = true;
+                int n = step_uses(pu, g, st, u);
+                for (int k2 = 0; k2 < n; k2++)
+                    if (where[u[k2]] != 0)
+                        fail_msg("%s: step %d uses '%s' while it is not back (state %d)", what, st, pu->st[u[k2]].name,
+                                 where[u[k2]]);
+                break;
+            }
+            default: break;
+            }
+        }
+    }
+    for (int i = 0; i < N; i++)
+        if (where[i] != 0) fail_msg("%s: '%s' ends the iteration in state %d", what, pu->st[i].name, where[i]);
+    for (int e = 0; e < pu->n_events; e++) assert_int_equal(ev_state[e], 2);
+
+    vdnn_profile prof;
+    vdnn_timeline t;
+    vdnn_error err;
+    vt_assert_ok(vdnn_profile_estimate(g, 1e12, 1e11, 16e9, &prof, &err), err);
+    vt_assert_ok(vdnn_simulate(pu, g, &prof, &t, &err), err);
+    assert_true(t.iteration_s > 0 && t.d2h_s > 0 && t.h2d_s > 0);
+    vdnn_timeline_release(&t);
+    vdnn_profile_release(&prof);
+    free(where);
+    free(u);
+    free(ev_state);
+    vdnn_plan_free(pa);
+    vdnn_plan_free(pu);
+}
+
+static void test_um(void **state)
+{
+    fixture *f = *state;
+    static const struct {
+        const char *text, *name;
+        vdnn_shape in;
+    } made[] = {{chain_cfg, "chain.cfg", {2, 3, 8, 8}},
+                {residual_cfg, "residual.cfg", {2, 8, 6, 6}},
+                {inception_cfg, "inception.cfg", {2, 3, 8, 8}}};
+    vdnn_error err;
+    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) {
+        vdnn_graph_t *g = parse(made[i].text, made[i].name);
+        vt_assert_ok(vdnn_graph_resolve(g, made[i].in, 10, &err), err);
+        check_um(g, f->be);
+        vdnn_graph_free(g);
+    }
+    static const zoo_size zoo[] = {{"lenet", 8, 1, 28, 28}, {"resnet18", 2, 3, 32, 32}, {"googlenet", 2, 3, 32, 32}};
+    for (size_t i = 0; i < sizeof zoo / sizeof zoo[0]; i++) {
+        vdnn_graph_t *g = load_zoo(zoo[i].name);
+        vt_assert_ok(vdnn_graph_resolve(g, (vdnn_shape){zoo[i].n, zoo[i].c, zoo[i].h, zoo[i].w}, 10, &err), err);
+        check_um(g, f->be);
+        vdnn_graph_free(g);
+    }
+    /* Evaluation keeps everything, whatever the policy; and the name round-trips, at the end of the list. */
+    vdnn_graph_t *g = load_zoo("lenet");
+    vt_assert_ok(vdnn_graph_resolve(g, (vdnn_shape){8, 1, 28, 28}, 10, &err), err);
+    vdnn_plan_t *pe = plan_of(g, f->be, VDNN_POLICY_UM, false, 0, NULL);
+    assert_int_equal(pe->policy, VDNN_POLICY_NONE);
+    assert_int_equal(pe->managed_bytes, 0);
+    vdnn_plan_free(pe);
+    vdnn_graph_free(g);
+    vdnn_policy pol;
+    assert_true(vdnn_policy_parse("um", &pol) && pol == VDNN_POLICY_UM);
+    assert_string_equal(vdnn_policy_name(VDNN_POLICY_UM), "um");
+    assert_int_equal(VDNN_POLICY_UM, VDNN_POLICY_COUNT - 1);
+}
+
 /* ---- placement and the arena ---- */
 
 static void test_place_intervals(void **state)
@@ -910,7 +1061,7 @@ int main(void)
         cmocka_unit_test(test_place_intervals), cmocka_unit_test(test_arena),
         cmocka_unit_test(test_chain),           cmocka_unit_test(test_diamond),
         cmocka_unit_test(test_residual),        cmocka_unit_test(test_inception),
-        cmocka_unit_test(test_zoo),
+        cmocka_unit_test(test_zoo),             cmocka_unit_test(test_um),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -70,6 +70,9 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
         if (!strcmp(f, "--json") && (allowed & OPT_JSON)) { o->json = true; continue; }
         if (!strcmp(f, "--poison") && (allowed & OPT_MEMORY)) { o->poison = true; continue; }
         if (!strcmp(f, "--no-eval") && (allowed & OPT_TRAINING)) { o->no_eval = true; continue; }
+        if (!strcmp(f, "--no-tf32") && (allowed & OPT_DEVICE)) { o->no_tf32 = true; continue; }
+        if (!strcmp(f, "--deterministic") && (allowed & OPT_DEVICE)) { o->deterministic = true; continue; }
+        if (!strcmp(f, "--allow-oversubscribe") && (allowed & OPT_DEVICE)) { o->allow_oversubscribe = true; continue; }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n;
         double d;
@@ -149,7 +152,7 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             else return bad(cmd, f, v, "default, lean or choose");
         } else if (!strcmp(f, "--policy") && (allowed & OPT_MEMORY)) {
             NEED_VALUE();
-            if (!vdnn_policy_parse(v, &o->policy)) return bad(cmd, f, v, "none, all, conv, recompute, dyn, pooch or auto");
+            if (!vdnn_policy_parse(v, &o->policy)) return bad(cmd, f, v, "none, all, conv, recompute, dyn, pooch, auto or um");
         } else if ((!strcmp(f, "--link-bandwidth") || !strcmp(f, "--link-bandwidth-d2h") ||
                     !strcmp(f, "--link-bandwidth-h2d")) && (allowed & OPT_DEVICE)) {
             NEED_VALUE();
@@ -210,11 +213,33 @@ vdnn_status cli_shape(const cli_options *o, const vdnn_graph_t *g, const vdnn_da
     return VDNN_OK;
 }
 
+void cli_cuda_options(const cli_options *o, int device, vdnn_cuda_options *co)
+{
+    vdnn_cuda_options_default(co);
+    co->device = device;
+    co->threads = o->threads;
+    /* A flag turns a switch one way; without it the environment (or the default) decides. */
+    if (o->no_tf32) co->tf32 = 0;
+    if (o->deterministic) co->deterministic = 1;
+}
+
+void cli_warn_oversubscribed(const char *cmd, const vdnn_net_t *net)
+{
+    if (!net || !net->oversubscribed) return;
+    char m[32], a[32];
+    fprintf(stderr,
+            "vdnn %s: warning: the Unified Memory pool (%s) and the device arena (%s) exceed the device's free memory "
+            "(--allow-oversubscribe): the driver will evict and re-fault pages\n",
+            cmd, vdnn_format_bytes(net->managed_bytes, m, sizeof m), vdnn_format_bytes(net->dev_bytes, a, sizeof a));
+}
+
 vdnn_status cli_backend(const cli_options *o, vdnn_backend_t **be, vdnn_error *err)
 {
     if (strcmp(o->device, "cpu")) {
         vdnn_error cerr;
-        vdnn_status rc = vdnn_backend_cuda_create(0, o->threads, be, &cerr);
+        vdnn_cuda_options co;
+        cli_cuda_options(o, 0, &co);
+        vdnn_status rc = vdnn_backend_cuda_create_ex(&co, be, &cerr);
         if (rc == VDNN_OK) return VDNN_OK;
         if (!strcmp(o->device, "cuda")) return vdnn_fail(err, rc, "--device cuda: %s", cerr.msg);
         fprintf(stderr, "vdnn: %s; using the CPU backend\n", cerr.msg);
@@ -239,6 +264,7 @@ void cli_net_config(const cli_options *o, vdnn_shape in, int classes, vdnn_net_c
     c->seed = (uint64_t)o->seed;
     c->momentum = (float)o->momentum;
     c->weight_decay = (float)o->weight_decay;
+    c->allow_oversubscribe = o->allow_oversubscribe;
 }
 
 int cli_fail(const char *cmd, const vdnn_error *err)

@@ -24,6 +24,9 @@ typedef struct cli_options {
     long seed;
     int threads;
     const char *device;       /* auto | cpu | cuda */
+    bool no_tf32;             /* CUDA: strict FP32 (no TF32 tensor-core math); the CPU is strict FP32 anyway */
+    bool deterministic;       /* CUDA: only bitwise-reproducible algorithms; the CPU backend always is */
+    bool allow_oversubscribe; /* policy um: a managed pool larger than the device's free memory */
     size_t budget, host_budget;
     vdnn_policy policy;
     bool poison;
@@ -63,6 +66,18 @@ vdnn_status cli_shape(const cli_options *o, const vdnn_graph_t *g, const vdnn_da
                       int *classes, vdnn_error *err);
 /* The backend for --device: auto tries CUDA and says in one line why it uses the CPU instead. */
 vdnn_status cli_backend(const cli_options *o, vdnn_backend_t **be, vdnn_error *err);
+/* The CUDA backend's options for device `device` from the flags (--threads, --no-tf32, --deterministic); the
+ * environment decides what no flag says. */
+void cli_cuda_options(const cli_options *o, int device, vdnn_cuda_options *co);
+/* Help text of the flags every command with --device takes besides it. */
+#define CLI_DEVICE_USAGE                                                                                          \
+    "--no-tf32 keeps CUDA convolutions and matrix products in strict FP32 (TF32 tensor-core math is on by\n"    \
+    "default, as in PyTorch; env VDNN_NO_TF32=1 does the same); the CPU backend computes in FP32 anyway, so\n" \
+    "there it has no effect.\n"                                                                                  \
+    "--deterministic makes CUDA use only bitwise-reproducible algorithms, one per layer (env\n"                  \
+    "VDNN_DETERMINISTIC=1); the CPU backend is deterministic already.\n"
+/* Prints the one warning of an oversubscribed managed pool (policy um with --allow-oversubscribe). */
+void cli_warn_oversubscribed(const char *cmd, const vdnn_net_t *net);
 /* net config from options */
 void cli_net_config(const cli_options *o, vdnn_shape in, int classes, vdnn_net_config *c);
 

@@ -20,7 +20,9 @@ int vdnn_cmd_plan(int argc, char **argv)
             char pol[256];
             fputs(plan_usage, stdout);
             fputs(CLI_CONV_ALGO_USAGE, stdout);
-            printf("Policies: %s (default none); recompute, dyn, pooch and auto plan from costs.\n",
+            printf("Policies: %s (default none); recompute, dyn, pooch and auto plan from costs.\n"
+                   "um (OC-DNN) swaps what all swaps, but into CUDA Unified Memory: training needs a GPU, the plan does\n"
+                   "not; the table marks those storages 'managed' and counts them in the managed pool, not the peak.\n",
                    cli_policy_list(pol, sizeof pol));
             fputs(CLI_COST_USAGE, stdout);
             return 0;
@@ -53,7 +55,7 @@ int vdnn_cmd_plan(int argc, char **argv)
     /* Static policies need the same memory at any budget: their peak is their smallest budget. The
      * planners can go as low as the most memory-saving plan known. */
     size_t min_budget = plan ? plan->peak_device_bytes : 0;
-    if (rc == VDNN_OK && o.policy > VDNN_POLICY_CONV) {
+    if (rc == VDNN_OK && o.policy > VDNN_POLICY_CONV && o.policy != VDNN_POLICY_UM) {
         vdnn_plan_request rq = {.policy = o.policy, .training = true, .budget = SIZE_MAX, .host_budget = o.host_budget,
                                 .profile = &prof};
         size_t mb;
@@ -66,9 +68,10 @@ int vdnn_cmd_plan(int argc, char **argv)
         else vdnn_plan_print_table(plan, m.g, stdout);
         if (!plan->feasible) {
             char need[32], have[32];
-            if (plan->host_bytes > plan->host_budget)
+            if (plan->host_bytes + plan->managed_bytes > plan->host_budget)
                 fprintf(stderr, "vdnn plan: infeasible: policy '%s' needs %s of host memory, the host budget is %s\n",
-                        vdnn_policy_name(o.policy), vdnn_format_bytes(plan->host_bytes, need, sizeof need),
+                        vdnn_policy_name(o.policy),
+                        vdnn_format_bytes(plan->host_bytes + plan->managed_bytes, need, sizeof need),
                         vdnn_format_bytes(plan->host_budget, have, sizeof have));
             else
                 fprintf(stderr, "vdnn plan: infeasible: policy '%s' needs at least %s (%zu bytes); the budget is %s\n",

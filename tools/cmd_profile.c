@@ -8,14 +8,16 @@
 
 static const char profile_usage[] =
     "usage: vdnn profile MODEL --out FILE [--batch N] [--input CxHxW] [--classes N] [--iterations K]\n"
-    "                    [--policy P] [--budget SIZE] [--threads N] [--device auto|cpu|cuda]\n"
-    "                    [--link-bandwidth BW] [--json]\n"
+    "                    [--policy P] [--budget SIZE] [--threads N] [--device auto|cpu|cuda] [--no-tf32]\n"
+    "                    [--deterministic] [--allow-oversubscribe] [--link-bandwidth BW] [--json]\n"
     "Runs K (default 5) recorded training steps on random data after one warm-up step, with learning\n"
     "rate 0, under a safe plan (--policy, default none), and times every layer's forward and backward\n"
     "(medians), the batch upload, gradient accumulation, and copies of 64 KiB and up in each direction\n"
     "(fitted to latency + bytes / bandwidth). Where the backend offers several convolution algorithms,\n"
     "each is timed on K steps of a net of its own. The profile names the device, model, batch and input; the\n"
-    "planners (`--policy recompute|dyn|pooch|auto --profile FILE` on plan, simulate, plot and train) use it.\n";
+    "planners (`--policy recompute|dyn|pooch|auto --profile FILE` on plan, simulate, plot and train) use it.\n"
+    "Profile with the --no-tf32 / --deterministic settings the training will use: they change the times.\n"
+    "--allow-oversubscribe: see vdnn train --help (policy um).\n" CLI_DEVICE_USAGE;
 
 int vdnn_cmd_profile(int argc, char **argv)
 {
@@ -59,6 +61,7 @@ int vdnn_cmd_profile(int argc, char **argv)
     if (rc == VDNN_OK) {
         cli_net_config(&o, in, classes, &cfg);
         rc = vdnn_net_create(g, be, &cfg, &net, &err);
+        if (rc == VDNN_OK) cli_warn_oversubscribed("profile", net);
     }
     if (rc == VDNN_OK) {
         size_t n = vdnn_shape_count(g->input);

@@ -11,25 +11,28 @@ static const char train_usage[] =
     "usage: vdnn train [--model NAME|FILE] [--data fashion-mnist|cifar10:DIR|idx:DIR|synthetic]\n"
     "                  [--input CxHxW] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
     "                  [--lr-schedule constant|step:N:GAMMA|cosine[,warmup=N]] [--momentum X]\n"
-    "                  [--weight-decay X] [--seed N] [--threads N] [--device auto|cpu|cuda]\n"
-    "                  [--budget SIZE] [--host-budget SIZE] [--policy POLICY] [--profile FILE] [--poison]\n"
-    "                  [--link-bandwidth BW] [--save FILE] [--resume FILE] [--log-every N] [--trace FILE.json]\n"
-    "                  [--no-eval] [--json]\n"
+    "                  [--weight-decay X] [--seed N] [--threads N] [--device auto|cpu|cuda] [--no-tf32]\n"
+    "                  [--deterministic] [--budget SIZE] [--host-budget SIZE] [--policy POLICY] [--profile FILE]\n"
+    "                  [--allow-oversubscribe] [--poison] [--link-bandwidth BW] [--save FILE] [--resume FILE]\n"
+    "                  [--log-every N] [--trace FILE.json] [--no-eval] [--json]\n"
     "Trains MODEL (default lenet: models/NAME.cfg) on the data (default fashion-mnist), then evaluates\n"
     "on the test split. SIZE takes KiB/MiB/GiB suffixes. Defaults: batch 64, 2 epochs, lr 0.05 cosine,\n"
     "momentum 0.9, weight decay 5e-4, seed 1, policy none, unlimited budget.\n"
     "--steps N / --epochs N train until that many steps / epochs in all (a resumed run continues).\n"
     "--json prints the summary as one JSON object on stdout (progress goes to stderr).\n"
-    "POLICY: none, all, conv (vDNN), recompute (checkpointing), dyn (vDNN_dyn), pooch, auto; the last four\n"
-    "plan from costs: --profile FILE (from `vdnn profile`), else a generic estimate.\n"
+    "POLICY: none, all, conv (vDNN), recompute (checkpointing), dyn (vDNN_dyn), pooch, auto, um; recompute,\n"
+    "dyn, pooch and auto plan from costs: --profile FILE (from `vdnn profile`), else a generic estimate.\n"
+    "um (OC-DNN, CUDA only) keeps what `all` swaps in Unified Memory and moves it with prefetches; it is refused\n"
+    "when the managed pool and the arena exceed the GPU's free memory, unless --allow-oversubscribe (which\n"
+    "lets the driver evict pages, and can hang a GPU shared with other jobs).\n"
     "--link-bandwidth 16GB/s (or -d2h / -h2d) throttles the CPU backend's copies like a PCIe link.\n"
     "--trace FILE.json writes the last step's real timeline (and, with --profile, the simulated one) as a\n"
-    "Chrome trace.\n";
+    "Chrome trace.\n" CLI_DEVICE_USAGE;
 
 static const char eval_usage[] =
     "usage: vdnn eval --resume FILE [--model NAME|FILE] [--data SPEC] [--input CxHxW] [--classes N]\n"
-    "                 [--batch N] [--threads N] [--device auto|cpu|cuda] [--json]\n"
-    "Evaluates a checkpoint on the test split of the data and prints accuracy and loss.\n";
+    "                 [--batch N] [--threads N] [--device auto|cpu|cuda] [--no-tf32] [--deterministic] [--json]\n"
+    "Evaluates a checkpoint on the test split of the data and prints accuracy and loss.\n" CLI_DEVICE_USAGE;
 
 static void print_json(FILE *f, const cli_options *o, const vdnn_net_t *net, const vdnn_train_result *r)
 {
@@ -142,6 +145,7 @@ int vdnn_cmd_train(int argc, char **argv)
     session s;
     rc = session_open(&o, true, &s, &err);
     if (rc == VDNN_OK) {
+        cli_warn_oversubscribed("train", s.net);
         char pk[32];
         fprintf(to.log, "vdnn train: model %s, %d x %dx%dx%d, %d classes, %s, policy %s, device memory %s, %d train images\n",
                 s.g->name, s.g->input.n, s.g->input.c, s.g->input.h, s.g->input.w, s.g->classes, s.be->ops->name,

@@ -137,7 +137,9 @@ static vdnn_status open_backend(const cli_options *o, vdnn_backend_t **be, vdnn_
         MPI_Comm_free(&node);
     }
     vdnn_error cerr;
-    vdnn_status rc = vdnn_backend_cuda_create(local, o->threads, be, &cerr);
+    vdnn_cuda_options cuo;
+    cli_cuda_options(o, local, &cuo);
+    vdnn_status rc = vdnn_backend_cuda_create_ex(&cuo, be, &cerr);
     if (rc == VDNN_OK) return VDNN_OK;
     if (!strcmp(o->device, "cuda")) return vdnn_fail(err, rc, "--device cuda (GPU %d of this machine): %s", local, cerr.msg);
     if (local == 0) fprintf(stderr, "vdnn-mpi: %s; using the CPU backend\n", cerr.msg);

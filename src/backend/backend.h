@@ -49,7 +49,8 @@ typedef struct vdnn_op_info {
 typedef struct vdnn_op_algo {
     char name[24];
     vdnn_op_info info;   /* what op_query reports with d->algo set to this candidate */
-    int numerics;        /* candidates with equal numbers give bitwise equal results */
+    int numerics;        /* candidates with equal numbers give bitwise equal results; negative: not reproducible
+                          * (a non-deterministic or timed choice), equal to no other candidate */
 } vdnn_op_algo;
 
 /* Pointers for one forward or backward call. All float pointers are device pointers.
@@ -126,6 +127,14 @@ typedef struct vdnn_backend_ops {
                               float lr, float momentum, float weight_decay, vdnn_error *err);
     /* Fills `poison` pattern (NaN) over device memory, for the --poison debug mode. */
     vdnn_status (*poison)(vdnn_backend_t *be, void *dst, size_t bytes, vdnn_error *err);
+
+    /* Unified (managed) memory, for policy um; NULL on backends without it (the CPU). managed_alloc returns
+     * memory that device and host both address, migrated between them by the driver; mem_prefetch makes
+     * `to_device` (or the host) the preferred location of a range and migrates it there, in order on queue q. */
+    vdnn_status (*managed_alloc)(vdnn_backend_t *be, size_t bytes, void **ptr, vdnn_error *err);
+    void (*managed_free)(vdnn_backend_t *be, void *ptr);
+    vdnn_status (*mem_prefetch)(vdnn_backend_t *be, void *ptr, size_t bytes, bool to_device, vdnn_queue_id q,
+                                vdnn_error *err);
 } vdnn_backend_ops;
 
 /* Every backend struct starts with this. */
@@ -148,6 +157,27 @@ vdnn_status vdnn_backend_cpu_create(const vdnn_cpu_options *opt, vdnn_backend_t 
 /* Creates the CUDA backend if this build has one and a GPU is usable;
  * VDNN_ERR_NO_DEVICE with a one-line reason otherwise. */
 vdnn_status vdnn_backend_cuda_create(int device, int threads, vdnn_backend_t **out, vdnn_error *err);
+
+/* CUDA backend options. Tri-state switches: -1 takes the environment's value (below), 0 off, 1 on. Declared
+ * here, not in cuda/cuda_backend.h, so that callers need no #ifdef: builds without the CUDA backend accept
+ * them and report VDNN_ERR_NO_DEVICE. */
+typedef struct vdnn_cuda_options {
+    int device;
+    int threads;          /* host threads; the CUDA backend itself uses none */
+    int tf32;             /* TF32 tensor-core math in convolutions and FC; env VDNN_NO_TF32=1 turns it off; default on */
+    int deterministic;    /* only bitwise-reproducible algorithms; env VDNN_DETERMINISTIC=1; default off */
+    int benchmark;        /* time the candidate conv algorithms at op_create (cudnnFind*) instead of trusting
+                           * the heuristics; env VDNN_CUDNN_BENCHMARK=1; default off. The choice then varies
+                           * from run to run, so it is ignored in deterministic mode. */
+    size_t conv_ws_limit; /* no conv algorithm needing more workspace than this; 0: env VDNN_CONV_WS_LIMIT
+                           * (a size such as "512MiB"), else unlimited */
+} vdnn_cuda_options;
+
+/* device 0, threads 0, every switch -1 (environment), no workspace limit of its own. */
+void vdnn_cuda_options_default(vdnn_cuda_options *o);
+
+/* vdnn_backend_cuda_create with explicit options (the CLI's --no-tf32 and --deterministic go here). */
+vdnn_status vdnn_backend_cuda_create_ex(const vdnn_cuda_options *opt, vdnn_backend_t **out, vdnn_error *err);
 
 static inline void vdnn_backend_destroy(vdnn_backend_t *be)
 {

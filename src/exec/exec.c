@@ -136,13 +136,16 @@ static vdnn_status copy(vdnn_net_t *net, const vdnn_plan_t *plan, const vdnn_act
     vdnn_event *marker = net->events[net->n_events - 1];
     bool out = a->kind == VDNN_ACT_OFFLOAD;
     vdnn_queue_id q = out ? VDNN_QUEUE_D2H : VDNN_QUEUE_H2D;
-    char *host = (char *)net->host + s->host_offset;
+    const bool um = plan->policy == VDNN_POLICY_UM;
+    char *host = um ? NULL : (char *)net->host + s->host_offset; /* um has no pinned pool */
     if (!net->ptr[a->a])
         return vdnn_fail(err, VDNN_ERR_BACKEND, "executor: copy of '%s' while it has no device block", s->name);
     /* The copy must not start before the compute queue has reached this point. */
     BE_CALL(be->ops->event_record(be, marker, VDNN_QUEUE_COMPUTE, err));
     BE_CALL(be->ops->event_wait(be, q, marker, err));
-    if (out) BE_CALL(be->ops->copy_async(be, q, host, net->ptr[a->a], s->bytes, VDNN_COPY_D2H, err));
+    /* OC-DNN: the storage stays at its managed range; only its pages move, between device and host. */
+    if (um) BE_CALL(be->ops->mem_prefetch(be, net->ptr[a->a], s->bytes, !out, q, err));
+    else if (out) BE_CALL(be->ops->copy_async(be, q, host, net->ptr[a->a], s->bytes, VDNN_COPY_D2H, err));
     else BE_CALL(be->ops->copy_async(be, q, net->ptr[a->a], host, s->bytes, VDNN_COPY_H2D, err));
     return be->ops->event_record(be, net->events[a->event], q, err);
 }

@@ -48,13 +48,17 @@ uint64_t vdnn_net_model_hash(const vdnn_net_t *net)
     return h;
 }
 
-/* Points each persistent storage of `plan` at its fixed offset and forgets every other pointer. */
+/* Points each persistent storage of `plan` at its fixed offset, and under policy um each swapped one at its
+ * range of the managed pool; forgets every other pointer. */
 static void bind_plan(vdnn_net_t *net, const vdnn_plan_t *plan)
 {
     for (int i = 0; i < plan->n_storages; i++) net->ptr[i] = NULL;
     for (int b = 0; b < plan->n_blocks; b++)
         if (plan->st[plan->blocks[b].storage].persistent)
             net->ptr[plan->blocks[b].storage] = (char *)net->dev + plan->blocks[b].offset;
+    if (plan->policy != VDNN_POLICY_UM || !net->managed) return;
+    for (int i = 0; i < plan->n_storages; i++)
+        if (plan->st[i].cls == VDNN_CLASS_SWAP) net->ptr[i] = (char *)net->managed + plan->st[i].host_offset;
 }
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
@@ -134,10 +138,11 @@ static vdnn_status budget_error(vdnn_net_t *net, vdnn_error *err)
     char need[32], have[32], best[32];
     const vdnn_plan_t *p = net->plan_train;
     size_t device_need = max_sz(p->peak_device_bytes, net->plan_eval->peak_device_bytes);
-    if (p->host_bytes > p->host_budget) {
+    if (p->host_bytes + p->managed_bytes > p->host_budget) {
         return vdnn_fail(err, VDNN_ERR_BUDGET,
                          "host budget too small: policy '%s' needs %s of host memory, the host budget is %s",
-                         vdnn_policy_name(p->policy), vdnn_format_bytes(p->host_bytes, need, sizeof need),
+                         vdnn_policy_name(p->policy),
+                         vdnn_format_bytes(p->host_bytes + p->managed_bytes, need, sizeof need),
                          vdnn_format_bytes(p->host_budget, have, sizeof have));
     }
     /* Name the smallest budget any plan reaches, so the user knows what to ask for. */
@@ -158,11 +163,35 @@ static vdnn_status budget_error(vdnn_net_t *net, vdnn_error *err)
                      vdnn_format_bytes(best_peak, best, sizeof best), best_peak, vdnn_policy_name(best_pol));
 }
 
+/* Policy um: managed memory beyond what the device has free makes the driver evict and re-fault pages, and on
+ * a GPU shared with other jobs that can hang it; so it is refused unless asked for, before any allocation. */
+static vdnn_status um_check(vdnn_net_t *net, vdnn_error *err)
+{
+    size_t free_b = net->be->ops->dev_free_bytes(net->be);
+    size_t need = net->dev_bytes + net->managed_bytes;
+    if (need >= net->dev_bytes && need <= free_b) return VDNN_OK;
+    if (net->cfg.allow_oversubscribe) {
+        net->oversubscribed = true;
+        return VDNN_OK;
+    }
+    char m[32], a[32], n[32], f[32];
+    return vdnn_fail(err, VDNN_ERR_BUDGET,
+                     "policy 'um': the managed pool (%s) and the device arena (%s) need %s, more than the %s the device "
+                     "has free; Unified Memory beyond free device memory can hang a shared GPU, so it is only done "
+                     "when asked for (--allow-oversubscribe)",
+                     vdnn_format_bytes(net->managed_bytes, m, sizeof m), vdnn_format_bytes(net->dev_bytes, a, sizeof a),
+                     vdnn_format_bytes(need, n, sizeof n), vdnn_format_bytes(free_b, f, sizeof f));
+}
+
 vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_config *cfg, vdnn_net_t **out,
                             vdnn_error *err)
 {
     *out = NULL;
     if (cfg->batch <= 0) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batch must be positive (got %d)", cfg->batch);
+    if (cfg->policy == VDNN_POLICY_UM && (!be->ops->managed_alloc || !be->ops->managed_free || !be->ops->mem_prefetch))
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
+                         "policy 'um' needs the CUDA backend (Unified Memory); the %s backend has no managed memory",
+                         be->ops->name);
     vdnn_shape in = {cfg->batch, cfg->in_c, cfg->in_h, cfg->in_w};
     vdnn_status rc = vdnn_graph_resolve(g, in, cfg->classes, err);
     if (rc != VDNN_OK) return rc;
@@ -200,13 +229,17 @@ vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_
     }
     if (rc == VDNN_OK) {
         size_t need = max_sz(net->plan_train->peak_device_bytes, net->plan_eval->peak_device_bytes);
-        if (need > cfg->budget || net->plan_train->host_bytes > cfg->host_budget) rc = budget_error(net, err);
+        if (need > cfg->budget || net->plan_train->host_bytes + net->plan_train->managed_bytes > cfg->host_budget)
+            rc = budget_error(net, err);
         net->dev_bytes = need;
         net->host_bytes = net->plan_train->host_bytes;
+        net->managed_bytes = net->plan_train->managed_bytes;
     }
+    if (rc == VDNN_OK && net->managed_bytes) rc = um_check(net, err);
     if (rc == VDNN_OK) rc = create_ops(net, true, &net->ops_train, err);
     if (rc == VDNN_OK) rc = be->ops->dev_alloc(be, net->dev_bytes, &net->dev, err);
     if (rc == VDNN_OK && net->host_bytes) rc = be->ops->host_alloc(be, net->host_bytes, &net->host, err);
+    if (rc == VDNN_OK && net->managed_bytes) rc = be->ops->managed_alloc(be, net->managed_bytes, &net->managed, err);
     if (rc == VDNN_OK) {
         net->n_events = net->plan_train->n_events + 1;
         net->events = calloc((size_t)net->n_events, sizeof *net->events);
@@ -248,6 +281,7 @@ void vdnn_net_free(vdnn_net_t *net)
     destroy_ops(net, net->ops_eval);
     if (net->dev) be->ops->dev_free(be, net->dev);
     if (net->host) be->ops->host_free(be, net->host);
+    if (net->managed) be->ops->managed_free(be, net->managed);
     vdnn_arena_release(&net->arena);
     vdnn_plan_free(net->plan_train);
     vdnn_plan_free(net->plan_eval);

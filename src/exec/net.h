@@ -42,6 +42,9 @@ typedef struct vdnn_net_config {
                                            (or its last), VDNN_ALGO_CHOOSE: the dyn and auto planners choose */
     const vdnn_grad_hooks *hooks;       /* set: keep_weight_grads is implied, and the hooks are called */
     void *hooks_ctx;
+    bool allow_oversubscribe;           /* policy um: allocate the managed pool even when it and the arena need
+                                           more than the device has free (refused otherwise: on a shared GPU that
+                                           can hang the device) */
 } vdnn_net_config;
 
 /* Defaults: momentum 0.9, weight decay 5e-4, policy none, unlimited budgets, seed 1. */
@@ -59,6 +62,10 @@ struct vdnn_net {
     size_t dev_bytes;
     void *host;                       /* the host pool */
     size_t host_bytes;
+    void *managed;                    /* policy um: the Unified Memory pool of the swapped storages */
+    size_t managed_bytes;
+    bool oversubscribed;              /* the managed pool and the arena exceed the device's free memory (allowed
+                                         by cfg.allow_oversubscribe); callers may warn */
     vdnn_arena arena;
     vdnn_event **events;              /* plan_train's copy events, then one compute marker */
     int n_events;
@@ -73,7 +80,9 @@ struct vdnn_net {
 
 /* Resolves g to the configured sizes, plans under the budget (VDNN_ERR_BUDGET, naming the smallest
  * budget that works, if it does not fit), creates ops, allocates the arena and host pool and
- * initialises parameters from the seed. */
+ * initialises parameters from the seed. Policy um needs a backend with managed memory (VDNN_ERR_UNSUPPORTED
+ * otherwise) and is refused (VDNN_ERR_BUDGET) before anything is allocated when the managed pool and the arena
+ * need more than the device has free, unless cfg.allow_oversubscribe. */
 vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_config *cfg, vdnn_net_t **out,
                             vdnn_error *err);
 void vdnn_net_free(vdnn_net_t *net);

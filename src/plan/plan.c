@@ -58,6 +58,14 @@ static int add_action(vdnn_plan_t *p, vdnn_action_kind kind, int a, int b, int e
     return p->n_actions++;
 }
 
+/* Policy um keeps each swapped storage at its own range of one managed pool; ranges start on 64 KiB, the
+ * Unified Memory driver's migration unit on current GPUs, so migrating one map never moves a page that a
+ * kernel reading its neighbour is using. */
+#define VDNN_UM_ALIGN ((size_t)64 << 10)
+
+static bool is_um(const vdnn_plan_t *p) { return p->policy == VDNN_POLICY_UM; }
+static size_t um_align_up(size_t n) { return (n + VDNN_UM_ALIGN - 1) / VDNN_UM_ALIGN * VDNN_UM_ALIGN; }
+
 /* Steps: 0 loads the batch, 1..L-1 run forward, then backward from layer L-1 down to 1, then update. */
 static int fwd_step(int l) { return l; }
 static int bwd_step(const vdnn_plan_t *p, int l) { return p->n_layers - 1 + (p->n_layers - l); }
@@ -405,12 +413,17 @@ static int emit_step(vdnn_plan_t *p, int s, const int *swap_event, const int *re
     vdnn_step *st = &p->steps[s];
     st->first_action = p->n_actions;
     for (int k = e->alloc.start[s]; k < e->alloc.start[s + 1]; k++) fail |= add_action(p, VDNN_ACT_ALLOC, e->alloc.item[k], -1, -1) < 0;
+    const bool um = is_um(p);
     for (int k = e->swap.start[s]; k < e->swap.start[s + 1]; k++) {
         const int i = e->swap.item[k];
         const vdnn_storage *x = &p->st[i];
+        /* um: nothing waited for the migration out (no block to free), so the one back waits for it here. */
+        if (x->prefetch_step == s && um) fail |= add_action(p, VDNN_ACT_WAIT, i, -1, swap_event[i]) < 0;
         if (x->prefetch_step == s) fail |= add_action(p, VDNN_ACT_PREFETCH, i, -1, swap_event[i] + 1) < 0;
-        /* Copy out while this step computes, unless this step writes the value. */
-        if (x->last_fwd_use == s && x->def_step != s) fail |= add_action(p, VDNN_ACT_OFFLOAD, i, -1, swap_event[i]) < 0;
+        /* Copy out while this step computes, unless this step writes the value. Not under um: migrating pages
+         * a running kernel reads would fault them straight back. */
+        if (x->last_fwd_use == s && x->def_step != s && !um)
+            fail |= add_action(p, VDNN_ACT_OFFLOAD, i, -1, swap_event[i]) < 0;
         if (x->need_step == s) fail |= add_action(p, VDNN_ACT_WAIT, i, -1, swap_event[i] + 1) < 0;
     }
     /* Recomputes in layer order: a producer's inputs are recomputed before it. */
@@ -429,8 +442,9 @@ static int emit_step(vdnn_plan_t *p, int s, const int *swap_event, const int *re
         const int i = e->swap.item[k];
         const vdnn_storage *x = &p->st[i];
         if (x->last_fwd_use != s) continue;
-        if (x->def_step == s) fail |= add_action(p, VDNN_ACT_OFFLOAD, i, -1, swap_event[i]) < 0;
-        fail |= add_action(p, VDNN_ACT_WAIT, i, -1, swap_event[i]) < 0;
+        if (x->def_step == s || um) fail |= add_action(p, VDNN_ACT_OFFLOAD, i, -1, swap_event[i]) < 0;
+        /* The block is freed at this step's end: the copy must be done. A managed range has no block. */
+        if (!um) fail |= add_action(p, VDNN_ACT_WAIT, i, -1, swap_event[i]) < 0;
     }
     for (int k = e->free.start[s]; k < e->free.start[s + 1]; k++) fail |= add_action(p, VDNN_ACT_FREE, e->free.item[k], -1, -1) < 0;
     st->n_actions = p->n_actions - st->first_action;
@@ -484,13 +498,21 @@ static vdnn_status place(vdnn_plan_t *p, size_t variable_base, vdnn_error *err)
     }
     k = 0;
     p->bytes_moved = 0;
+    p->managed_bytes = 0;
     for (int i = 0; i < p->n_storages; i++) {
-        const vdnn_storage *x = &p->st[i];
+        vdnn_storage *x = &p->st[i];
         if (x->cls != VDNN_CLASS_SWAP) continue;
+        p->bytes_moved += 2 * x->bytes;
+        if (is_um(p)) {
+            /* Its own range for the whole run: the data lives there, on whichever side the driver has it. */
+            x->host_offset = p->managed_bytes;
+            p->managed_bytes += um_align_up(x->bytes);
+            continue;
+        }
         iv[k] = (vdnn_interval){vdnn_align_up(x->bytes), x->last_fwd_use, x->need_step, 0};
         map[k++] = i;
-        p->bytes_moved += 2 * x->bytes;
     }
+    n_swap = k;
     p->host_bytes = 0;
     if (rc == VDNN_OK) rc = vdnn_place_intervals(iv, n_swap, 0, &p->host_bytes, err);
     for (int i = 0; rc == VDNN_OK && i < n_swap; i++) p->st[map[i]].host_offset = iv[i].offset;
@@ -550,7 +572,9 @@ void vdnn_plan_set_algo(vdnn_plan_t *p, int l, int k)
 bool vdnn_plan_algos_change_numerics(const vdnn_plan_t *p)
 {
     for (int l = 1; l < p->n_layers; l++)
-        if (p->cands[l].a[p->algo[l]].numerics != p->cands[l].a[0].numerics) return true;
+        if (p->algo[l] && (p->cands[l].a[p->algo[l]].numerics < 0 ||
+                           p->cands[l].a[p->algo[l]].numerics != p->cands[l].a[0].numerics))
+            return true;
     return false;
 }
 
@@ -609,7 +633,7 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
 {
     p->n_storages = p->n_storages_analyzed;
     p->n_blocks = p->n_actions = p->n_events = 0;
-    p->host_bytes = p->bytes_moved = 0;
+    p->host_bytes = p->managed_bytes = p->bytes_moved = 0;
     vdnn_status rc = derive_needs(p, err);
     if (rc != VDNN_OK) return rc;
     int *swap_event = calloc((size_t)p->n_storages + 1, sizeof(int));
@@ -644,8 +668,11 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
         } else if (x->cls == VDNN_CLASS_SWAP) {
             swap_event[i] = p->n_events;
             p->n_events += 2;
-            fail |= add_block(p, i, x->def_step, x->last_fwd_use) < 0;
-            fail |= add_block(p, i, x->prefetch_step, x->end_step) < 0;
+            /* um: the storage lives in the managed pool, not in the arena. */
+            if (!is_um(p)) {
+                fail |= add_block(p, i, x->def_step, x->last_fwd_use) < 0;
+                fail |= add_block(p, i, x->prefetch_step, x->end_step) < 0;
+            }
         } else if (x->cls == VDNN_CLASS_RECOMPUTE) {
             fail |= add_block(p, i, x->def_step, x->last_fwd_use) < 0;
             fail |= add_block(p, i, x->recompute_step, x->end_step) < 0;
@@ -686,11 +713,16 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
         for (int b = 0; b < p->n_blocks; b++)
             if (p->st[p->blocks[b].storage].persistent) p->persistent_bytes += p->blocks[b].bytes;
         p->peak_device_bytes = max_live + (base > p->persistent_bytes ? base - p->persistent_bytes : 0);
-        p->host_bytes = 0;
-        for (int i = 0; i < p->n_storages; i++)
-            if (p->st[i].cls == VDNN_CLASS_SWAP) p->host_bytes += vdnn_align_up(p->st[i].bytes);
+        p->host_bytes = p->managed_bytes = 0;
+        for (int i = 0; i < p->n_storages; i++) {
+            if (p->st[i].cls != VDNN_CLASS_SWAP) continue;
+            if (is_um(p)) p->managed_bytes += um_align_up(p->st[i].bytes);
+            else p->host_bytes += vdnn_align_up(p->st[i].bytes);
+        }
     }
-    p->feasible = p->peak_device_bytes <= p->budget && p->host_bytes <= p->host_budget;
+    /* Managed pages wait in host memory while they are offloaded: the host budget bounds them too. */
+    p->feasible = p->peak_device_bytes <= p->budget && p->host_bytes <= p->host_budget &&
+                  p->managed_bytes <= p->host_budget - p->host_bytes;
     return VDNN_OK;
 }
 

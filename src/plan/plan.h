@@ -17,6 +17,7 @@ typedef enum vdnn_policy {
     VDNN_POLICY_DYN,      /* vDNN_dyn: from fastest to most memory-saving until it fits */
     VDNN_POLICY_POOCH,    /* PoocH: keep/swap search, then swap-to-recompute by r(X) */
     VDNN_POLICY_AUTO,     /* ours: the fastest simulated plan that fits */
+    VDNN_POLICY_UM,       /* OC-DNN: all's classes, swapped maps in Unified Memory, migrated by prefetches */
     VDNN_POLICY_COUNT
 } vdnn_policy;
 
@@ -64,7 +65,7 @@ typedef struct vdnn_storage {
     /* Derived by vdnn_plan_finalize (recomputing a tensor reads its producer's inputs): */
     int need_step;             /* first backward-time step that needs it back on the device */
     int end_step;              /* last step it must stay on the device */
-    size_t host_offset;        /* swap: place in the host pool */
+    size_t host_offset;        /* swap: place in the host pool (policy um: in the managed pool) */
     bool candidate;            /* a feature map that may be swapped or recomputed */
 } vdnn_storage;
 
@@ -150,7 +151,8 @@ struct vdnn_plan {
     size_t peak_device_bytes;          /* the arena's high-water mark: live bytes plus fragmentation */
     size_t max_live_bytes;             /* the largest total of blocks live in one step */
     size_t avg_device_bytes;           /* averaged over steps */
-    size_t host_bytes;
+    size_t host_bytes;                 /* the pinned host pool */
+    size_t managed_bytes;              /* policy um: the Unified Memory pool, each swapped storage at its own range */
     size_t bytes_moved;                /* per iteration, both directions */
     size_t budget, host_budget;        /* SIZE_MAX: unlimited */
     bool feasible;

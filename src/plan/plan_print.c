@@ -29,17 +29,23 @@ static const char *algo_name(const vdnn_plan_t *p, int l)
     return *n ? n : "default";
 }
 
+/* Under policy um a swapped storage lives in the managed (Unified Memory) pool, not in the arena. */
+static bool managed(const vdnn_plan_t *p, const vdnn_storage *s)
+{
+    return p->policy == VDNN_POLICY_UM && s->cls == VDNN_CLASS_SWAP;
+}
+
 void vdnn_plan_print_table(const vdnn_plan_t *p, const vdnn_graph_t *g, FILE *f)
 {
     char a[96], b[96], c[96], x[32], y[32];
     fprintf(f, "plan for %s, batch %d, input %dx%dx%d, policy %s\n", g->name, g->input.n, g->input.c, g->input.h,
             g->input.w, vdnn_policy_name(p->policy));
-    fprintf(f, "%-34s %14s %-5s %-26s %-26s %-26s\n", "tensor", "bytes", "class", "last forward use",
+    fprintf(f, "%-34s %14s %-7s %-26s %-26s %-26s\n", "tensor", "bytes", "class", "last forward use",
             "prefetch starts", "first backward use");
     for (int i = 0; i < p->n_storages; i++) {
         const vdnn_storage *s = &p->st[i];
         if (!listed(s) || s->def_step < 0) continue;
-        fprintf(f, "%-34s %14zu %-5s %-26s %-26s %-26s\n", s->name, s->bytes, class_name(s->cls),
+        fprintf(f, "%-34s %14zu %-7s %-26s %-26s %-26s\n", s->name, s->bytes, managed(p, s) ? "managed" : class_name(s->cls),
                 step_name(p, g, s->last_fwd_use, a, sizeof a),
                 step_name(p, g, s->cls == VDNN_CLASS_SWAP ? s->prefetch_step : -1, b, sizeof b),
                 step_name(p, g, s->first_bwd_use, c, sizeof c));
@@ -53,6 +59,10 @@ void vdnn_plan_print_table(const vdnn_plan_t *p, const vdnn_graph_t *g, FILE *f)
     fprintf(f, "average device memory: %s (%zu bytes, averaged over the %d steps of an iteration)\n",
             vdnn_format_bytes(p->avg_device_bytes, x, sizeof x), p->avg_device_bytes, p->n_steps);
     fprintf(f, "host pool:             %s (%zu bytes)\n", vdnn_format_bytes(p->host_bytes, x, sizeof x), p->host_bytes);
+    if (p->policy == VDNN_POLICY_UM)
+        fprintf(f, "managed pool:          %s (%zu bytes of Unified Memory: the storages classed 'managed', each at\n"
+                   "                       its own range, offloaded and prefetched by cudaMemPrefetchAsync; not in the peak)\n",
+                vdnn_format_bytes(p->managed_bytes, x, sizeof x), p->managed_bytes);
     fprintf(f, "moved per iteration:   %s (%zu bytes, both directions)\n", vdnn_format_bytes(p->bytes_moved, x, sizeof x),
             p->bytes_moved);
     if (p->budget != SIZE_MAX)
@@ -94,17 +104,17 @@ void vdnn_plan_print_json(const vdnn_plan_t *p, const vdnn_graph_t *g, size_t mi
     if (p->budget == SIZE_MAX) fprintf(f, "null");
     else fprintf(f, "%zu", p->budget);
     fprintf(f, ", \"peak_device_bytes\": %zu, \"avg_device_bytes\": %zu, \"persistent_bytes\": %zu, \"host_bytes\": %zu, "
-               "\"bytes_moved\": %zu, \"min_budget_bytes\": %zu, \"steps\": %d, \"tensors\": [",
-            p->peak_device_bytes, p->avg_device_bytes, p->persistent_bytes, p->host_bytes, p->bytes_moved, min_budget,
-            p->n_steps);
+               "\"managed_bytes\": %zu, \"bytes_moved\": %zu, \"min_budget_bytes\": %zu, \"steps\": %d, \"tensors\": [",
+            p->peak_device_bytes, p->avg_device_bytes, p->persistent_bytes, p->host_bytes, p->managed_bytes, p->bytes_moved,
+            min_budget, p->n_steps);
     bool first = true;
     for (int i = 0; i < p->n_storages; i++) {
         const vdnn_storage *s = &p->st[i];
         if (!listed(s) || s->def_step < 0) continue;
         fprintf(f, "%s{\"name\": ", first ? "" : ", ");
         json_string(f, s->name);
-        fprintf(f, ", \"kind\": \"%s\", \"bytes\": %zu, \"class\": \"%s\", \"out_after\": ", vdnn_storage_kind_name(s->kind),
-                s->bytes, class_name(s->cls));
+        fprintf(f, ", \"kind\": \"%s\", \"bytes\": %zu, \"class\": \"%s\", \"managed\": %s, \"out_after\": ",
+                vdnn_storage_kind_name(s->kind), s->bytes, class_name(s->cls), managed(p, s) ? "true" : "false");
         json_string(f, step_name(p, g, s->cls == VDNN_CLASS_SWAP ? s->last_fwd_use : -1, a, sizeof a));
         fprintf(f, ", \"back_from\": ");
         json_string(f, step_name(p, g, s->cls == VDNN_CLASS_SWAP ? s->prefetch_step : -1, b, sizeof b));

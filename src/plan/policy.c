@@ -1,11 +1,12 @@
 /* Policy names, and vDNN's static policies: none (keep all), all (swap every saved feature map),
- * conv (swap convolution inputs). The profile-guided ones live in planner_*.c. */
+ * conv (swap convolution inputs), and um (all's classes in Unified Memory). The profile-guided ones live in
+ * planner_*.c. */
 #include "plan/policy.h"
 
 #include <string.h>
 #include <strings.h>
 
-static const char *policy_names[VDNN_POLICY_COUNT] = {"none", "all", "conv", "recompute", "dyn", "pooch", "auto"};
+static const char *policy_names[VDNN_POLICY_COUNT] = {"none", "all", "conv", "recompute", "dyn", "pooch", "auto", "um"};
 
 const char *vdnn_policy_name(vdnn_policy p) { return p < VDNN_POLICY_COUNT ? policy_names[p] : "?"; }
 
@@ -55,6 +56,8 @@ vdnn_status vdnn_policy_classify(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_err
     case VDNN_POLICY_DYN: return vdnn_planner_dyn(p, g, err);
     case VDNN_POLICY_POOCH: return vdnn_planner_pooch(p, g, err);
     case VDNN_POLICY_AUTO: return vdnn_planner_auto(p, g, err);
+    /* OC-DNN moves what vDNN_all moves; only where the maps live and how they move differ (plan.c, exec.c). */
+    case VDNN_POLICY_UM: vdnn_policy_static(p, g, VDNN_POLICY_ALL); return VDNN_OK;
     default: break;
     }
     return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "unknown policy %d", (int)p->policy);

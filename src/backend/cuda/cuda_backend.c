@@ -95,6 +95,85 @@ static size_t cuda_dev_free_bytes(vdnn_backend_t *be)
     return free_b;
 }
 
+/* ---- Unified Memory (policy um) ---- */
+
+/* Managed memory the copy queues can migrate with prefetches while kernels run: that needs concurrent managed
+ * access (Pascal and newer on Linux); without it the CPU may not touch managed memory while the GPU works. */
+static vdnn_status cuda_managed_alloc(vdnn_backend_t *be, size_t bytes, void **ptr, vdnn_error *err)
+{
+    if (!ptr) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "managed_alloc: NULL output pointer");
+    *ptr = NULL;
+    cuda_backend *b = cu(be);
+    vdnn_status st = vdnn_cuda_use(b, err);
+    if (st) return st;
+    int managed = 0, concurrent = 0;
+    st = vdnn_cuda_check(cudaDeviceGetAttribute(&managed, cudaDevAttrManagedMemory, b->device), err,
+                         "managed_alloc: cudaDeviceGetAttribute(cudaDevAttrManagedMemory)");
+    if (!st)
+        st = vdnn_cuda_check(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, b->device), err,
+                             "managed_alloc: cudaDeviceGetAttribute(cudaDevAttrConcurrentManagedAccess)");
+    if (st) return st;
+    if (!managed || !concurrent)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
+                         "Unified Memory: %s %s (policy 'um' needs managed memory that the GPU and the host may access "
+                         "concurrently)",
+                         b->device_name, managed ? "has no concurrent managed access" : "cannot allocate managed memory");
+    char want[32];
+    st = vdnn_cuda_check(cudaMallocManaged(ptr, bytes ? bytes : 256, cudaMemAttachGlobal), err,
+                         "managed_alloc: cudaMallocManaged of %zu bytes (%s)", bytes,
+                         vdnn_format_bytes(bytes, want, sizeof want));
+    if (st) *ptr = NULL;
+    return st;
+}
+
+static void cuda_managed_free(vdnn_backend_t *be, void *ptr) { cuda_dev_free(be, ptr); }
+
+#if CUDART_VERSION >= 13000
+/* CUDA 13 names a location by type and id (CUDA 12 by device ordinal, cudaCpuDeviceId for the host). */
+static struct cudaMemLocation location(const cuda_backend *b, bool to_device)
+{
+    struct cudaMemLocation l;
+    memset(&l, 0, sizeof l);
+    l.type = to_device ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
+    l.id = to_device ? b->device : 0; /* the host's id is ignored */
+    return l;
+}
+#endif
+
+/* OC-DNN's offload and prefetch: the preferred location tells the driver where the pages belong (so that, under
+ * oversubscription, it evicts offloaded maps first and does not pull them back on a stray touch); the prefetch
+ * migrates them in order on the queue. The advice is a host call that takes effect at once, not in queue order;
+ * it is only a hint, and accesses stay coherent whatever it says. */
+static vdnn_status cuda_mem_prefetch(vdnn_backend_t *be, void *ptr, size_t bytes, bool to_device, vdnn_queue_id q,
+                                     vdnn_error *err)
+{
+    vdnn_status st = check_queue(q, "mem_prefetch", err);
+    if (st || !bytes) return st;
+    if (!ptr) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "mem_prefetch: NULL range of %zu bytes", bytes);
+    cuda_backend *b = cu(be);
+    st = vdnn_cuda_use(b, err);
+    if (st) return st;
+    const char *where = to_device ? "the device" : "the host";
+#if CUDART_VERSION >= 13000
+    struct cudaMemLocation loc = location(b, to_device);
+    st = vdnn_cuda_check(cudaMemAdvise(ptr, bytes, cudaMemAdviseSetPreferredLocation, loc), err,
+                         "mem_prefetch: cudaMemAdvise(SetPreferredLocation %s) of %zu bytes", where, bytes);
+    if (!st)
+        st = vdnn_cuda_check(cudaMemPrefetchAsync(ptr, bytes, loc, 0, b->stream[q]), err,
+                             "mem_prefetch: cudaMemPrefetchAsync of %zu bytes to %s on the %s queue", bytes, where,
+                             queue_name(q));
+#else
+    int dev = to_device ? b->device : cudaCpuDeviceId;
+    st = vdnn_cuda_check(cudaMemAdvise(ptr, bytes, cudaMemAdviseSetPreferredLocation, dev), err,
+                         "mem_prefetch: cudaMemAdvise(SetPreferredLocation %s) of %zu bytes", where, bytes);
+    if (!st)
+        st = vdnn_cuda_check(cudaMemPrefetchAsync(ptr, bytes, dev, b->stream[q]), err,
+                             "mem_prefetch: cudaMemPrefetchAsync of %zu bytes to %s on the %s queue", bytes, where,
+                             queue_name(q));
+#endif
+    return st;
+}
+
 /* ---- copies ---- */
 
 static vdnn_status cuda_copy_async(vdnn_backend_t *be, vdnn_queue_id q, void *dst, const void *src, size_t bytes,
@@ -133,7 +212,8 @@ static vdnn_status sync_streams(cuda_backend *b, const char *what, vdnn_error *e
 }
 
 /* Blocking copies see everything queued before them and leave nothing running. Pageable host memory
- * is fine here: the copy goes through the compute stream and is waited for. */
+ * is fine here: the copy goes through the compute stream and is waited for. The runtime infers the direction
+ * (cudaMemcpyDefault) because the device side may be managed memory (policy um). */
 static vdnn_status blocking_copy(cuda_backend *b, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind k,
                                  const char *what, vdnn_error *err)
 {
@@ -154,12 +234,12 @@ static vdnn_status blocking_copy(cuda_backend *b, void *dst, const void *src, si
 
 static vdnn_status cuda_upload(vdnn_backend_t *be, void *dst, const void *src, size_t bytes, vdnn_error *err)
 {
-    return blocking_copy(cu(be), dst, src, bytes, cudaMemcpyHostToDevice, "upload", err);
+    return blocking_copy(cu(be), dst, src, bytes, cudaMemcpyDefault, "upload", err);
 }
 
 static vdnn_status cuda_download(vdnn_backend_t *be, void *dst, const void *src, size_t bytes, vdnn_error *err)
 {
-    return blocking_copy(cu(be), dst, src, bytes, cudaMemcpyDeviceToHost, "download", err);
+    return blocking_copy(cu(be), dst, src, bytes, cudaMemcpyDefault, "download", err);
 }
 
 /* ---- events ---- */
@@ -353,7 +433,7 @@ static const vdnn_backend_ops cuda_ops = {
     .now = cuda_now,
     .sync_all = cuda_sync_all,
     .op_query = vdnn_cuda_op_query,
-    .op_algos = vdnn_op_algos_single,
+    .op_algos = vdnn_cuda_op_algos,
     .op_create = vdnn_cuda_op_create,
     .op_destroy = vdnn_cuda_op_destroy,
     .op_forward = vdnn_cuda_op_forward,
@@ -362,6 +442,9 @@ static const vdnn_backend_ops cuda_ops = {
     .accumulate = cuda_accumulate,
     .sgd_update = cuda_sgd_update,
     .poison = cuda_poison,
+    .managed_alloc = cuda_managed_alloc,
+    .managed_free = cuda_managed_free,
+    .mem_prefetch = cuda_mem_prefetch,
 };
 
 bool vdnn_cuda_settings(const vdnn_backend_t *be, vdnn_cuda_options *out)

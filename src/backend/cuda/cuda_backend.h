@@ -1,5 +1,5 @@
-/* What the CUDA backend offers beyond the backend interface: creation options (TF32, determinism, algorithm search)
- * and the convolution algorithms cuDNN offers for a layer, with workspace sizes and measured times, for planners.
+/* What the CUDA backend offers beyond the backend interface: the settings it runs with (its creation options are
+ * in backend/backend.h) and the convolution algorithms cuDNN offers for a layer, with workspace sizes and measured times, for planners.
  * Free of CUDA headers, so any module may include it. The functions exist only in builds with the CUDA backend:
  * code that links vdnn_cuda sees VDNN_HAVE_CUDA defined then. */
 #ifndef VDNN_BACKEND_CUDA_BACKEND_H
@@ -9,25 +9,6 @@
 #include <stddef.h>
 
 #include "backend/backend.h"
-
-/* Tri-state switches: -1 takes the environment's value (below), 0 off, 1 on. */
-typedef struct vdnn_cuda_options {
-    int device;
-    int threads;          /* host threads; the CUDA backend itself uses none */
-    int tf32;             /* TF32 tensor-core math in convolutions and FC; env VDNN_NO_TF32=1 turns it off; default on */
-    int deterministic;    /* only bitwise-reproducible algorithms; env VDNN_DETERMINISTIC=1; default off */
-    int benchmark;        /* time the candidate conv algorithms at op_create (cudnnFind*) instead of trusting
-                           * the heuristics; env VDNN_CUDNN_BENCHMARK=1; default off. The choice then varies
-                           * from run to run, so it is ignored in deterministic mode. */
-    size_t conv_ws_limit; /* no conv algorithm needing more workspace than this; 0: env VDNN_CONV_WS_LIMIT
-                           * (a size such as "512MiB"), else unlimited */
-} vdnn_cuda_options;
-
-/* device 0, threads 0, every switch -1 (environment), no workspace limit of its own. */
-void vdnn_cuda_options_default(vdnn_cuda_options *o);
-
-/* vdnn_backend_cuda_create with explicit options (the CLI's --no-tf32 goes here). */
-vdnn_status vdnn_backend_cuda_create_ex(const vdnn_cuda_options *opt, vdnn_backend_t **out, vdnn_error *err);
 
 /* The settings a CUDA backend runs with, after the environment was applied. false if `be` is not CUDA. */
 bool vdnn_cuda_settings(const vdnn_backend_t *be, vdnn_cuda_options *out);

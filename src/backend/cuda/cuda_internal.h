@@ -37,6 +37,8 @@ struct cuda_op_impl {
     void (*destroy)(cuda_backend *be, vdnn_op *op);
     vdnn_status (*forward)(cuda_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
     vdnn_status (*backward)(cuda_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
+    /* Candidates when there are several (NULL: one, algo 0). Pure, like query. */
+    vdnn_status (*algos)(cuda_backend *be, const vdnn_op_desc *d, vdnn_op_algo *algos, int *n, vdnn_error *err);
 };
 
 /* cuDNN ops (cuda_ops_conv.c, _pool.c, _relu.c, _lrn.c, _bn.c). */
@@ -92,6 +94,7 @@ static inline vdnn_status vdnn_cuda_need_io(const vdnn_op_args *a, const char *n
 
 /* The backend's op entries, dispatching by layer kind (cuda_ops_table.c). */
 vdnn_status vdnn_cuda_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err);
+vdnn_status vdnn_cuda_op_algos(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_algo *algos, int *n, vdnn_error *err);
 vdnn_status vdnn_cuda_op_create(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op **op, vdnn_error *err);
 void vdnn_cuda_op_destroy(vdnn_backend_t *be, vdnn_op *op);
 vdnn_status vdnn_cuda_op_forward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);

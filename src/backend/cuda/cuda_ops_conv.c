@@ -1,5 +1,6 @@
 /* CONV on CUDA: cuDNN's convolution forward, backward-data and backward-filter with algorithms chosen once per op
- * (heuristics, or timed with cudnnFind* in benchmark mode), TF32 and determinism as the backend is set; bias by own kernels. */
+ * (heuristics, or timed with cudnnFind* in benchmark mode), TF32 and determinism as the backend is set; bias by own kernels.
+ * op_algos offers up to three candidates trading speed for workspace: fastest, lean, least workspace. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,32 +232,115 @@ static bool usable(cuda_backend *b, conv_state *s, vdnn_conv_pass pass, const ca
     return true;
 }
 
-/* Heuristics first; then, should cuDNN rank nothing usable, each algorithm in enum order (the low numbers
- * are the plain GEMM-like ones that support every shape). */
-static vdnn_status choose(cuda_backend *b, conv_state *s, vdnn_conv_pass pass, conv_pick *pick, vdnn_error *err)
+/* Every algorithm of a pass in the order to try them: cuDNN's heuristic ranking, then each algorithm again in enum
+ * order (the low numbers are the plain GEMM-like ones that support every shape; cuDNN's own list may omit or
+ * misjudge them). The second copies carry the determinism cuDNN reported for the algorithm, if any. */
+static vdnn_status ordered_candidates(cuda_backend *b, conv_state *s, vdnn_conv_pass pass, cand *out, int *n,
+                                      vdnn_error *err)
 {
-    cand c[MAX_CANDS];
-    int n = 0;
-    vdnn_status st = list_candidates(b, s, pass, false, c, &n, err);
+    int got = 0;
+    vdnn_status st = list_candidates(b, s, pass, false, out, &got, err);
     if (st) return st;
-    for (int i = 0; i < n; i++)
-        if (usable(b, s, pass, &c[i], pick)) {
-            pick->time_ms = -1.0f;
-            return VDNN_OK;
-        }
-    for (int algo = 0; algo < algo_count(pass); algo++) {
-        if (b->opt.deterministic && known_nondeterministic(pass, algo)) continue;
-        cand f = {algo, CUDNN_STATUS_SUCCESS, -1.0f, 0, CUDNN_DETERMINISTIC, base_math(b)};
-        if (usable(b, s, pass, &f, pick)) {
-            pick->time_ms = -1.0f;
-            return VDNN_OK;
+    const int ranked = got;
+    for (int algo = 0; algo < algo_count(pass) && got < 2 * MAX_CANDS; algo++) {
+        cudnnDeterminism_t det = CUDNN_DETERMINISTIC;
+        for (int i = 0; i < ranked; i++)
+            if (out[i].algo == algo && out[i].status == CUDNN_STATUS_SUCCESS) det = out[i].determinism;
+        out[got++] = (cand){algo, CUDNN_STATUS_SUCCESS, -1.0f, 0, det, base_math(b)};
+    }
+    *n = got;
+    return VDNN_OK;
+}
+
+/* The candidates op_algos lists, in this order, duplicates dropped. Deterministic mode offers the first alone:
+ * another algorithm would give other (if also reproducible) numbers, and a planner that mixed them would make
+ * a run's result depend on the budget. */
+typedef enum conv_variant {
+    VAR_FASTEST = 0, /* cuDNN's top-ranked usable algorithm per pass, whatever its workspace */
+    VAR_LEAN,        /* the best-ranked one whose workspace is within lean_cap */
+    VAR_LEAST,       /* the one with the least workspace (none, where an implicit-GEMM-like algorithm runs) */
+    VAR_COUNT
+} conv_variant;
+
+/* A quarter of the layer's largest feature map, at least 64 KiB: scratch that small next to the maps a plan
+ * already holds around the layer rarely decides whether the plan fits, and it leaves the fast GEMM-based
+ * algorithms in. */
+static size_t lean_cap(const vdnn_op_desc *d)
+{
+    size_t cap = vdnn_cuda_max_sz(vdnn_shape_bytes(d->in[0]), vdnn_shape_bytes(d->out)) / 4;
+    return vdnn_cuda_max_sz(cap, (size_t)64 << 10);
+}
+
+/* The pick of one variant for one pass from the ordered candidates; false if none is usable. Leaves the pass's
+ * descriptor set to the pick's math type. */
+static bool pick_variant(cuda_backend *b, conv_state *s, vdnn_conv_pass pass, const cand *c, int n, conv_variant v,
+                         size_t cap, conv_pick *out)
+{
+    conv_pick p, least = {0};
+    bool have = false, have_least = false;
+    for (int i = 0; i < n && !have; i++) {
+        if (!usable(b, s, pass, &c[i], &p)) continue;
+        if (v == VAR_FASTEST || (v == VAR_LEAN && p.ws <= cap)) {
+            *out = p;
+            have = true;
+        } else if (!have_least || p.ws < least.ws) {
+            least = p;
+            have_least = true;
         }
     }
-    return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
-                     "conv: cuDNN has no %s algorithm for this layer under the settings (tf32 %s, deterministic %s, "
-                     "workspace limit %zu bytes)",
-                     pass_names[pass], b->opt.tf32 ? "on" : "off", b->opt.deterministic ? "on" : "off",
-                     b->opt.conv_ws_limit);
+    /* Lean with nothing under its cap falls back to the least workspace (where that holds in every pass, the
+     * least-workspace candidate duplicates it and is dropped). */
+    if (!have && have_least) *out = least;
+    if (!have && !have_least) return false;
+    out->time_ms = -1.0f;
+    return cudnnSetConvolutionMathType(s->cd[pass], out->math) == CUDNN_STATUS_SUCCESS;
+}
+
+typedef struct conv_cands {
+    int n;
+    conv_variant variant[VDNN_MAX_ALGOS];
+    conv_pick pick[VDNN_MAX_ALGOS][VDNN_CONV_PASS_COUNT];
+} conv_cands;
+
+static bool same_picks(const conv_pick *a, const conv_pick *b, int passes)
+{
+    for (int i = 0; i < passes; i++)
+        if (a[i].algo != b[i].algo || a[i].math != b[i].math) return false;
+    return true;
+}
+
+/* The op's candidates under the backend's settings (TF32, determinism, workspace limit), from cuDNN's heuristics
+ * only: pure, no device memory. The descriptors' math types are left as the last variant's. */
+static vdnn_status conv_candidates(cuda_backend *b, const vdnn_op_desc *d, conv_state *s, conv_cands *out,
+                                   vdnn_error *err)
+{
+    const int passes = d->training ? VDNN_CONV_PASS_COUNT : 1;
+    const int nvar = b->opt.deterministic ? 1 : VAR_COUNT;
+    conv_pick all[VAR_COUNT][VDNN_CONV_PASS_COUNT];
+    memset(all, 0, sizeof all);
+    for (int pass = 0; pass < passes; pass++) {
+        cand c[2 * MAX_CANDS];
+        int n = 0;
+        vdnn_status st = ordered_candidates(b, s, (vdnn_conv_pass)pass, c, &n, err);
+        if (st) return st;
+        for (int v = 0; v < nvar; v++)
+            if (!pick_variant(b, s, (vdnn_conv_pass)pass, c, n, (conv_variant)v, lean_cap(d), &all[v][pass]))
+                return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
+                                 "conv: cuDNN has no %s algorithm for this layer under the settings (tf32 %s, "
+                                 "deterministic %s, workspace limit %zu bytes)",
+                                 pass_names[pass], b->opt.tf32 ? "on" : "off", b->opt.deterministic ? "on" : "off",
+                                 b->opt.conv_ws_limit);
+    }
+    out->n = 0;
+    for (int v = 0; v < nvar; v++) {
+        bool dup = false;
+        for (int k = 0; k < out->n; k++) dup |= same_picks(out->pick[k], all[v], passes);
+        if (dup) continue;
+        out->variant[out->n] = (conv_variant)v;
+        memcpy(out->pick[out->n], all[v], sizeof all[v]);
+        out->n++;
+    }
+    return VDNN_OK;
 }
 
 /* Benchmark mode: the fastest measured algorithm that needs no more workspace than the heuristic pick,
@@ -277,12 +361,21 @@ static vdnn_status choose_measured(cuda_backend *b, conv_state *s, vdnn_conv_pas
     return vdnn_cudnn_check(cudnnSetConvolutionMathType(s->cd[pass], best.math), err, "conv: cudnnSetConvolutionMathType");
 }
 
+/* Descriptors and the algorithms of candidate d->algo; in benchmark mode (measure) each pass then takes the fastest
+ * measured algorithm within the candidate's workspace. */
 static vdnn_status conv_build(cuda_backend *b, const vdnn_op_desc *d, bool measure, conv_state *s, vdnn_error *err)
 {
+    conv_cands c;
     vdnn_status st = conv_descriptors(b, d, s, err);
     s->passes = d->training ? VDNN_CONV_PASS_COUNT : 1;
+    if (!st) st = conv_candidates(b, d, s, &c, err);
+    if (!st && (d->algo < 0 || d->algo >= c.n))
+        st = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv: algorithm %d asked of a layer with %d (0..%d)", d->algo, c.n,
+                       c.n - 1);
     for (int pass = 0; !st && pass < s->passes; pass++) {
-        st = choose(b, s, (vdnn_conv_pass)pass, &s->pick[pass], err);
+        s->pick[pass] = c.pick[d->algo][pass];
+        st = vdnn_cudnn_check(cudnnSetConvolutionMathType(s->cd[pass], s->pick[pass].math), err,
+                              "conv: cudnnSetConvolutionMathType");
         if (!st && measure) st = choose_measured(b, s, (vdnn_conv_pass)pass, &s->pick[pass], err);
     }
     return st;
@@ -290,19 +383,60 @@ static vdnn_status conv_build(cuda_backend *b, const vdnn_op_desc *d, bool measu
 
 /* ---- op ---- */
 
+static vdnn_op_info info_of(const vdnn_op_desc *d, const conv_pick *pick)
+{
+    return (vdnn_op_info){
+        .fwd_ws_bytes = pick[VDNN_CONV_FWD].ws,
+        .bwd_ws_bytes = d->training ? vdnn_cuda_max_sz(pick[VDNN_CONV_BWD_DATA].ws, pick[VDNN_CONV_BWD_FILTER].ws) : 0,
+        .bwd_needs_x = true, /* for the filter gradient */
+    };
+}
+
 static vdnn_status conv_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     conv_state s = {0};
     vdnn_status st = conv_build(b, d, false, &s, err);
-    if (!st) {
-        *info = (vdnn_op_info){
-            .fwd_ws_bytes = s.pick[VDNN_CONV_FWD].ws,
-            .bwd_ws_bytes = d->training ? vdnn_cuda_max_sz(s.pick[VDNN_CONV_BWD_DATA].ws, s.pick[VDNN_CONV_BWD_FILTER].ws) : 0,
-            .bwd_needs_x = true, /* for the filter gradient */
-        };
-    }
+    if (!st) *info = info_of(d, s.pick);
     conv_free(&s);
     return st;
+}
+
+/* Equal for candidates running the same algorithm and math type in every pass; -1 where a pass is not
+ * reproducible (a non-deterministic algorithm, or benchmark mode, whose choice is timed at op_create). */
+static int numerics_of(const cuda_backend *b, const conv_pick *pick, int passes)
+{
+    if (b->opt.benchmark) return -1;
+    int code = 0;
+    for (int i = passes - 1; i >= 0; i--) {
+        if (!pick[i].deterministic) return -1;
+        /* cuDNN numbers its algorithms below 16 and its math types below 4. */
+        code = code * 64 + (pick[i].algo & 15) * 4 + ((int)pick[i].math & 3);
+    }
+    return code;
+}
+
+static vdnn_status conv_algos(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_algo *algos, int *n, vdnn_error *err)
+{
+    static const char *const names[VAR_COUNT] = {"fastest", "lean", "least-workspace"};
+    conv_state s = {0};
+    conv_cands c;
+    vdnn_status st = conv_descriptors(b, d, &s, err);
+    if (!st) st = conv_candidates(b, d, &s, &c, err);
+    conv_free(&s);
+    if (st) return st;
+    const int passes = d->training ? VDNN_CONV_PASS_COUNT : 1;
+    for (int i = 0; i < c.n; i++) {
+        size_t ws = 0;
+        for (int pass = 0; pass < passes; pass++) ws += c.pick[i][pass].ws;
+        memset(&algos[i], 0, sizeof algos[i]);
+        /* Named by what it is: a lean candidate that fell back to no workspace at all is "no-workspace". */
+        snprintf(algos[i].name, sizeof algos[i].name, "%s",
+                 c.variant[i] != VAR_FASTEST && ws == 0 ? "no-workspace" : names[c.variant[i]]);
+        algos[i].info = info_of(d, c.pick[i]);
+        algos[i].numerics = numerics_of(b, c.pick[i], passes);
+    }
+    *n = c.n;
+    return VDNN_OK;
 }
 
 static vdnn_status conv_create(cuda_backend *b, vdnn_op *op, vdnn_error *err)
@@ -403,6 +537,7 @@ const cuda_op_impl vdnn_cuda_op_conv = {
     .destroy = conv_destroy,
     .forward = conv_forward,
     .backward = conv_backward,
+    .algos = conv_algos,
 };
 
 /* ---- for planners (cuda_backend.h) ---- */

@@ -26,7 +26,8 @@ static vdnn_status copy_floats(const cuda_backend *b, float *dst, const float *s
                                vdnn_error *err)
 {
     if (dst == src || !n) return VDNN_OK;
-    return vdnn_cuda_check(cudaMemcpyAsync(dst, src, n * sizeof *dst, cudaMemcpyDeviceToDevice, compute(b)), err,
+    /* Default, not DeviceToDevice: under policy um an operand may be managed memory; the runtime tells. */
+    return vdnn_cuda_check(cudaMemcpyAsync(dst, src, n * sizeof *dst, cudaMemcpyDefault, compute(b)), err,
                            "%s: cudaMemcpyAsync of %zu floats", what, n);
 }
 
@@ -79,7 +80,7 @@ static vdnn_status dropout_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_
     return dropout_apply(b, &op->d, a->seed, a->dx[0], a->dy, "dropout backward", err);
 }
 
-const cuda_op_impl vdnn_cuda_op_dropout = {dropout_query, no_create, no_destroy, dropout_forward, dropout_backward};
+const cuda_op_impl vdnn_cuda_op_dropout = {dropout_query, no_create, no_destroy, dropout_forward, dropout_backward, NULL};
 
 /* ---- concat (along channels) ---- */
 
@@ -91,12 +92,13 @@ static vdnn_status concat_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_
     return VDNN_OK;
 }
 
-/* Each sample's slice is one row of a 2-D copy: `len` floats per row, rows `dst_stride` / `src_stride` apart. */
+/* Each sample's slice is one row of a 2-D copy: `len` floats per row, rows `dst_stride` / `src_stride` apart.
+ * Direction Default, as in copy_floats: operands may be managed memory. */
 static vdnn_status copy_per_sample(const cuda_backend *b, float *dst, size_t dst_stride, const float *src,
                                    size_t src_stride, size_t len, int n, const char *what, vdnn_error *err)
 {
     return vdnn_cuda_check(cudaMemcpy2DAsync(dst, dst_stride * sizeof(float), src, src_stride * sizeof(float),
-                                             len * sizeof(float), (size_t)n, cudaMemcpyDeviceToDevice, compute(b)),
+                                             len * sizeof(float), (size_t)n, cudaMemcpyDefault, compute(b)),
                            err, "%s: cudaMemcpy2DAsync (%d rows of %zu floats)", what, n, len);
 }
 
@@ -126,7 +128,7 @@ static vdnn_status concat_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_a
     return st;
 }
 
-const cuda_op_impl vdnn_cuda_op_concat = {concat_query, no_create, no_destroy, concat_forward, concat_backward};
+const cuda_op_impl vdnn_cuda_op_concat = {concat_query, no_create, no_destroy, concat_forward, concat_backward, NULL};
 
 /* ---- add ---- */
 
@@ -154,7 +156,7 @@ static vdnn_status add_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
     return st;
 }
 
-const cuda_op_impl vdnn_cuda_op_add = {add_query, no_create, no_destroy, add_forward, add_backward};
+const cuda_op_impl vdnn_cuda_op_add = {add_query, no_create, no_destroy, add_forward, add_backward, NULL};
 
 /* ---- global average pooling ---- */
 
@@ -189,7 +191,7 @@ static vdnn_status gap_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
                            err, "gap backward kernel");
 }
 
-const cuda_op_impl vdnn_cuda_op_gap = {gap_query, no_create, no_destroy, gap_forward, gap_backward};
+const cuda_op_impl vdnn_cuda_op_gap = {gap_query, no_create, no_destroy, gap_forward, gap_backward, NULL};
 
 /* ---- flatten ---- */
 
@@ -214,7 +216,7 @@ static vdnn_status flatten_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_
     return copy_floats(b, a->dx[0], a->dy, count(op->d.out), "flatten backward", err);
 }
 
-const cuda_op_impl vdnn_cuda_op_flatten = {flatten_query, no_create, no_destroy, flatten_forward, flatten_backward};
+const cuda_op_impl vdnn_cuda_op_flatten = {flatten_query, no_create, no_destroy, flatten_forward, flatten_backward, NULL};
 
 /* ---- softmax + mean cross-entropy ---- */
 
@@ -260,4 +262,4 @@ static vdnn_status xent_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
                            "softmax_xent backward kernel (%d x %d)", n, k);
 }
 
-const cuda_op_impl vdnn_cuda_op_softmax_xent = {xent_query, no_create, no_destroy, xent_forward, xent_backward};
+const cuda_op_impl vdnn_cuda_op_softmax_xent = {xent_query, no_create, no_destroy, xent_forward, xent_backward, NULL};

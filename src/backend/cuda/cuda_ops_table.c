@@ -58,9 +58,24 @@ vdnn_status vdnn_cuda_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_o
     if (st) return st;
     if (!info) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_query: NULL info");
     *info = (vdnn_op_info){0};
+    if (d->algo != 0 && !impl->algos)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda op: algorithm %d asked of an op with one algorithm", d->algo);
     cuda_backend *b = (cuda_backend *)be;
     st = vdnn_cuda_use(b, err);
     return st ? st : impl->query(b, d, info, err);
+}
+
+vdnn_status vdnn_cuda_op_algos(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_algo *algos, int *n, vdnn_error *err)
+{
+    const cuda_op_impl *impl;
+    vdnn_status st = lookup(d, &impl, err);
+    if (st) return st;
+    if (!algos || !n) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_algos: NULL output");
+    *n = 0;
+    if (!impl->algos) return vdnn_op_algos_single(be, d, algos, n, err);
+    cuda_backend *b = (cuda_backend *)be;
+    st = vdnn_cuda_use(b, err);
+    return st ? st : impl->algos(b, d, algos, n, err);
 }
 
 vdnn_status vdnn_cuda_op_create(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op **out, vdnn_error *err)
@@ -77,7 +92,9 @@ vdnn_status vdnn_cuda_op_create(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_
     if (!op) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "op_create: out of memory");
     op->d = *d;
     op->impl = impl;
-    st = impl->query(b, d, &op->info, err);
+    if (d->algo != 0 && !impl->algos)
+        st = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda op: algorithm %d asked of an op with one algorithm", d->algo);
+    if (!st) st = impl->query(b, d, &op->info, err);
     if (!st && impl->create) st = impl->create(b, op, err);
     if (st) {
         free(op);
