@@ -228,6 +228,10 @@ same=$(python3 -c 'import json,sys; r=[json.load(open(f)) for f in sys.argv[1:]]
     "$TMP/train-none.json" "$TMP/train-all.json" "$TMP/train-conv.json" 2>/dev/null)
 if [ "$same" = 1 ]; then ok; else bad "policies gave different losses or accuracies"; fi
 
+# ---- synthetic data makes at least one batch: a batch above its 1024 training images trains ----
+run "synthetic batch 1100" 0 -- train --data synthetic --input 1x28x28 --classes 10 --steps 1 --batch 1100 --no-eval \
+    --device cpu
+
 # ---- --save into a directory that does not exist ----
 mkdir "$TMP/save"
 run "save into a missing directory" 2 "$TMP/save/nodir/ck.bin" "does not exist" -- \

@@ -616,6 +616,16 @@ static void test_synthetic(void **state)
     assert_true(correct > 0.9 * 256);
     free(centroid);
 
+    /* shape.n above 1024 asks for that many training images (a batch that large fits); the test split stays. */
+    vdnn_shape big = {1500, 3, 8, 8};
+    vdnn_dataset_t *bt = NULL, *bte = NULL;
+    vt_assert_ok(vdnn_dataset_open("synthetic", VDNN_SPLIT_TRAIN, big, 5, 42, &bt, &err), err);
+    vt_assert_ok(vdnn_dataset_open("synthetic", VDNN_SPLIT_TEST, big, 5, 42, &bte, &err), err);
+    assert_int_equal(bt->count, 1500);
+    assert_int_equal(bte->count, 256);
+    vdnn_dataset_free(bt);
+    vdnn_dataset_free(bte);
+
     vdnn_dataset_t *bad = NULL;
     vdnn_shape zero = {0, 0, 8, 8};
     vt_assert_error(vdnn_dataset_open("synthetic", VDNN_SPLIT_TRAIN, zero, 5, 1, &bad, &err), err,

@@ -73,10 +73,11 @@ static vdnn_status session_open(const cli_options *o, bool need_train, session *
 {
     memset(s, 0, sizeof *s);
     vdnn_status rc = cli_load_model(o->model, &s->g, err);
-    vdnn_shape syn = {0, o->in_c, o->in_h, o->in_w};
+    /* n: synthetic data makes at least one batch of training images. */
+    vdnn_shape syn = {o->batch, o->in_c, o->in_h, o->in_w};
     int syn_classes = o->classes;
     if (rc == VDNN_OK && !strcmp(o->data, "synthetic")) {
-        if (!syn.c) syn = s->g->default_input;
+        if (!syn.c) syn = (vdnn_shape){o->batch, s->g->default_input.c, s->g->default_input.h, s->g->default_input.w};
         if (!syn_classes) syn_classes = s->g->default_classes;
         if (!syn.c || syn_classes < 2)
             rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "--data synthetic needs --input CxHxW and --classes N");

@@ -28,7 +28,9 @@ struct vdnn_dataset {
  *   "idx:DIR"             DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
  *   "cifar10:DIR"         DIR/data_batch_{1..5}.bin, DIR/test_batch.bin
  *   "synthetic"           deterministic random images of shape `synthetic_shape`
- *                         (c,h,w) and `synthetic_classes` classes, 1024 train / 256 test, from `seed`.
+ *                         (c,h,w) and `synthetic_classes` classes, 1024 train / 256 test, from `seed`;
+ *                         the train split has synthetic_shape.n images instead when that is more
+ *                         (a batch larger than 1024 then fits).
  * Truncated or corrupt files give VDNN_ERR_FORMAT naming the file and what is wrong. */
 vdnn_status vdnn_dataset_open(const char *spec, vdnn_split split, vdnn_shape synthetic_shape,
                               int synthetic_classes, uint64_t seed, vdnn_dataset_t **out, vdnn_error *err);

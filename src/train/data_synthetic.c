@@ -30,6 +30,8 @@ vdnn_status vdnn_synthetic_open(vdnn_shape shape, int classes, uint64_t seed, vd
     if (classes < 1 || classes > 100000)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "synthetic: bad class count %d (need 1..100000)", classes);
     int count = split == VDNN_SPLIT_TRAIN ? SYNTH_TRAIN : SYNTH_TEST;
+    /* shape.n asks for at least that many training images, so one batch of that size fits. */
+    if (split == VDNN_SPLIT_TRAIN && shape.n > count) count = shape.n;
     int gh = shape.h < SYNTH_GRID ? shape.h : SYNTH_GRID;
     int gw = shape.w < SYNTH_GRID ? shape.w : SYNTH_GRID;
     size_t cells = (size_t)shape.c * gh * gw;
