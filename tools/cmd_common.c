@@ -22,6 +22,7 @@ void cli_defaults(cli_options *o)
     o->host_budget = SIZE_MAX;
     o->policy = VDNN_POLICY_NONE;
     o->log_every = 100;
+    o->micro_batches = 1;
 }
 
 static bool bad(const char *cmd, const char *flag, const char *val, const char *what)
@@ -120,6 +121,10 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             NEED_VALUE();
             if (!vdnn_parse_int(v, &n) || n < 0) return bad(cmd, f, v, "a non-negative integer");
             o->seed = n;
+        } else if (!strcmp(f, "--micro-batches") && (allowed & OPT_TRAINING)) {
+            NEED_VALUE();
+            if (!vdnn_parse_int(v, &n) || n < 1 || n > 4096) return bad(cmd, f, v, "an integer from 1 to 4096");
+            o->micro_batches = (int)n;
         } else if (!strcmp(f, "--log-every") && (allowed & OPT_TRAINING)) {
             NEED_VALUE();
             if (!vdnn_parse_int(v, &n) || n < 1) return bad(cmd, f, v, "a positive integer");
@@ -231,6 +236,7 @@ void cli_net_config(const cli_options *o, vdnn_shape in, int classes, vdnn_net_c
     c->seed = (uint64_t)o->seed;
     c->momentum = (float)o->momentum;
     c->weight_decay = (float)o->weight_decay;
+    c->micro_batches = o->micro_batches;
 }
 
 int cli_fail(const char *cmd, const vdnn_error *err)

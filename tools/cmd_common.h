@@ -34,6 +34,7 @@ typedef struct cli_options {
     const char *profile;      /* measured costs for the profile-guided policies */
     const char *trace;        /* Chrome trace of the last training iteration, real and simulated */
     bool no_eval;             /* skip the evaluation on the test split after training */
+    int micro_batches;        /* a step's batch in this many micro-batches, gradients summed over them */
 } cli_options;
 
 /* Flags each subcommand accepts, as a bit set. */
