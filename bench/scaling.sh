@@ -3,7 +3,8 @@
 # ranks with data parallelism, by 2 groups x 2 stages (hybrid), and by a pipeline of 2 stages without and
 # with 4 GPipe micro-batches (plus one rank summing 4 micro-batches, what micro-batching alone costs), all at
 # the same global batch on the same cores: ranks x threads = cores (4 ranks run one thread each,
-# oversubscribed when cores < 4).
+# oversubscribed when cores < 4). The pipelines run twice: split by vdnn-mpi's FLOP estimate, and
+# (`-bal`) balanced by a per-layer profile this script takes first (`vdnn profile`, one thread per rank).
 # A run's figure is global batch / median step time (the first step excluded); each layout runs
 # REPEATS times, the layouts alternating so they meet the same load from other processes, and keeps
 # its best run (other load only ever slows a run down).
@@ -31,15 +32,17 @@ MPIRUN=(mpirun --oversubscribe --bind-to none)
 
 HALF=$(( CORES / 2 > 0 ? CORES / 2 : 1 ))
 QUARTER=$(( CORES / 4 > 0 ? CORES / 4 : 1 ))
-# name ranks stages threads micro-batches
+# name ranks stages threads micro-batches balance-by-profile
 ALL_LAYOUTS=(
-  "1-rank 1 1 $CORES 1"
-  "1-rank-m4 1 1 $CORES 4"
-  "dp-2 2 1 $HALF 1"
-  "dp-4 4 1 $QUARTER 1"
-  "hybrid-2x2 4 2 $QUARTER 1"
-  "pipe-2 2 2 $HALF 1"
-  "pipe-2-m4 2 2 $HALF 4"
+  "1-rank 1 1 $CORES 1 0"
+  "1-rank-m4 1 1 $CORES 4 0"
+  "dp-2 2 1 $HALF 1 0"
+  "dp-4 4 1 $QUARTER 1 0"
+  "hybrid-2x2 4 2 $QUARTER 1 0"
+  "pipe-2 2 2 $HALF 1 0"
+  "pipe-2-m4 2 2 $HALF 4 0"
+  "pipe-2-bal 2 2 $HALF 1 1"
+  "pipe-2-bal-m4 2 2 $HALF 4 1"
 )
 LAYOUTS=()
 for l in "${ALL_LAYOUTS[@]}"; do
@@ -48,13 +51,23 @@ for l in "${ALL_LAYOUTS[@]}"; do
 done
 
 ERR=$(mktemp)
-trap 'rm -f "$ERR"' EXIT
-run() { # ranks stages threads micro-batches -> images/s
-  local out
+PROFILE=$(mktemp --suffix=.json)
+trap 'rm -f "$ERR" "$PROFILE"' EXIT
+for l in "${LAYOUTS[@]}"; do
+  read -r _ _ _ _ _ bal <<<"$l"
+  if [ "$bal" = 1 ] && [ ! -s "$PROFILE" ]; then
+    # The whole model at one group's batch, as vdnn-mpi --profile takes it.
+    "$BUILD/vdnn" profile resnet18 --input 3x32x32 --classes 10 --batch "$BATCH" --threads "$HALF" --device cpu \
+      --out "$PROFILE" >/dev/null 2>"$ERR" || { echo "scaling: vdnn profile failed:" >&2; cat "$ERR" >&2; exit 1; }
+  fi
+done
+run() { # ranks stages threads micro-batches balance -> images/s
+  local out bal=()
+  if [ "$5" = 1 ]; then bal=(--balance --profile "$PROFILE"); fi
   if ! out=$("${MPIRUN[@]}" -np "$1" "$MPI" train --model resnet18 --data synthetic --input 3x32x32 --classes 10 \
-    --batch "$BATCH" --steps "$STEPS" --threads "$3" --stages "$2" --micro-batches "$4" --device cpu --lr 0.01 \
-    --lr-schedule constant --no-eval --log-every 100000 --json 2>"$ERR"); then
-    echo "scaling: mpirun -np $1 (stages $2, threads $3, micro-batches $4) failed:" >&2
+    --batch "$BATCH" --steps "$STEPS" --threads "$3" --stages "$2" --micro-batches "$4" "${bal[@]}" --device cpu \
+    --lr 0.01 --lr-schedule constant --no-eval --log-every 100000 --json 2>"$ERR"); then
+    echo "scaling: mpirun -np $1 (stages $2, threads $3, micro-batches $4, balance $5) failed:" >&2
     cat "$ERR" >&2
     exit 1
   fi
@@ -69,8 +82,8 @@ echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)  OMP_WAIT_POLICY=$
 declare -A best runs detail
 for ((i = 0; i < REPEATS; i++)); do
   for l in "${LAYOUTS[@]}"; do
-    read -r name ranks stages threads micro <<<"$l"
-    read -r v step hook wait split <<<"$(run "$ranks" "$stages" "$threads" "$micro")"
+    read -r name ranks stages threads micro bal <<<"$l"
+    read -r v step hook wait split <<<"$(run "$ranks" "$stages" "$threads" "$micro" "$bal")"
     runs[$name]="${runs[$name]:-}$v "
     if [ -z "${best[$name]:-}" ] || python3 -c "import sys; sys.exit(0 if $v > ${best[$name]} else 1)"; then
       best[$name]=$v
@@ -83,10 +96,10 @@ echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 ratio() { # a b -> a / b, or - when either layout did not run
   if [ -n "${best[$1]:-}" ] && [ -n "${best[$2]:-}" ]; then python3 -c "print(f'{${best[$1]} / ${best[$2]}:.3f}')"; else echo -; fi
 }
-printf '%-12s %6s %7s %8s %6s %12s %10s   %s\n' layout ranks stages threads micro images/s vs_1-rank "runs (images/s)"
+printf '%-14s %6s %7s %8s %6s %12s %10s   %s\n' layout ranks stages threads micro images/s vs_1-rank "runs (images/s)"
 for l in "${LAYOUTS[@]}"; do
-  read -r name ranks stages threads micro <<<"$l"
-  printf '%-12s %6s %7s %8s %6s %12s %10s   %s\n' "$name" "$ranks" "$stages" "$threads" "$micro" "${best[$name]}" \
+  read -r name ranks stages threads micro _ <<<"$l"
+  printf '%-14s %6s %7s %8s %6s %12s %10s   %s\n' "$name" "$ranks" "$stages" "$threads" "$micro" "${best[$name]}" \
     "$(ratio "$name" 1-rank)" "${runs[$name]}"
 done
 for l in "${LAYOUTS[@]}"; do
@@ -94,4 +107,4 @@ for l in "${LAYOUTS[@]}"; do
   if [ "$ranks" -gt 1 ]; then echo "$name best run: ${detail[$name]}"; fi
 done
 echo "efficiency_2: $(ratio dp-2 1-rank)"
-echo "pipeline_m4_over_m1: $(ratio pipe-2-m4 pipe-2)"
+echo "pipeline_m4_over_m1: $(ratio pipe-2-m4 pipe-2)  balanced by profile: $(ratio pipe-2-bal-m4 pipe-2-bal)"

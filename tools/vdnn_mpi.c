@@ -34,7 +34,7 @@ static const char usage[] =
     "Batch norm uses each group's own batch statistics (running statistics are averaged over the groups\n"
     "at checkpoints and at the end) and each group draws its own dropout masks: nets without batch norm and\n"
     "dropout train like one device at the global batch (up to float summation order); one group of stages\n"
-    "trains bit for bit like one device, batch norm and dropout included.\n";
+    "trains bit for bit like one device (with the same --micro-batches), batch norm and dropout included.\n";
 
 /* VDNN_MPI_FAULT=RANK:STEP:kill|hang makes a rank die or stall after a step: for the failure tests. */
 typedef struct fault {
