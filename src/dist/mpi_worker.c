@@ -114,6 +114,13 @@ static vdnn_status choose_split(vdnn_dist_worker *w, vdnn_backend_t *be, const v
     fit_ctx f = {g, be, &w->cfg, w->stages};
     if (rc == VDNN_OK)
         rc = vdnn_stage_split_balance(g, cost, w->stages, w->cfg.budget == SIZE_MAX ? NULL : stage_fits, &f, &w->split, err);
+    if (rc == VDNN_ERR_BUDGET && err && w->cfg.micro_batches > 1) {
+        /* Say what each stage had to hold: the memory check planned every micro-batch at once. */
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        rc = vdnn_fail(err, rc, "%.400s (--policy %s, each stage holding %d micro-batches of %d)", msg,
+                       vdnn_policy_name(w->cfg.policy), w->cfg.micro_batches, w->cfg.batch / w->cfg.micro_batches);
+    }
     free(cost);
     if (p == &est) vdnn_profile_release(&est);
     return rc;
