@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# `vdnn project` (tables, JSON, the winner line, bad flags) and, when vdnn-mpi was built and mpirun is
-# installed, the vdnn-mpi command line: layouts that do not divide, placements that cut a residual, and
-# a hybrid run's checkpoint read back by the one-device `vdnn eval`.
+# `vdnn project` (tables, JSON, the winner line, bad flags), `vdnn train --micro-batches` errors and, when
+# vdnn-mpi was built and mpirun is installed, the vdnn-mpi command line: layouts and micro-batches that do
+# not divide, placements that cut a residual, and a hybrid run's checkpoint read back by `vdnn eval`.
 # Usage: cli_dist.sh PATH/TO/vdnn   (run from the repository root; CTest does both)
 set -uo pipefail
 
@@ -64,6 +64,15 @@ expect project-bad-table 1 "steep.bad:2: batch 32 does not increase" -- bash -c 
 expect project-bad-bw 2 "--allreduce-bandwidth: invalid value 'fast'" -- "$VDNN" project lenet --devices 2 \
     --epochs-table "$TMP/flat.txt" --allreduce-bandwidth fast
 expect project-stages 2 "no layout" -- "$VDNN" project lenet --devices 6 --stages 4 --epochs-table "$TMP/flat.txt"
+# Micro-batches on one device: the batch must split; a trace is one whole iteration.
+ONE=(--data synthetic --input 1x28x28 --classes 10 --threads 1 --device cpu --log-every 1000)
+expect micro-flag 2 "--micro-batches: invalid value '0'" -- "$VDNN" train --model lenet "${ONE[@]}" --micro-batches 0
+expect micro-split 2 "a batch of 8 images does not split into 3 micro-batches" -- "$VDNN" train --model lenet \
+    "${ONE[@]}" --batch 8 --steps 1 --micro-batches 3
+expect micro-trace 2 "does not take --micro-batches" -- "$VDNN" train --model lenet "${ONE[@]}" --batch 8 --steps 1 \
+    --micro-batches 2 --trace "$TMP/t.json"
+expect micro-train 0 "(4 micro-batches of 2)" -- "$VDNN" train --model lenet "${ONE[@]}" --batch 8 --steps 2 \
+    --micro-batches 4 --no-eval
 
 if [ -x "$MPI" ] && command -v mpirun >/dev/null; then
     export OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -71,12 +80,14 @@ if [ -x "$MPI" ] && command -v mpirun >/dev/null; then
     export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
     MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
     COMMON=(--data synthetic --input 3x16x16 --classes 10 --threads 1 --device cpu --log-every 1000)
-    expect mpi-help 0 "--stages K" -- "${MPIRUN[@]}" -np 1 "$MPI" train --help
+    expect mpi-help 0 "--micro-batches M" -- "${MPIRUN[@]}" -np 1 "$MPI" train --help
     expect mpi-stages 2 "the 2 ranks (mpirun -np) must be a multiple of the stage count" -- \
         "${MPIRUN[@]}" -np 2 "$MPI" train --model lenet "${COMMON[@]}" --batch 8 --steps 1 --stages 3
     expect mpi-batch 2 "--batch 10 is not a multiple of the 4 data-parallel groups" -- \
         "${MPIRUN[@]}" -np 4 "$MPI" train --model lenet "${COMMON[@]}" --batch 10 --steps 1
     expect mpi-flag 2 "--stages: invalid value 'two'" -- "${MPIRUN[@]}" -np 1 "$MPI" train --stages two
+    expect mpi-micro 2 "--micro-batches 3: each data-parallel group's 8 images" -- "${MPIRUN[@]}" -np 2 "$MPI" train \
+        --model lenet "${COMMON[@]}" --input 1x28x28 --batch 8 --steps 1 --stages 2 --micro-batches 3
     # stage=1 inside a residual block: refused, naming the layer that reads across.
     sed 's/^\[layer1.0.conv2\]$/[layer1.0.conv2]\nstage=1/' models/resnet18.cfg >"$TMP/cut.cfg"
     expect mpi-bad-cut 2 "reads 'maxpool'" -- "${MPIRUN[@]}" -np 2 "$MPI" train --model "$TMP/cut.cfg" \

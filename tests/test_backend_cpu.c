@@ -304,6 +304,10 @@ static void test_elementwise(void **state)
     vt_assert_ok(be->ops->accumulate(be, big, one, n, &err), err);
     for (size_t i = 0; i < n; i++)
         if (big[i] != 2.0f) fail_msg("accumulate: element %zu is %g", i, (double)big[i]);
+    /* Scaling by a power of two is exact: micro-batch gradient sums rely on it. */
+    vt_assert_ok(be->ops->scale(be, big, 0.25f, n, &err), err);
+    for (size_t i = 0; i < n; i++)
+        if (big[i] != 0.5f) fail_msg("scale: element %zu is %g", i, (double)big[i]);
 
     /* SGD: hand-computed first two steps with lr 0.1, momentum 0.9, weight decay 0.01. */
     float w[2] = {1.0f, -2.0f}, dw[2] = {0.5f, 0.25f}, v[2] = {0, 0};

@@ -201,6 +201,11 @@ static void test_memory_and_queues(void **state)
     down(be, back, d, n * sizeof(float));
     for (size_t i = 0; i < n; i++)
         if (back[i] != 7.0f) fail_msg("H2D + wait + accumulate: [%zu] = %g, want 7", i, (double)back[i]);
+    vt_assert_ok(be->ops->scale(be, d, 0.5f, n, &err), err);
+    vt_assert_ok(be->ops->sync_all(be, &err), err);
+    down(be, back, d, n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        if (back[i] != 3.5f) fail_msg("scale: [%zu] = %g, want 3.5", i, (double)back[i]);
 
     /* Poison is NaN everywhere. */
     vt_assert_ok(be->ops->poison(be, d, 1000 * sizeof(float), &err), err);

@@ -84,7 +84,8 @@ static void stalled_stage_times_out(void **state)
 {
     if (!dist_available()) skip();
     /* Stage 0 waits for the gradient its next stage never sends back. */
-    run_fault(*state, "1:20:hang", 2, "timed out after 10 s waiting for the gradient of stage 0's output of step 20 from rank 1");
+    run_fault(*state, "1:20:hang", 2,
+              "timed out after 10 s waiting for the gradient of stage 0's output of micro-batch 0 of step 20 from rank 1");
 }
 
 int main(void)

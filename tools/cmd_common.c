@@ -23,6 +23,7 @@ void cli_defaults(cli_options *o)
     o->host_budget = SIZE_MAX;
     o->policy = VDNN_POLICY_NONE;
     o->log_every = 100;
+    o->micro_batches = 1;
 }
 
 static bool bad(const char *cmd, const char *flag, const char *val, const char *what)
@@ -124,6 +125,10 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             NEED_VALUE();
             if (!vdnn_parse_int(v, &n) || n < 0) return bad(cmd, f, v, "a non-negative integer");
             o->seed = n;
+        } else if (!strcmp(f, "--micro-batches") && (allowed & OPT_TRAINING)) {
+            NEED_VALUE();
+            if (!vdnn_parse_int(v, &n) || n < 1 || n > 4096) return bad(cmd, f, v, "an integer from 1 to 4096");
+            o->micro_batches = (int)n;
         } else if (!strcmp(f, "--log-every") && (allowed & OPT_TRAINING)) {
             NEED_VALUE();
             if (!vdnn_parse_int(v, &n) || n < 1) return bad(cmd, f, v, "a positive integer");
@@ -147,7 +152,7 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
         } else if (!strcmp(f, "--conv-algo") && (allowed & OPT_MEMORY)) {
             NEED_VALUE();
             if (!strcmp(v, "default")) o->conv_algo = 0;
-            else if (!strcmp(v, "lean")) o->conv_algo = VDNN_MAX_ALGOS - 1; /* backends list the leanest last */
+            else if (!strcmp(v, "lean")) o->conv_algo = VDNN_ALGO_LEANEST;
             else if (!strcmp(v, "choose")) o->conv_algo = VDNN_ALGO_CHOOSE;
             else return bad(cmd, f, v, "default, lean or choose");
         } else if (!strcmp(f, "--policy") && (allowed & OPT_MEMORY)) {
@@ -265,6 +270,7 @@ void cli_net_config(const cli_options *o, vdnn_shape in, int classes, vdnn_net_c
     c->momentum = (float)o->momentum;
     c->weight_decay = (float)o->weight_decay;
     c->allow_oversubscribe = o->allow_oversubscribe;
+    c->micro_batches = o->micro_batches;
 }
 
 int cli_fail(const char *cmd, const vdnn_error *err)

@@ -37,7 +37,8 @@ typedef struct cli_options {
     const char *profile;      /* measured costs for the profile-guided policies */
     const char *trace;        /* Chrome trace of the last training iteration, real and simulated */
     bool no_eval;             /* skip the evaluation on the test split after training */
-    int conv_algo;            /* vdnn_net_config.algo: 0 default, VDNN_ALGO_CHOOSE, VDNN_MAX_ALGOS - 1 lean */
+    int conv_algo;            /* vdnn_net_config.algo: 0 default, VDNN_ALGO_CHOOSE or VDNN_ALGO_LEANEST */
+    int micro_batches;        /* a step's batch in this many micro-batches, gradients summed over them */
 } cli_options;
 
 /* Help for --conv-algo, shared by the subcommands that plan. */

@@ -13,8 +13,9 @@ static const char train_usage[] =
     "                  [--lr-schedule constant|step:N:GAMMA|cosine[,warmup=N]] [--momentum X]\n"
     "                  [--weight-decay X] [--seed N] [--threads N] [--device auto|cpu|cuda] [--no-tf32]\n"
     "                  [--deterministic] [--budget SIZE] [--host-budget SIZE] [--policy POLICY] [--profile FILE]\n"
-    "                  [--allow-oversubscribe] [--poison] [--link-bandwidth BW] [--save FILE] [--resume FILE]\n"
-    "                  [--log-every N] [--trace FILE.json] [--no-eval] [--json]\n"
+    "                  [--conv-algo default|lean|choose] [--allow-oversubscribe] [--poison] [--link-bandwidth BW]\n"
+    "                  [--save FILE] [--resume FILE] [--log-every N] [--trace FILE.json] [--micro-batches M]\n"
+    "                  [--no-eval] [--json]\n"
     "Trains MODEL (default lenet: models/NAME.cfg) on the data (default fashion-mnist), then evaluates\n"
     "on the test split. SIZE takes KiB/MiB/GiB suffixes. Defaults: batch 64, 2 epochs, lr 0.05 cosine,\n"
     "momentum 0.9, weight decay 5e-4, seed 1, policy none, unlimited budget.\n"
@@ -26,6 +27,9 @@ static const char train_usage[] =
     "when the managed pool and the arena exceed the GPU's free memory, unless --allow-oversubscribe (which\n"
     "lets the driver evict pages, and can hang a GPU shared with other jobs).\n"
     "--link-bandwidth 16GB/s (or -d2h / -h2d) throttles the CPU backend's copies like a PCIe link.\n"
+    "--micro-batches M: each step runs M micro-batches of batch/M images one after another (planned and\n"
+    "budgeted at that size) and sums their gradients before one update: gradient accumulation. Batch norm\n"
+    "then normalizes over each micro-batch, and dropout draws masks per micro-batch.\n"
     "--trace FILE.json writes the last step's real timeline (and, with --profile, the simulated one) as a\n"
     "Chrome trace.\n" CLI_DEVICE_USAGE;
 
@@ -37,13 +41,13 @@ static const char eval_usage[] =
 static void print_json(FILE *f, const cli_options *o, const vdnn_net_t *net, const vdnn_train_result *r)
 {
     fprintf(f,
-            "{\"model\": \"%s\", \"batch\": %d, \"input\": \"%dx%dx%d\", \"classes\": %d, \"policy\": \"%s\", "
+            "{\"model\": \"%s\", \"batch\": %d, \"micro_batches\": %d, \"input\": \"%dx%dx%d\", \"classes\": %d, \"policy\": \"%s\", "
             "\"device\": \"%s\", \"steps\": %ld, \"steps_run\": %ld, \"test_accuracy\": %.6f, \"test_loss\": %.6f, "
             "\"final_loss\": %.6f, \"images_per_sec\": %.3f, \"step_seconds\": %.6f, \"train_seconds\": %.3f, "
             "\"elapsed_seconds\": %.3f, "
             "\"peak_device_bytes\": %zu, \"planned_peak_device_bytes\": %zu, \"host_bytes\": %zu, "
             "\"bytes_moved_per_step\": %zu}\n",
-            net->g->name, net->g->input.n, net->g->input.c, net->g->input.h, net->g->input.w, net->g->classes,
+            net->g->name, net->cfg.batch, net->cfg.micro_batches, net->g->input.c, net->g->input.h, net->g->input.w, net->g->classes,
             vdnn_policy_name(net->cfg.policy), net->be->ops->name, r->steps, r->steps_run, r->test_accuracy,
             r->test_loss, r->final_loss, r->images_per_sec, r->step_seconds, r->train_seconds, r->elapsed_seconds,
             r->peak_device_bytes, net->dev_bytes, net->plan_train->host_bytes, net->plan_train->bytes_moved);
@@ -115,6 +119,10 @@ int vdnn_cmd_train(int argc, char **argv)
             return 0;
         }
     if (!cli_parse(argc, argv, 2, ~0u, false, &o, "train")) return 2;
+    if (o.trace && o.micro_batches > 1) {
+        fprintf(stderr, "vdnn train: --trace records one whole iteration: it does not take --micro-batches\n");
+        return 2;
+    }
     vdnn_error err;
     vdnn_error_clear(&err);
     vdnn_train_options to;
@@ -148,8 +156,11 @@ int vdnn_cmd_train(int argc, char **argv)
     if (rc == VDNN_OK) {
         cli_warn_oversubscribed("train", s.net);
         char pk[32];
-        fprintf(to.log, "vdnn train: model %s, %d x %dx%dx%d, %d classes, %s, policy %s, device memory %s, %d train images\n",
-                s.g->name, s.g->input.n, s.g->input.c, s.g->input.h, s.g->input.w, s.g->classes, s.be->ops->name,
+        char micro[64] = "";
+        if (s.net->cfg.micro_batches > 1)
+            snprintf(micro, sizeof micro, " (%d micro-batches of %d)", s.net->cfg.micro_batches, s.g->input.n);
+        fprintf(to.log, "vdnn train: model %s, %d%s x %dx%dx%d, %d classes, %s, policy %s, device memory %s, %d train images\n",
+                s.g->name, s.net->cfg.batch, micro, s.g->input.c, s.g->input.h, s.g->input.w, s.g->classes, s.be->ops->name,
                 vdnn_policy_name(s.net->cfg.policy), vdnn_format_bytes(s.net->dev_bytes, pk, sizeof pk), s.train->count);
         vdnn_train_result r;
         vdnn_timeline measured, simulated;

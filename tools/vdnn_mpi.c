@@ -11,8 +11,8 @@
 #include "dist/dist.h"
 
 static const char usage[] =
-    "usage: mpirun -np N vdnn-mpi train [vdnn train flags] [--stages K] [--balance] [--bucket SIZE]\n"
-    "                                   [--comm-timeout SECONDS] [--no-eval]\n"
+    "usage: mpirun -np N vdnn-mpi train [vdnn train flags] [--stages K] [--micro-batches M] [--balance]\n"
+    "                                   [--bucket SIZE] [--comm-timeout SECONDS] [--no-eval]\n"
     "Trains like `vdnn train` on N ranks (each its own device, or CPU backend with --threads T; on one\n"
     "machine use N x T = cores). The N ranks form N/K data-parallel groups of K model-parallel stages:\n"
     "rank r is stage r % K of group r / K. --batch is the global batch: each group trains on its share\n"
@@ -21,6 +21,12 @@ static const char usage[] =
     "Stages: the model's stage=K keys place layers, else (or with --balance) layers are split where one\n"
     "tensor alone crosses, balancing per-layer costs (--profile FILE of the full model at batch/groups, else\n"
     "a FLOP estimate) within --budget. Activations and their gradients cross stages as MPI messages.\n"
+    "--micro-batches M: each group's share is M micro-batches. With stages, a step runs GPipe's schedule:\n"
+    "every micro-batch's forward pass, then their backward passes, each sent on as soon as it is done, so\n"
+    "stages work at once; each stage plans and budgets M micro-batches' saved activations at once.\n"
+    "Gradients are summed over the micro-batches and the update runs once per step. Batch norm normalizes\n"
+    "over each micro-batch (as GPipe does): a BN net then trains like one device running the same\n"
+    "micro-batches (vdnn train --micro-batches), not like one device at the whole batch.\n"
     "Every wait on another rank gives up after --comm-timeout seconds (default 300) with an error naming\n"
     "it, and the job is aborted: a rank that dies or stalls never hangs the others. Rank 0 prints progress,\n"
     "writes --save checkpoints (one file for the whole model, readable by `vdnn eval` and `vdnn train\n"
@@ -28,7 +34,7 @@ static const char usage[] =
     "Batch norm uses each group's own batch statistics (running statistics are averaged over the groups\n"
     "at checkpoints and at the end) and each group draws its own dropout masks: nets without batch norm and\n"
     "dropout train like one device at the global batch (up to float summation order); one group of stages\n"
-    "trains bit for bit like one device, batch norm and dropout included.\n";
+    "trains bit for bit like one device (with the same --micro-batches), batch norm and dropout included.\n";
 
 /* VDNN_MPI_FAULT=RANK:STEP:kill|hang makes a rank die or stall after a step: for the failure tests. */
 typedef struct fault {
@@ -206,12 +212,14 @@ static void report(const run *r, const vdnn_train_result *res)
     if (w->dp) vdnn_dp_times(w->dp, &hook_s, &wait_s);
     if (r->o.json) {
         printf("{\"model\": \"%s\", \"ranks\": %d, \"stages\": %d, \"groups\": %d, \"batch\": %d, \"group_batch\": %d, "
+               "\"micro_batches\": %d, "
                "\"input\": \"%dx%dx%d\", \"classes\": %d, \"threads\": %d, \"steps\": %ld, \"steps_run\": %ld, "
                "\"test_accuracy\": %.6f, \"test_loss\": %.6f, \"final_loss\": %.6f, \"images_per_sec\": %.3f, "
                "\"step_seconds\": %.6f, \"train_seconds\": %.3f, \"elapsed_seconds\": %.3f, \"peak_device_bytes\": %zu, "
                "\"gradient_buckets\": %d, \"gradient_bytes\": %zu, \"gradient_hook_seconds\": %.6f, "
                "\"gradient_wait_seconds\": %.6f, \"split\": \"%s\"}\n",
-               w->full->name, w->comm.size, w->stages, w->groups, w->global_batch, w->cfg.batch, w->full->input.c,
+               w->full->name, w->comm.size, w->stages, w->groups, w->global_batch, w->cfg.batch, w->cfg.micro_batches,
+               w->full->input.c,
                w->full->input.h, w->full->input.w, w->full->classes, r->o.threads, res->steps, res->steps_run,
                res->test_accuracy, res->test_loss, res->final_loss, res->images_per_sec, res->step_seconds,
                res->train_seconds, res->elapsed_seconds, res->peak_device_bytes, w->dp ? vdnn_dp_buckets(w->dp) : 0,
@@ -251,11 +259,15 @@ static int train(int argc, char **argv, int rank)
         const vdnn_dist_worker *w = r.w;
         char split[1024] = "";
         if (w->stages > 1) vdnn_stage_split_format(w->full, &w->split, split, sizeof split);
+        char micro[64] = "";
+        if (w->cfg.micro_batches > 1)
+            snprintf(micro, sizeof micro, " in %d micro-batches of %d", w->cfg.micro_batches,
+                     w->cfg.batch / w->cfg.micro_batches);
         fprintf(ro.train.log,
                 "vdnn-mpi train: model %s, %d ranks = %d data-parallel group%s x %d stage%s, global batch %d (%d per "
-                "group), %dx%dx%d, %d classes, %s%s%s\n",
+                "group%s), %dx%dx%d, %d classes, %s%s%s\n",
                 w->full->name, w->comm.size, w->groups, w->groups > 1 ? "s" : "", w->stages, w->stages > 1 ? "s" : "",
-                w->global_batch, w->cfg.batch, w->full->input.c, w->full->input.h, w->full->input.w, w->full->classes,
+                w->global_batch, w->cfg.batch, micro, w->full->input.c, w->full->input.h, w->full->input.w, w->full->classes,
                 r.be->ops->name, w->stages > 1 ? ", stages " : "", split);
         fflush(ro.train.log);
     }

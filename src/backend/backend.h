@@ -121,6 +121,7 @@ typedef struct vdnn_backend_ops {
     /* Element-wise helpers on device memory (compute queue). */
     vdnn_status (*fill)(vdnn_backend_t *be, float *dst, float value, size_t n, vdnn_error *err);
     vdnn_status (*accumulate)(vdnn_backend_t *be, float *dst, const float *src, size_t n, vdnn_error *err); /* dst += src */
+    vdnn_status (*scale)(vdnn_backend_t *be, float *dst, float alpha, size_t n, vdnn_error *err); /* dst *= alpha */
     /* SGD with momentum and weight decay, PyTorch's rule:
      * g = dw + wd*w; v = momentum*v + g; w -= lr*v. */
     vdnn_status (*sgd_update)(vdnn_backend_t *be, float *w, const float *dw, float *v, size_t n,

@@ -1,4 +1,4 @@
-/* Model parallelism: a stage's activation and gradient exchanges with its neighbours, driven by the hooks. */
+/* Model parallelism: a stage's GPipe step, and its activation and gradient exchanges with its neighbours. */
 #include "dist/mpi_pipe.h"
 
 #include <stdio.h>
@@ -7,22 +7,30 @@
 
 #include "dist/stages.h"
 
-enum { TAG_ACT = 11, TAG_GRAD = 12 };
+/* One tag per micro-batch and direction: a message can only ever match the receive meant for it. */
+enum { TAG_BASE = 16 };
+static int tag_act(int j) { return TAG_BASE + 2 * j; }
+static int tag_grad(int j) { return TAG_BASE + 2 * j + 1; }
+
+/* Requests, m of each kind, in this order. */
+enum { RECV_ACT, RECV_GRAD, SEND_ACT, SEND_GRAD, N_KINDS };
 
 struct vdnn_pipe {
     const vdnn_comm *c;
     MPI_Comm comm;
     vdnn_net_t *net;
-    int stage, stages;
+    int stage, stages, m;
     int prev_world, next_world;   /* for messages */
     int tail, out_layer;          /* the tail softmax and the stage's own last layer (not the last stage) */
     int out_storage, tail_dx;     /* the output's storage; where the tail softmax writes its input gradient */
     int in_grad;                  /* the gradient storage of the input identity layer */
-    size_t in_count, out_count;   /* floats */
-    float *act_in, *grad_out;     /* from / to the previous stage */
+    size_t in_count, out_count;   /* floats per micro-batch */
+    float *act_in, *grad_out;     /* from / to the previous stage, one micro-batch after another */
     float *act_out, *grad_in;     /* to / from the next stage */
-    MPI_Request reqs[2];          /* this step's sends */
+    MPI_Request *reqs;            /* N_KINDS x m */
 };
+
+static MPI_Request *req(vdnn_pipe *p, int kind, int j) { return &p->reqs[kind * p->m + j]; }
 
 vdnn_status vdnn_pipe_create(const vdnn_comm *c, MPI_Comm pipe_comm, vdnn_net_t *net, int stage, int stages,
                              vdnn_pipe **out, vdnn_error *err)
@@ -34,6 +42,8 @@ vdnn_status vdnn_pipe_create(const vdnn_comm *c, MPI_Comm pipe_comm, vdnn_net_t 
     if (!net->cfg.hooks || g->n_layers < VDNN_STAGE_PREFIX + 1 + (last ? 0 : VDNN_STAGE_TAIL) ||
         strcmp(g->layers[1].name, VDNN_STAGE_INPUT))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "stage %d: the net does not run a stage graph with hooks", stage);
+    if (net->cfg.micro_batches > 1 && !net->cfg.pipelined)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "stage %d: a stage with micro-batches must hold them all", stage);
     vdnn_pipe *p = calloc(1, sizeof *p);
     if (!p) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
     p->c = c;
@@ -41,16 +51,20 @@ vdnn_status vdnn_pipe_create(const vdnn_comm *c, MPI_Comm pipe_comm, vdnn_net_t 
     p->net = net;
     p->stage = stage;
     p->stages = stages;
+    p->m = net->cfg.micro_batches;
     p->prev_world = stage > 0 ? vdnn_comm_world_rank(c, pipe_comm, stage - 1) : -1;
     p->next_world = !last ? vdnn_comm_world_rank(c, pipe_comm, stage + 1) : -1;
-    p->reqs[0] = p->reqs[1] = MPI_REQUEST_NULL;
     p->tail = p->out_layer = p->out_storage = p->tail_dx = -1;
     p->in_grad = pl->ls[1].grad;
     p->in_count = vdnn_shape_count(g->layers[0].out);
     vdnn_status rc = VDNN_OK;
-    if (stage > 0) {
-        p->act_in = malloc(p->in_count * sizeof(float));
-        p->grad_out = malloc(p->in_count * sizeof(float));
+    p->reqs = malloc(sizeof *p->reqs * (size_t)N_KINDS * (size_t)p->m);
+    if (!p->reqs) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; rc == VDNN_OK && i < N_KINDS * p->m; i++) p->reqs[i] = MPI_REQUEST_NULL;
+    const size_t m = (size_t)p->m;
+    if (rc == VDNN_OK && stage > 0) {
+        p->act_in = malloc(m * p->in_count * sizeof(float));
+        p->grad_out = malloc(m * p->in_count * sizeof(float));
         if (!p->act_in || !p->grad_out) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory for stage buffers");
         if (rc == VDNN_OK && p->in_grad < 0)
             rc = vdnn_fail(err, VDNN_ERR_BACKEND, "stage %d: the plan computes no gradient for the stage input", stage);
@@ -62,8 +76,8 @@ vdnn_status vdnn_pipe_create(const vdnn_comm *c, MPI_Comm pipe_comm, vdnn_net_t 
         p->out_count = vdnn_shape_count(g->layers[p->out_layer].out);
         for (int s = 0; s < pl->n_steps; s++)
             if (pl->steps[s].kind == VDNN_STEP_BWD && pl->steps[s].layer == p->tail) p->tail_dx = pl->steps[s].dx[0];
-        p->act_out = malloc(p->out_count * sizeof(float));
-        p->grad_in = malloc(p->out_count * sizeof(float));
+        p->act_out = malloc(m * p->out_count * sizeof(float));
+        p->grad_in = malloc(m * p->out_count * sizeof(float));
         if (!p->act_out || !p->grad_in) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory for stage buffers");
         if (rc == VDNN_OK && (p->tail_dx < 0 || p->out_storage < 0))
             rc = vdnn_fail(err, VDNN_ERR_BACKEND, "stage %d: the plan has no gradient for the stage output", stage);
@@ -79,6 +93,8 @@ vdnn_status vdnn_pipe_create(const vdnn_comm *c, MPI_Comm pipe_comm, vdnn_net_t 
 void vdnn_pipe_free(vdnn_pipe *p)
 {
     if (!p) return;
+    /* Requests still in flight belong to an aborted step; MPI_Abort or MPI_Finalize ends them. */
+    free(p->reqs);
     free(p->act_in);
     free(p->grad_out);
     free(p->act_out);
@@ -86,72 +102,120 @@ void vdnn_pipe_free(vdnn_pipe *p)
     free(p);
 }
 
-vdnn_status vdnn_pipe_recv_input(vdnn_pipe *p, const float **input, vdnn_error *err)
+void vdnn_pipe_progress(vdnn_pipe *p) { vdnn_comm_progress(N_KINDS * p->m, p->reqs); }
+
+static vdnn_status post_receives(vdnn_pipe *p, vdnn_error *err)
 {
     char what[96];
-    snprintf(what, sizeof what, "stage %d's output of step %lld", p->stage - 1, (long long)p->net->step);
-    *input = p->act_in;
-    return vdnn_comm_recv(p->c, p->comm, p->act_in, p->in_count, MPI_FLOAT, p->stage - 1, TAG_ACT, p->prev_world, what,
-                          err);
+    snprintf(what, sizeof what, "posting stage %d's receives of step %lld", p->stage, (long long)p->net->step);
+    vdnn_status rc = VDNN_OK;
+    for (int j = 0; rc == VDNN_OK && j < p->m; j++) {
+        if (p->stage > 0)
+            rc = vdnn_comm_check(p->c, MPI_Irecv(p->act_in + (size_t)j * p->in_count, (int)p->in_count, MPI_FLOAT,
+                                                 p->stage - 1, tag_act(j), p->comm, req(p, RECV_ACT, j)),
+                                 what, err);
+        if (rc == VDNN_OK && p->out_storage >= 0)
+            rc = vdnn_comm_check(p->c, MPI_Irecv(p->grad_in + (size_t)j * p->out_count, (int)p->out_count, MPI_FLOAT,
+                                                 p->stage + 1, tag_grad(j), p->comm, req(p, RECV_GRAD, j)),
+                                 what, err);
+    }
+    return rc;
 }
 
-void vdnn_pipe_begin_step(vdnn_pipe *p)
-{
-    if (p->out_storage < 0) return;
-    /* The executor copies this storage out just before it frees it: the output survives even when the
-     * plan frees or offloads it before the backward pass starts. */
-    p->net->fetch_storage = p->out_storage;
-    p->net->fetch_dst = p->act_out;
-}
-
-static vdnn_status send_output(vdnn_pipe *p, vdnn_error *err)
+/* After micro-batch j's forward pass: its output, still on the device or copied out when the plan freed it. */
+static vdnn_status send_output(vdnn_pipe *p, int j, vdnn_error *err)
 {
     vdnn_net_t *net = p->net;
-    vdnn_backend_t *be = net->be;
+    float *dst = p->act_out + (size_t)j * p->out_count;
     vdnn_status rc = VDNN_OK;
-    /* Still on the device (its last use is later in the backward pass): take it from there. */
     if (net->ptr[p->out_storage])
-        rc = be->ops->download(be, p->act_out, net->ptr[p->out_storage], p->out_count * sizeof(float), err);
+        rc = net->be->ops->download(net->be, dst, net->ptr[p->out_storage], p->out_count * sizeof(float), err);
     net->fetch_storage = -1;
     if (rc) return rc;
-    char what[96];
-    snprintf(what, sizeof what, "sending stage %d's output of step %lld", p->stage, (long long)net->step);
-    rc = vdnn_comm_check(p->c, MPI_Isend(p->act_out, (int)p->out_count, MPI_FLOAT, p->stage + 1, TAG_ACT, p->comm, &p->reqs[0]),
-                         what, err);
-    if (rc) return rc;
-    snprintf(what, sizeof what, "the gradient of stage %d's output of step %lld", p->stage, (long long)net->step);
-    rc = vdnn_comm_recv(p->c, p->comm, p->grad_in, p->out_count, MPI_FLOAT, p->stage + 1, TAG_GRAD, p->next_world, what,
-                        err);
+    char what[112];
+    snprintf(what, sizeof what, "sending stage %d's output of micro-batch %d of step %lld", p->stage, j,
+             (long long)net->step);
+    return vdnn_comm_check(p->c, MPI_Isend(dst, (int)p->out_count, MPI_FLOAT, p->stage + 1, tag_act(j), p->comm,
+                                           req(p, SEND_ACT, j)),
+                           what, err);
+}
+
+static vdnn_status take_output_grad(vdnn_pipe *p, vdnn_error *err)
+{
+    vdnn_net_t *net = p->net;
+    const int j = net->micro;
+    char what[112];
+    snprintf(what, sizeof what, "the gradient of stage %d's output of micro-batch %d of step %lld", p->stage, j,
+             (long long)net->step);
+    vdnn_status rc = vdnn_comm_waitall(p->c, 1, req(p, RECV_GRAD, j), what, p->next_world, err);
     if (rc) return rc;
     if (!net->ptr[p->tail_dx])
         return vdnn_fail(err, VDNN_ERR_BACKEND, "stage %d: the output gradient is not on the device", p->stage);
-    return be->ops->upload(be, net->ptr[p->tail_dx], p->grad_in, p->out_count * sizeof(float), err);
+    return net->be->ops->upload(net->be, net->ptr[p->tail_dx], p->grad_in + (size_t)j * p->out_count,
+                                p->out_count * sizeof(float), err);
 }
 
 static vdnn_status send_input_grad(vdnn_pipe *p, vdnn_error *err)
 {
     vdnn_net_t *net = p->net;
+    const int j = net->micro;
+    float *src = p->grad_out + (size_t)j * p->in_count;
     if (!net->ptr[p->in_grad])
         return vdnn_fail(err, VDNN_ERR_BACKEND, "stage %d: the input gradient is not on the device", p->stage);
-    vdnn_status rc = net->be->ops->download(net->be, p->grad_out, net->ptr[p->in_grad], p->in_count * sizeof(float), err);
+    vdnn_status rc = net->be->ops->download(net->be, src, net->ptr[p->in_grad], p->in_count * sizeof(float), err);
     if (rc) return rc;
-    char what[96];
-    snprintf(what, sizeof what, "sending stage %d's input gradient of step %lld", p->stage, (long long)net->step);
-    return vdnn_comm_check(p->c, MPI_Isend(p->grad_out, (int)p->in_count, MPI_FLOAT, p->stage - 1, TAG_GRAD, p->comm, &p->reqs[1]),
+    char what[112];
+    snprintf(what, sizeof what, "sending stage %d's input gradient of micro-batch %d of step %lld", p->stage, j,
+             (long long)net->step);
+    return vdnn_comm_check(p->c, MPI_Isend(src, (int)p->in_count, MPI_FLOAT, p->stage - 1, tag_grad(j), p->comm,
+                                           req(p, SEND_GRAD, j)),
                            what, err);
 }
 
 vdnn_status vdnn_pipe_grads_ready(vdnn_pipe *p, int layer, vdnn_error *err)
 {
-    if (layer == p->tail) return send_output(p, err);
-    if (layer == 1 && p->stage > 0) return send_input_grad(p, err);
-    return VDNN_OK;
+    vdnn_status rc = VDNN_OK;
+    if (layer == p->tail) rc = take_output_grad(p, err);
+    else if (layer == 1 && p->stage > 0) rc = send_input_grad(p, err);
+    vdnn_pipe_progress(p);
+    return rc;
 }
 
-vdnn_status vdnn_pipe_end_step(vdnn_pipe *p, vdnn_error *err)
+vdnn_status vdnn_pipe_train_step(vdnn_pipe *p, const float *images, const int32_t *labels, float lr, float *loss,
+                                 vdnn_error *err)
 {
-    p->net->fetch_storage = -1;
-    char what[96];
-    snprintf(what, sizeof what, "stage %d's sends of step %lld to be received", p->stage, (long long)p->net->step - 1);
-    return vdnn_comm_waitall(p->c, 2, p->reqs, what, -1, err);
+    vdnn_net_t *net = p->net;
+    const int b = vdnn_net_micro_batch(net);
+    const long long step = (long long)net->step;
+    char what[112];
+    double sum = 0;
+    vdnn_status rc = post_receives(p, err);
+    for (int j = 0; rc == VDNN_OK && j < p->m; j++) {
+        const float *in = images + (size_t)j * p->in_count;
+        if (p->stage > 0) {
+            snprintf(what, sizeof what, "stage %d's output of micro-batch %d of step %lld", p->stage - 1, j, step);
+            rc = vdnn_comm_waitall(p->c, 1, req(p, RECV_ACT, j), what, p->prev_world, err);
+            in = p->act_in + (size_t)j * p->in_count;
+        }
+        if (p->out_storage >= 0) {
+            /* The executor copies the output out just before it frees it: it survives even when the plan
+             * frees or offloads it before the forward pass ends. */
+            net->fetch_storage = p->out_storage;
+            net->fetch_dst = p->act_out + (size_t)j * p->out_count;
+        }
+        float l = 0;
+        if (rc == VDNN_OK) rc = vdnn_net_forward(net, j, in, labels + (size_t)j * (size_t)b, &l, err);
+        if (rc == VDNN_OK && p->out_storage >= 0) rc = send_output(p, j, err);
+        sum += l;
+        vdnn_pipe_progress(p);
+    }
+    for (int j = 0; rc == VDNN_OK && j < p->m; j++) rc = vdnn_net_backward(net, j, err);
+    if (rc == VDNN_OK) rc = vdnn_net_update(net, lr, err);
+    net->fetch_storage = -1;
+    if (rc == VDNN_OK) {
+        snprintf(what, sizeof what, "stage %d's sends of step %lld to be received", p->stage, step);
+        rc = vdnn_comm_waitall(p->c, 2 * p->m, req(p, SEND_ACT, 0), what, -1, err);
+    }
+    *loss = p->stage == p->stages - 1 ? (float)(sum / p->m) : 0.0f;
+    return rc;
 }

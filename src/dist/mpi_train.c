@@ -1,5 +1,5 @@
-/* The distributed training loop: shared shuffled global batches, each group's share, the pipeline's
- * exchanges around each step, progress lines and checkpoints from world rank 0. */
+/* The distributed training loop: shared shuffled global batches, each group's share, a pipeline's GPipe
+ * steps, progress lines and checkpoints from world rank 0. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -27,13 +27,8 @@ static vdnn_status step(vdnn_dist_worker *w, const float *x, const int32_t *y, c
     const size_t img = (size_t)w->full->input.c * (size_t)w->full->input.h * (size_t)w->full->input.w;
     const float *in = x + (size_t)w->group * (size_t)b * img;
     const int32_t *labels = w->stage == w->stages - 1 ? y + (size_t)w->group * (size_t)b : zeros;
-    vdnn_status rc = VDNN_OK;
-    if (w->pipe && w->stage > 0) rc = vdnn_pipe_recv_input(w->pipe, &in, err);
-    if (w->pipe) vdnn_pipe_begin_step(w->pipe);
-    if (rc == VDNN_OK) rc = vdnn_net_train_step(w->net, in, labels, lr, loss, err);
-    if (rc == VDNN_OK && w->pipe) rc = vdnn_pipe_end_step(w->pipe, err);
-    if (w->stage != w->stages - 1) *loss = 0; /* only the last stage's softmax is the model's loss */
-    return rc;
+    if (w->pipe) return vdnn_pipe_train_step(w->pipe, in, labels, lr, loss, err);
+    return vdnn_net_train_step(w->net, in, labels, lr, loss, err);
 }
 
 vdnn_status vdnn_dist_train_run(vdnn_dist_worker *w, const vdnn_dataset_t *train, const vdnn_dataset_t *test,

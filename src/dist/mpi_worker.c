@@ -33,8 +33,16 @@ static vdnn_status hook_grads_ready(void *ctx, vdnn_net_t *net, int layer, vdnn_
 {
     vdnn_dist_worker *w = ctx;
     vdnn_status rc = w->pipe ? vdnn_pipe_grads_ready(w->pipe, layer, err) : VDNN_OK;
-    if (rc == VDNN_OK && w->dp) rc = vdnn_dp_grads_ready(w->dp, layer, err);
+    /* A layer's gradients are final in the last micro-batch's backward pass. */
+    if (rc == VDNN_OK && w->dp && net->micro == net->cfg.micro_batches - 1) rc = vdnn_dp_grads_ready(w->dp, layer, err);
     return rc;
+}
+
+static vdnn_status hook_forward_done(void *ctx, vdnn_net_t *net, int layer, vdnn_error *err)
+{
+    vdnn_dist_worker *w = ctx;
+    if (w->pipe) vdnn_pipe_progress(w->pipe);
+    return VDNN_OK;
 }
 
 static vdnn_status hook_before_update(void *ctx, vdnn_net_t *net, vdnn_error *err)
@@ -71,6 +79,10 @@ static bool stage_fits(void *ctx, int first, int last)
         info = calloc((size_t)sg->n_layers, sizeof *info);
         vdnn_plan_request rq = {.policy = f->cfg->policy, .training = true, .budget = f->cfg->budget,
                                 .host_budget = f->cfg->host_budget, .keep_weight_grads = true};
+        /* Planned as the stage net will be: at the micro-batch size, every micro-batch held. */
+        const int m = f->cfg->micro_batches > 1 ? f->cfg->micro_batches : 1;
+        in.n /= m;
+        rq.micro_batches = rq.held_batches = m;
         if (info && vdnn_graph_resolve(sg, in, vdnn_stage_classes(f->g, &s, 0), &e) == VDNN_OK &&
             vdnn_plan_query_ops(sg, f->be, true, info, &e) == VDNN_OK && vdnn_plan_build(sg, info, &rq, &plan, &e) == VDNN_OK)
             ok = plan->feasible && plan->peak_device_bytes <= f->cfg->budget;
@@ -102,6 +114,13 @@ static vdnn_status choose_split(vdnn_dist_worker *w, vdnn_backend_t *be, const v
     fit_ctx f = {g, be, &w->cfg, w->stages};
     if (rc == VDNN_OK)
         rc = vdnn_stage_split_balance(g, cost, w->stages, w->cfg.budget == SIZE_MAX ? NULL : stage_fits, &f, &w->split, err);
+    if (rc == VDNN_ERR_BUDGET && err && w->cfg.micro_batches > 1) {
+        /* Say what each stage had to hold: the memory check planned every micro-batch at once. */
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        rc = vdnn_fail(err, rc, "%.400s (--policy %s, each stage holding %d micro-batches of %d)", msg,
+                       vdnn_policy_name(w->cfg.policy), w->cfg.micro_batches, w->cfg.batch / w->cfg.micro_batches);
+    }
     free(cost);
     if (p == &est) vdnn_profile_release(&est);
     return rc;
@@ -119,6 +138,8 @@ static vdnn_status init_from_full(vdnn_dist_worker *w, vdnn_backend_t *be, const
     fc.hooks = NULL;
     fc.keep_weight_grads = false;
     fc.profile = NULL;
+    fc.micro_batches = 1;
+    fc.pipelined = false;
     vdnn_net_t *full = NULL;
     vdnn_checkpoint ck;
     memset(&ck, 0, sizeof ck);
@@ -178,8 +199,20 @@ vdnn_status vdnn_dist_create(MPI_Comm world, vdnn_graph_t *g, vdnn_backend_t *be
     if (rc == VDNN_OK) rc = split_comms(w, err);
     w->cfg = *cfg;
     w->cfg.batch = cfg->batch / (w->groups ? w->groups : 1);
+    const int m = cfg->micro_batches > 1 ? cfg->micro_batches : 1;
+    if (rc == VDNN_OK && w->cfg.batch % m)
+        rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG,
+                       "--micro-batches %d: each data-parallel group's %d images (--batch %d / %d groups) do not split "
+                       "into %d micro-batches",
+                       m, w->cfg.batch, cfg->batch, w->groups, m);
+    w->cfg.micro_batches = m;
+    /* Stages run GPipe: all of a step's micro-batches through forward before any goes through backward. Data
+     * parallelism alone sums gradients over micro-batches one after another. */
+    w->cfg.pipelined = w->stages > 1;
     w->full_cfg = w->cfg;
-    w->hooks = (vdnn_grad_hooks){hook_grads_ready, hook_before_update};
+    w->full_cfg.micro_batches = 1;
+    w->full_cfg.pipelined = false;
+    w->hooks = (vdnn_grad_hooks){hook_grads_ready, hook_before_update, hook_forward_done};
     if (w->groups > 1 || w->stages > 1) {
         w->cfg.hooks = &w->hooks;
         w->cfg.hooks_ctx = w;

@@ -30,6 +30,12 @@ static vdnn_status resident(const vdnn_net_t *net, const vdnn_plan_t *plan, int 
         dst = (void *)p_;                                                 \
     } while (0)
 
+/* Dropout masks: each micro-batch of a step draws its own; without micro-batches the step alone numbers them. */
+static uint64_t mask_seed(const vdnn_net_t *net, int l)
+{
+    return net->cfg.dropout_seed(net->cfg.seed, net->step * net->cfg.micro_batches + net->micro, l);
+}
+
 /* Forward of layer l into its current blocks. A recompute (ws_st given) must not update statistics:
  * the first forward of this iteration already did. */
 static vdnn_status compute_forward(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **ops, int l, bool recompute,
@@ -51,7 +57,7 @@ static vdnn_status compute_forward(vdnn_net_t *net, const vdnn_plan_t *plan, vdn
         RES(plan->loss, a.loss);
     }
     a.update_stats = plan->training && !recompute;
-    a.seed = net->cfg.dropout_seed(net->cfg.seed, net->step, l);
+    a.seed = mask_seed(net, l);
     return net->be->ops->op_forward(net->be, ops[l], &a, err);
 }
 
@@ -78,11 +84,32 @@ static vdnn_status compute_backward(vdnn_net_t *net, const vdnn_plan_t *plan, vd
     RES(s->aux, a.aux);
     RES(st->ws, a.ws);
     RES(s->grad, a.dy);
-    RES(s->dw, a.dw);
-    RES(s->db, a.db);
+    /* Micro-batches after the first write their gradients aside; sum_micro adds them to the first's. */
+    const bool later = plan->micro_batches > 1 && net->micro > 0;
+    RES(later ? s->dwm : s->dw, a.dw);
+    RES(later ? s->dbm : s->db, a.db);
     if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) RES(plan->labels, a.labels);
-    a.seed = net->cfg.dropout_seed(net->cfg.seed, net->step, l);
+    a.seed = mask_seed(net, l);
     return net->be->ops->op_backward(net->be, ops[l], &a, err);
+}
+
+/* Gradient accumulation over micro-batches, in micro-batch order: sum = g0 + g1 + ...; after the last,
+ * sum / M, the gradient of the mean loss over the step's batch (each micro-batch's loss is a mean). */
+static vdnn_status sum_micro(vdnn_net_t *net, const vdnn_plan_t *plan, int l, vdnn_error *err)
+{
+    const vdnn_layer_storage *s = &plan->ls[l];
+    const vdnn_layer *ly = &net->g->layers[l];
+    vdnn_backend_t *be = net->be;
+    const int pair[2][3] = {{s->dw, s->dwm, (int)ly->n_weight}, {s->db, s->dbm, (int)ly->n_bias}};
+    for (int k = 0; k < 2; k++) {
+        if (pair[k][0] < 0) continue;
+        float *sum = (float *)net->ptr[pair[k][0]];
+        const size_t n = (size_t)pair[k][2];
+        if (net->micro > 0) BE_CALL(be->ops->accumulate(be, sum, (const float *)net->ptr[pair[k][1]], n, err));
+        if (net->micro == plan->micro_batches - 1)
+            BE_CALL(be->ops->scale(be, sum, 1.0f / (float)plan->micro_batches, n, err));
+    }
+    return VDNN_OK;
 }
 
 /* SGD on the parameters of layers [first, last]. */
@@ -112,9 +139,14 @@ static vdnn_status compute(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **o
     case VDNN_STEP_LOAD:
         BE_CALL(be->ops->upload(be, net->ptr[plan->ls[0].out], images, vdnn_shape_bytes(net->g->input), err));
         return be->ops->upload(be, net->ptr[plan->labels], labels, sizeof(int32_t) * (size_t)net->g->input.n, err);
-    case VDNN_STEP_FWD: return compute_forward(net, plan, ops, st->layer, false, -1, err);
+    case VDNN_STEP_FWD:
+        BE_CALL(compute_forward(net, plan, ops, st->layer, false, -1, err));
+        if (net->cfg.hooks && net->cfg.hooks->forward_done)
+            BE_CALL(net->cfg.hooks->forward_done(net->cfg.hooks_ctx, net, st->layer, err));
+        return VDNN_OK;
     case VDNN_STEP_BWD:
         BE_CALL(compute_backward(net, plan, ops, st, err));
+        if (plan->micro_batches > 1) BE_CALL(sum_micro(net, plan, st->layer, err));
         if (net->cfg.hooks && net->cfg.hooks->grads_ready)
             BE_CALL(net->cfg.hooks->grads_ready(net->cfg.hooks_ctx, net, st->layer, err));
         /* The layer's weights have no later use in this iteration: update them now and let the
@@ -137,7 +169,8 @@ static vdnn_status copy(vdnn_net_t *net, const vdnn_plan_t *plan, const vdnn_act
     bool out = a->kind == VDNN_ACT_OFFLOAD;
     vdnn_queue_id q = out ? VDNN_QUEUE_D2H : VDNN_QUEUE_H2D;
     const bool um = plan->policy == VDNN_POLICY_UM;
-    char *host = um ? NULL : (char *)net->host + s->host_offset; /* um has no pinned pool */
+    /* um has no pinned pool */
+    char *host = um ? NULL : (char *)net->host + s->host_offset + (size_t)net->slot * plan->host_stride;
     if (!net->ptr[a->a])
         return vdnn_fail(err, VDNN_ERR_BACKEND, "executor: copy of '%s' while it has no device block", s->name);
     /* The copy must not start before the compute queue has reached this point. */
@@ -210,8 +243,10 @@ static vdnn_status run_action(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op 
     switch (a->kind) {
     case VDNN_ACT_ALLOC: {
         const vdnn_block *b = &plan->blocks[a->a];
-        BE_CALL(vdnn_arena_take(&net->arena, b->offset, b->bytes, a->a, err));
-        net->ptr[b->storage] = (char *)net->dev + b->offset;
+        /* A held block has one copy per held micro-batch, each live under its own id. */
+        const size_t shift = b->held ? (size_t)net->slot * plan->held_stride : 0;
+        BE_CALL(vdnn_arena_take(&net->arena, b->offset + shift, b->bytes, vdnn_exec_block_id(net, plan, a->a), err));
+        net->ptr[b->storage] = (char *)net->dev + b->offset + shift;
         if (net->cfg.poison) BE_CALL(be->ops->poison(be, net->ptr[b->storage], b->bytes, err));
         return VDNN_OK;
     }
@@ -220,7 +255,7 @@ static vdnn_status run_action(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op 
         if (b->storage == net->fetch_storage)
             BE_CALL(be->ops->download(be, net->fetch_dst, net->ptr[b->storage], plan->st[b->storage].bytes, err));
         if (net->cfg.poison) BE_CALL(be->ops->poison(be, net->ptr[b->storage], b->bytes, err));
-        BE_CALL(vdnn_arena_give(&net->arena, a->a, err));
+        BE_CALL(vdnn_arena_give(&net->arena, vdnn_exec_block_id(net, plan, a->a), err));
         net->ptr[b->storage] = NULL;
         return VDNN_OK;
     }
@@ -236,17 +271,24 @@ static vdnn_status run_action(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op 
     return vdnn_fail(err, VDNN_ERR_BACKEND, "executor: unknown action %d", (int)a->kind);
 }
 
-static vdnn_status iteration(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **ops, const float *images,
-                             const int32_t *labels, float lr, vdnn_error *err)
+int vdnn_exec_block_id(const vdnn_net_t *net, const vdnn_plan_t *plan, int block)
+{
+    return plan->blocks[block].held ? net->slot * plan->n_blocks + block : block;
+}
+
+static vdnn_status iteration(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **ops, int first, int last,
+                             const float *images, const int32_t *labels, float lr, vdnn_error *err)
 {
     vdnn_backend_t *be = net->be;
-    vdnn_recorder *rec = net->rec.tl && be->ops->now && be->ops->event_time ? &net->rec : NULL;
+    /* A recorded timeline is one whole iteration. */
+    const bool whole = first == 0 && last == plan->n_steps;
+    vdnn_recorder *rec = whole && net->rec.tl && be->ops->now && be->ops->event_time ? &net->rec : NULL;
     if (rec) {
         BE_CALL(be->ops->sync_all(be, err));
         rec->t0 = be->ops->now(be);
         rec->n_copies = 0;
     }
-    for (int si = 0; si < plan->n_steps; si++) {
+    for (int si = first; si < last; si++) {
         const vdnn_step *st = &plan->steps[si];
         for (int k = 0; k < st->n_actions; k++) {
             const int ai = st->first_action + k;
@@ -281,7 +323,13 @@ static vdnn_status iteration(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op *
 vdnn_status vdnn_exec_iteration(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **ops, const float *images,
                                 const int32_t *labels, float lr, vdnn_error *err)
 {
-    vdnn_status rc = iteration(net, plan, ops, images, labels, lr, err);
+    return vdnn_exec_steps(net, plan, ops, 0, plan->n_steps, images, labels, lr, err);
+}
+
+vdnn_status vdnn_exec_steps(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **ops, int first, int last,
+                            const float *images, const int32_t *labels, float lr, vdnn_error *err)
+{
+    vdnn_status rc = iteration(net, plan, ops, first, last, images, labels, lr, err);
     if (rc != VDNN_OK) {
         /* Stopped midway: let queued copies finish before their memory is reused, and end the blocks
          * it left allocated, so that the next iteration starts from the persistent state alone. */

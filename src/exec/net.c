@@ -17,6 +17,7 @@ void vdnn_net_config_default(vdnn_net_config *c)
     c->seed = 1;
     c->momentum = 0.9f;
     c->weight_decay = 5e-4f;
+    c->micro_batches = 1;
 }
 
 uint64_t vdnn_net_dropout_seed(uint64_t run_seed, int64_t step, int layer)
@@ -148,18 +149,25 @@ static vdnn_status budget_error(vdnn_net_t *net, vdnn_error *err)
     /* Name the smallest budget any plan reaches, so the user knows what to ask for. */
     size_t best_peak = device_need;
     vdnn_plan_request rq = {.policy = VDNN_POLICY_NONE, .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX,
-                            .keep_weight_grads = net->cfg.keep_weight_grads, .algos = net->algos_train,
-                            .force_algo = net->cfg.algo};
+                            .keep_weight_grads = net->cfg.keep_weight_grads, .micro_batches = p->micro_batches,
+                            .held_batches = p->held_batches, .algos = net->algos_train, .force_algo = net->cfg.algo};
     vdnn_error e2;
     size_t mb = SIZE_MAX;
     if (vdnn_plan_min_budget(net->g, net->info_train, &rq, &mb, &e2) == VDNN_OK && mb < best_peak) best_peak = mb;
     vdnn_policy best_pol = best_peak < device_need ? VDNN_POLICY_AUTO : p->policy;
     if (best_peak < net->plan_eval->peak_device_bytes) best_peak = net->plan_eval->peak_device_bytes;
+    char what[160] = "", held[32];
+    if (p->held_batches > 1)
+        snprintf(what, sizeof what, " in %d micro-batches of %d, all held between their forward and backward passes "
+                 "(%d x %s)", p->micro_batches, net->g->input.n, p->held_batches,
+                 vdnn_format_bytes(p->held_stride, held, sizeof held));
+    else if (p->micro_batches > 1)
+        snprintf(what, sizeof what, " in %d micro-batches of %d, one at a time", p->micro_batches, net->g->input.n);
     return vdnn_fail(err, VDNN_ERR_BUDGET,
                      "memory budget too small: policy '%s' needs at least %s (%zu bytes) of device memory at batch "
-                     "%d, the budget is %s; the smallest budget that works is %s (%zu bytes) with --policy %s",
+                     "%d%s, the budget is %s; the smallest budget that works is %s (%zu bytes) with --policy %s",
                      vdnn_policy_name(p->policy), vdnn_format_bytes(device_need, need, sizeof need), device_need,
-                     net->cfg.batch, vdnn_format_bytes(p->budget, have, sizeof have),
+                     net->cfg.batch, what, vdnn_format_bytes(p->budget, have, sizeof have),
                      vdnn_format_bytes(best_peak, best, sizeof best), best_peak, vdnn_policy_name(best_pol));
 }
 
@@ -192,7 +200,12 @@ vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_
         return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
                          "policy 'um' needs the CUDA backend (Unified Memory); the %s backend has no managed memory",
                          be->ops->name);
-    vdnn_shape in = {cfg->batch, cfg->in_c, cfg->in_h, cfg->in_w};
+    const int m = cfg->micro_batches > 1 ? cfg->micro_batches : 1;
+    if (cfg->batch % m)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "a batch of %d images does not split into %d micro-batches",
+                         cfg->batch, m);
+    /* Graph and plans are made for one micro-batch. */
+    vdnn_shape in = {cfg->batch / m, cfg->in_c, cfg->in_h, cfg->in_w};
     vdnn_status rc = vdnn_graph_resolve(g, in, cfg->classes, err);
     if (rc != VDNN_OK) return rc;
     vdnn_net_t *net = calloc(1, sizeof *net);
@@ -202,6 +215,8 @@ vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_
     net->cfg = *cfg;
     if (!net->cfg.dropout_seed) net->cfg.dropout_seed = vdnn_net_dropout_seed;
     if (net->cfg.hooks) net->cfg.keep_weight_grads = true;
+    net->cfg.micro_batches = m;
+    net->cfg.pipelined = m > 1 && cfg->pipelined;
     net->fetch_storage = -1;
     net->info_train = calloc((size_t)g->n_layers, sizeof *net->info_train);
     net->info_eval = calloc((size_t)g->n_layers, sizeof *net->info_eval);
@@ -212,7 +227,10 @@ vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_
     if (rc == VDNN_OK) rc = vdnn_plan_query_ops(g, be, false, net->info_eval, err);
     if (rc == VDNN_OK) rc = vdnn_plan_query_algos(g, be, true, net->algos_train, err);
     if (rc == VDNN_OK) rc = vdnn_plan_query_algos(g, be, false, net->algos_eval, err);
-    vdnn_plan_request rq = {.policy = cfg->policy, .training = true, .budget = cfg->budget, .host_budget = cfg->host_budget, .profile = cfg->profile, .keep_weight_grads = net->cfg.keep_weight_grads, .algos = net->algos_train, .force_algo = cfg->algo};
+    vdnn_plan_request rq = {.policy = cfg->policy, .training = true, .budget = cfg->budget, .host_budget = cfg->host_budget,
+                            .profile = cfg->profile, .keep_weight_grads = net->cfg.keep_weight_grads,
+                            .micro_batches = m, .held_batches = net->cfg.pipelined ? m : 1,
+                            .algos = net->algos_train, .force_algo = cfg->algo};
     if (rc == VDNN_OK) rc = vdnn_plan_build(g, net->info_train, &rq, &net->plan_train, err);
     if (rc == VDNN_OK) {
         /* Evaluation keeps every map only as long as forward needs it; where the planners may choose,
@@ -223,7 +241,7 @@ vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_
         if (rc == VDNN_OK && choose && net->plan_eval->peak_device_bytes > cfg->budget) {
             vdnn_plan_free(net->plan_eval);
             net->plan_eval = NULL;
-            re.force_algo = VDNN_MAX_ALGOS - 1;
+            re.force_algo = VDNN_ALGO_LEANEST;
             rc = vdnn_plan_build(g, net->info_eval, &re, &net->plan_eval, err);
         }
     }
@@ -247,7 +265,8 @@ vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_
                                                                              : net->plan_eval->n_storages;
         net->ptr = calloc((size_t)n_st, sizeof *net->ptr);
         net->host_scratch = malloc(vdnn_shape_bytes(g->layers[g->n_layers - 1].out));
-        if (!net->events || !net->ptr || !net->host_scratch)
+        if (net->cfg.pipelined) net->micro_labels = malloc(sizeof(int32_t) * (size_t)cfg->batch);
+        if (!net->events || !net->ptr || !net->host_scratch || (net->cfg.pipelined && !net->micro_labels))
             rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory creating the net");
     }
     for (int i = 0; rc == VDNN_OK && i < net->n_events; i++) rc = be->ops->event_create(be, &net->events[i], err);
@@ -291,16 +310,18 @@ void vdnn_net_free(vdnn_net_t *net)
     free(net->info_eval);
     free(net->ptr);
     free(net->host_scratch);
+    free(net->micro_labels);
     free(net);
 }
 
 vdnn_status vdnn_net_train_step(vdnn_net_t *net, const float *images, const int32_t *labels, float lr, float *loss,
                                 vdnn_error *err)
 {
-    for (int i = 0; i < net->g->input.n; i++)
+    for (int i = 0; i < net->cfg.batch; i++)
         if (labels[i] < 0 || labels[i] >= net->g->classes)
             return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", labels[i], i,
                              net->g->classes - 1);
+    if (net->cfg.micro_batches > 1) return vdnn_net_micro_step(net, images, labels, lr, loss, err);
     bind_plan(net, net->plan_train);
     vdnn_status rc = vdnn_exec_iteration(net, net->plan_train, net->ops_train, images, labels, lr, err);
     if (rc != VDNN_OK) return rc;

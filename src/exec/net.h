@@ -15,11 +15,14 @@
 /* Seed of a dropout layer's mask at an optimizer step. */
 typedef uint64_t (*vdnn_dropout_seed_fn)(uint64_t run_seed, int64_t step, int layer);
 
-/* Calls a distributed runtime makes into the executor's iteration (data parallelism): gradients of a
- * layer are final once its backward step is done; parameters are updated only after before_update. */
+/* Calls a distributed runtime makes into the executor's iteration: gradients of a layer are final once its
+ * backward step is done (with micro-batches: in the last micro-batch, net->micro says which one runs);
+ * parameters are updated only after before_update. forward_done (may be NULL) follows each layer's forward,
+ * so a runtime can progress messages in flight while layers compute. */
 typedef struct vdnn_grad_hooks {
     vdnn_status (*grads_ready)(void *ctx, vdnn_net_t *net, int layer, vdnn_error *err);
     vdnn_status (*before_update)(void *ctx, vdnn_net_t *net, vdnn_error *err);
+    vdnn_status (*forward_done)(void *ctx, vdnn_net_t *net, int layer, vdnn_error *err);
 } vdnn_grad_hooks;
 
 typedef struct vdnn_net_config {
@@ -39,15 +42,22 @@ typedef struct vdnn_net_config {
                                            vdnn_net_get (tests); default: update in each layer's backward */
     int algo;                           /* convolution algorithms: 0 the backend's defaults (every policy then
                                            gives bitwise the same results), k > 0 each layer's k-th candidate
-                                           (or its last), VDNN_ALGO_CHOOSE: the dyn and auto planners choose */
+                                           (or its last), VDNN_ALGO_LEANEST the smallest workspaces,
+                                           VDNN_ALGO_CHOOSE: the dyn and auto planners choose */
     const vdnn_grad_hooks *hooks;       /* set: keep_weight_grads is implied, and the hooks are called */
     void *hooks_ctx;
     bool allow_oversubscribe;           /* policy um: allocate the managed pool even when it and the arena need
                                            more than the device has free (refused otherwise: on a shared GPU that
                                            can hang the device) */
+    int micro_batches;                  /* M > 1: a step's `batch` images are M micro-batches of batch/M, planned
+                                           and run at that size; their gradients are summed (keep_weight_grads
+                                           implied) and the update runs once per step */
+    bool pipelined;                     /* with M > 1: the device holds every micro-batch between its forward
+                                           and backward passes (GPipe: all forwards, then all backwards), planned
+                                           as M copies of the blocks live across; otherwise one at a time */
 } vdnn_net_config;
 
-/* Defaults: momentum 0.9, weight decay 5e-4, policy none, unlimited budgets, seed 1. */
+/* Defaults: momentum 0.9, weight decay 5e-4, policy none, unlimited budgets, seed 1, no micro-batches. */
 void vdnn_net_config_default(vdnn_net_config *c);
 
 struct vdnn_net {
@@ -76,6 +86,12 @@ struct vdnn_net {
     vdnn_recorder rec;                /* rec.tl set: iterations record their real timeline there */
     int fetch_storage;                /* storage copied to fetch_dst before its block is freed, or -1 */
     void *fetch_dst;
+    /* Micro-batches (micro.c) */
+    int micro;                        /* the micro-batch the executor runs (0 without micro-batches) */
+    int slot;                         /* its copy of the held blocks and host pool (0 unless several are held) */
+    int fwd_done, bwd_done;           /* micro-batches of the current step through forward / backward */
+    int32_t *micro_labels;            /* held micro-batches' labels, uploaded again before their backward */
+    double micro_loss;                /* sum of the current step's micro-batch losses */
 };
 
 /* Resolves g to the configured sizes, plans under the budget (VDNN_ERR_BUDGET, naming the smallest
@@ -87,9 +103,25 @@ vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_
                             vdnn_error *err);
 void vdnn_net_free(vdnn_net_t *net);
 
-/* One SGD iteration on a batch of cfg.batch images (host memory). */
+/* One SGD iteration on a batch of cfg.batch images (host memory); with micro-batches, their forward and
+ * backward passes one after another (or all forwards first when pipelined), then one update. */
 vdnn_status vdnn_net_train_step(vdnn_net_t *net, const float *images, const int32_t *labels, float lr, float *loss,
                                 vdnn_error *err);
+
+/* A step in separate calls (micro.c), for pipelines of stages: forward passes of micro-batches 0..M-1 in
+ * order (batch/M images each; loss, if not NULL, gets the micro-batch's mean loss), backward passes in
+ * the same order, each after its forward (when the net is not pipelined, before the next forward), then
+ * one update. Calls out of this order fail with VDNN_ERR_INVALID_ARG; a failed call abandons the step.
+ * Without micro-batches (M = 1) the same calls split an iteration. */
+vdnn_status vdnn_net_forward(vdnn_net_t *net, int micro, const float *images, const int32_t *labels, float *loss,
+                             vdnn_error *err);
+vdnn_status vdnn_net_backward(vdnn_net_t *net, int micro, vdnn_error *err);
+vdnn_status vdnn_net_update(vdnn_net_t *net, float lr, vdnn_error *err);
+/* vdnn_net_train_step's loop over micro-batches: these calls for each, then the update. */
+vdnn_status vdnn_net_micro_step(vdnn_net_t *net, const float *images, const int32_t *labels, float lr, float *loss,
+                                vdnn_error *err);
+/* Images per micro-batch (the batch the graph and plans are made for). */
+int vdnn_net_micro_batch(const vdnn_net_t *net);
 /* Forward in inference mode on n <= batch images; counts correct predictions and sums the loss. */
 vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int32_t *labels, int n, int *correct,
                                 double *loss_sum, vdnn_error *err);
@@ -112,8 +144,13 @@ uint64_t vdnn_net_model_hash(const vdnn_net_t *net);
 /* The default dropout seed: a hash of the run's seed, the step and the layer. */
 uint64_t vdnn_net_dropout_seed(uint64_t run_seed, int64_t step, int layer);
 
-/* Runs a plan's actions (exec.c). */
+/* Runs a plan's actions (exec.c): all of them, or steps [first, last) in the held copy net->slot. A failure
+ * ends every non-persistent block. */
 vdnn_status vdnn_exec_iteration(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **ops, const float *images,
                                 const int32_t *labels, float lr, vdnn_error *err);
+vdnn_status vdnn_exec_steps(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **ops, int first, int last,
+                            const float *images, const int32_t *labels, float lr, vdnn_error *err);
+/* The arena id of a block in the current slot. */
+int vdnn_exec_block_id(const vdnn_net_t *net, const vdnn_plan_t *plan, int block);
 
 #endif

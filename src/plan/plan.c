@@ -47,7 +47,8 @@ static int add_storage(vdnn_plan_t *p, vdnn_storage_kind kind, int layer, size_t
 static int add_block(vdnn_plan_t *p, int storage, int begin, int end)
 {
     if (grow((void **)&p->blocks, &p->cap_blocks, p->n_blocks + 1, sizeof(vdnn_block))) return -1;
-    p->blocks[p->n_blocks] = (vdnn_block){storage, vdnn_align_up(p->st[storage].bytes), 0, begin, end};
+    bool held = p->held_batches > 1 && !p->st[storage].persistent && begin < p->bwd_begin && end >= p->bwd_begin;
+    p->blocks[p->n_blocks] = (vdnn_block){storage, vdnn_align_up(p->st[storage].bytes), 0, begin, end, held};
     return p->n_blocks++;
 }
 
@@ -142,6 +143,11 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
         if (ly->n_bias) fail |= (s->db = add_storage(p, VDNN_ST_BGRAD, l, ly->n_bias * 4, keep, ly->name, ".bias.grad")) < 0;
         if (ly->n_weight) fail |= (s->vw = add_storage(p, VDNN_ST_WMOM, l, ly->n_weight * 4, true, ly->name, ".weight.momentum")) < 0;
         if (ly->n_bias) fail |= (s->vb = add_storage(p, VDNN_ST_BMOM, l, ly->n_bias * 4, true, ly->name, ".bias.momentum")) < 0;
+        /* Ops overwrite their gradients: a later micro-batch's go here first, then are added to the sum. */
+        if (p->micro_batches > 1 && ly->n_weight)
+            fail |= (s->dwm = add_storage(p, VDNN_ST_TEMP, l, ly->n_weight * 4, false, ly->name, ".weight.grad.micro")) < 0;
+        if (p->micro_batches > 1 && ly->n_bias)
+            fail |= (s->dbm = add_storage(p, VDNN_ST_TEMP, l, ly->n_bias * 4, false, ly->name, ".bias.grad.micro")) < 0;
     }
     /* Feature maps and aux state. */
     fail |= (p->ls[0].out = add_storage(p, VDNN_ST_FMAP, 0, vdnn_shape_bytes(g->input), false, "data", "")) < 0;
@@ -208,6 +214,8 @@ static vdnn_status build_steps(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error
         use(p, p->ls[l].grad, s);
         use(p, p->ls[l].dw, s);
         use(p, p->ls[l].db, s);
+        use(p, p->ls[l].dwm, s);
+        use(p, p->ls[l].dbm, s);
         if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) use(p, p->labels, s);
         for (int i = 0; i < ly->n_inputs; i++) {
             int in = ly->inputs[i];
@@ -451,20 +459,11 @@ static int emit_step(vdnn_plan_t *p, int s, const int *swap_event, const int *re
     return fail;
 }
 
-static vdnn_status place(vdnn_plan_t *p, size_t variable_base, vdnn_error *err)
+/* Places the non-persistent blocks whose `held` flag is `held` at or above base. */
+static vdnn_status place_variable(vdnn_plan_t *p, bool held, size_t base, size_t *top, vdnn_error *err)
 {
-    /* Persistent storages back to back from offset 0, in storage order. */
-    size_t off = 0;
     int n_var = 0;
-    for (int b = 0; b < p->n_blocks; b++) {
-        if (p->st[p->blocks[b].storage].persistent) {
-            p->blocks[b].offset = off;
-            off += p->blocks[b].bytes;
-        } else {
-            n_var++;
-        }
-    }
-    p->persistent_bytes = off;
+    for (int b = 0; b < p->n_blocks; b++) n_var += !p->st[p->blocks[b].storage].persistent && p->blocks[b].held == held;
     vdnn_interval *iv = calloc((size_t)n_var + 1, sizeof *iv);
     int *map = calloc((size_t)n_var + 1, sizeof(int));
     if (!iv || !map) {
@@ -474,29 +473,54 @@ static vdnn_status place(vdnn_plan_t *p, size_t variable_base, vdnn_error *err)
     }
     int k = 0;
     for (int b = 0; b < p->n_blocks; b++) {
-        if (p->st[p->blocks[b].storage].persistent) continue;
+        if (p->st[p->blocks[b].storage].persistent || p->blocks[b].held != held) continue;
         iv[k] = (vdnn_interval){p->blocks[b].bytes, p->blocks[b].begin, p->blocks[b].end, 0};
         map[k++] = b;
     }
+    *top = base;
+    vdnn_status rc = vdnn_place_intervals(iv, n_var, base, top, err);
+    for (int i = 0; rc == VDNN_OK && i < n_var; i++) p->blocks[map[i]].offset = iv[i].offset;
+    free(iv);
+    free(map);
+    return rc;
+}
+
+static vdnn_status place(vdnn_plan_t *p, size_t variable_base, vdnn_error *err)
+{
+    /* Persistent storages back to back from offset 0, in storage order. */
+    size_t off = 0;
+    for (int b = 0; b < p->n_blocks; b++) {
+        if (p->st[p->blocks[b].storage].persistent) {
+            p->blocks[b].offset = off;
+            off += p->blocks[b].bytes;
+        }
+    }
+    p->persistent_bytes = off;
     size_t base = off > variable_base ? off : vdnn_align_up(variable_base);
     size_t top = base;
-    vdnn_status rc = vdnn_place_intervals(iv, n_var, base, &top, err);
-    for (int i = 0; rc == VDNN_OK && i < n_var; i++) p->blocks[map[i]].offset = iv[i].offset;
+    vdnn_status rc = VDNN_OK;
+    p->held_stride = 0;
+    if (p->held_batches > 1) {
+        /* Micro-batch j's held blocks sit j strides above micro-batch 0's; the blocks of one pass alone
+         * (a micro-batch's forward or backward runs at a time) share the region above them all. */
+        rc = place_variable(p, true, base, &top, err);
+        p->held_stride = vdnn_align_up(top - base);
+        base += (size_t)p->held_batches * p->held_stride;
+    }
+    if (rc == VDNN_OK) rc = place_variable(p, false, base, &top, err);
     p->peak_device_bytes = top;
 
     /* Host pool: a swapped storage occupies host memory from its offload to its return. */
     int n_swap = 0;
     for (int i = 0; i < p->n_storages; i++) n_swap += p->st[i].cls == VDNN_CLASS_SWAP;
-    free(iv);
-    free(map);
-    iv = calloc((size_t)n_swap + 1, sizeof *iv);
-    map = calloc((size_t)n_swap + 1, sizeof(int));
+    vdnn_interval *iv = calloc((size_t)n_swap + 1, sizeof *iv);
+    int *map = calloc((size_t)n_swap + 1, sizeof(int));
     if (!iv || !map) {
         free(iv);
         free(map);
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory placing host blocks");
     }
-    k = 0;
+    int k = 0;
     p->bytes_moved = 0;
     p->managed_bytes = 0;
     for (int i = 0; i < p->n_storages; i++) {
@@ -516,6 +540,12 @@ static vdnn_status place(vdnn_plan_t *p, size_t variable_base, vdnn_error *err)
     p->host_bytes = 0;
     if (rc == VDNN_OK) rc = vdnn_place_intervals(iv, n_swap, 0, &p->host_bytes, err);
     for (int i = 0; rc == VDNN_OK && i < n_swap; i++) p->st[map[i]].host_offset = iv[i].offset;
+    /* A swapped tensor stays in host memory from forward into backward: every held micro-batch has its own. */
+    p->host_stride = 0;
+    if (p->held_batches > 1) {
+        p->host_stride = vdnn_align_up(p->host_bytes);
+        p->host_bytes = (size_t)p->held_batches * p->host_stride;
+    }
     free(iv);
     free(map);
     return rc;
@@ -550,6 +580,14 @@ static vdnn_status init_algos(vdnn_plan_t *p, const vdnn_plan_request *req)
             p->cands[l].a[0].info = p->info[l];
         }
         int k = req->force_algo > 0 ? req->force_algo : 0;
+        if (req->force_algo == VDNN_ALGO_LEANEST) {
+            size_t least = SIZE_MAX;
+            for (int c = 0; c < p->cands[l].n; c++) {
+                const vdnn_op_info *i = &p->cands[l].a[c].info;
+                size_t ws = i->fwd_ws_bytes > i->bwd_ws_bytes ? i->fwd_ws_bytes : i->bwd_ws_bytes;
+                if (ws < least) least = ws, k = c;
+            }
+        }
         p->algo[l] = k < p->cands[l].n ? k : p->cands[l].n - 1;
         p->info[l] = p->cands[l].a[p->algo[l]].info;
     }
@@ -588,7 +626,10 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
     if (!p) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
     p->policy = req->training ? req->policy : VDNN_POLICY_NONE;
     p->training = req->training;
-    p->fused_update = req->training && !req->keep_weight_grads;
+    p->micro_batches = req->training && req->micro_batches > 1 ? req->micro_batches : 1;
+    p->held_batches = req->training && req->held_batches > 1 ? req->held_batches : 1;
+    p->fused_update = req->training && !req->keep_weight_grads && p->micro_batches == 1;
+    p->bwd_begin = req->training ? g->n_layers : -1;
     p->g = g;
     p->req.variable_base = req->variable_base;
     p->req.profile = req->profile;
@@ -607,7 +648,7 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
     }
     for (int l = 0; l < g->n_layers; l++)
-        p->ls[l] = (vdnn_layer_storage){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+        p->ls[l] = (vdnn_layer_storage){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     vdnn_status rc = build_storages(p, g, err);
     if (rc == VDNN_OK) rc = build_steps(p, g, err);
     if (rc != VDNN_OK) {
@@ -719,6 +760,11 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
             if (is_um(p)) p->managed_bytes += um_align_up(p->st[i].bytes);
             else p->host_bytes += vdnn_align_up(p->st[i].bytes);
         }
+        /* Held micro-batches: while one runs, the others' held blocks are live too. */
+        size_t held = 0;
+        for (int b = 0; b < p->n_blocks; b++) held += p->blocks[b].held ? p->blocks[b].bytes : 0;
+        p->peak_device_bytes += (size_t)(p->held_batches - 1) * held;
+        p->host_bytes *= (size_t)p->held_batches;
     }
     /* Managed pages wait in host memory while they are offloaded: the host budget bounds them too. */
     p->feasible = p->peak_device_bytes <= p->budget && p->host_bytes <= p->host_budget &&

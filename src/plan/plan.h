@@ -75,6 +75,8 @@ typedef struct vdnn_block {
     size_t bytes;
     size_t offset;
     int begin, end;
+    bool held;       /* live from forward into backward in a plan holding several micro-batches: micro-batch j's
+                        copy is at offset + j * held_stride */
 } vdnn_block;
 
 typedef enum vdnn_step_kind { VDNN_STEP_LOAD, VDNN_STEP_FWD, VDNN_STEP_BWD, VDNN_STEP_UPDATE } vdnn_step_kind;
@@ -111,13 +113,16 @@ typedef struct vdnn_layer_algos {
     vdnn_op_algo a[VDNN_MAX_ALGOS];
 } vdnn_layer_algos;
 
-/* vdnn_plan_request.force_algo: the planner chooses each layer's algorithm. */
+/* vdnn_plan_request.force_algo: the planner chooses each layer's algorithm; each layer takes the
+ * candidate with the smallest workspace. */
 #define VDNN_ALGO_CHOOSE (-1)
+#define VDNN_ALGO_LEANEST (-2)
 
 /* Per layer: which storage holds what. -1 where the layer has none. */
 typedef struct vdnn_layer_storage {
     int out, aux, grad;
     int w, b, stats, dw, db, vw, vb;
+    int dwm, dbm;    /* with micro-batches: where a later micro-batch's gradients go before they are added to dw, db */
 } vdnn_layer_storage;
 
 struct vdnn_plan {
@@ -146,7 +151,13 @@ struct vdnn_plan {
     vdnn_action *actions;
     int n_events;
     int n_storages_analyzed;           /* storages before finalize added recompute workspaces */
-    /* Figures */
+    int micro_batches;                 /* gradients are summed over this many micro-batches per step (1: none) */
+    int held_batches;                  /* micro-batches whose saved activations are held at once (1: one) */
+    int bwd_begin;                     /* the first backward step (training): a forward pass is the steps before */
+    size_t held_stride;                /* bytes between micro-batches' copies of the held blocks */
+    size_t host_stride;                /* the same in the host pool (every swapped tensor is held) */
+    /* Figures (with held_batches > 1, peak_device_bytes and host_bytes count every micro-batch's copy; the
+     * others describe one micro-batch's iteration) */
     size_t persistent_bytes;
     size_t peak_device_bytes;          /* the arena's high-water mark: live bytes plus fragmentation */
     size_t max_live_bytes;             /* the largest total of blocks live in one step */
@@ -172,7 +183,15 @@ typedef struct vdnn_plan_request {
     const vdnn_layer_algos *algos;     /* per layer, from vdnn_plan_query_algos (NULL: the default only) */
     int force_algo;                    /* k >= 0: every layer uses candidate min(k, n-1) (0: the defaults, whose
                                           results are those of every other plan with the defaults);
+                                          VDNN_ALGO_LEANEST: the smallest workspaces;
                                           VDNN_ALGO_CHOOSE: the profile-guided planners choose */
+    int micro_batches;                 /* > 1: a step sums the weight gradients of this many micro-batches (the
+                                          graph's batch); implies keep_weight_grads, and each layer gets a
+                                          transient storage for a micro-batch's gradients before they are added */
+    int held_batches;                  /* > 1: the device holds this many micro-batches between their forward and
+                                          backward passes (a GPipe stage: all of a step's). Blocks live from
+                                          forward into backward get one copy per micro-batch, the other blocks
+                                          share one region above them; the host pool gets one copy each */
 } vdnn_plan_request;
 
 /* Builds a plan for a resolved graph. `info` holds each layer's op info (from the backend's

@@ -130,6 +130,7 @@ static int margin_fit(const vdnn_search *s)
     size_t host = 0; /* before packing: the sum of swapped bytes, at least the packed pool */
     for (int i = 0; i < p->n_storages_analyzed; i++)
         if (p->st[i].cls == VDNN_CLASS_SWAP) host += vdnn_align_up(p->st[i].bytes);
+    host *= (size_t)p->held_batches; /* every held micro-batch has its own host copies */
     return s->last_live + s->margin <= p->budget && host <= p->host_budget ? 1 : -1;
 }
 

@@ -82,7 +82,7 @@ vdnn_status vdnn_train_run(vdnn_net_t *net, const vdnn_dataset_t *train, const v
 {
     memset(r, 0, sizeof *r);
     r->test_accuracy = -1;
-    const int batch = net->g->input.n;
+    const int batch = net->cfg.batch; /* a step's images (the graph's batch is one micro-batch's) */
     vdnn_loader *ld = NULL;
     vdnn_status rc = check_shape(net, train, err);
     if (rc == VDNN_OK && test) rc = check_shape(net, test, err);

@@ -411,6 +411,15 @@ static vdnn_status cpu_accumulate(vdnn_backend_t *be, float *dst, const float *s
     return VDNN_OK;
 }
 
+static vdnn_status cpu_scale(vdnn_backend_t *be, float *dst, float alpha, size_t n, vdnn_error *err)
+{
+    if (n && !dst) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "scale: NULL pointer for %zu floats", n);
+    ptrdiff_t m = (ptrdiff_t)n;
+#pragma omp parallel for if (m > CPU_PAR_MIN)
+    for (ptrdiff_t i = 0; i < m; i++) dst[i] *= alpha;
+    return VDNN_OK;
+}
+
 static vdnn_status cpu_sgd_update(vdnn_backend_t *be, float *w, const float *dw, float *v, size_t n, float lr,
                                   float momentum, float weight_decay, vdnn_error *err)
 {
@@ -476,6 +485,7 @@ static const vdnn_backend_ops cpu_ops = {
     .op_backward = vdnn_cpu_op_backward,
     .fill = cpu_fill,
     .accumulate = cpu_accumulate,
+    .scale = cpu_scale,
     .sgd_update = cpu_sgd_update,
     .poison = cpu_poison,
 };

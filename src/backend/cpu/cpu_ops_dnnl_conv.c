@@ -115,9 +115,10 @@ static int conv_algo_list(cpu_backend *be, const vdnn_op_desc *d, conv_algo *out
         part_free(&probe);
     }
     const size_t cap = fast_cap(be);
-    const conv_algo all[3] = {{"fast", wino, cap}, {"direct", false, cap}, {"lean", false, cap / 16}};
+    const conv_algo all[4] = {{"fast", wino, cap}, {"direct", false, cap}, {"lean", wino, cap / 16},
+                              {"lean-direct", false, cap / 16}};
     int n = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         bool dup = false;
         for (int j = 0; j < n; j++)
             dup |= out[j].winograd == all[i].winograd && chunk_images(d, out[j].chunk_cap) == chunk_images(d, all[i].chunk_cap);

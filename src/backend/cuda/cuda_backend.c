@@ -373,6 +373,17 @@ static vdnn_status cuda_accumulate(vdnn_backend_t *be, float *dst, const float *
                            "accumulate kernel (%zu floats)", n);
 }
 
+static vdnn_status cuda_scale(vdnn_backend_t *be, float *dst, float alpha, size_t n, vdnn_error *err)
+{
+    if (!n) return VDNN_OK;
+    if (!dst) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "scale: NULL pointer for %zu floats", n);
+    cuda_backend *b = cu(be);
+    vdnn_status st = vdnn_cuda_use(b, err);
+    if (st) return st;
+    return vdnn_cuda_check(vdnn_cuda_k_scale(b->stream[VDNN_QUEUE_COMPUTE], dst, alpha, n), err, "scale kernel (%zu floats)",
+                           n);
+}
+
 static vdnn_status cuda_sgd_update(vdnn_backend_t *be, float *w, const float *dw, float *v, size_t n, float lr,
                                    float momentum, float weight_decay, vdnn_error *err)
 {
@@ -440,6 +451,7 @@ static const vdnn_backend_ops cuda_ops = {
     .op_backward = vdnn_cuda_op_backward,
     .fill = cuda_fill,
     .accumulate = cuda_accumulate,
+    .scale = cuda_scale,
     .sgd_update = cuda_sgd_update,
     .poison = cuda_poison,
     .managed_alloc = cuda_managed_alloc,

@@ -19,6 +19,7 @@ cudaError_t vdnn_cuda_k_probe(void);
 /* ---- element-wise (cuda_kernels_elementwise.cu) ---- */
 cudaError_t vdnn_cuda_k_fill(cudaStream_t s, float *dst, float value, size_t n);
 cudaError_t vdnn_cuda_k_accumulate(cudaStream_t s, float *dst, const float *src, size_t n);
+cudaError_t vdnn_cuda_k_scale(cudaStream_t s, float *dst, float alpha, size_t n); /* dst *= alpha */
 /* g = dw + wd*w; v = momentum*v + g; w -= lr*v */
 cudaError_t vdnn_cuda_k_sgd(cudaStream_t s, float *w, const float *dw, float *v, size_t n, float lr, float momentum,
                             float weight_decay);

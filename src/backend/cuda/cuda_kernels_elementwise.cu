@@ -1,4 +1,4 @@
-// Element-wise CUDA kernels: fill, accumulate, SGD, add, dropout (with the counter-based mask of backend.h).
+// Element-wise CUDA kernels: fill, accumulate, scale, SGD, add, dropout (with the counter-based mask of backend.h).
 #include "cuda_kernels.h"
 
 #include "cuda_launch.cuh"
@@ -13,6 +13,11 @@ __global__ void k_fill(float *dst, float value, size_t n)
 __global__ void k_accumulate(float *dst, const float *src, size_t n)
 {
     for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads()) dst[i] += src[i];
+}
+
+__global__ void k_scale(float *dst, float alpha, size_t n)
+{
+    for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads()) dst[i] *= alpha;
 }
 
 __global__ void k_sgd(float *w, const float *dw, float *v, size_t n, float lr, float momentum, float wd)
@@ -88,6 +93,13 @@ extern "C" cudaError_t vdnn_cuda_k_accumulate(cudaStream_t s, float *dst, const 
 {
     if (!n) return cudaSuccess;
     k_accumulate<<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>(dst, src, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t vdnn_cuda_k_scale(cudaStream_t s, float *dst, float alpha, size_t n)
+{
+    if (!n) return cudaSuccess;
+    k_scale<<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>(dst, alpha, n);
     return cudaGetLastError();
 }
 
