@@ -455,7 +455,8 @@ static plan_stats check_plan(const vdnn_plan_t *p, const vdnn_graph_t *g, size_t
                 assert_true(computed);
                 assert_int_equal(p->st[a->b].kind, VDNN_ST_TEMP);
                 assert_int_equal(p->st[a->a].kind, VDNN_ST_GRAD);
-                assert_int_equal(p->st[a->a].layer, p->st[a->b].layer);
+                /* Into the gradient of the temporary's layer (a storage an in-place backward may share). */
+                assert_int_equal(p->ls[p->st[a->b].layer].grad, a->a);
                 assert_true(res[a->a] >= 0 && res[a->b] >= 0);
                 ps.n_accum++;
                 break;
@@ -661,10 +662,12 @@ static void test_diamond(void **state)
     assert_true(a < b);
     /* conv0's output has two readers: live until the later forward and from the earlier backward. */
     assert_live(p, out_of(&r, "conv0"), fwd(&r, "conv0"), fwd(&r, "convB"), bwd(&r, "convB"), bwd(&r, "convA"));
-    /* Its gradient: convB's backward (first in backward order) writes it; convA's writes a
-     * temporary that is accumulated into it at once; conv0's backward reads it. */
+    /* Its gradient: convB's backward (first in backward order) writes it over convB's own output
+     * gradient (one shape in and out: in place), so it lives from the add's backward; convA's writes
+     * a temporary that is accumulated into it at once; conv0's backward reads it. */
     int gr = grad_of(&r, "conv0");
     assert_int_equal(p->st[gr].kind, VDNN_ST_GRAD);
+    assert_int_equal(gr, grad_of(&r, "convB"));
     int sb = bwd(&r, "convB"), sa = bwd(&r, "convA");
     assert_int_equal(p->steps[sb].dx[0], gr);
     int tmp = p->steps[sa].dx[0];
@@ -675,7 +678,7 @@ static void test_diamond(void **state)
     snprintf(name, sizeof name, "conv0.grad.from.%d", a);
     assert_int_equal(storage(p, name), tmp);
     assert_live(p, tmp, sa, -1, sa, sa);
-    assert_live(p, gr, sb, -1, sb, bwd(&r, "conv0"));
+    assert_live(p, gr, bwd(&r, "sum"), -1, bwd(&r, "sum"), bwd(&r, "conv0"));
     int acc = find_action(p, sa, VDNN_ACT_ACCUM, gr, tmp);
     assert_true(acc > find_action(p, sa, VDNN_ACT_COMPUTE, -1, -1));
     assert_int_equal(find_action(p, sb, VDNN_ACT_ACCUM, gr, -2), -1);

@@ -15,11 +15,14 @@
  * Why chunks: copies of whole feature maps would make the workspace as large as
  * the maps themselves (6 GiB for VGG-16's second layer at batch 256). So the
  * batch is cut into chunks whose copies stay under a cap, and the copies hold
- * one chunk. Backward-data runs over every chunk first, then backward-weights,
- * so the weights copy and the weight gradient share a region; each chunk's
+ * one chunk. Backward-weights runs over every chunk first, then backward-data,
+ * so the weight gradient and the weights copy share a region; each chunk's
  * weight gradient is added into dw by a summing copy. The chunk size is a
  * function of the layer and the algorithm alone, never of the budget, so every
- * plan computes the same sums in the same order.
+ * plan computes the same sums in the same order. Once dy has been read for the
+ * weights, a convolution whose input and output have one shape may write dx
+ * over dy, a chunk at a time (that chunk's dy is copied into the workspace, or
+ * its dx computed there, before the chunk is overwritten).
  * A piece whose layout is already plain takes no room and the primitive uses
  * the arena tensor in place. The workspace is used from its first 64-byte
  * boundary (CPU_WS_SLACK). */
@@ -39,6 +42,7 @@ typedef struct conv_state {
     conv_part part[2];                         /* n_full chunks of part[0].mb images, then part[1] (mb 0: none) */
     int n_full;
     bool winograd;                             /* built with oneDNN's Winograd kernels */
+    bool bwd_inplace;                          /* backward may write dx over dy */
     size_t in_img, out_img;                    /* floats per image of x and y */
     size_t f_off[4], f_bytes;                  /* src, weights, dst, scratchpad */
     size_t b_off[5], b_bytes;                  /* D, W, S, bias gradient, scratchpad */
@@ -289,6 +293,11 @@ static vdnn_status conv_build(cpu_backend *be, const vdnn_op_desc *d, bool make,
     s->b_off[3] = vdnn_cpu_ws_take(&used, chunked && d->p.bias ? (size_t)d->p.filters * sizeof(float) : 0);
     s->b_off[4] = vdnn_cpu_ws_take(&used, scratch);
     s->b_bytes = used ? used + CPU_WS_SLACK : 0;
+    /* dx over dy needs dy copied out, or dx computed into the workspace, in every part. */
+    const vdnn_shape in = d->in[0], out = d->out;
+    s->bwd_inplace = in.c == out.c && in.h == out.h && in.w == out.w;
+    for (int i = 0; i < 2; i++)
+        if (s->part[i].mb && !s->part[i].d_dy.bytes && !s->part[i].d_dx.bytes) s->bwd_inplace = false;
     return VDNN_OK;
 }
 
@@ -301,6 +310,7 @@ static vdnn_status conv_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_in
             .fwd_ws_bytes = s.f_bytes,
             .bwd_ws_bytes = s.b_bytes,
             .bwd_needs_x = true, /* for the weight gradient */
+            .bwd_inplace_ok = s.bwd_inplace,
         };
     }
     conv_free(&s);
@@ -402,30 +412,6 @@ static vdnn_status conv_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     return st;
 }
 
-static vdnn_status conv_backward_data(cpu_backend *be, conv_state *s, const vdnn_op_args *a, char *ws, vdnn_error *err)
-{
-    void *scratch = ws + s->b_off[4];
-    vdnn_status st = VDNN_OK;
-    for (int c = 0; !st && c < n_chunks(s); c++) {
-        size_t first;
-        conv_part *q = chunk_part(s, c, &first);
-        const float *dyc = a->dy + first * s->out_img;
-        float *dxc = a->dx[0] + first * s->in_img;
-        void *dy = piece(&q->d_dy, ws, s->b_off[0], dyc);
-        void *wei = piece(&q->d_wei, ws, s->b_off[1], a->w);
-        void *dx = piece(&q->d_dx, ws, s->b_off[2], dxc);
-        st = vdnn_cpu_dnnl_reorder_run(be, &q->d_dy, dyc, dy, scratch, "conv backward-data: dy copy", err);
-        if (!st && (c == 0 || c == s->n_full))
-            st = vdnn_cpu_dnnl_reorder_run(be, &q->d_wei, a->w, wei, scratch, "conv backward-data: weights copy", err);
-        if (!st) {
-            void *ptrs[] = {dy, wei, dx};
-            st = vdnn_cpu_dnnl_step_run(be, &q->bwd_data, ptrs, scratch, "conv backward-data", err);
-        }
-        if (!st) st = vdnn_cpu_dnnl_reorder_run(be, &q->d_dx, dx, dxc, scratch, "conv backward-data: dx copy", err);
-    }
-    return st;
-}
-
 static vdnn_status conv_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     conv_state *s = op->state;
@@ -436,11 +422,11 @@ static vdnn_status conv_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
                          !a->x[0] ? "source" : !a->dy ? "output gradient" : "weights");
     if (s->b_bytes && !a->ws)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv backward: NULL workspace (%zu bytes needed)", s->b_bytes);
+    if (a->dx[0] == a->dy && !s->bwd_inplace)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv backward: dx over dy asked of a layer that cannot");
     char *ws = vdnn_cpu_ws_align(a->ws);
     void *scratch = ws + s->b_off[4];
-    vdnn_status st = a->dx[0] ? conv_backward_data(be, s, a, ws, err) : VDNN_OK;
-    /* With one chunk, backward-weights can reuse the dy copy backward-data left. */
-    const bool have_dy = a->dx[0] && n_chunks(s) == 1 && s->part[0].dy_shared;
+    vdnn_status st = VDNN_OK;
     float *db_chunk = (float *)(ws + s->b_off[3]);
     for (int c = 0; !st && c < n_chunks(s); c++) {
         size_t first;
@@ -453,8 +439,7 @@ static vdnn_status conv_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
         void *dw = c == 0 ? piece(&q->w_dw, ws, s->b_off[1], a->dw) : ws + s->b_off[1];
         float *db = c == 0 ? a->db : db_chunk;
         st = vdnn_cpu_dnnl_reorder_run(be, &q->w_x, xc, x, scratch, "conv backward-weights: source copy", err);
-        if (!st && !have_dy)
-            st = vdnn_cpu_dnnl_reorder_run(be, &q->w_dy, dyc, dy, scratch, "conv backward-weights: dy copy", err);
+        if (!st) st = vdnn_cpu_dnnl_reorder_run(be, &q->w_dy, dyc, dy, scratch, "conv backward-weights: dy copy", err);
         if (!st) {
             void *ptrs[] = {x, dy, dw, db};
             st = vdnn_cpu_dnnl_step_run(be, &q->bwd_weights, ptrs, scratch, "conv backward-weights", err);
@@ -467,6 +452,26 @@ static vdnn_status conv_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
             if (op->d.p.bias)
                 for (int f = 0; f < op->d.p.filters; f++) a->db[f] += db_chunk[f];
         }
+    }
+    if (st || !a->dx[0]) return st;
+    /* With one chunk, backward-data can reuse the dy copy backward-weights left. */
+    const bool have_dy = n_chunks(s) == 1 && s->part[0].dy_shared;
+    for (int c = 0; !st && c < n_chunks(s); c++) {
+        size_t first;
+        conv_part *q = chunk_part(s, c, &first);
+        const float *dyc = a->dy + first * s->out_img;
+        float *dxc = a->dx[0] + first * s->in_img;
+        void *dy = piece(&q->d_dy, ws, s->b_off[0], dyc);
+        void *wei = piece(&q->d_wei, ws, s->b_off[1], a->w);
+        void *dx = piece(&q->d_dx, ws, s->b_off[2], dxc);
+        if (!have_dy) st = vdnn_cpu_dnnl_reorder_run(be, &q->d_dy, dyc, dy, scratch, "conv backward-data: dy copy", err);
+        if (!st && (c == 0 || c == s->n_full))
+            st = vdnn_cpu_dnnl_reorder_run(be, &q->d_wei, a->w, wei, scratch, "conv backward-data: weights copy", err);
+        if (!st) {
+            void *ptrs[] = {dy, wei, dx};
+            st = vdnn_cpu_dnnl_step_run(be, &q->bwd_data, ptrs, scratch, "conv backward-data", err);
+        }
+        if (!st) st = vdnn_cpu_dnnl_reorder_run(be, &q->d_dx, dx, dxc, scratch, "conv backward-data: dx copy", err);
     }
     return st;
 }
