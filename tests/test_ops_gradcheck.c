@@ -711,7 +711,7 @@ static void test_info_flags(void **state)
         {"conv", conv_desc(s, 4, 3, 3, 1, 1, 1, 1, 1, 1), true, false, false, false},
         {"maxpool", pool_desc(VDNN_LAYER_MAXPOOL, s, 2, 2, 2, 2, 0, 0), false, false, false, true},
         {"avgpool", pool_desc(VDNN_LAYER_AVGPOOL, s, 2, 2, 2, 2, 0, 0), false, false, false, false},
-        {"relu", one_input(VDNN_LAYER_RELU, s, s), false, true, true, false},
+        {"relu", one_input(VDNN_LAYER_RELU, s, s), false, false, true, true}, /* a bit mask as aux */
         {"lrn", lrn_desc(s, 5, 1e-4f, 0.75f, 2.f), true, false, false, false},
         {"batchnorm training", bn_desc(s, true), true, false, false, true},
         {"batchnorm inference", bn_desc(s, false), false, false, false, false},

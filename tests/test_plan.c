@@ -586,16 +586,18 @@ static void test_chain(void **state)
     planned r = make(chain_cfg, "chain.cfg", f->be, VDNN_POLICY_NONE, true, 2, 3, 8, 8);
     const vdnn_plan_t *p = r.p;
     /* Preconditions on the CPU ops that the expectations below rely on. */
-    assert_true(r.info[layer(r.g, "relu1")].bwd_needs_y && r.info[layer(r.g, "relu1")].inplace_ok);
+    /* relu keeps a bit mask of where its output is positive: its backward reads neither x nor y. */
+    assert_true(!r.info[layer(r.g, "relu1")].bwd_needs_y && !r.info[layer(r.g, "relu1")].bwd_needs_x &&
+                r.info[layer(r.g, "relu1")].inplace_ok && r.info[layer(r.g, "relu1")].aux_bytes > 0);
     assert_true(r.info[layer(r.g, "conv1")].bwd_needs_x && !r.info[layer(r.g, "conv1")].bwd_needs_y);
     assert_false(r.info[layer(r.g, "pool1")].bwd_needs_x);
 
-    /* relu1 overwrites conv1's output (conv1's backward needs its input, not its output); relu2 may
-     * not overwrite relu1's output, which relu1's backward reads. */
+    /* relu1 overwrites conv1's output (conv1's backward needs its input, not its output), and relu2
+     * relu1's (relu1's backward reads its mask, not its output). */
     int c1 = out_of(&r, "conv1");
     assert_int_equal(out_of(&r, "relu1"), c1);
-    assert_string_equal(p->st[c1].name, "conv1+relu1");
-    assert_int_not_equal(out_of(&r, "relu2"), c1);
+    assert_int_equal(out_of(&r, "relu2"), c1);
+    assert_string_equal(p->st[c1].name, "conv1+relu1+relu2");
     /* relu3 runs in place on conv2 again. */
     assert_int_equal(out_of(&r, "relu3"), out_of(&r, "conv2"));
     /* A relu's backward writes its input's gradient over its own (dy is not needed after it), so
@@ -611,11 +613,13 @@ static void test_chain(void **state)
 
     /* data: loaded at step 0, read by conv1 forward and conv1 backward (weight gradient). */
     assert_live(p, out_of(&r, "data"), 0, fwd(&r, "conv1"), bwd(&r, "conv1"), bwd(&r, "conv1"));
-    /* conv1+relu1: written by conv1, last read forward by relu2, first read backward by relu1 (its
-     * y), last by relu1 too (conv1 backward reads its input, not this). */
-    assert_live(p, c1, fwd(&r, "conv1"), fwd(&r, "relu2"), bwd(&r, "relu1"), bwd(&r, "relu1"));
-    /* relu2: read by pool1 forward, by its own backward (y) and by nothing else. */
-    assert_live(p, out_of(&r, "relu2"), fwd(&r, "relu2"), fwd(&r, "pool1"), bwd(&r, "relu2"), bwd(&r, "relu2"));
+    /* conv1+relu1+relu2: written by conv1, last read forward by pool1, and read by no backward step
+     * (conv1's reads its input, the relus their masks, pool1 its indices). */
+    assert_live(p, c1, fwd(&r, "conv1"), fwd(&r, "pool1"), -1, fwd(&r, "pool1"));
+    /* Each relu's mask: written by its forward, read by its backward. */
+    int m2 = p->ls[layer(r.g, "relu2")].aux;
+    assert_true(m2 >= 0);
+    assert_live(p, m2, fwd(&r, "relu2"), fwd(&r, "relu2"), bwd(&r, "relu2"), bwd(&r, "relu2"));
     /* pool1 output: its backward uses the aux indices, but conv2 backward needs it as x. */
     assert_live(p, out_of(&r, "pool1"), fwd(&r, "pool1"), fwd(&r, "conv2"), bwd(&r, "conv2"), bwd(&r, "conv2"));
     int aux = p->ls[layer(r.g, "pool1")].aux;
@@ -713,9 +717,9 @@ static void test_residual(void **state)
     assert_int_not_equal(out_of(&r, "conv2"), r1);
     assert_int_equal(out_of(&r, "relu"), out_of(&r, "add"));
     assert_string_equal(p->st[out_of(&r, "add")].name, "add+relu");
-    /* The shortcut keeps relu1's output from its forward to the add; backward needs it first at
-     * conv2 (its x) and last at relu1 (its y). */
-    assert_live(p, r1, fwd(&r, "bn1"), fwd(&r, "add"), bwd(&r, "conv2"), bwd(&r, "relu1"));
+    /* The shortcut keeps relu1's output from its forward to the add; backward needs it only at conv2
+     * (its x; relu1's backward reads its mask). */
+    assert_live(p, r1, fwd(&r, "bn1"), fwd(&r, "add"), bwd(&r, "conv2"), bwd(&r, "conv2"));
     /* conv1's output: bn1 reads it forward and backward. */
     assert_live(p, out_of(&r, "conv1"), fwd(&r, "conv1"), fwd(&r, "bn1"), bwd(&r, "bn1"), bwd(&r, "bn1"));
     /* relu1's gradient comes from add (first) plus conv2 (accumulated). */
@@ -765,9 +769,10 @@ static void test_inception(void **state)
     const char *heads[4] = {"b1", "b2.reduce", "b3.reduce", "b4.pool"};
     int r0 = out_of(&r, "relu0");
     assert_int_equal(out_of(&r, "conv0"), r0); /* relu0 in place on conv0 */
-    /* relu0's output: four readers; last forward read by the last branch head, first backward
-     * read by the latest head that needs its x (the pool reads its indices instead). */
-    assert_live(p, r0, fwd(&r, "conv0"), fwd(&r, "b4.pool"), bwd(&r, "b3.reduce"), bwd(&r, "relu0"));
+    /* relu0's output: four readers; last forward read by the last branch head, backward reads by the
+     * three convolution heads (their x; the pool reads its indices, relu0 its mask), b3.reduce's first
+     * and b1's last. */
+    assert_live(p, r0, fwd(&r, "conv0"), fwd(&r, "b4.pool"), bwd(&r, "b3.reduce"), bwd(&r, "b1"));
     /* Its gradient: the pool branch (first in backward order) writes it, the three convs'
      * temporaries are accumulated into it. */
     int gr = grad_of(&r, "relu0");
@@ -787,10 +792,10 @@ static void test_inception(void **state)
     for (int k = 0; k < 4; k++) {
         assert_int_equal(p->steps[cat].dx[k], grad_of(&r, tails[k]));
         assert_int_equal(p->st[grad_of(&r, tails[k])].kind, VDNN_ST_GRAD);
-        /* Each branch's output lives from its relu until the concat, and (relu's y) until its backward. */
+        /* Each branch's output lives until the concat: no backward step reads it. */
         int o = out_of(&r, tails[k]);
         assert_int_equal(p->st[o].last_fwd_use, fwd(&r, "cat"));
-        assert_int_equal(p->st[o].last_use, bwd(&r, tails[k]));
+        assert_int_equal(p->st[o].last_use, fwd(&r, "cat"));
     }
     plan_stats ps = check_plan(p, r.g, 0);
     assert_int_equal(ps.n_accum, 3);

@@ -10,9 +10,6 @@
 #include <omp.h>
 
 #define CPU_ALIGN 64
-/* Below this many elements a parallel region costs more than it saves. */
-#define CPU_PAR_MIN 32768
-
 struct vdnn_event {
     pthread_mutex_t mu;
     pthread_cond_t cv;

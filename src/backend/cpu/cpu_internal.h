@@ -2,6 +2,9 @@
 #ifndef VDNN_BACKEND_CPU_INTERNAL_H
 #define VDNN_BACKEND_CPU_INTERNAL_H
 
+/* Below this many elements a parallel region costs more than it saves. */
+#define CPU_PAR_MIN 32768
+
 #include <pthread.h>
 
 #include <oneapi/dnnl/dnnl.h>

@@ -1,11 +1,18 @@
-/* RELU on the CPU: oneDNN eltwise ReLU whose backward reads the output, so forward may run in place. */
+/* RELU on the CPU: oneDNN eltwise ReLU forward, which also keeps one bit per element (output > 0) for a hand-written backward, so backward needs neither x nor y. */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "backend/cpu/cpu_ops_dnnl_util.h"
 
+/* Why a bit mask: backward only needs to know where the output was positive. Keeping that as 1 bit per
+ * element instead of the output itself (32 bits) lets the plan drop the output after forward: it is
+ * neither swapped nor recomputed for the backward pass. dx is dy where the bit is set and +0 elsewhere,
+ * exactly what oneDNN's backward computes from y. */
 typedef struct relu_state {
-    cpu_dnnl_step fwd, bwd;
+    cpu_dnnl_step fwd;
 } relu_state;
+
+static size_t mask_words(const vdnn_op_desc *d) { return (vdnn_shape_count(d->out) + 63) / 64; }
 
 static vdnn_status relu_build(cpu_backend *be, const vdnn_op_desc *d, bool make, relu_state *s, vdnn_error *err)
 {
@@ -18,28 +25,18 @@ static vdnn_status relu_build(cpu_backend *be, const vdnn_op_desc *d, bool make,
     const dnnl_dim_t dims[4] = {in.n, in.c, in.h, in.w};
     vdnn_status st = vdnn_cpu_dnnl_md(&md, 4, dims, dnnl_nchw, "relu: data descriptor", err);
     if (st) return st;
-    /* The _use_dst_for_bwd variant lets backward read y, so x may be overwritten in place. */
-    const dnnl_alg_kind_t alg = dnnl_eltwise_relu_use_dst_for_bwd;
     dnnl_eltwise_desc_t ed;
-    st = vdnn_cpu_dnnl_check(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_training, alg, &md, 0.f, 0.f),
+    st = vdnn_cpu_dnnl_check(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_training, dnnl_eltwise_relu, &md, 0.f, 0.f),
                              "relu: forward descriptor", err);
     if (!st)
         st = vdnn_cpu_dnnl_step_init(be, &ed, NULL, make, (const int[]){DNNL_ARG_SRC, DNNL_ARG_DST}, 2, &s->fwd,
                                      "relu forward", err);
-    if (!st)
-        st = vdnn_cpu_dnnl_check(dnnl_eltwise_backward_desc_init(&ed, alg, &md, &md, 0.f, 0.f),
-                                 "relu: backward descriptor", err);
-    if (!st)
-        st = vdnn_cpu_dnnl_step_init(be, &ed, &s->fwd, make,
-                                     (const int[]){DNNL_ARG_DST, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC}, 3, &s->bwd,
-                                     "relu backward", err);
     return st;
 }
 
 static void relu_free(relu_state *s)
 {
     vdnn_cpu_dnnl_step_fini(&s->fwd);
-    vdnn_cpu_dnnl_step_fini(&s->bwd);
 }
 
 static vdnn_status relu_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
@@ -48,11 +45,10 @@ static vdnn_status relu_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_in
     vdnn_status st = relu_build(be, d, false, &s, err);
     if (!st) {
         *info = (vdnn_op_info){
+            .aux_bytes = mask_words(d) * sizeof(uint64_t),
             .fwd_ws_bytes = s.fwd.scratch_bytes,
-            .bwd_ws_bytes = s.bwd.scratch_bytes,
-            .bwd_needs_y = true,
             .inplace_ok = true,
-            .bwd_inplace_ok = true, /* element-wise: oneDNN allows diff_src == diff_dst */
+            .bwd_inplace_ok = true, /* element-wise */
         };
     }
     relu_free(&s);
@@ -85,15 +81,34 @@ static vdnn_status relu_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
 {
     relu_state *s = op->state;
     void *ptrs[] = {(void *)a->x[0], a->y};
-    return vdnn_cpu_dnnl_step_run(be, &s->fwd, ptrs, a->ws, "relu forward", err);
+    vdnn_status st = vdnn_cpu_dnnl_step_run(be, &s->fwd, ptrs, a->ws, "relu forward", err);
+    if (st || !a->aux) return st; /* evaluation keeps no mask */
+    const float *y = a->y;
+    uint64_t *mask = (uint64_t *)a->aux;
+    const size_t n = vdnn_shape_count(op->d.out);
+    const long words = (long)mask_words(&op->d);
+#pragma omp parallel for if (n > CPU_PAR_MIN)
+    for (long w = 0; w < words; w++) {
+        uint64_t bits = 0;
+        const size_t base = (size_t)w * 64, end = base + 64 < n ? base + 64 : n;
+        for (size_t i = base; i < end; i++) bits |= (uint64_t)(y[i] > 0.0f) << (i - base);
+        mask[w] = bits;
+    }
+    return VDNN_OK;
 }
 
 static vdnn_status relu_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
-    relu_state *s = op->state;
+    (void)be;
     if (!a->dx[0]) return VDNN_OK;
-    void *ptrs[] = {a->y, (void *)a->dy, a->dx[0]};
-    return vdnn_cpu_dnnl_step_run(be, &s->bwd, ptrs, a->ws, "relu backward", err);
+    if (!a->aux || !a->dy) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "relu backward: NULL %s", a->aux ? "dy" : "mask (aux)");
+    const uint64_t *mask = (const uint64_t *)a->aux;
+    const float *dy = a->dy;
+    float *dx = a->dx[0];
+    const long n = (long)vdnn_shape_count(op->d.out);
+#pragma omp parallel for if (n > CPU_PAR_MIN)
+    for (long i = 0; i < n; i++) dx[i] = (mask[i >> 6] >> (i & 63)) & 1 ? dy[i] : 0.0f;
+    return VDNN_OK;
 }
 
 const cpu_op_impl vdnn_cpu_op_relu = {
