@@ -246,5 +246,10 @@ head -c 100 "$TMP/save/ck.bin" >"$TMP/cut.bin"
 run "resume a truncated checkpoint" 1 "$TMP/cut.bin" -- \
     train --data synthetic --input 1x28x28 --classes 10 --steps 2 --batch 8 --device cpu --resume "$TMP/cut.bin"
 
+# ---- a deep net at full size under every planner: plans that add recompute workspaces while finalizing ----
+for pol in recompute auto; do
+  run "resnet50 224 b32 $pol" 0 -- plan resnet50 --input 3x224x224 --batch 32 --classes 10 --policy $pol --json
+done
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

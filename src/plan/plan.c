@@ -691,12 +691,13 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
         if (l == 0) continue;
         const vdnn_storage *o = &p->st[p->ls[l].out];
         if (o->cls == VDNN_CLASS_RECOMPUTE && p->info[l].fwd_ws_bytes) {
+            const int at = o->recompute_step; /* add_storage may move p->st */
             int w = add_storage(p, VDNN_ST_WS, l, p->info[l].fwd_ws_bytes, false, p->g->layers[l].name, ".ws.recompute");
             if (w < 0) {
                 fail = 1;
                 break;
             }
-            p->st[w].def_step = p->st[w].last_use = p->st[w].need_step = p->st[w].end_step = o->recompute_step;
+            p->st[w].def_step = p->st[w].last_use = p->st[w].need_step = p->st[w].end_step = at;
             p->st[w].last_fwd_use = p->st[w].first_bwd_use = p->st[w].prefetch_step = p->st[w].recompute_step = -1;
             recompute_ws[l] = w;
         }
