@@ -2,22 +2,10 @@
  * steps, progress lines and checkpoints from world rank 0. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "core/timing.h"
 
 #include "dist/dist.h"
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* One training step of this rank on the global batch (x, y). */
 static vdnn_status step(vdnn_dist_worker *w, const float *x, const int32_t *y, const int32_t *zeros, float lr,
@@ -52,7 +40,7 @@ vdnn_status vdnn_dist_train_run(vdnn_dist_worker *w, const vdnn_dataset_t *train
     int32_t *zeros = calloc((size_t)w->cfg.batch, sizeof *zeros);
     double *times = malloc(sizeof(double) * (size_t)(total > net->step ? total - net->step : 1));
     if (rc == VDNN_OK && (!zeros || !times)) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
-    double t0 = now_seconds(), train_time = 0, window_loss = 0;
+    double t0 = vdnn_now_seconds(), train_time = 0, window_loss = 0;
     long window_n = 0, n_times = 0;
     while (rc == VDNN_OK && net->step < total) {
         const float *x;
@@ -60,10 +48,10 @@ vdnn_status vdnn_dist_train_run(vdnn_dist_worker *w, const vdnn_dataset_t *train
         int n;
         rc = vdnn_loader_next(ld, &x, &y, &n, err);
         if (rc != VDNN_OK) break;
-        double t1 = now_seconds();
+        double t1 = vdnn_now_seconds();
         float loss = 0;
         rc = step(w, x, y, zeros, (float)vdnn_lr_at(&lr, (long)net->step), &loss, err);
-        double dt = now_seconds() - t1;
+        double dt = vdnn_now_seconds() - t1;
         train_time += dt;
         if (r->steps_run > 0) times[n_times++] = dt;
         if (rc != VDNN_OK) break;
@@ -82,7 +70,7 @@ vdnn_status vdnn_dist_train_run(vdnn_dist_worker *w, const vdnn_dataset_t *train
             if (talk) {
                 fprintf(o->log, "step %ld/%ld  epoch %.2f  loss %.4f  lr %.5f  %.1f img/s  elapsed %.1fs\n", (long)net->step,
                         total, (double)net->step / (double)per_epoch, r->final_loss, vdnn_lr_at(&lr, (long)net->step - 1),
-                        (double)(r->steps_run * batch) / train_time, now_seconds() - t0);
+                        (double)(r->steps_run * batch) / train_time, vdnn_now_seconds() - t0);
                 fflush(o->log);
             }
             window_loss = 0;
@@ -92,10 +80,7 @@ vdnn_status vdnn_dist_train_run(vdnn_dist_worker *w, const vdnn_dataset_t *train
     }
     vdnn_loader_free(ld);
     free(zeros);
-    if (n_times) {
-        qsort(times, (size_t)n_times, sizeof *times, cmp_double);
-        r->step_seconds = n_times % 2 ? times[n_times / 2] : 0.5 * (times[n_times / 2 - 1] + times[n_times / 2]);
-    }
+    r->step_seconds = vdnn_median(times, n_times);
     free(times);
     if (rc != VDNN_OK) return rc;
     r->steps = (long)net->step;
@@ -110,6 +95,6 @@ vdnn_status vdnn_dist_train_run(vdnn_dist_worker *w, const vdnn_dataset_t *train
     rc = vdnn_comm_allreduce(&w->comm, w->comm.world, peak, 2, MPI_DOUBLE, MPI_MAX, "the memory peaks", err);
     r->peak_device_bytes = (size_t)peak[0];
     r->images_per_sec = -peak[1];
-    r->elapsed_seconds = now_seconds() - t0;
+    r->elapsed_seconds = vdnn_now_seconds() - t0;
     return rc;
 }

@@ -5,20 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/timing.h"
+
 #define LINK_REPEATS 3
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    if (n <= 0) return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static vdnn_status time_copy(vdnn_backend_t *be, vdnn_queue_id q, void *dst, const void *src, size_t bytes,
                              vdnn_event *ev, double *seconds, vdnn_error *err)
@@ -65,8 +54,8 @@ vdnn_status vdnn_profile_measure_link(vdnn_backend_t *be, size_t max_bytes, vdnn
             if (!rc) rc = time_copy(be, VDNN_QUEUE_H2D, dev, host, b, ev, &h2d[r], err);
         }
         p->sample_bytes[i] = b;
-        p->sample_d2h_s[i] = median(d2h, LINK_REPEATS);
-        p->sample_h2d_s[i] = median(h2d, LINK_REPEATS);
+        p->sample_d2h_s[i] = vdnn_median(d2h, LINK_REPEATS);
+        p->sample_h2d_s[i] = vdnn_median(h2d, LINK_REPEATS);
         p->n_samples = i + 1;
     }
     if (ev) be->ops->event_destroy(be, ev);
@@ -131,12 +120,12 @@ static vdnn_status measure_layers(vdnn_net_t *net, const float *images, const in
     }
     vdnn_timeline_release(&tl);
     for (int l = 1; !rc && l < L; l++) {
-        out->fwd_s[l] = median(&fwd[(size_t)l * iterations], iterations);
-        out->bwd_s[l] = median(&bwd[(size_t)l * iterations], iterations);
+        out->fwd_s[l] = vdnn_median(&fwd[(size_t)l * iterations], iterations);
+        out->bwd_s[l] = vdnn_median(&bwd[(size_t)l * iterations], iterations);
     }
     if (!rc) {
-        out->load_s = median(load, iterations);
-        out->update_s = median(upd, iterations);
+        out->load_s = vdnn_median(load, iterations);
+        out->update_s = vdnn_median(upd, iterations);
         out->accum_bytes_per_s = n_acc && acc_time > 0 ? acc_bytes / acc_time : 1e10;
     }
     free(fwd);
@@ -196,7 +185,7 @@ static vdnn_status measure_contention(vdnn_net_t *net, const float *images, cons
         if (!rc) rc = rs;
     }
     if (!rc) {
-        double a = median(alone, iterations), b = median(busy, iterations);
+        double a = vdnn_median(alone, iterations), b = vdnn_median(busy, iterations);
         out->copy_slowdown = a > 0 && b > a ? b / a - 1 : 0;
     }
     if (dev) be->ops->dev_free(be, dev);

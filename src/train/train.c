@@ -3,20 +3,8 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "core/timing.h"
 
 vdnn_status vdnn_train_save(vdnn_net_t *net, const char *path, vdnn_error *err)
 {
@@ -95,7 +83,7 @@ vdnn_status vdnn_train_run(vdnn_net_t *net, const vdnn_dataset_t *train, const v
     const int log_every = o->log_every > 0 ? o->log_every : 100;
     rc = vdnn_loader_seek(ld, (long)net->step, err);
 
-    double t0 = now_seconds(), train_time = 0, window_loss = 0;
+    double t0 = vdnn_now_seconds(), train_time = 0, window_loss = 0;
     long window_n = 0;
     long n_times = 0;
     double *times = malloc(sizeof(double) * (size_t)(total > net->step ? total - net->step : 1));
@@ -106,12 +94,12 @@ vdnn_status vdnn_train_run(vdnn_net_t *net, const vdnn_dataset_t *train, const v
         int n;
         rc = vdnn_loader_next(ld, &x, &y, &n, err);
         if (rc != VDNN_OK) break;
-        double t1 = now_seconds();
+        double t1 = vdnn_now_seconds();
         float loss = 0;
         if (o->record_last && net->step == total - 1) net->rec.tl = o->record_last;
         rc = vdnn_net_train_step(net, x, y, (float)vdnn_lr_at(&lr, (long)net->step), &loss, err);
         net->rec.tl = NULL;
-        double dt = now_seconds() - t1;
+        double dt = vdnn_now_seconds() - t1;
         train_time += dt;
         if (r->steps_run > 0) times[n_times++] = dt;
         if (rc != VDNN_OK) break;
@@ -124,7 +112,7 @@ vdnn_status vdnn_train_run(vdnn_net_t *net, const vdnn_dataset_t *train, const v
             fprintf(o->log, "step %ld/%ld  epoch %.2f  loss %.4f  lr %.5f  %.1f img/s  elapsed %.1fs\n",
                     (long)net->step, total, (double)net->step / (double)per_epoch, window_loss / (double)window_n,
                     vdnn_lr_at(&lr, (long)net->step - 1), (double)(r->steps_run * batch) / train_time,
-                    now_seconds() - t0);
+                    vdnn_now_seconds() - t0);
             fflush(o->log);
             r->final_loss = window_loss / (double)window_n;
             window_loss = 0;
@@ -133,10 +121,7 @@ vdnn_status vdnn_train_run(vdnn_net_t *net, const vdnn_dataset_t *train, const v
         if (o->save_path && (epoch_end || net->step == total)) rc = vdnn_train_save(net, o->save_path, err);
     }
     vdnn_loader_free(ld);
-    if (n_times) {
-        qsort(times, (size_t)n_times, sizeof *times, cmp_double);
-        r->step_seconds = n_times % 2 ? times[n_times / 2] : 0.5 * (times[n_times / 2 - 1] + times[n_times / 2]);
-    }
+    r->step_seconds = vdnn_median(times, n_times);
     free(times);
     if (rc != VDNN_OK) return rc;
     if (window_n) r->final_loss = window_loss / (double)window_n;
@@ -147,7 +132,7 @@ vdnn_status vdnn_train_run(vdnn_net_t *net, const vdnn_dataset_t *train, const v
         rc = vdnn_evaluate(net, test, &r->test_accuracy, &r->test_loss, err);
         if (rc != VDNN_OK) return rc;
     }
-    r->elapsed_seconds = now_seconds() - t0;
+    r->elapsed_seconds = vdnn_now_seconds() - t0;
     r->peak_device_bytes = net->arena.high_water;
     return VDNN_OK;
 }
