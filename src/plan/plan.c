@@ -71,16 +71,38 @@ static size_t um_align_up(size_t n) { return (n + VDNN_UM_ALIGN - 1) / VDNN_UM_A
 static int fwd_step(int l) { return l; }
 static int bwd_step(const vdnn_plan_t *p, int l) { return p->n_layers - 1 + (p->n_layers - l); }
 
-/* The largest workspace any candidate of layer l may need: its storage exists whenever that is non-zero. */
-static size_t any_ws(const vdnn_plan_t *p, int l, bool fwd)
+void vdnn_plan_ws_range(const vdnn_plan_t *p, int l, bool fwd, size_t *least, size_t *most)
 {
-    size_t m = 0;
+    *least = SIZE_MAX;
+    *most = 0;
     for (int k = 0; k < p->cands[l].n; k++) {
         const vdnn_op_info *i = &p->cands[l].a[k].info;
         size_t b = fwd ? i->fwd_ws_bytes : i->bwd_ws_bytes;
-        if (b > m) m = b;
+        if (b < *least) *least = b;
+        if (b > *most) *most = b;
     }
-    return p->choose_algos ? m : (fwd ? p->info[l].fwd_ws_bytes : p->info[l].bwd_ws_bytes);
+}
+
+int vdnn_plan_leanest_algo(const vdnn_plan_t *p, int l)
+{
+    int pick = 0;
+    size_t least = SIZE_MAX;
+    for (int k = 0; k < p->cands[l].n; k++) {
+        const vdnn_op_info *i = &p->cands[l].a[k].info;
+        size_t ws = i->fwd_ws_bytes > i->bwd_ws_bytes ? i->fwd_ws_bytes : i->bwd_ws_bytes;
+        if (ws < least) least = ws, pick = k;
+    }
+    return pick;
+}
+
+/* The largest workspace layer l may need under the algorithms the plan may take: its storage exists
+ * whenever that is non-zero. */
+static size_t any_ws(const vdnn_plan_t *p, int l, bool fwd)
+{
+    if (!p->choose_algos) return fwd ? p->info[l].fwd_ws_bytes : p->info[l].bwd_ws_bytes;
+    size_t least, most;
+    vdnn_plan_ws_range(p, l, fwd, &least, &most);
+    return most;
 }
 
 static bool is_bwd(const vdnn_plan_t *p, int s) { return s >= p->n_layers && p->steps[s].kind == VDNN_STEP_BWD; }
@@ -580,14 +602,7 @@ static vdnn_status init_algos(vdnn_plan_t *p, const vdnn_plan_request *req)
             p->cands[l].a[0].info = p->info[l];
         }
         int k = req->force_algo > 0 ? req->force_algo : 0;
-        if (req->force_algo == VDNN_ALGO_LEANEST) {
-            size_t least = SIZE_MAX;
-            for (int c = 0; c < p->cands[l].n; c++) {
-                const vdnn_op_info *i = &p->cands[l].a[c].info;
-                size_t ws = i->fwd_ws_bytes > i->bwd_ws_bytes ? i->fwd_ws_bytes : i->bwd_ws_bytes;
-                if (ws < least) least = ws, k = c;
-            }
-        }
+        if (req->force_algo == VDNN_ALGO_LEANEST) k = vdnn_plan_leanest_algo(p, l);
         p->algo[l] = k < p->cands[l].n ? k : p->cands[l].n - 1;
         p->info[l] = p->cands[l].a[p->algo[l]].info;
     }

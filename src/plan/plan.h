@@ -222,6 +222,10 @@ vdnn_status vdnn_plan_query_algos(const vdnn_graph_t *g, vdnn_backend_t *be, boo
 /* Switches layer l of an analyzed plan to its candidate k (its workspaces change size); finalize again
  * afterwards. */
 void vdnn_plan_set_algo(vdnn_plan_t *p, int l, int k);
+/* The candidate of layer l whose workspace (the larger of forward and backward) is smallest. */
+int vdnn_plan_leanest_algo(const vdnn_plan_t *p, int l);
+/* The fewest and most workspace bytes among layer l's candidates, forward (fwd) or backward. */
+void vdnn_plan_ws_range(const vdnn_plan_t *p, int l, bool fwd, size_t *least, size_t *most);
 /* Whether any layer uses a candidate whose results differ from its default's. */
 bool vdnn_plan_algos_change_numerics(const vdnn_plan_t *p);
 

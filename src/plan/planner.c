@@ -386,14 +386,9 @@ static double fastest(const vdnn_plan_t *p, const vdnn_profile *prof, int l, boo
 static size_t least_bytes(const vdnn_plan_t *p, const vdnn_storage *x)
 {
     if (x->kind != VDNN_ST_WS || !p->choose_algos) return x->bytes;
-    const bool fwd = x->def_step < p->n_layers;
-    size_t m = x->bytes;
-    for (int k = 0; k < p->cands[x->layer].n; k++) {
-        const vdnn_op_info *i = &p->cands[x->layer].a[k].info;
-        size_t b = fwd ? i->fwd_ws_bytes : i->bwd_ws_bytes;
-        if (b < m) m = b;
-    }
-    return m;
+    size_t least, most;
+    vdnn_plan_ws_range(p, x->layer, x->def_step < p->n_layers, &least, &most);
+    return least;
 }
 
 double vdnn_plan_lower_bound(const vdnn_plan_t *p, const vdnn_graph_t *g, const vdnn_profile *prof)
@@ -466,18 +461,8 @@ double vdnn_plan_lower_bound(const vdnn_plan_t *p, const vdnn_graph_t *g, const 
 
 void vdnn_plan_use_algos(vdnn_plan_t *p, bool leanest)
 {
-    for (int l = 1; l < p->n_layers; l++) {
-        int pick = 0;
-        if (leanest && p->choose_algos) {
-            size_t least = SIZE_MAX;
-            for (int k = 0; k < p->cands[l].n; k++) {
-                const vdnn_op_info *i = &p->cands[l].a[k].info;
-                size_t m = i->fwd_ws_bytes > i->bwd_ws_bytes ? i->fwd_ws_bytes : i->bwd_ws_bytes;
-                if (m < least) least = m, pick = k;
-            }
-        }
-        vdnn_plan_set_algo(p, l, pick);
-    }
+    for (int l = 1; l < p->n_layers; l++)
+        vdnn_plan_set_algo(p, l, leanest && p->choose_algos ? vdnn_plan_leanest_algo(p, l) : 0);
 }
 
 void vdnn_memory_mix(vdnn_plan_t *p, const vdnn_graph_t *g, int mix)
