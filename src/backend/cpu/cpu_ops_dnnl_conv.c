@@ -245,15 +245,11 @@ static vdnn_status part_build(cpu_backend *be, const vdnn_op_desc *d, int mb, bo
     return VDNN_OK;
 }
 
-static vdnn_status conv_build(cpu_backend *be, const vdnn_op_desc *d, bool make, conv_state *s, vdnn_error *err)
+/* The primitives, copies and workspace layout of a checked layer under algorithm a. */
+static vdnn_status conv_build_algo(cpu_backend *be, const vdnn_op_desc *d, const conv_algo *a, bool make, conv_state *s,
+                                   vdnn_error *err)
 {
-    vdnn_status st = conv_check(d, err);
-    if (st) return st;
-    conv_algo algos[VDNN_MAX_ALGOS];
-    int n_algos = conv_algo_list(be, d, algos);
-    if (d->algo < 0 || d->algo >= n_algos)
-        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv: algorithm %d (this layer has %d)", d->algo, n_algos);
-    const conv_algo *a = &algos[d->algo];
+    vdnn_status st;
     const int n = d->in[0].n, k = chunk_images(d, a->chunk_cap);
     s->n_full = n / k;
     s->winograd = a->winograd;
@@ -301,10 +297,25 @@ static vdnn_status conv_build(cpu_backend *be, const vdnn_op_desc *d, bool make,
     return VDNN_OK;
 }
 
-static vdnn_status conv_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
+/* Checks the layer and finds the candidate d->algo names. */
+static vdnn_status conv_pick(cpu_backend *be, const vdnn_op_desc *d, conv_algo *a, vdnn_error *err)
+{
+    vdnn_status st = conv_check(d, err);
+    if (st) return st;
+    conv_algo algos[VDNN_MAX_ALGOS];
+    int n_algos = conv_algo_list(be, d, algos);
+    if (d->algo < 0 || d->algo >= n_algos)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv: algorithm %d (this layer has %d)", d->algo, n_algos);
+    *a = algos[d->algo];
+    return VDNN_OK;
+}
+
+/* What the planner needs to know of a layer under algorithm a, without making primitives. */
+static vdnn_status conv_info(cpu_backend *be, const vdnn_op_desc *d, const conv_algo *a, vdnn_op_info *info,
+                             vdnn_error *err)
 {
     conv_state s = {0};
-    vdnn_status st = conv_build(be, d, false, &s, err);
+    vdnn_status st = conv_build_algo(be, d, a, false, &s, err);
     if (!st) {
         *info = (vdnn_op_info){
             .fwd_ws_bytes = s.f_bytes,
@@ -317,6 +328,13 @@ static vdnn_status conv_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_in
     return st;
 }
 
+static vdnn_status conv_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
+{
+    conv_algo a;
+    vdnn_status st = conv_pick(be, d, &a, err);
+    return st ? st : conv_info(be, d, &a, info, err);
+}
+
 static vdnn_status conv_algos(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_algo *out, int *n, vdnn_error *err)
 {
     vdnn_status st = conv_check(d, err);
@@ -325,13 +343,11 @@ static vdnn_status conv_algos(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_al
     const int count = conv_algo_list(be, d, algos);
     *n = 0;
     for (int i = 0; i < count; i++) {
-        vdnn_op_desc di = *d;
-        di.algo = i;
         memset(&out[i], 0, sizeof out[i]);
         snprintf(out[i].name, sizeof out[i].name, "%s", algos[i].name);
         /* Results depend on the kernel family and on how the weight gradient is summed over chunks. */
         out[i].numerics = (algos[i].winograd ? 1 << 24 : 0) | chunk_images(d, algos[i].chunk_cap);
-        st = conv_query(be, &di, &out[i].info, err);
+        st = conv_info(be, d, &algos[i], &out[i].info, err);
         if (st) return st;
         *n = i + 1;
     }
@@ -342,7 +358,9 @@ static vdnn_status conv_create(cpu_backend *be, vdnn_op *op, vdnn_error *err)
 {
     conv_state *s = calloc(1, sizeof *s);
     if (!s) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "conv: out of memory");
-    vdnn_status st = conv_build(be, &op->d, true, s, err);
+    conv_algo a;
+    vdnn_status st = conv_pick(be, &op->d, &a, err);
+    if (!st) st = conv_build_algo(be, &op->d, &a, true, s, err);
     /* The planner sized the workspace from query; building the primitives must not need more. */
     if (!st && (s->f_bytes > op->info.fwd_ws_bytes || s->b_bytes > op->info.bwd_ws_bytes))
         st = vdnn_fail(err, VDNN_ERR_BACKEND, "conv: primitives need %zu/%zu workspace bytes, query said %zu/%zu",
