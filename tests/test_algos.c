@@ -42,7 +42,7 @@ static int setup(void **state)
     e->algos = calloc((size_t)e->g->n_layers, sizeof *e->algos);
     if (!e->info || !e->algos) return -1;
     if (vdnn_plan_query_ops(e->g, e->be, true, e->info, &err)) return -1;
-    if (vdnn_plan_query_algos(e->g, e->be, true, e->algos, &err)) return -1;
+    if (vdnn_plan_query_algos(e->g, e->be, true, e->algos, NULL, &err)) return -1;
     *state = e;
     return 0;
 }

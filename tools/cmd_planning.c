@@ -24,8 +24,7 @@ vdnn_status cli_model_load(const cli_options *o, cli_model *m, vdnn_error *err)
         m->force_algo = o->conv_algo;
         if (!m->info || !m->algos) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
     }
-    if (rc == VDNN_OK) rc = vdnn_plan_query_ops(m->g, be, true, m->info, err);
-    if (rc == VDNN_OK) rc = vdnn_plan_query_algos(m->g, be, true, m->algos, err);
+    if (rc == VDNN_OK) rc = vdnn_plan_query_algos(m->g, be, true, m->algos, m->info, err);
     vdnn_backend_destroy(be);
     if (rc != VDNN_OK) cli_model_free(m);
     return rc;

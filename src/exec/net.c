@@ -223,10 +223,8 @@ vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_
     net->algos_train = calloc((size_t)g->n_layers, sizeof *net->algos_train);
     net->algos_eval = calloc((size_t)g->n_layers, sizeof *net->algos_eval);
     if (!net->info_train || !net->info_eval || !net->algos_train || !net->algos_eval) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory creating the net");
-    if (rc == VDNN_OK) rc = vdnn_plan_query_ops(g, be, true, net->info_train, err);
-    if (rc == VDNN_OK) rc = vdnn_plan_query_ops(g, be, false, net->info_eval, err);
-    if (rc == VDNN_OK) rc = vdnn_plan_query_algos(g, be, true, net->algos_train, err);
-    if (rc == VDNN_OK) rc = vdnn_plan_query_algos(g, be, false, net->algos_eval, err);
+    if (rc == VDNN_OK) rc = vdnn_plan_query_algos(g, be, true, net->algos_train, net->info_train, err);
+    if (rc == VDNN_OK) rc = vdnn_plan_query_algos(g, be, false, net->algos_eval, net->info_eval, err);
     vdnn_plan_request rq = {.policy = cfg->policy, .training = true, .budget = cfg->budget, .host_budget = cfg->host_budget,
                             .profile = cfg->profile, .keep_weight_grads = net->cfg.keep_weight_grads,
                             .micro_batches = m, .held_batches = net->cfg.pipelined ? m : 1,

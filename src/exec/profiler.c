@@ -210,7 +210,7 @@ vdnn_status vdnn_profile_measure_algos(vdnn_graph_t *g, vdnn_backend_t *be, cons
 {
     vdnn_layer_algos *algos = calloc((size_t)g->n_layers, sizeof *algos);
     if (!algos) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "profile: out of memory");
-    vdnn_status rc = vdnn_plan_query_algos(g, be, true, algos, err);
+    vdnn_status rc = vdnn_plan_query_algos(g, be, true, algos, NULL, err);
     for (int l = 1; !rc && l < g->n_layers; l++) {
         out->n_algos[l] = algos[l].n;
         out->algo_fwd_s[l][0] = out->fwd_s[l];

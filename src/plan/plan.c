@@ -818,14 +818,16 @@ void vdnn_plan_free(vdnn_plan_t *p)
 }
 
 vdnn_status vdnn_plan_query_algos(const vdnn_graph_t *g, vdnn_backend_t *be, bool training, vdnn_layer_algos *algos,
-                                  vdnn_error *err)
+                                  vdnn_op_info *info, vdnn_error *err)
 {
     memset(&algos[0], 0, sizeof algos[0]);
+    if (info) memset(&info[0], 0, sizeof info[0]);
     for (int l = 1; l < g->n_layers; l++) {
         vdnn_op_desc d;
         vdnn_op_desc_from_layer(g, l, training, &d);
         vdnn_status rc = be->ops->op_algos(be, &d, algos[l].a, &algos[l].n, err);
         if (rc != VDNN_OK) return rc;
+        if (info) info[l] = algos[l].a[0].info;
     }
     return VDNN_OK;
 }

@@ -215,9 +215,10 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
 vdnn_status vdnn_plan_query_ops(const vdnn_graph_t *g, vdnn_backend_t *be, bool training, vdnn_op_info *info,
                                 vdnn_error *err);
 
-/* Queries every layer's candidate algorithms (algos[0] zeroed). */
+/* Queries every layer's candidate algorithms (algos[0] zeroed), and, unless info is NULL, fills info as
+ * vdnn_plan_query_ops does (each default candidate's). */
 vdnn_status vdnn_plan_query_algos(const vdnn_graph_t *g, vdnn_backend_t *be, bool training, vdnn_layer_algos *algos,
-                                  vdnn_error *err);
+                                  vdnn_op_info *info, vdnn_error *err);
 
 /* Switches layer l of an analyzed plan to its candidate k (its workspaces change size); finalize again
  * afterwards. */
