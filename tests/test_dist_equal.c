@@ -3,45 +3,12 @@
  * residual included), 2 groups x 2 stages within tolerance, and checkpoints that resume exactly. */
 #include "test_dist_util.h"
 
-/* Batch norm, a residual add and dropout; stage=1 starts the second stage at conv3. */
-static const char mixed_model[] = "[net]\nname=mixed\ninput=3x16x16\nclasses=10\n"
-                                  "[conv1]\ntype=conv\nfilters=8\nsize=3\npad=1\nbias=0\n[bn1]\ntype=batchnorm\n"
-                                  "[relu1]\ntype=relu\n[conv2]\ntype=conv\nfilters=8\nsize=3\npad=1\n[bn2]\ntype=batchnorm\n"
-                                  "[add]\ntype=add\ninput=relu1,bn2\n[relu2]\ntype=relu\n[pool1]\ntype=maxpool\nsize=2\n"
-                                  "[conv3]\ntype=conv\nfilters=16\nsize=3\npad=1\nstage=1\n[relu3]\ntype=relu\n"
-                                  "[pool2]\ntype=avgpool\nsize=2\n[flatten]\ntype=flatten\n[drop]\ntype=dropout\np=0.3\n"
-                                  "[fc]\ntype=fc\noutputs=classes\n[loss]\ntype=softmax\n";
-
-typedef struct fixture {
-    char dir[512];
-    char plain[1024], mixed[1024];
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (!f) return -1;
-    vt_tmpdir(f->dir, sizeof f->dir);
-    vt_write_file(f->dir, "plain.cfg", dist_plain_model, strlen(dist_plain_model), f->plain, sizeof f->plain);
-    vt_write_file(f->dir, "mixed.cfg", mixed_model, strlen(mixed_model), f->mixed, sizeof f->mixed);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    vt_rmdir(f->dir);
-    free(f);
-    return 0;
-}
-
 #define COMMON "--data synthetic --input 3x16x16 --classes 10 --threads 1 --device cpu --lr 0.05 --log-every 1000"
 
 static int steps(void) { return getenv("VDNN_TEST_QUICK") ? 4 : 8; }
 
 /* One device: the reference. */
-static void run_one_ex(const fixture *f, const char *model, int batch, int n_steps, const char *extra, const char *name)
+static void run_one_ex(const dist_fixture *f, const char *model, int batch, int n_steps, const char *extra, const char *name)
 {
     int rc = dist_sh("timeout %d " VDNN_BINARY_DIR "/vdnn train --model %s " COMMON " --batch %d --steps %d %s "
                      "--save %s/%s.ckpt >%s/%s.out 2>%s/%s.err",
@@ -54,17 +21,17 @@ static void run_one_ex(const fixture *f, const char *model, int batch, int n_ste
     }
 }
 
-static void run_one_at(const fixture *f, const char *model, int batch, int n_steps, const char *name)
+static void run_one_at(const dist_fixture *f, const char *model, int batch, int n_steps, const char *name)
 {
     run_one_ex(f, model, batch, n_steps, "", name);
 }
 
-static void run_one(const fixture *f, const char *model, int n_steps, const char *name)
+static void run_one(const dist_fixture *f, const char *model, int n_steps, const char *name)
 {
     run_one_at(f, model, 32, n_steps, name);
 }
 
-static void run_mpi(const fixture *f, int ranks, const char *model, const char *extra, const char *name)
+static void run_mpi(const dist_fixture *f, int ranks, const char *model, const char *extra, const char *name)
 {
     int rc = dist_sh(DIST_MPIRUN " --model %s " COMMON " --batch 32 %s --save %s/%s.ckpt >%s/%s.out 2>%s/%s.err",
                      DIST_JOB_LIMIT_S, ranks, model, extra, f->dir, name, f->dir, name, f->dir, name);
@@ -76,7 +43,7 @@ static void run_mpi(const fixture *f, int ranks, const char *model, const char *
     }
 }
 
-static double diff(const fixture *f, const char *a, const char *b, bool *bitwise)
+static double diff(const dist_fixture *f, const char *a, const char *b, bool *bitwise)
 {
     char pa[1100], pb[1100];
     snprintf(pa, sizeof pa, "%s/%s.ckpt", f->dir, a);
@@ -87,7 +54,7 @@ static double diff(const fixture *f, const char *a, const char *b, bool *bitwise
 static void data_parallel(void **state, int ranks)
 {
     if (!dist_available()) skip();
-    fixture *f = *state;
+    dist_fixture *f = *state;
     char extra[64], name[32];
     snprintf(extra, sizeof extra, "--steps %d", steps());
     snprintf(name, sizeof name, "dp%d", ranks);
@@ -111,7 +78,7 @@ static void dp_four_ranks(void **state) { data_parallel(state, 4); }
 static void pipeline_is_bitwise(void **state)
 {
     if (!dist_available()) skip();
-    fixture *f = *state;
+    dist_fixture *f = *state;
     char extra[128];
     run_one(f, f->mixed, steps(), "mixed_one");
     /* The placement in the model file (stage=1 at conv3). */
@@ -147,7 +114,7 @@ static void pipeline_is_bitwise(void **state)
 static void hybrid_two_by_two(void **state)
 {
     if (!dist_available()) skip();
-    fixture *f = *state;
+    dist_fixture *f = *state;
     char extra[128];
     run_one(f, f->plain, steps(), "one");
     snprintf(extra, sizeof extra, "--steps %d --stages 2", steps());
@@ -161,7 +128,7 @@ static void hybrid_two_by_two(void **state)
 static void resume_continues_exactly(void **state)
 {
     if (!dist_available()) skip();
-    fixture *f = *state;
+    dist_fixture *f = *state;
     char extra[1200];
     const int n = steps();
     /* A constant rate: a schedule would depend on each run's own step count. */
@@ -181,11 +148,11 @@ static void resume_continues_exactly(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(dp_two_ranks, setup, teardown),
-        cmocka_unit_test_setup_teardown(dp_four_ranks, setup, teardown),
-        cmocka_unit_test_setup_teardown(pipeline_is_bitwise, setup, teardown),
-        cmocka_unit_test_setup_teardown(hybrid_two_by_two, setup, teardown),
-        cmocka_unit_test_setup_teardown(resume_continues_exactly, setup, teardown),
+        cmocka_unit_test_setup_teardown(dp_two_ranks, dist_setup, dist_teardown),
+        cmocka_unit_test_setup_teardown(dp_four_ranks, dist_setup, dist_teardown),
+        cmocka_unit_test_setup_teardown(pipeline_is_bitwise, dist_setup, dist_teardown),
+        cmocka_unit_test_setup_teardown(hybrid_two_by_two, dist_setup, dist_teardown),
+        cmocka_unit_test_setup_teardown(resume_continues_exactly, dist_setup, dist_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

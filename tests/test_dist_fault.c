@@ -4,29 +4,6 @@
 
 #include "test_dist_util.h"
 
-typedef struct fixture {
-    char dir[512];
-    char model[1024];
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (!f) return -1;
-    vt_tmpdir(f->dir, sizeof f->dir);
-    vt_write_file(f->dir, "plain.cfg", dist_plain_model, strlen(dist_plain_model), f->model, sizeof f->model);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    vt_rmdir(f->dir);
-    free(f);
-    return 0;
-}
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -36,7 +13,7 @@ static double now_s(void)
 
 /* 1024 synthetic images at batch 64: 16 steps an epoch, a checkpoint after each. The fault hits after
  * step 20, so the file must hold epoch 1 (step 16). */
-static void run_fault(const fixture *f, const char *fault, int stages, const char *expect)
+static void run_fault(const dist_fixture *f, const char *fault, int stages, const char *expect)
 {
     char ckpt[1100], err_path[1100];
     snprintf(ckpt, sizeof ckpt, "%s/run.ckpt", f->dir);
@@ -46,7 +23,7 @@ static void run_fault(const fixture *f, const char *fault, int stages, const cha
     int rc = dist_sh("VDNN_MPI_FAULT=%s " DIST_MPIRUN " --model %s --data synthetic --input 3x16x16 --classes 10 "
                      "--batch 64 --epochs 3 --threads 1 --device cpu --stages %d --comm-timeout 10 --save %s "
                      ">%s/run.out 2>%s",
-                     fault, DIST_JOB_LIMIT_S, 2, f->model, stages, ckpt, f->dir, err_path);
+                     fault, DIST_JOB_LIMIT_S, 2, f->plain, stages, ckpt, f->dir, err_path);
     double dt = now_s() - t0;
     print_message("fault %s, %d stage(s): exit %d after %.1f s\n", fault, stages, rc, dt);
     /* mpirun itself exits 137 when a rank was killed: the elapsed time tells `timeout` apart. */
@@ -91,9 +68,9 @@ static void stalled_stage_times_out(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(killed_rank_ends_the_job, setup, teardown),
-        cmocka_unit_test_setup_teardown(stalled_rank_times_out, setup, teardown),
-        cmocka_unit_test_setup_teardown(stalled_stage_times_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(killed_rank_ends_the_job, dist_setup, dist_teardown),
+        cmocka_unit_test_setup_teardown(stalled_rank_times_out, dist_setup, dist_teardown),
+        cmocka_unit_test_setup_teardown(stalled_stage_times_out, dist_setup, dist_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,44 +5,11 @@
  * first step, saying so. */
 #include "test_dist_util.h"
 
-/* Batch norm, a residual add and dropout; stage=1 starts the second stage at conv3. */
-static const char mixed_model[] = "[net]\nname=mixed\ninput=3x16x16\nclasses=10\n"
-                                  "[conv1]\ntype=conv\nfilters=8\nsize=3\npad=1\nbias=0\n[bn1]\ntype=batchnorm\n"
-                                  "[relu1]\ntype=relu\n[conv2]\ntype=conv\nfilters=8\nsize=3\npad=1\n[bn2]\ntype=batchnorm\n"
-                                  "[add]\ntype=add\ninput=relu1,bn2\n[relu2]\ntype=relu\n[pool1]\ntype=maxpool\nsize=2\n"
-                                  "[conv3]\ntype=conv\nfilters=16\nsize=3\npad=1\nstage=1\n[relu3]\ntype=relu\n"
-                                  "[pool2]\ntype=avgpool\nsize=2\n[flatten]\ntype=flatten\n[drop]\ntype=dropout\np=0.3\n"
-                                  "[fc]\ntype=fc\noutputs=classes\n[loss]\ntype=softmax\n";
-
-typedef struct fixture {
-    char dir[512];
-    char plain[1024], mixed[1024];
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (!f) return -1;
-    vt_tmpdir(f->dir, sizeof f->dir);
-    vt_write_file(f->dir, "plain.cfg", dist_plain_model, strlen(dist_plain_model), f->plain, sizeof f->plain);
-    vt_write_file(f->dir, "mixed.cfg", mixed_model, strlen(mixed_model), f->mixed, sizeof f->mixed);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    vt_rmdir(f->dir);
-    free(f);
-    return 0;
-}
-
 #define COMMON "--data synthetic --input 3x16x16 --classes 10 --threads 1 --device cpu --lr 0.05 --log-every 1000 --batch 32"
 
 static int steps(void) { return getenv("VDNN_TEST_QUICK") ? 4 : 8; }
 
-static void fail_with(const fixture *f, const char *name, const char *what, int rc)
+static void fail_with(const dist_fixture *f, const char *name, const char *what, int rc)
 {
     char err[1100];
     snprintf(err, sizeof err, "%s/%s.err", f->dir, name);
@@ -51,7 +18,7 @@ static void fail_with(const fixture *f, const char *name, const char *what, int 
 }
 
 /* One device for n steps; extra flags such as --micro-batches. */
-static void run_one_n(const fixture *f, const char *model, int n, const char *extra, const char *name)
+static void run_one_n(const dist_fixture *f, const char *model, int n, const char *extra, const char *name)
 {
     int rc = dist_sh("timeout %d " VDNN_BINARY_DIR "/vdnn train --model %s " COMMON " --steps %d %s --save %s/%s.ckpt "
                      ">%s/%s.out 2>%s/%s.err",
@@ -59,29 +26,29 @@ static void run_one_n(const fixture *f, const char *model, int n, const char *ex
     if (rc) fail_with(f, name, "vdnn train", rc);
 }
 
-static void run_one(const fixture *f, const char *model, const char *extra, const char *name)
+static void run_one(const dist_fixture *f, const char *model, const char *extra, const char *name)
 {
     run_one_n(f, model, steps(), extra, name);
 }
 
-static int run_mpi_n_rc(const fixture *f, int ranks, const char *model, int n, const char *extra, const char *name)
+static int run_mpi_n_rc(const dist_fixture *f, int ranks, const char *model, int n, const char *extra, const char *name)
 {
     return dist_sh(DIST_MPIRUN " --model %s " COMMON " --steps %d %s --save %s/%s.ckpt >%s/%s.out 2>%s/%s.err",
                    DIST_JOB_LIMIT_S, ranks, model, n, extra, f->dir, name, f->dir, name, f->dir, name);
 }
 
-static int run_mpi_rc(const fixture *f, int ranks, const char *model, const char *extra, const char *name)
+static int run_mpi_rc(const dist_fixture *f, int ranks, const char *model, const char *extra, const char *name)
 {
     return run_mpi_n_rc(f, ranks, model, steps(), extra, name);
 }
 
-static void run_mpi(const fixture *f, int ranks, const char *model, const char *extra, const char *name)
+static void run_mpi(const dist_fixture *f, int ranks, const char *model, const char *extra, const char *name)
 {
     int rc = run_mpi_rc(f, ranks, model, extra, name);
     if (rc) fail_with(f, name, "mpirun vdnn-mpi train", rc);
 }
 
-static double diff(const fixture *f, const char *a, const char *b, bool *bitwise)
+static double diff(const dist_fixture *f, const char *a, const char *b, bool *bitwise)
 {
     char pa[1100], pb[1100];
     snprintf(pa, sizeof pa, "%s/%s.ckpt", f->dir, a);
@@ -92,7 +59,7 @@ static double diff(const fixture *f, const char *a, const char *b, bool *bitwise
 static void gpipe_equals_accumulation(void **state)
 {
     if (!dist_available()) skip();
-    fixture *f = *state;
+    dist_fixture *f = *state;
     run_one(f, f->mixed, "--micro-batches 4", "one_mb4");
     run_mpi(f, 2, f->mixed, "--stages 2 --micro-batches 4", "mp2_mb4");
     char out[1100];
@@ -119,7 +86,7 @@ static void gpipe_equals_accumulation(void **state)
 static void resume_with_micro_batches(void **state)
 {
     if (!dist_available()) skip();
-    fixture *f = *state;
+    dist_fixture *f = *state;
     const int n = steps();
     /* A constant rate: a schedule would depend on each run's own step count. */
     run_one_n(f, f->mixed, 2 * n, "--micro-batches 4 --lr-schedule constant", "long");
@@ -140,7 +107,7 @@ static void resume_with_micro_batches(void **state)
 static void hybrid_micro_batches(void **state)
 {
     if (!dist_available()) skip();
-    fixture *f = *state;
+    dist_fixture *f = *state;
     run_one(f, f->plain, "", "plain_one");
     run_mpi(f, 4, f->plain, "--stages 2 --micro-batches 4", "hybrid_mb4");
     bool bitwise;
@@ -158,7 +125,7 @@ static void hybrid_micro_batches(void **state)
 static void budget_too_small(void **state)
 {
     if (!dist_available()) skip();
-    fixture *f = *state;
+    dist_fixture *f = *state;
     int rc = run_mpi_rc(f, 2, f->mixed, "--stages 2 --micro-batches 4 --budget 1MiB", "small");
     char out[1100], err[1100];
     snprintf(out, sizeof out, "%s/small.out", f->dir);
@@ -177,10 +144,10 @@ static void budget_too_small(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(gpipe_equals_accumulation, setup, teardown),
-        cmocka_unit_test_setup_teardown(resume_with_micro_batches, setup, teardown),
-        cmocka_unit_test_setup_teardown(hybrid_micro_batches, setup, teardown),
-        cmocka_unit_test_setup_teardown(budget_too_small, setup, teardown),
+        cmocka_unit_test_setup_teardown(gpipe_equals_accumulation, dist_setup, dist_teardown),
+        cmocka_unit_test_setup_teardown(resume_with_micro_batches, dist_setup, dist_teardown),
+        cmocka_unit_test_setup_teardown(hybrid_micro_batches, dist_setup, dist_teardown),
+        cmocka_unit_test_setup_teardown(budget_too_small, dist_setup, dist_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -121,4 +121,39 @@ static const char dist_plain_model[] = "[net]\nname=plain\ninput=3x16x16\nclasse
                                        "[fc1]\ntype=fc\noutputs=32\n[relu3]\ntype=relu\n"
                                        "[fc2]\ntype=fc\noutputs=classes\n[loss]\ntype=softmax\n";
 
+/* Batch norm, a residual add and dropout; stage=1 starts the second stage at conv3. */
+static const char dist_mixed_model[] = "[net]\nname=mixed\ninput=3x16x16\nclasses=10\n"
+                                       "[conv1]\ntype=conv\nfilters=8\nsize=3\npad=1\nbias=0\n[bn1]\ntype=batchnorm\n"
+                                       "[relu1]\ntype=relu\n[conv2]\ntype=conv\nfilters=8\nsize=3\npad=1\n"
+                                       "[bn2]\ntype=batchnorm\n[add]\ntype=add\ninput=relu1,bn2\n[relu2]\ntype=relu\n"
+                                       "[pool1]\ntype=maxpool\nsize=2\n"
+                                       "[conv3]\ntype=conv\nfilters=16\nsize=3\npad=1\nstage=1\n[relu3]\ntype=relu\n"
+                                       "[pool2]\ntype=avgpool\nsize=2\n[flatten]\ntype=flatten\n"
+                                       "[drop]\ntype=dropout\np=0.3\n[fc]\ntype=fc\noutputs=classes\n[loss]\ntype=softmax\n";
+
+/* A scratch directory holding both models as files. */
+typedef struct dist_fixture {
+    char dir[512];
+    char plain[1024], mixed[1024];
+} dist_fixture;
+
+static inline int dist_setup(void **state)
+{
+    dist_fixture *f = calloc(1, sizeof *f);
+    if (!f) return -1;
+    vt_tmpdir(f->dir, sizeof f->dir);
+    vt_write_file(f->dir, "plain.cfg", dist_plain_model, strlen(dist_plain_model), f->plain, sizeof f->plain);
+    vt_write_file(f->dir, "mixed.cfg", dist_mixed_model, strlen(dist_mixed_model), f->mixed, sizeof f->mixed);
+    *state = f;
+    return 0;
+}
+
+static inline int dist_teardown(void **state)
+{
+    dist_fixture *f = *state;
+    vt_rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
 #endif

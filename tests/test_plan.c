@@ -119,16 +119,6 @@ static vdnn_graph_t *parse(const char *text, const char *name)
     return g;
 }
 
-static vdnn_graph_t *load_zoo(const char *name)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/models/%s.cfg", VDNN_SOURCE_DIR, name);
-    vdnn_graph_t *g = NULL;
-    vdnn_error err;
-    vt_assert_ok(vdnn_graph_load(path, &g, &err), err);
-    return g;
-}
-
 static vdnn_plan_t *plan_of(vdnn_graph_t *g, vdnn_backend_t *be, vdnn_policy pol, bool training, size_t variable_base,
                             vdnn_op_info **info_out)
 {
@@ -830,7 +820,7 @@ static void test_zoo(void **state)
     for (size_t i = 0; i < sizeof zoo / sizeof zoo[0]; i++) {
         if (quick() && strcmp(zoo[i].name, "lenet") && strcmp(zoo[i].name, "resnet18") && strcmp(zoo[i].name, "googlenet"))
             continue;
-        vdnn_graph_t *g = load_zoo(zoo[i].name);
+        vdnn_graph_t *g = vt_load_zoo(zoo[i].name);
         vdnn_error err;
         vt_assert_ok(vdnn_graph_resolve(g, (vdnn_shape){zoo[i].n, zoo[i].c, zoo[i].h, zoo[i].w}, 10, &err), err);
         double frag = check_all_policies(g, f->be);
@@ -969,13 +959,13 @@ static void test_um(void **state)
     }
     static const zoo_size zoo[] = {{"lenet", 8, 1, 28, 28}, {"resnet18", 2, 3, 32, 32}, {"googlenet", 2, 3, 32, 32}};
     for (size_t i = 0; i < sizeof zoo / sizeof zoo[0]; i++) {
-        vdnn_graph_t *g = load_zoo(zoo[i].name);
+        vdnn_graph_t *g = vt_load_zoo(zoo[i].name);
         vt_assert_ok(vdnn_graph_resolve(g, (vdnn_shape){zoo[i].n, zoo[i].c, zoo[i].h, zoo[i].w}, 10, &err), err);
         check_um(g, f->be);
         vdnn_graph_free(g);
     }
     /* Evaluation keeps everything, whatever the policy; and the name round-trips, at the end of the list. */
-    vdnn_graph_t *g = load_zoo("lenet");
+    vdnn_graph_t *g = vt_load_zoo("lenet");
     vt_assert_ok(vdnn_graph_resolve(g, (vdnn_shape){8, 1, 28, 28}, 10, &err), err);
     vdnn_plan_t *pe = plan_of(g, f->be, VDNN_POLICY_UM, false, 0, NULL);
     assert_int_equal(pe->policy, VDNN_POLICY_NONE);

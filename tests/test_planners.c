@@ -58,16 +58,6 @@ static double cpu_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static vdnn_graph_t *load_model(const char *name)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/models/%s.cfg", VDNN_SOURCE_DIR, name);
-    vdnn_graph_t *g = NULL;
-    vdnn_error err;
-    vt_assert_ok(vdnn_graph_load(path, &g, &err), err);
-    return g;
-}
-
 /* Roofline estimates: an H100-like device on PCIe gen5, and a slow device on a slow link. */
 static void estimate(const vdnn_graph_t *g, bool slow, vdnn_profile *prof)
 {
@@ -274,7 +264,7 @@ static void env_open(train_env *e, const net_case *nc)
     vdnn_error err;
     memset(e, 0, sizeof *e);
     e->nc = nc;
-    e->g = load_model(nc->model);
+    e->g = vt_load_zoo(nc->model);
     vt_assert_ok(vdnn_graph_resolve(e->g, (vdnn_shape){nc->batch, nc->c, nc->h, nc->w}, 10, &err), err);
     estimate(e->g, false, &e->prof);
     vdnn_cpu_options co = {.threads = 1}; /* one thread: no OpenMP barriers to wait at on a busy machine */
@@ -488,7 +478,7 @@ static void test_plan(void **state)
 {
     const net_case *nc = *state;
     double t0 = now();
-    vdnn_graph_t *g = load_model(nc->model);
+    vdnn_graph_t *g = vt_load_zoo(nc->model);
     vdnn_backend_t *be = NULL;
     vdnn_error err;
     vdnn_cpu_options co = {.threads = 1};

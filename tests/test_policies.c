@@ -40,16 +40,6 @@ static bool quick(void)
     return q && *q && strcmp(q, "0");
 }
 
-static vdnn_graph_t *load_model(const char *name)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/models/%s.cfg", VDNN_SOURCE_DIR, name);
-    vdnn_graph_t *g = NULL;
-    vdnn_error err;
-    vt_assert_ok(vdnn_graph_load(path, &g, &err), err);
-    return g;
-}
-
 static void config(const net_case *nc, vdnn_policy pol, size_t budget, bool poison, vdnn_net_config *cfg)
 {
     vdnn_net_config_default(cfg);
@@ -162,7 +152,7 @@ static void run_case(const net_case *nc)
 {
     double t0 = now();
     vdnn_error err;
-    vdnn_graph_t *g = load_model(nc->model);
+    vdnn_graph_t *g = vt_load_zoo(nc->model);
     vdnn_backend_t *be = NULL;
     /* One compute thread: the policies must agree bit for bit at any thread count, and on a loaded
      * two-core machine idle OpenMP workers spinning beside the copy threads cost minutes. */

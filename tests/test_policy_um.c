@@ -94,16 +94,6 @@ typedef struct model {
 
 static const model lenet = {"lenet", {8, 1, 28, 28}, 3};
 
-static vdnn_graph_t *load(const char *name)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/models/%s.cfg", VDNN_SOURCE_DIR, name);
-    vdnn_graph_t *g = NULL;
-    vdnn_error err;
-    vt_assert_ok(vdnn_graph_load(path, &g, &err), err);
-    return g;
-}
-
 static void config(const model *m, vdnn_policy pol, vdnn_net_config *cfg)
 {
     vdnn_net_config_default(cfg);
@@ -126,7 +116,7 @@ typedef struct result {
 static void train(vdnn_backend_t *be, const model *m, vdnn_policy pol, bool poison, result *r)
 {
     vdnn_error err;
-    vdnn_graph_t *g = load(m->name);
+    vdnn_graph_t *g = vt_load_zoo(m->name);
     vdnn_net_config cfg;
     config(m, pol, &cfg);
     cfg.poison = poison;
@@ -170,7 +160,7 @@ static void test_cpu_refuses_um(void **state)
 {
     vdnn_backend_t *be = cpu_backend();
     assert_null(be->ops->managed_alloc);
-    vdnn_graph_t *g = load("lenet");
+    vdnn_graph_t *g = vt_load_zoo("lenet");
     vdnn_net_config cfg;
     config(&lenet, VDNN_POLICY_UM, &cfg);
     vdnn_net_t *net = (vdnn_net_t *)&net;
@@ -215,7 +205,7 @@ static void test_um_trains_like_none(void **state)
 static void test_um_oversubscription(void **state)
 {
     vdnn_error err;
-    vdnn_graph_t *g = load("lenet");
+    vdnn_graph_t *g = vt_load_zoo("lenet");
     vdnn_net_config cfg;
     config(&lenet, VDNN_POLICY_UM, &cfg);
     /* What the net needs, from a run with room to spare. */

@@ -120,6 +120,35 @@ static void check_memory(const vdnn_plan_t *p, const vdnn_timeline *t)
 
 static const double chain_fwd[] = {0, 1, 1, 1, 0}, chain_bwd[] = {0, 2, 2, 2, 0};
 
+/* The chain under vDNN_all, simulated with copies of copy_s (latency_s of it latency) and compute slowed by
+ * `slowdown` while a copy is queued. */
+typedef struct chain_run {
+    vdnn_graph_t *g;
+    vdnn_op_info *info;
+    vdnn_plan_t *p;
+    vdnn_profile prof;
+    vdnn_timeline t;
+} chain_run;
+
+static void chain_all(double copy_s, double latency_s, double slowdown, chain_run *r)
+{
+    r->g = graph(chain_text, 1);
+    r->info = infos(r->g);
+    r->p = plan(r->g, r->info, VDNN_POLICY_ALL);
+    profile(r->g, chain_fwd, chain_bwd, copy_s, latency_s, 1 * MS, &r->prof);
+    r->prof.copy_slowdown = slowdown;
+    simulate(r->p, r->g, &r->prof, &r->t);
+}
+
+static void chain_release(chain_run *r)
+{
+    vdnn_timeline_release(&r->t);
+    vdnn_profile_release(&r->prof);
+    vdnn_plan_free(r->p);
+    free(r->info);
+    vdnn_graph_free(r->g);
+}
+
 /* In-core: compute back to back, no copies. */
 static void test_chain_none(void **state)
 {
@@ -166,13 +195,10 @@ static void test_chain_none(void **state)
  * Iteration 20 ms = 9 ms compute + 11 ms stall; each copy lane busy 9 ms. */
 static void check_chain_all(double latency_s)
 {
-    vdnn_graph_t *g = graph(chain_text, 1);
-    vdnn_op_info *info = infos(g);
-    vdnn_plan_t *p = plan(g, info, VDNN_POLICY_ALL);
-    vdnn_profile prof;
-    profile(g, chain_fwd, chain_bwd, 3 * MS, latency_s, 1 * MS, &prof);
-    vdnn_timeline t;
-    simulate(p, g, &prof, &t);
+    chain_run r;
+    chain_all(3 * MS, latency_s, 0, &r);
+    const vdnn_plan_t *p = r.p;
+    const vdnn_timeline t = r.t;
     assert_near(t.iteration_s, 20 * MS, "iteration");
     assert_near(t.compute_s, 9 * MS, "compute");
     assert_near(t.stall_s, 11 * MS, "stall");
@@ -204,11 +230,7 @@ static void check_chain_all(double latency_s)
     for (int i = 0; i < t.n_spans; i++) stalls += t.spans[i].stall;
     assert_int_equal(stalls, 6);
     check_memory(p, &t);
-    vdnn_timeline_release(&t);
-    vdnn_profile_release(&prof);
-    vdnn_plan_free(p);
-    free(info);
-    vdnn_graph_free(g);
+    chain_release(&r);
 }
 
 static void test_chain_all(void **state)
@@ -228,23 +250,14 @@ static void test_chain_all_latency(void **state)
 static void test_chain_all_hidden(void **state)
 {
     (void)state;
-    vdnn_graph_t *g = graph(chain_text, 1);
-    vdnn_op_info *info = infos(g);
-    vdnn_plan_t *p = plan(g, info, VDNN_POLICY_ALL);
-    vdnn_profile prof;
-    profile(g, chain_fwd, chain_bwd, 0.5 * MS, 0, 1 * MS, &prof);
-    vdnn_timeline t;
-    simulate(p, g, &prof, &t);
+    chain_run r;
+    chain_all(0.5 * MS, 0, 0, &r);
     /* The prefetch of conv2 is issued at the softmax's backward, which takes no time: its 0.5 ms
      * are the only copy the compute lane must wait for. */
-    assert_near(t.stall_s, 0.5 * MS, "stall");
-    assert_near(t.iteration_s, 9.5 * MS, "iteration");
-    assert_near(t.d2h_s, 1.5 * MS, "d2h busy");
-    vdnn_timeline_release(&t);
-    vdnn_profile_release(&prof);
-    vdnn_plan_free(p);
-    free(info);
-    vdnn_graph_free(g);
+    assert_near(r.t.stall_s, 0.5 * MS, "stall");
+    assert_near(r.t.iteration_s, 9.5 * MS, "iteration");
+    assert_near(r.t.d2h_s, 1.5 * MS, "d2h busy");
+    chain_release(&r);
 }
 
 /* vDNN_all on the chain where compute runs at half speed while a copy is queued (copy_slowdown 1):
@@ -256,30 +269,20 @@ static void test_chain_all_hidden(void **state)
 static void test_chain_all_contention(void **state)
 {
     (void)state;
-    vdnn_graph_t *g = graph(chain_text, 1);
-    vdnn_op_info *info = infos(g);
-    vdnn_plan_t *p = plan(g, info, VDNN_POLICY_ALL);
-    vdnn_profile prof;
-    profile(g, chain_fwd, chain_bwd, 3 * MS, 0, 1 * MS, &prof);
-    prof.copy_slowdown = 1.0;
-    vdnn_timeline t;
-    simulate(p, g, &prof, &t);
-    assert_near(t.iteration_s, 21 * MS, "iteration");
-    assert_near(t.compute_s, 15 * MS, "compute");
-    assert_near(t.stall_s, 6 * MS, "stall");
-    const vdnn_span *s = find_span(&t, "fwd conv1");
+    chain_run r;
+    chain_all(3 * MS, 0, 1.0, &r);
+    assert_near(r.t.iteration_s, 21 * MS, "iteration");
+    assert_near(r.t.compute_s, 15 * MS, "compute");
+    assert_near(r.t.stall_s, 6 * MS, "stall");
+    const vdnn_span *s = find_span(&r.t, "fwd conv1");
     assert_near(s->end, 2 * MS, "fwd conv1 end");
-    s = find_span(&t, "bwd conv3");
+    s = find_span(&r.t, "bwd conv3");
     assert_near(s->start, 12 * MS, "bwd conv3 start");
     assert_near(s->end, 15.5 * MS, "bwd conv3 end");
-    s = find_span(&t, "bwd conv1");
+    s = find_span(&r.t, "bwd conv1");
     assert_near(s->start, 19 * MS, "bwd conv1 start");
     assert_near(s->end, 21 * MS, "bwd conv1 end");
-    vdnn_timeline_release(&t);
-    vdnn_profile_release(&prof);
-    vdnn_plan_free(p);
-    free(info);
-    vdnn_graph_free(g);
+    chain_release(&r);
 }
 
 static const double diamond_fwd[] = {0, 1, 2, 3, 0.5, 0}, diamond_bwd[] = {0, 2, 4, 6, 0.25, 0};
@@ -342,10 +345,7 @@ static void test_zoo_consistency(void **state)
     vdnn_cpu_options co = {.threads = 1};
     vt_assert_ok(vdnn_backend_cpu_create(&co, &be, &err), err);
     for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/models/%s.cfg", VDNN_SOURCE_DIR, models[m]);
-        vdnn_graph_t *g = NULL;
-        vt_assert_ok(vdnn_graph_load(path, &g, &err), err);
+        vdnn_graph_t *g = vt_load_zoo(models[m]);
         vdnn_shape in = m == 0 ? (vdnn_shape){8, 1, 28, 28} : (vdnn_shape){8, 3, 32, 32};
         vt_assert_ok(vdnn_graph_resolve(g, in, 10, &err), err);
         vdnn_op_info *info = calloc((size_t)g->n_layers, sizeof *info);

@@ -49,3 +49,13 @@ void vt_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi)
         x[i] = lo + (hi - lo) * (float)((double)(s >> 11) / 9007199254740992.0);
     }
 }
+
+vdnn_graph_t *vt_load_zoo(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/models/%s.cfg", VDNN_SOURCE_DIR, name);
+    vdnn_graph_t *g = NULL;
+    vdnn_error err;
+    vt_assert_ok(vdnn_graph_load(path, &g, &err), err);
+    return g;
+}

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "core/error.h"
+#include "graph/graph.h"
 
 /* Creates a fresh directory under $TMPDIR (or /tmp) and writes its path into buf. */
 void vt_tmpdir(char *buf, size_t len);
@@ -19,6 +20,9 @@ void vt_rmdir(const char *dir);
 void vt_write_file(const char *dir, const char *name, const void *data, size_t len, char *out, size_t outlen);
 /* Uniform floats in [lo, hi) from a seeded generator. */
 void vt_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi);
+
+/* Loads models/NAME.cfg from the source tree (the zoo), failing the test if it does not load. */
+vdnn_graph_t *vt_load_zoo(const char *name);
 
 /* Asserts that a call failed with `expect` and that the message contains `needle`. */
 #define vt_assert_error(st, err, expect, needle)                                              \
