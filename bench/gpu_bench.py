@@ -28,6 +28,8 @@ import os
 import re
 import subprocess
 import sys
+
+from batch_search import largest_batch
 import time
 
 RATIO_KEYS = ("incore_ratio", "budget50_vs_pytorch", "budget25_vs_pytorch", "budget50_vs_incore", "max_batch_ratio",
@@ -262,24 +264,7 @@ class Bench:
                 return cache[b]
 
             g = a.maxb_granularity
-            good, bad, b = 0, None, a.maxb_start
-            while b <= a.maxb_cap and self.left() > 30:
-                if feasible(b):
-                    good, b = b, b * 2
-                else:
-                    bad = b
-                    break
-            while bad is not None and bad - good > g and self.left() > 30:
-                mid = (good + bad) // 2
-                mid -= mid % g
-                if mid <= good:
-                    mid = good + g
-                if mid >= bad:
-                    break
-                if feasible(mid):
-                    good = mid
-                else:
-                    bad = mid
+            good, bad = largest_batch(a.maxb_start, g, feasible, lambda: self.left() > 30, cap=a.maxb_cap)
             V["plan_max_batch"] = good
             self.save()
         # PyTorch's search before vdnn's confirmation runs, which are the slow part (pinned host memory).

@@ -36,6 +36,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from batch_search import largest_batch
+
 
 def log(*a):
     print("gpu_torch:", *a, file=sys.stderr, flush=True)
@@ -266,26 +268,7 @@ def cmd_maxbatch(a):
         return len(trials) < a.max_trials and time.perf_counter() - t_start < a.max_seconds
 
     g = max(1, a.granularity)
-    good, bad = 0, None
-    b = a.start
-    while budget_left():
-        if attempt(b):
-            good = b
-            b *= 2
-        else:
-            bad = b
-            break
-    while bad is not None and bad - good > g and budget_left():
-        mid = (good + bad) // 2
-        mid -= mid % g
-        if mid <= good:
-            mid = good + g
-        if mid >= bad:
-            break
-        if attempt(mid):
-            good = mid
-        else:
-            bad = mid
+    good, bad = largest_batch(a.start, g, attempt, budget_left)
     done = bad is not None and bad - good <= g
     print(json.dumps({"model": a.model, "input": a.input, "classes": a.classes, "params": tr.params,
                       "max_batch": good, "first_failing_batch": bad, "converged": done, "granularity": g,
