@@ -260,6 +260,23 @@ static void test_chain_all_hidden(void **state)
     chain_release(&r);
 }
 
+/* A link that is fast alone but slow while layers compute (the profile's busy models): copies take the
+ * busy time, 3 ms, and the timeline is the 3 ms one of test_chain_all, not the hidden one. */
+static void test_chain_all_busy_link(void **state)
+{
+    (void)state;
+    chain_run r;
+    chain_all(0.5 * MS, 0, 0, &r);
+    r.prof.d2h_busy = r.prof.h2d_busy = (vdnn_copy_model){0, 16 / (3 * MS)};
+    vdnn_timeline_release(&r.t);
+    simulate(r.p, r.g, &r.prof, &r.t);
+    assert_near(r.t.iteration_s, 20 * MS, "iteration");
+    assert_near(r.t.stall_s, 11 * MS, "stall");
+    assert_near(r.t.d2h_s, 9 * MS, "d2h busy");
+    assert_near(r.t.h2d_s, 9 * MS, "h2d busy");
+    chain_release(&r);
+}
+
 /* vDNN_all on the chain where compute runs at half speed while a copy is queued (copy_slowdown 1):
  *   fwd conv1 0-2 under data's copy (0-3), stall 2-3; conv2 3-5, stall 5-6; conv3 6-8, stall 8-9
  *   conv2 back 9-12: stall 9-12; bwd conv3 from 12 under conv1's copy back (12-15): 3 ms at half speed
@@ -649,7 +666,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chain_none),   cmocka_unit_test(test_chain_all),   cmocka_unit_test(test_chain_all_latency),
-        cmocka_unit_test(test_chain_all_hidden), cmocka_unit_test(test_chain_all_contention), cmocka_unit_test(test_diamond), cmocka_unit_test(test_zoo_consistency),
+        cmocka_unit_test(test_chain_all_hidden), cmocka_unit_test(test_chain_all_contention), cmocka_unit_test(test_chain_all_busy_link), cmocka_unit_test(test_diamond), cmocka_unit_test(test_zoo_consistency),
         cmocka_unit_test(test_errors),       cmocka_unit_test(test_trace),       cmocka_unit_test(test_svg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

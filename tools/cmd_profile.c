@@ -14,7 +14,9 @@ static const char profile_usage[] =
     "rate 0, under a safe plan (--policy, default none), and times every layer's forward and backward\n"
     "(medians), the batch upload, gradient accumulation, and copies of 64 KiB and up in each direction\n"
     "(fitted to latency + bytes / bandwidth). Where the backend offers several convolution algorithms,\n"
-    "each is timed on K steps of a net of its own. The profile names the device, model, batch and input; the\n"
+    "each is timed on K steps of a net of its own. Then K steps of a plan that swaps every saved map (no\n"
+    "budget) measure the link while layers compute and how much the copies slow the layers: on the CPU\n"
+    "backend the copy threads share the cores. The profile names the device, model, batch and input; the\n"
     "planners (`--policy recompute|dyn|pooch|auto --profile FILE` on plan, simulate, plot and train) use it.\n"
     "Profile with the --no-tf32 / --deterministic settings the training will use: they change the times.\n"
     "--allow-oversubscribe: see vdnn train --help (policy um).\n" CLI_DEVICE_USAGE;
@@ -82,6 +84,8 @@ int vdnn_cmd_profile(int argc, char **argv)
     vdnn_net_free(net);
     net = NULL;
     if (rc == VDNN_OK) rc = vdnn_profile_measure_algos(g, be, &cfg, images, labels, (int)k, &prof, &err);
+    bool busy = false;
+    if (rc == VDNN_OK) rc = vdnn_profile_measure_busy(g, be, &cfg, images, labels, (int)k, &prof, &busy, &err);
     if (rc == VDNN_OK) rc = vdnn_profile_write(out, &prof, &err);
     if (rc == VDNN_OK) {
         double fwd = 0, bwd = 0;
@@ -92,14 +96,21 @@ int vdnn_cmd_profile(int argc, char **argv)
         if (o.json)
             printf("{\"profile\": \"%s\", \"device\": \"%s\", \"model\": \"%s\", \"batch\": %d, \"forward_s\": %.6f, "
                    "\"backward_s\": %.6f, \"d2h_bytes_per_s\": %.6g, \"h2d_bytes_per_s\": %.6g, \"d2h_latency_s\": %.6g, "
-                   "\"h2d_latency_s\": %.6g}\n",
+                   "\"h2d_latency_s\": %.6g, \"d2h_busy_bytes_per_s\": %.6g, \"h2d_busy_bytes_per_s\": %.6g, "
+                   "\"copy_compute_slowdown\": %.6g}\n",
                    out, prof.device, g->name, in.n, fwd, bwd, prof.d2h.bytes_per_s, prof.h2d.bytes_per_s,
-                   prof.d2h.latency_s, prof.h2d.latency_s);
+                   prof.d2h.latency_s, prof.h2d.latency_s, vdnn_profile_link(&prof, true)->bytes_per_s,
+                   vdnn_profile_link(&prof, false)->bytes_per_s, prof.copy_slowdown);
         else
             printf("profile of %s at batch %d on %s written to %s: forward %.3f ms, backward %.3f ms, link d2h %.2f GB/s "
                    "(latency %.1f us), h2d %.2f GB/s (latency %.1f us)\n",
                    g->name, in.n, prof.device, out, fwd * 1e3, bwd * 1e3, prof.d2h.bytes_per_s / 1e9,
                    prof.d2h.latency_s * 1e6, prof.h2d.bytes_per_s / 1e9, prof.h2d.latency_s * 1e6);
+        if (!o.json && busy)
+            printf("while layers compute: link d2h %.2f GB/s, h2d %.2f GB/s; layers beside a copy %.1f%% slower\n",
+                   prof.d2h_busy.bytes_per_s / 1e9, prof.h2d_busy.bytes_per_s / 1e9, 100 * prof.copy_slowdown);
+        else if (!o.json)
+            printf("the link while layers compute was not measured (no plan swapping every map could be made)\n");
     }
     free(images);
     free(labels);

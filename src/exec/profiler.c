@@ -136,62 +136,148 @@ static vdnn_status measure_layers(vdnn_net_t *net, const float *images, const in
     return rc;
 }
 
-#define CONTENTION_COPY_BYTES ((size_t)32 << 20)
-#define CONTENTION_MAX_COPIES 4096
-
-/* Compute seconds (forward and backward spans) of one recorded step. */
-static vdnn_status step_compute(vdnn_net_t *net, const float *images, const int32_t *labels, double *seconds,
-                                vdnn_error *err)
+/* Seconds of [start, end) covered by the union of the copy spans (sorted by start). */
+static double copy_overlap(const vdnn_span *const *copies, int n, double start, double end)
 {
+    double covered = 0, reach = start;
+    for (int i = 0; i < n && copies[i]->start < end; i++) {
+        double a = copies[i]->start > reach ? copies[i]->start : reach;
+        double b = copies[i]->end < end ? copies[i]->end : end;
+        if (b > a) {
+            covered += b - a;
+            reach = b;
+        }
+    }
+    return covered;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    double x = (*(const vdnn_span *const *)a)->start, y = (*(const vdnn_span *const *)b)->start;
+    return (x > y) - (x < y);
+}
+
+/* What one recorded step of a swapping run says: each copy's bytes and seconds per direction, and each
+ * layer span's time against the profile's, with the share of it that copies overlapped. */
+typedef struct busy_fit {
+    size_t *bytes[2];
+    double *secs[2];
+    int n[2], cap[2];
+    double quiet_d, quiet_base; /* spans no copy overlapped: this run's speed against the profile's */
+    double loud_d, loud_base, loud_f; /* spans copies overlapped; loud_f: base x overlapped share */
+} busy_fit;
+
+static vdnn_status fit_step(const vdnn_net_t *net, const vdnn_timeline *tl, const vdnn_profile *out, busy_fit *f,
+                            vdnn_error *err)
+{
+    const vdnn_plan_t *plan = net->plan_train;
+    const vdnn_span **copies = calloc((size_t)tl->n_spans + 1, sizeof *copies);
+    if (!copies) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "profile: out of memory");
+    int nc = 0;
+    for (int k = 0; k < tl->n_spans; k++) {
+        const vdnn_span *sp = &tl->spans[k];
+        if (sp->lane == VDNN_LANE_COMPUTE) continue;
+        copies[nc++] = sp;
+        int d = sp->lane == VDNN_LANE_H2D;
+        if (f->n[d] == f->cap[d]) {
+            int c = f->cap[d] ? 2 * f->cap[d] : 256;
+            size_t *nb = realloc(f->bytes[d], (size_t)c * sizeof *nb);
+            if (nb) f->bytes[d] = nb;
+            double *ns = realloc(f->secs[d], (size_t)c * sizeof *ns);
+            if (ns) f->secs[d] = ns;
+            if (!nb || !ns) {
+                free(copies);
+                return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "profile: out of memory");
+            }
+            f->cap[d] = c;
+        }
+        f->bytes[d][f->n[d]] = plan->st[plan->actions[sp->action].a].bytes;
+        f->secs[d][f->n[d]++] = sp->end - sp->start;
+    }
+    qsort(copies, (size_t)nc, sizeof *copies, by_start);
+    for (int k = 0; k < tl->n_spans; k++) {
+        const vdnn_span *sp = &tl->spans[k];
+        if (sp->lane != VDNN_LANE_COMPUTE || (sp->kind != VDNN_SPAN_FWD && sp->kind != VDNN_SPAN_BWD)) continue;
+        int l = plan->steps[sp->step].layer;
+        double d = sp->end - sp->start, base = sp->kind == VDNN_SPAN_FWD ? out->fwd_s[l] : out->bwd_s[l];
+        if (!(d > 0) || !(base > 0)) continue;
+        double share = copy_overlap(copies, nc, sp->start, sp->end) / d;
+        if (share < 0.05) {
+            f->quiet_d += d;
+            f->quiet_base += base;
+        } else {
+            f->loud_d += d;
+            f->loud_base += base;
+            f->loud_f += base * share;
+        }
+    }
+    free(copies);
+    return VDNN_OK;
+}
+
+/* A copy model for a busy link: the least-squares fit, or, where the sizes were too alike for a slope, the
+ * idle latency and the mean rate of the rest. */
+static vdnn_copy_model busy_model(const size_t *bytes, const double *secs, int n, const vdnn_copy_model *idle)
+{
+    vdnn_copy_model m = vdnn_copy_model_fit(bytes, secs, n);
+    if (m.bytes_per_s > 0 && m.latency_s >= 0) return m;
+    double b = 0, t = 0;
+    for (int i = 0; i < n; i++) {
+        b += (double)bytes[i];
+        t += secs[i] > idle->latency_s ? secs[i] - idle->latency_s : 0;
+    }
+    return t > 0 ? (vdnn_copy_model){idle->latency_s, b / t} : (vdnn_copy_model){0, 0};
+}
+
+vdnn_status vdnn_profile_measure_busy(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_config *cfg,
+                                      const float *images, const int32_t *labels, int iterations, vdnn_profile *out,
+                                      bool *measured, vdnn_error *err)
+{
+    *measured = false;
+    if (!be->ops->now || !be->ops->event_time) return VDNN_OK;
+    vdnn_net_config c = *cfg;
+    c.policy = VDNN_POLICY_ALL;
+    c.budget = SIZE_MAX;
+    c.profile = NULL;
+    c.poison = false;
+    vdnn_net_t *net = NULL;
+    vdnn_status rc = vdnn_net_create(g, be, &c, &net, err);
+    if (rc == VDNN_ERR_BUDGET || rc == VDNN_ERR_NO_MEMORY) {
+        /* No room to swap everything here: plans use the idle link and no slowdown. */
+        vdnn_error_clear(err);
+        return VDNN_OK;
+    }
+    if (rc) return rc;
+    busy_fit f;
+    memset(&f, 0, sizeof f);
     vdnn_timeline tl;
     memset(&tl, 0, sizeof tl);
     float loss;
-    net->rec.tl = &tl;
-    vdnn_status rc = vdnn_net_train_step(net, images, labels, 0.0f, &loss, err);
-    net->rec.tl = NULL;
-    *seconds = 0;
-    for (int k = 0; !rc && k < tl.n_spans; k++) {
-        const vdnn_span *sp = &tl.spans[k];
-        if (sp->lane == VDNN_LANE_COMPUTE && !sp->stall && (sp->kind == VDNN_SPAN_FWD || sp->kind == VDNN_SPAN_BWD))
-            *seconds += sp->end - sp->start;
+    rc = vdnn_net_train_step(net, images, labels, 0.0f, &loss, err);
+    for (int it = 0; !rc && it < (iterations < 1 ? 1 : iterations); it++) {
+        vdnn_timeline_release(&tl);
+        memset(&tl, 0, sizeof tl);
+        net->rec.tl = &tl;
+        rc = vdnn_net_train_step(net, images, labels, 0.0f, &loss, err);
+        net->rec.tl = NULL;
+        if (!rc) rc = fit_step(net, &tl, out, &f, err);
     }
     vdnn_timeline_release(&tl);
-    return rc;
-}
-
-/* How much longer compute takes while copies run: steps alone and steps under a stream of device-to-host
- * copies that lasts the whole step (the median of each, over `iterations` pairs). */
-static vdnn_status measure_contention(vdnn_net_t *net, const float *images, const int32_t *labels, int iterations,
-                                      vdnn_profile *out, vdnn_error *err)
-{
-    vdnn_backend_t *be = net->be;
-    double step_s = out->load_s + out->update_s;
-    for (int l = 1; l < out->n_layers; l++) step_s += out->fwd_s[l] + out->bwd_s[l];
-    const double copy_s = vdnn_copy_seconds(&out->d2h, CONTENTION_COPY_BYTES);
-    int n = copy_s > 0 ? (int)(1.5 * step_s / copy_s) + 1 : 1;
-    if (n > CONTENTION_MAX_COPIES) n = CONTENTION_MAX_COPIES;
-    void *dev = NULL, *host = NULL;
-    double *alone = calloc((size_t)iterations, sizeof(double)), *busy = calloc((size_t)iterations, sizeof(double));
-    vdnn_status rc = alone && busy ? VDNN_OK : vdnn_fail(err, VDNN_ERR_NO_MEMORY, "profile: out of memory");
-    if (!rc) rc = be->ops->dev_alloc(be, CONTENTION_COPY_BYTES, &dev, err);
-    if (!rc) rc = be->ops->host_alloc(be, CONTENTION_COPY_BYTES, &host, err);
-    if (!rc) rc = be->ops->fill(be, dev, 0.0f, CONTENTION_COPY_BYTES / sizeof(float), err);
-    for (int it = 0; !rc && it < iterations; it++) {
-        rc = step_compute(net, images, labels, &alone[it], err);
-        for (int c = 0; !rc && c < n; c++)
-            rc = be->ops->copy_async(be, VDNN_QUEUE_D2H, host, dev, CONTENTION_COPY_BYTES, VDNN_COPY_D2H, err);
-        if (!rc) rc = step_compute(net, images, labels, &busy[it], err);
-        vdnn_status rs = be->ops->sync_all(be, rc ? NULL : err);
-        if (!rc) rc = rs;
+    vdnn_net_free(net);
+    if (!rc && f.n[0] && f.n[1]) {
+        out->d2h_busy = busy_model(f.bytes[0], f.secs[0], f.n[0], &out->d2h);
+        out->h2d_busy = busy_model(f.bytes[1], f.secs[1], f.n[1], &out->h2d);
+        /* Layers that ran beside no copy tell how this run's speed differs from the profile's for other
+         * reasons (clock, caches); only what is left over is the copies' doing. */
+        double drift = f.quiet_base > 0.1 * (f.quiet_base + f.loud_base) ? f.quiet_d / f.quiet_base : 1.0;
+        double s = f.loud_f > 0 ? (f.loud_d - drift * f.loud_base) / f.loud_f : 0;
+        out->copy_slowdown = s > 0 ? (s < 4 ? s : 4) : 0;
+        *measured = true;
     }
-    if (!rc) {
-        double a = vdnn_median(alone, iterations), b = vdnn_median(busy, iterations);
-        out->copy_slowdown = a > 0 && b > a ? b / a - 1 : 0;
+    for (int d = 0; d < 2; d++) {
+        free(f.bytes[d]);
+        free(f.secs[d]);
     }
-    if (dev) be->ops->dev_free(be, dev);
-    if (host) be->ops->host_free(be, host);
-    free(alone);
-    free(busy);
     return rc;
 }
 
@@ -200,7 +286,6 @@ vdnn_status vdnn_profile_measure(vdnn_net_t *net, const float *images, const int
 {
     vdnn_status rc = measure_layers(net, images, labels, iterations, out, err);
     if (!rc) rc = vdnn_profile_measure_link(net->be, max_copy_bytes, out, err);
-    if (!rc) rc = measure_contention(net, images, labels, iterations, out, err);
     return rc;
 }
 

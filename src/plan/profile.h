@@ -3,6 +3,7 @@
 #ifndef VDNN_PLAN_PROFILE_H
 #define VDNN_PLAN_PROFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/error.h"
@@ -30,9 +31,12 @@ typedef struct vdnn_profile {
     double load_s;            /* uploading one batch */
     double update_s;          /* the SGD update of all parameters */
     double accum_bytes_per_s; /* gradient accumulation throughput (bytes of the added tensor) */
-    vdnn_copy_model d2h, h2d;
-    double copy_slowdown;     /* compute runs 1 + this times longer while a copy is in flight (the CPU
-                                 backend's copy threads share the cores; a GPU's copy engines barely) */
+    vdnn_copy_model d2h, h2d; /* the link alone */
+    vdnn_copy_model d2h_busy, h2d_busy; /* the link while layers compute, fitted to the copies of a run that
+                                 swaps every map (the CPU backend's copy threads share the cores with the
+                                 layers; a GPU's copy engines barely notice); bytes_per_s 0: not measured */
+    double copy_slowdown;     /* compute runs 1 + this times longer while a copy is in flight, fitted to the
+                                 same run */
     int n_samples;            /* raw copy measurements behind the models */
     size_t *sample_bytes;
     double *sample_d2h_s, *sample_h2d_s;
@@ -42,6 +46,14 @@ typedef struct vdnn_profile {
 static inline double vdnn_copy_seconds(const vdnn_copy_model *m, size_t bytes)
 {
     return bytes ? m->latency_s + (double)bytes / m->bytes_per_s : 0.0;
+}
+
+/* The copy model plans use for copies overlapping compute (nearly all of a plan's): the busy link where it
+ * was measured, the idle one otherwise. */
+static inline const vdnn_copy_model *vdnn_profile_link(const vdnn_profile *p, bool d2h)
+{
+    const vdnn_copy_model *busy = d2h ? &p->d2h_busy : &p->h2d_busy;
+    return busy->bytes_per_s > 0 ? busy : d2h ? &p->d2h : &p->h2d;
 }
 
 /* A layer's times under one of its algorithms. One that was not measured is taken to be 10% slower than

@@ -33,6 +33,11 @@ static vdnn_status check_writable(const char *path, const vdnn_profile *p, vdnn_
         if (!valid_time(m[i]->latency_s) || !(isfinite(m[i]->bytes_per_s) && m[i]->bytes_per_s > 0))
             return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: %s copy model (latency %g s, %g B/s) is not usable", path,
                              i ? "host-to-device" : "device-to-host", m[i]->latency_s, m[i]->bytes_per_s);
+    const vdnn_copy_model *busy[2] = {&p->d2h_busy, &p->h2d_busy};
+    for (int i = 0; i < 2; i++)
+        if (busy[i]->bytes_per_s != 0 && (!valid_time(busy[i]->latency_s) || !(isfinite(busy[i]->bytes_per_s) && busy[i]->bytes_per_s > 0)))
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: %s copy model under compute (latency %g s, %g B/s) is not usable", path,
+                             i ? "host-to-device" : "device-to-host", busy[i]->latency_s, busy[i]->bytes_per_s);
     if (!(isfinite(p->accum_bytes_per_s) && p->accum_bytes_per_s > 0))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: accumulation rate %g B/s must be positive", path, p->accum_bytes_per_s);
     if (p->n_samples < 0 || (p->n_samples && (!p->sample_bytes || !p->sample_d2h_s || !p->sample_h2d_s)))
@@ -57,6 +62,10 @@ static void write_body(FILE *f, const vdnn_profile *p)
     fprintf(f, "  \"copy_compute_slowdown\": %.17g,\n", p->copy_slowdown);
     fprintf(f, "  \"d2h\": {\"latency_s\": %.17g, \"bytes_per_s\": %.17g},\n", p->d2h.latency_s, p->d2h.bytes_per_s);
     fprintf(f, "  \"h2d\": {\"latency_s\": %.17g, \"bytes_per_s\": %.17g},\n", p->h2d.latency_s, p->h2d.bytes_per_s);
+    if (p->d2h_busy.bytes_per_s > 0)
+        fprintf(f, "  \"d2h_busy\": {\"latency_s\": %.17g, \"bytes_per_s\": %.17g},\n", p->d2h_busy.latency_s, p->d2h_busy.bytes_per_s);
+    if (p->h2d_busy.bytes_per_s > 0)
+        fprintf(f, "  \"h2d_busy\": {\"latency_s\": %.17g, \"bytes_per_s\": %.17g},\n", p->h2d_busy.latency_s, p->h2d_busy.bytes_per_s);
     fprintf(f, "  \"samples\": [");
     for (int i = 0; i < p->n_samples; i++)
         fprintf(f, "%s\n    {\"bytes\": %zu, \"d2h_s\": %.17g, \"h2d_s\": %.17g}", i ? "," : "", p->sample_bytes[i],
@@ -263,6 +272,9 @@ vdnn_status vdnn_profile_read(const char *path, const vdnn_graph_t *g, vdnn_prof
         rc = get_num(&r, root, "copy_compute_slowdown", false, &p->copy_slowdown);
     if (!rc) rc = get_copy_model(&r, root, "d2h", &p->d2h);
     if (!rc) rc = get_copy_model(&r, root, "h2d", &p->h2d);
+    /* Optional: the link under compute, where a swapping run measured it. */
+    if (!rc && vdnn_json_get(root, "d2h_busy")) rc = get_copy_model(&r, root, "d2h_busy", &p->d2h_busy);
+    if (!rc && vdnn_json_get(root, "h2d_busy")) rc = get_copy_model(&r, root, "h2d_busy", &p->h2d_busy);
     if (!rc) rc = read_samples(&r, root, p);
     if (!rc) rc = read_layers(&r, root, g, p);
     vdnn_json_free(root);

@@ -118,7 +118,7 @@ static vdnn_status copy(sim *s, const vdnn_action *a, int si, int ai)
     if (a->event < 0 || a->event >= plan->n_events) return bad_action(s, si, ai, "copy records event", a->event);
     bool out = a->kind == VDNN_ACT_OFFLOAD;
     vdnn_lane lane = out ? VDNN_LANE_D2H : VDNN_LANE_H2D;
-    const vdnn_copy_model *m = out ? &s->prof->d2h : &s->prof->h2d;
+    const vdnn_copy_model *m = vdnn_profile_link(s->prof, out);
     /* The executor makes the copy queue wait for a marker recorded on the compute queue. */
     double start = fmax(s->lane_free[VDNN_LANE_COMPUTE], s->lane_free[lane]);
     double end = start + vdnn_copy_seconds(m, plan->st[a->a].bytes);
