@@ -5,7 +5,8 @@
 # profile, the lower bound, and the prediction error. The last line is
 # `auto_overhead_vs_best_other: X`: auto's measured time over the fastest other planner's, worst case.
 # Env: VDNN (binary), NETS ("model:CxHxW:batch ..."), STEPS (training steps per run), LINK (e.g. 16GB/s),
-#      THREADS, FRACTIONS ("0.5 0.25"), OUT (directory for profiles, traces and the raw table).
+#      THREADS, FRACTIONS ("0.5 0.25"), ROUNDS (runs of each plan, interleaved; default 2), OUT (directory for
+#      profiles and the raw table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VDNN=${VDNN:-build/vdnn}
@@ -14,6 +15,7 @@ STEPS=${STEPS:-4}
 LINK=${LINK:-16GB/s}
 THREADS=${THREADS:-$(nproc)}
 FRACTIONS=${FRACTIONS:-"0.5 0.25"}
+ROUNDS=${ROUNDS:-2}
 OUT=${OUT:-$(mktemp -d)}
 POLICIES="none all conv recompute dyn pooch auto"
 [ -x "$VDNN" ] || { echo "planners: $VDNN not built (run make)" >&2; exit 1; }
@@ -22,46 +24,70 @@ json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "link: $LINK emulated per direction, threads: $THREADS, steps per run: $STEPS (median step time, first excluded)"
-printf '%-9s %-11s %5s %-6s %-10s %-9s %11s %11s %11s %8s\n' net input batch budget policy fits measured_ms predicted_ms bound_ms error
+echo "rounds: $ROUNDS (every plan that fits runs once per round, the order reversed each round; measured = median of the rounds)"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 rows="$OUT/rows.txt"
 : > "$rows"
+ms() { python3 -c "print(f'{$1*1e3:.1f}')"; }
+train_s() { # policy budget -> median step seconds
+  "$VDNN" train --model "$net" --data synthetic "${common[@]}" --steps "$STEPS" --threads "$THREADS" --policy "$1" \
+    --budget "$2" --profile "$prof" --link-bandwidth "$LINK" --no-eval --json --device cpu 2>/dev/null | json 'd["step_seconds"]'
+}
 for spec in $NETS; do
   IFS=: read -r net input batch <<<"$spec"
   common=(--input "$input" --batch "$batch" --classes 10)
   peak=$("$VDNN" plan "$net" "${common[@]}" --json | json 'd["peak_device_bytes"]')
   prof="$OUT/$net.profile.json"
   "$VDNN" profile "$net" "${common[@]}" --threads "$THREADS" --link-bandwidth "$LINK" --iterations 3 --out "$prof" \
-    --device cpu >/dev/null 2>&1
-  # In-core reference, unlimited budget.
-  m=$("$VDNN" train --model "$net" --data synthetic "${common[@]}" --steps "$STEPS" --threads "$THREADS" \
-        --link-bandwidth "$LINK" --no-eval --json --device cpu 2>/dev/null | json 'd["step_seconds"]')
-  s=$("$VDNN" simulate "$net" "${common[@]}" --profile "$prof" --json | json 'd["iteration_s"]')
-  printf '%-9s %-11s %5s %-6s %-10s %-9s %11.1f %11.1f %11s %7.1f%%\n' "$net" "$input" "$batch" "100%" incore yes \
-    "$(python3 -c "print($m*1e3)")" "$(python3 -c "print($s*1e3)")" - "$(python3 -c "print(100*($s-$m)/$m)")"
+    --device cpu > "$OUT/$net.profile.txt" 2>&1
+  sed "s/^/# $net profile: /" "$OUT/$net.profile.txt"
+  # The runs: in-core first (unlimited budget), then every planner and budget that fits.
+  runs=("incore 100% none $peak")
+  declare -A sim=()
+  sim["incore 100%"]=$("$VDNN" simulate "$net" "${common[@]}" --profile "$prof" --json | json 'd["iteration_s"]')
   for frac in $FRACTIONS; do
     budget=$(python3 -c "print(int($peak*$frac))")
     pct=$(python3 -c "print(f'{100*$frac:.0f}%')")
     for pol in $POLICIES; do
-      sim=$("$VDNN" simulate "$net" "${common[@]}" --profile "$prof" --policy "$pol" --budget "$budget" --json 2>/dev/null || true)
-      fits=$(echo "$sim" | json '"yes" if d["feasible"] else "no"')
-      pred=$(echo "$sim" | json 'd["iteration_s"]')
-      bound=$(echo "$sim" | json 'd["lower_bound_s"]')
-      if [ "$fits" = yes ]; then
-        meas=$("$VDNN" train --model "$net" --data synthetic "${common[@]}" --steps "$STEPS" --threads "$THREADS" \
-                 --policy "$pol" --budget "$budget" --profile "$prof" --link-bandwidth "$LINK" --no-eval --json \
-                 --device cpu 2>/dev/null | json 'd["step_seconds"]')
-        err=$(python3 -c "print(f'{100*($pred-$meas)/$meas:.1f}%')")
-        echo "$net $pct $pol $meas $pred $bound" >> "$rows"
-        printf '%-9s %-11s %5s %-6s %-10s %-9s %11.1f %11.1f %11.1f %8s\n' "$net" "$input" "$batch" "$pct" "$pol" yes \
-          "$(python3 -c "print($meas*1e3)")" "$(python3 -c "print($pred*1e3)")" "$(python3 -c "print($bound*1e3)")" "$err"
+      out=$("$VDNN" simulate "$net" "${common[@]}" --profile "$prof" --policy "$pol" --budget "$budget" --json 2>/dev/null || true)
+      if [ "$(echo "$out" | json '"yes" if d["feasible"] else "no"')" = yes ]; then
+        sim["$pol $pct"]="$(echo "$out" | json 'd["iteration_s"], d["lower_bound_s"]')"
+        runs+=("$pol $pct $pol $budget")
       else
-        need=$(echo "$sim" | json 'd["peak_device_bytes"]>>20')
-        printf '%-9s %-11s %5s %-6s %-10s %-9s %11s %11s %11s %8s\n' "$net" "$input" "$batch" "$pct" "$pol" \
-          "no(${need}MiB)" - - - -
+        sim["$pol $pct"]="no($(echo "$out" | json 'd["peak_device_bytes"]>>20')MiB)"
       fi
     done
   done
+  declare -A meas=()
+  for ((r = 0; r < ROUNDS; r++)); do
+    order=("${runs[@]}")
+    if ((r % 2)); then for ((i = 0, j = ${#runs[@]} - 1; i < ${#runs[@]}; i++, j--)); do order[i]=${runs[j]}; done; fi
+    for run in "${order[@]}"; do
+      read -r name pct pol budget <<<"$run"
+      meas["$name $pct"]+="$(train_s "$pol" "$budget") "
+    done
+  done
+  printf '%-9s %-11s %5s %-6s %-10s %-9s %11s %11s %11s %8s  %s\n' net input batch budget policy fits measured_ms predicted_ms \
+    bound_ms error "runs_ms"
+  for key in "incore 100%" $(for frac in $FRACTIONS; do pct=$(python3 -c "print(f'{100*$frac:.0f}%')"); for pol in $POLICIES; do echo "$pol:$pct"; done; done); do
+    key=${key/:/ }
+    read -r name pct <<<"$key"
+    if [[ "${sim[$key]}" == no* ]]; then
+      printf '%-9s %-11s %5s %-6s %-10s %-9s %11s %11s %11s %8s\n' "$net" "$input" "$batch" "$pct" "$name" "${sim[$key]}" - - - -
+      continue
+    fi
+    read -r pred bound <<<"${sim[$key]}"
+    vals=${meas[$key]}
+    m=$(python3 -c "import statistics; print(statistics.median([$(echo $vals | tr ' ' ',')]))")
+    runs_ms=$(python3 -c "print(' '.join(f'{v*1e3:.0f}' for v in [$(echo $vals | tr ' ' ',')]))")
+    err=$(python3 -c "print(f'{100*($pred-$m)/$m:.1f}%')")
+    [ "$name" = incore ] || echo "$net $pct $name $m $pred $bound" >> "$rows"
+    printf '%-9s %-11s %5s %-6s %-10s %-9s %11s %11s %11s %8s  %s\n' "$net" "$input" "$batch" "$pct" "$name" yes "$(ms "$m")" \
+      "$(ms "$pred")" "$( [ -n "$bound" ] && ms "$bound" || echo -)" "$err" "$runs_ms"
+  done
+  unset sim meas
 done
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$rows" <<'PY'
 import sys, collections
 cases = collections.defaultdict(dict)
