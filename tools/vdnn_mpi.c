@@ -13,7 +13,7 @@
 static const char usage[] =
     "usage: mpirun -np N vdnn-mpi train [vdnn train flags] [--stages K] [--micro-batches M] [--balance]\n"
     "                                   [--bucket SIZE] [--comm-timeout SECONDS] [--no-eval]\n"
-    "                                   [--sync-bn | --no-sync-bn]\n"
+    "                                   [--sync-bn | --no-sync-bn] [--no-nccl]\n"
     "Trains like `vdnn train` on N ranks (each its own device, or CPU backend with --threads T; on one\n"
     "machine use N x T = cores). The N ranks form N/K data-parallel groups of K model-parallel stages:\n"
     "rank r is stage r % K of group r / K. --batch is the global batch: each group trains on its share\n"
@@ -28,6 +28,10 @@ static const char usage[] =
     "Gradients are summed over the micro-batches and the update runs once per step. Batch norm normalizes\n"
     "over each micro-batch (as GPipe does): a BN net then trains like one device running the same\n"
     "micro-batches (vdnn train --micro-batches), not like one device at the whole batch.\n"
+    "GPU ranks (--device cuda) sum gradients with NCCL on device memory (its id shared through MPI; each\n"
+    "bucket an NCCL group on a stream of its own that waits for the backward pass by event) and send stage\n"
+    "activations and gradients by NCCL send/receive, when the build has NCCL and every rank of a communicator\n"
+    "has a GPU; --no-nccl (or a build without NCCL): through MPI on host memory.\n"
     "Every wait on another rank gives up after --comm-timeout seconds (default 300) with an error naming\n"
     "it, and the job is aborted: a rank that dies or stalls never hangs the others. Rank 0 prints progress,\n"
     "writes --save checkpoints (one file for the whole model, readable by `vdnn eval` and `vdnn train\n"
@@ -98,6 +102,7 @@ static int parse(int argc, char **argv, int rank, run *r)
     int code = 0;
     r->dc.balance = take_bool(&argc, argv, "--balance");
     r->no_eval = take_bool(&argc, argv, "--no-eval");
+    r->dc.no_nccl = take_bool(&argc, argv, "--no-nccl");
     bool sync = take_bool(&argc, argv, "--sync-bn"), no_sync = take_bool(&argc, argv, "--no-sync-bn");
     r->sync_bn = sync ? 1 : no_sync ? 0 : -1;
     if (sync && no_sync) {
@@ -280,10 +285,11 @@ static int train(int argc, char **argv, int rank)
                      w->cfg.batch / w->cfg.micro_batches);
         fprintf(ro.train.log,
                 "vdnn-mpi train: model %s, %d ranks = %d data-parallel group%s x %d stage%s, global batch %d (%d per "
-                "group%s), %dx%dx%d, %d classes, %s%s%s%s\n",
+                "group%s), %dx%dx%d, %d classes, %s%s%s%s%s%s\n",
                 w->full->name, w->comm.size, w->groups, w->groups > 1 ? "s" : "", w->stages, w->stages > 1 ? "s" : "",
                 w->global_batch, w->cfg.batch, micro, w->full->input.c, w->full->input.h, w->full->input.w, w->full->classes,
                 r.be->ops->name, w->sync_bn ? ", batch norm synchronized over the groups" : "",
+                w->dp_nccl ? ", gradients summed by NCCL" : "", w->pipe_nccl ? ", stage messages by NCCL" : "",
                 w->stages > 1 ? ", stages " : "", split);
         fflush(ro.train.log);
     }

@@ -20,6 +20,7 @@ typedef struct vdnn_dist_config {
     bool sync_bn;                /* batch norm normalizes over the whole global batch (its statistics summed over
                                     the groups at each layer), so a BN net trains like one device at the global
                                     batch; false: over each group's share. CPU backend only. */
+    bool no_nccl;                /* GPU ranks sum gradients through MPI on host memory even when NCCL is built */
     const vdnn_profile *profile; /* measured costs of the full graph at the per-group batch, for balancing
                                     (NULL: a FLOP-based estimate) */
 } vdnn_dist_config;
@@ -40,6 +41,8 @@ typedef struct vdnn_dist_worker {
     vdnn_stage_split split;
     vdnn_net_t *net;
     vdnn_dp *dp;                 /* NULL with one group */
+    vdnn_nccl *dp_nccl;          /* NCCL over dp_comm: every rank of it on a GPU, NCCL built and not refused */
+    vdnn_nccl *pipe_nccl;        /* NCCL over pipe_comm, likewise */
     vdnn_pipe *pipe;             /* NULL with one stage */
     vdnn_grad_hooks hooks;
     vdnn_net_config cfg;         /* of the net (batch: per group) */

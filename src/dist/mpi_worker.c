@@ -197,6 +197,17 @@ static vdnn_status init_from_full(vdnn_dist_worker *w, vdnn_backend_t *be, const
     return rc;
 }
 
+/* NCCL over comm when every rank of it can use it (a rank whose GPU was missing may run the CPU backend):
+ * decided together, so all or none join. */
+static vdnn_status open_nccl(vdnn_dist_worker *w, vdnn_backend_t *be, const vdnn_dist_config *dc, MPI_Comm comm,
+                             vdnn_nccl **out, vdnn_error *err)
+{
+    int can = !dc->no_nccl && vdnn_nccl_built() && !strcmp(be->ops->name, "cuda");
+    vdnn_status rc = vdnn_comm_allreduce(&w->comm, comm, &can, 1, MPI_INT, MPI_MIN, "the NCCL choice", err);
+    if (rc == VDNN_OK && can) rc = vdnn_nccl_create(&w->comm, comm, be, out, err);
+    return rc;
+}
+
 static vdnn_status split_comms(vdnn_dist_worker *w, vdnn_error *err)
 {
     vdnn_status rc = vdnn_comm_check(&w->comm, MPI_Comm_split(w->comm.world, w->stage, w->group, &w->dp_comm),
@@ -303,8 +314,12 @@ vdnn_status vdnn_dist_create(MPI_Comm world, vdnn_graph_t *g, vdnn_backend_t *be
         if (rc == VDNN_OK) rc = vdnn_graph_resolve(g, in, cfg->classes, err);
     }
     if (rc == VDNN_OK) rc = vdnn_dist_set_seed(w, cfg->seed, err);
-    if (rc == VDNN_OK && w->groups > 1) rc = vdnn_dp_create(&w->comm, w->dp_comm, w->net, dc->bucket_bytes, &w->dp, err);
-    if (rc == VDNN_OK && w->stages > 1) rc = vdnn_pipe_create(&w->comm, w->pipe_comm, w->net, w->stage, w->stages, &w->pipe, err);
+    if (rc == VDNN_OK && w->groups > 1) rc = open_nccl(w, be, dc, w->dp_comm, &w->dp_nccl, err);
+    if (rc == VDNN_OK && w->groups > 1)
+        rc = vdnn_dp_create(&w->comm, w->dp_comm, w->dp_nccl, w->net, dc->bucket_bytes, &w->dp, err);
+    if (rc == VDNN_OK && w->stages > 1) rc = open_nccl(w, be, dc, w->pipe_comm, &w->pipe_nccl, err);
+    if (rc == VDNN_OK && w->stages > 1)
+        rc = vdnn_pipe_create(&w->comm, w->pipe_comm, w->pipe_nccl, w->net, w->stage, w->stages, &w->pipe, err);
     if (rc != VDNN_OK) {
         vdnn_dist_free(w);
         return rc;
@@ -335,6 +350,8 @@ void vdnn_dist_free(vdnn_dist_worker *w)
     if (!w) return;
     vdnn_pipe_free(w->pipe);
     vdnn_dp_free(w->dp);
+    vdnn_nccl_free(w->dp_nccl);
+    vdnn_nccl_free(w->pipe_nccl);
     vdnn_net_free(w->net);
     vdnn_graph_free(w->sub);
     if (w->dp_comm != MPI_COMM_NULL) MPI_Comm_free(&w->dp_comm);
