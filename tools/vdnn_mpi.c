@@ -191,7 +191,15 @@ static vdnn_status setup(run *r, vdnn_error *err)
     if (rc == VDNN_OK) rc = open_backend(o, &r->be, err);
     /* Synchronized batch norm unless asked otherwise, where the backend has it (vdnn_dist_create refuses
      * an explicit --sync-bn elsewhere, naming the flag). */
-    if (rc == VDNN_OK) r->dc.sync_bn = r->sync_bn >= 0 ? r->sync_bn == 1 : !strcmp(r->be->ops->name, "cpu");
+    if (rc == VDNN_OK && r->sync_bn >= 0) r->dc.sync_bn = r->sync_bn == 1;
+    if (rc == VDNN_OK && r->sync_bn < 0) {
+        /* Decided together: with --device auto a rank without a GPU runs the CPU backend, and all ranks must
+         * agree. A rank that failed above aborts the job instead of reaching this. */
+        int cpu = !strcmp(r->be->ops->name, "cpu");
+        if (MPI_Allreduce(MPI_IN_PLACE, &cpu, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
+            rc = vdnn_fail(err, VDNN_ERR_IO, "MPI_Allreduce failed choosing between --sync-bn and --no-sync-bn");
+        r->dc.sync_bn = cpu;
+    }
     vdnn_net_config cfg;
     if (rc == VDNN_OK) cli_net_config(o, in, classes, &cfg);
     if (rc == VDNN_OK && o->profile) {
