@@ -1,5 +1,6 @@
 /* Tests of the CPU backend: memory, copy queues and events (incl. throttling), element-wise helpers, and the hand-written ops. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -750,6 +751,152 @@ static void test_softmax_xent(void **state)
     vdnn_backend_destroy(be);
 }
 
+/* Synchronized batch norm: two "ranks" (threads), each with its half of a batch, sum through a fake
+ * reduction; they must match one op over the whole batch. */
+#define SBN_RANKS 2
+typedef struct fake_group {
+    pthread_barrier_t bar;
+    double *slot[SBN_RANKS];
+    size_t n[SBN_RANKS];
+    int keys[SBN_RANKS][8], calls[SBN_RANKS];
+} fake_group;
+
+typedef struct fake_rank {
+    fake_group *g;
+    int id;
+    vdnn_reduce red;
+    vdnn_backend_t *be;
+    vdnn_op *op;
+    vdnn_op_args a;
+    vdnn_status fwd, bwd;
+} fake_rank;
+
+static vdnn_status fake_sum(void *ctx, int key, double *buf, size_t n, vdnn_error *err)
+{
+    fake_rank *r = ctx;
+    fake_group *g = r->g;
+    if (r->g->calls[r->id] < 8) g->keys[r->id][g->calls[r->id]] = key;
+    g->calls[r->id]++;
+    g->slot[r->id] = buf;
+    g->n[r->id] = n;
+    pthread_barrier_wait(&g->bar);
+    double *sum = malloc(n * sizeof *sum);
+    if (!sum) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        sum[i] = 0;
+        for (int k = 0; k < SBN_RANKS; k++) sum[i] += g->n[k] == n ? g->slot[k][i] : NAN;
+    }
+    /* Everyone has read every slot before anyone overwrites its own. */
+    pthread_barrier_wait(&g->bar);
+    memcpy(buf, sum, n * sizeof *sum);
+    free(sum);
+    return VDNN_OK;
+}
+
+static void *fake_rank_run(void *arg)
+{
+    fake_rank *r = arg;
+    vdnn_error err;
+    r->fwd = r->be->ops->op_forward(r->be, r->op, &r->a, &err);
+    r->bwd = r->fwd ? r->fwd : r->be->ops->op_backward(r->be, r->op, &r->a, &err);
+    return NULL;
+}
+
+static vdnn_status failing_sum(void *ctx, int key, double *buf, size_t n, vdnn_error *err)
+{
+    return vdnn_fail(err, VDNN_ERR_IO, "no peer");
+}
+
+static void assert_close(const float *a, const float *b, size_t n, double tol, const char *what)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]) / fmax(1.0, fabs((double)a[i]));
+        if (!(d <= worst)) worst = d;
+    }
+    if (!(worst <= tol)) fail_msg("%s: largest relative difference %g (tolerance %g)", what, worst, tol);
+}
+
+static void test_batchnorm_sync(void **state)
+{
+    vdnn_backend_t *be = make_backend(0, 0);
+    const int N = 6, C = 3, H = 5, W = 4, key = 7;
+    const size_t plane = (size_t)H * W, per = (size_t)C * plane, n = (size_t)N * per, half = n / 2;
+    vdnn_op_desc d = desc1(VDNN_LAYER_BATCHNORM, shp(N, C, H, W), shp(N, C, H, W));
+    d.p.bn_eps = 1e-5f;
+    d.p.bn_momentum = 0.1f;
+    vdnn_op *whole = make_op(be, &d);
+    float *x = floats(n), *dy = floats(n), *y = floats(n), *dx = floats(n), *hy = floats(n), *hdx = floats(n);
+    vt_fill_uniform(x, n, 21, -3.0f, 5.0f);
+    vt_fill_uniform(dy, n, 22, -1.0f, 1.0f);
+    float gamma[3] = {0.5f, 1.5f, -2.0f}, beta[3] = {0.1f, -0.2f, 0.3f};
+    float stats[6] = {0.2f, -0.1f, 0.0f, 1.0f, 0.5f, 2.0f}, hstats[SBN_RANKS][6];
+    float aux[6], haux[SBN_RANKS][6], dg[3], db[3], hdg[SBN_RANKS][3], hdb[SBN_RANKS][3];
+    for (int k = 0; k < SBN_RANKS; k++) memcpy(hstats[k], stats, sizeof stats);
+    vdnn_op_args a = {.x = {x}, .y = y, .w = gamma, .b = beta, .stats = stats, .update_stats = true, .aux = aux,
+                      .dy = dy, .dx = {dx}, .dw = dg, .db = db};
+    run(be, whole, &a, true);
+    run(be, whole, &a, false);
+
+    vdnn_op_desc hd = desc1(VDNN_LAYER_BATCHNORM, shp(N / 2, C, H, W), shp(N / 2, C, H, W));
+    hd.p = d.p;
+    fake_group g;
+    memset(&g, 0, sizeof g);
+    assert_int_equal(pthread_barrier_init(&g.bar, NULL, SBN_RANKS), 0);
+    fake_rank r[SBN_RANKS];
+    pthread_t t[SBN_RANKS];
+    for (int k = 0; k < SBN_RANKS; k++) {
+        r[k] = (fake_rank){.g = &g, .id = k, .be = be, .op = make_op(be, &hd)};
+        r[k].red = (vdnn_reduce){fake_sum, &r[k]};
+        /* The dp convention: each rank's dy is that of its own share's loss; here simply the whole's dy. */
+        r[k].a = (vdnn_op_args){.x = {x + k * half}, .y = hy + k * half, .w = gamma, .b = beta, .stats = hstats[k],
+                                .update_stats = true, .aux = haux[k], .dy = dy + k * half, .dx = {hdx + k * half},
+                                .dw = hdg[k], .db = hdb[k], .reduce = &r[k].red, .reduce_key = key};
+        assert_int_equal(pthread_create(&t[k], NULL, fake_rank_run, &r[k]), 0);
+    }
+    for (int k = 0; k < SBN_RANKS; k++) pthread_join(t[k], NULL);
+    pthread_barrier_destroy(&g.bar);
+    for (int k = 0; k < SBN_RANKS; k++) {
+        assert_int_equal(r[k].fwd, VDNN_OK);
+        assert_int_equal(r[k].bwd, VDNN_OK);
+        /* Two sums forward (mean, then squared deviations), one backward, keyed by layer and phase. */
+        assert_int_equal(g.calls[k], 3);
+        for (int i = 0; i < 3; i++) assert_int_equal(g.keys[k][i], key * 4 + i);
+        assert_close(aux, haux[k], 6, 1e-6, "batch mean and variance");
+        /* Running statistics from the global figures (unbiased over all N*H*W values): equal on each rank. */
+        assert_close(stats, hstats[k], 6, 1e-6, "running statistics");
+        assert_memory_equal(hstats[k], hstats[0], sizeof stats);
+    }
+    assert_close(y, hy, n, 1e-5, "y");
+    assert_close(dx, hdx, n, 1e-5, "dx");
+    /* Each rank keeps its own dgamma/dbeta: the gradient sum over ranks makes the whole's. */
+    float sg[3], sb[3];
+    for (int c = 0; c < C; c++) {
+        sg[c] = hdg[0][c] + hdg[1][c];
+        sb[c] = hdb[0][c] + hdb[1][c];
+    }
+    assert_close(dg, sg, 3, 1e-5, "dgamma");
+    assert_close(db, sb, 3, 1e-5, "dbeta");
+    /* Without the reduction each half normalizes alone: far from the whole. */
+    a = r[0].a;
+    a.reduce = NULL;
+    a.update_stats = false;
+    run(be, r[0].op, &a, true);
+    double far = 0;
+    for (size_t i = 0; i < half; i++) far = fmax(far, fabs((double)y[i] - (double)hy[i]));
+    assert_true(far > 1e-2);
+    /* A failed reduction is the op's failure. */
+    vdnn_reduce bad = {failing_sum, NULL};
+    a.reduce = &bad;
+    vdnn_error err;
+    assert_int_equal(be->ops->op_forward(be, r[0].op, &a, &err), VDNN_ERR_IO);
+    assert_int_equal(be->ops->op_backward(be, r[0].op, &a, &err), VDNN_ERR_IO);
+    for (int k = 0; k < SBN_RANKS; k++) be->ops->op_destroy(be, r[k].op);
+    be->ops->op_destroy(be, whole);
+    free(x), free(dy), free(y), free(dx), free(hy), free(hdx);
+    vdnn_backend_destroy(be);
+}
+
 static void test_forward_arg_checks(void **state)
 {
     vdnn_backend_t *be = make_backend(0, 0);
@@ -785,6 +932,7 @@ int main(void)
         cmocka_unit_test(test_flatten),
         cmocka_unit_test(test_softmax_xent),
         cmocka_unit_test(test_forward_arg_checks),
+        cmocka_unit_test(test_batchnorm_sync),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

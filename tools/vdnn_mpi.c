@@ -13,6 +13,7 @@
 static const char usage[] =
     "usage: mpirun -np N vdnn-mpi train [vdnn train flags] [--stages K] [--micro-batches M] [--balance]\n"
     "                                   [--bucket SIZE] [--comm-timeout SECONDS] [--no-eval]\n"
+    "                                   [--sync-bn | --no-sync-bn] [--no-nccl]\n"
     "Trains like `vdnn train` on N ranks (each its own device, or CPU backend with --threads T; on one\n"
     "machine use N x T = cores). The N ranks form N/K data-parallel groups of K model-parallel stages:\n"
     "rank r is stage r % K of group r / K. --batch is the global batch: each group trains on its share\n"
@@ -27,14 +28,22 @@ static const char usage[] =
     "Gradients are summed over the micro-batches and the update runs once per step. Batch norm normalizes\n"
     "over each micro-batch (as GPipe does): a BN net then trains like one device running the same\n"
     "micro-batches (vdnn train --micro-batches), not like one device at the whole batch.\n"
+    "GPU ranks (--device cuda) sum gradients with NCCL on device memory (its id shared through MPI; each\n"
+    "bucket an NCCL group on a stream of its own that waits for the backward pass by event) and send stage\n"
+    "activations and gradients by NCCL send/receive, when the build has NCCL and every rank of a communicator\n"
+    "has a GPU; --no-nccl (or a build without NCCL): through MPI on host memory.\n"
     "Every wait on another rank gives up after --comm-timeout seconds (default 300) with an error naming\n"
     "it, and the job is aborted: a rank that dies or stalls never hangs the others. Rank 0 prints progress,\n"
     "writes --save checkpoints (one file for the whole model, readable by `vdnn eval` and `vdnn train\n"
     "--resume`) and the summary (--json: one object on stdout).\n"
-    "Batch norm uses each group's own batch statistics (running statistics are averaged over the groups\n"
-    "at checkpoints and at the end) and each group draws its own dropout masks: nets without batch norm and\n"
-    "dropout train like one device at the global batch (up to float summation order); one group of stages\n"
-    "trains bit for bit like one device (with the same --micro-batches), batch norm and dropout included.\n";
+    "--sync-bn (the default on the CPU backend): batch norm normalizes over the global batch, its per-channel\n"
+    "sums added up over the groups at each BN layer, forward and backward, so a BN net trains like one device\n"
+    "at the global batch, running statistics included. --no-sync-bn: each group normalizes over its own\n"
+    "share, with no messages inside the layers (running statistics averaged over the groups at checkpoints\n"
+    "and at the end); the only choice on GPUs (--device cuda), where it is the default and --sync-bn is\n"
+    "refused. Each group draws its own dropout masks: nets without dropout train like one device at the\n"
+    "global batch (up to float summation order); one group of stages trains bit for bit like one device\n"
+    "(with the same --micro-batches), batch norm and dropout included.\n";
 
 /* VDNN_MPI_FAULT=RANK:STEP:kill|hang makes a rank die or stall after a step: for the failure tests. */
 typedef struct fault {
@@ -70,6 +79,7 @@ typedef struct run {
     cli_options o;
     vdnn_dist_config dc;
     bool no_eval;
+    int sync_bn;                 /* 1 --sync-bn, 0 --no-sync-bn, -1 neither: the backend's default */
     fault fault;
     bool have_fault;
     vdnn_graph_t *g;
@@ -92,6 +102,13 @@ static int parse(int argc, char **argv, int rank, run *r)
     int code = 0;
     r->dc.balance = take_bool(&argc, argv, "--balance");
     r->no_eval = take_bool(&argc, argv, "--no-eval");
+    r->dc.no_nccl = take_bool(&argc, argv, "--no-nccl");
+    bool sync = take_bool(&argc, argv, "--sync-bn"), no_sync = take_bool(&argc, argv, "--no-sync-bn");
+    r->sync_bn = sync ? 1 : no_sync ? 0 : -1;
+    if (sync && no_sync) {
+        fprintf(say, "vdnn-mpi train: --sync-bn and --no-sync-bn: give one of them\n");
+        code = 2;
+    }
     if (!cli_take_flag(&argc, argv, "--stages", &stages, "train") || !cli_take_flag(&argc, argv, "--bucket", &bucket, "train") ||
         !cli_take_flag(&argc, argv, "--comm-timeout", &timeout, "train"))
         code = 2;
@@ -172,6 +189,17 @@ static vdnn_status setup(run *r, vdnn_error *err)
     int classes = 0;
     if (rc == VDNN_OK) rc = cli_shape(o, r->g, r->train, &in, &classes, err);
     if (rc == VDNN_OK) rc = open_backend(o, &r->be, err);
+    /* Synchronized batch norm unless asked otherwise, where the backend has it (vdnn_dist_create refuses
+     * an explicit --sync-bn elsewhere, naming the flag). */
+    if (rc == VDNN_OK && r->sync_bn >= 0) r->dc.sync_bn = r->sync_bn == 1;
+    if (rc == VDNN_OK && r->sync_bn < 0) {
+        /* Decided together: with --device auto a rank without a GPU runs the CPU backend, and all ranks must
+         * agree. A rank that failed above aborts the job instead of reaching this. */
+        int cpu = !strcmp(r->be->ops->name, "cpu");
+        if (MPI_Allreduce(MPI_IN_PLACE, &cpu, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
+            rc = vdnn_fail(err, VDNN_ERR_IO, "MPI_Allreduce failed choosing between --sync-bn and --no-sync-bn");
+        r->dc.sync_bn = cpu;
+    }
     vdnn_net_config cfg;
     if (rc == VDNN_OK) cli_net_config(o, in, classes, &cfg);
     if (rc == VDNN_OK && o->profile) {
@@ -265,10 +293,12 @@ static int train(int argc, char **argv, int rank)
                      w->cfg.batch / w->cfg.micro_batches);
         fprintf(ro.train.log,
                 "vdnn-mpi train: model %s, %d ranks = %d data-parallel group%s x %d stage%s, global batch %d (%d per "
-                "group%s), %dx%dx%d, %d classes, %s%s%s\n",
+                "group%s), %dx%dx%d, %d classes, %s%s%s%s%s%s\n",
                 w->full->name, w->comm.size, w->groups, w->groups > 1 ? "s" : "", w->stages, w->stages > 1 ? "s" : "",
                 w->global_batch, w->cfg.batch, micro, w->full->input.c, w->full->input.h, w->full->input.w, w->full->classes,
-                r.be->ops->name, w->stages > 1 ? ", stages " : "", split);
+                r.be->ops->name, w->sync_bn ? ", batch norm synchronized over the groups" : "",
+                w->dp_nccl ? ", gradients summed by NCCL" : "", w->pipe_nccl ? ", stage messages by NCCL" : "",
+                w->stages > 1 ? ", stages " : "", split);
         fflush(ro.train.log);
     }
     vdnn_train_result res;

@@ -53,6 +53,15 @@ typedef struct vdnn_op_algo {
                           * (a non-deterministic or timed choice), equal to no other candidate */
 } vdnn_op_algo;
 
+/* Sums across the ranks that share a batch, for batch norm's statistics (synchronized batch norm): on
+ * return buf[0..n) holds the element-wise sum over every rank, the same on each. Every rank must make the
+ * same calls in the same order; key (the same on every rank for one call) lets the callee check that. Host
+ * memory, in double so the sums of large channels lose nothing before the division. */
+typedef struct vdnn_reduce {
+    vdnn_status (*sum)(void *ctx, int key, double *buf, size_t n, vdnn_error *err);
+    void *ctx;
+} vdnn_reduce;
+
 /* Pointers for one forward or backward call. All float pointers are device pointers.
  * Unused fields are NULL. */
 typedef struct vdnn_op_args {
@@ -70,6 +79,9 @@ typedef struct vdnn_op_args {
     const int32_t *labels;   /* softmax_xent: device pointer, n labels */
     float *loss;             /* softmax_xent forward: device pointer to one float (mean loss) */
     uint64_t seed;           /* dropout: mask = f(seed, index), so recompute reproduces it */
+    const vdnn_reduce *reduce; /* batchnorm training: batch statistics over every rank's share (NULL: this
+                                  call's batch alone); backends without it fail with VDNN_ERR_UNSUPPORTED */
+    int reduce_key;          /* passed on to reduce->sum with the op's own phase: the layer's index */
 } vdnn_op_args;
 
 typedef enum vdnn_copy_kind { VDNN_COPY_D2H, VDNN_COPY_H2D, VDNN_COPY_D2D } vdnn_copy_kind;

@@ -17,6 +17,10 @@ typedef struct vdnn_dist_config {
     size_t bucket_bytes;         /* gradient bucket size (0: every layer its own bucket) */
     double timeout_s;            /* the longest wait on another rank before giving up (<= 0: 300 s) */
     bool balance;                /* place stages by cost even when the model file has stage= keys */
+    bool sync_bn;                /* batch norm normalizes over the whole global batch (its statistics summed over
+                                    the groups at each layer), so a BN net trains like one device at the global
+                                    batch; false: over each group's share. CPU backend only. */
+    bool no_nccl;                /* GPU ranks sum gradients through MPI on host memory even when NCCL is built */
     const vdnn_profile *profile; /* measured costs of the full graph at the per-group batch, for balancing
                                     (NULL: a FLOP-based estimate) */
 } vdnn_dist_config;
@@ -27,11 +31,18 @@ typedef struct vdnn_dist_worker {
     int stages, groups, stage, group;
     MPI_Comm dp_comm;            /* the same stage of every group */
     MPI_Comm pipe_comm;          /* the stages of this group */
+    MPI_Comm bn_comm;            /* with sync_bn: dp_comm's ranks, apart from the gradient sums' traffic */
+    bool sync_bn;
+    vdnn_reduce bn_reduce;       /* the net's batch-norm sums over bn_comm */
+    double *bn_buf;              /* their messages: the sums and two check values */
+    size_t bn_cap;
     vdnn_graph_t *full;          /* borrowed; resolved at the per-group batch */
     vdnn_graph_t *sub;           /* this stage's graph (NULL with one stage: the net runs `full`) */
     vdnn_stage_split split;
     vdnn_net_t *net;
     vdnn_dp *dp;                 /* NULL with one group */
+    vdnn_nccl *dp_nccl;          /* NCCL over dp_comm: every rank of it on a GPU, NCCL built and not refused */
+    vdnn_nccl *pipe_nccl;        /* NCCL over pipe_comm, likewise */
     vdnn_pipe *pipe;             /* NULL with one stage */
     vdnn_grad_hooks hooks;
     vdnn_net_config cfg;         /* of the net (batch: per group) */

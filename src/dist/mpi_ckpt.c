@@ -123,7 +123,8 @@ static vdnn_status share_outcome(vdnn_dist_worker *w, vdnn_status rc, vdnn_error
 vdnn_status vdnn_dist_save(vdnn_dist_worker *w, const char *path, vdnn_error *err)
 {
     vdnn_status rc = VDNN_OK;
-    if (w->groups > 1) rc = vdnn_dp_average_stats(&w->comm, w->dp_comm, w->net, err);
+    /* Synchronized batch norm keeps the statistics equal on every group: nothing to average. */
+    if (w->groups > 1 && !w->sync_bn) rc = vdnn_dp_average_stats(&w->comm, w->dp_comm, w->net, err);
     if (rc) return rc; /* a failed sum: the others time out too */
     if (w->group == 0) {
         if (w->stages == 1) {
@@ -200,7 +201,8 @@ vdnn_status vdnn_dist_evaluate(vdnn_dist_worker *w, const vdnn_dataset_t *ds, do
 {
     double vals[3] = {0, 0, 0};
     vdnn_status rc = VDNN_OK;
-    if (w->groups > 1) rc = vdnn_dp_average_stats(&w->comm, w->dp_comm, w->net, err);
+    /* Synchronized batch norm keeps the statistics equal on every group: nothing to average. */
+    if (w->groups > 1 && !w->sync_bn) rc = vdnn_dp_average_stats(&w->comm, w->dp_comm, w->net, err);
     if (rc) return rc;
     if (w->stages > 1) {
         rc = evaluate_gathered(w, ds, vals, err);

@@ -20,10 +20,13 @@ typedef struct dp_bucket {
 
 struct vdnn_dp {
     const vdnn_comm *c;
+    vdnn_nccl *nccl;       /* borrowed; set: GPU gradients are summed by NCCL where they lie */
+    float **nccl_bufs;     /* one bucket's gradients, for its NCCL group */
+    size_t *nccl_counts;
     MPI_Comm comm;
     int ranks;
     vdnn_net_t *net;
-    bool in_place;         /* gradients are in host memory (CPU backend): sum them where they are */
+    bool in_place;         /* sum the gradients where they are: host memory (CPU backend), device memory (NCCL) */
     float *buf;            /* otherwise every gradient, packed in backward order */
     size_t total;
     int n_items;
@@ -56,8 +59,8 @@ static int add_grad(vdnn_dp *dp, const vdnn_plan_t *p, int storage)
     return 1;
 }
 
-vdnn_status vdnn_dp_create(const vdnn_comm *c, MPI_Comm dp_comm, vdnn_net_t *net, size_t bucket_bytes, vdnn_dp **out,
-                           vdnn_error *err)
+vdnn_status vdnn_dp_create(const vdnn_comm *c, MPI_Comm dp_comm, vdnn_nccl *nccl, vdnn_net_t *net, size_t bucket_bytes,
+                           vdnn_dp **out, vdnn_error *err)
 {
     *out = NULL;
     if (!net->cfg.keep_weight_grads || net->plan_train->fused_update)
@@ -75,9 +78,14 @@ vdnn_status vdnn_dp_create(const vdnn_comm *c, MPI_Comm dp_comm, vdnn_net_t *net
     dp->layer_n = calloc((size_t)L, sizeof(int));
     dp->layer_bucket = malloc((size_t)L * sizeof(int));
     dp->buckets = calloc((size_t)L, sizeof *dp->buckets);
-    dp->in_place = !strcmp(net->be->ops->name, "cpu");
+    dp->nccl = nccl;
+    /* In place: host gradients for MPI (the CPU backend), device gradients for NCCL. */
+    dp->in_place = nccl || !strcmp(net->be->ops->name, "cpu");
     dp->reqs = malloc((size_t)2 * (size_t)L * sizeof *dp->reqs);
-    if (!dp->items || !dp->layer_first || !dp->layer_n || !dp->layer_bucket || !dp->buckets || !dp->reqs)
+    dp->nccl_bufs = malloc((size_t)2 * (size_t)L * sizeof *dp->nccl_bufs);
+    dp->nccl_counts = malloc((size_t)2 * (size_t)L * sizeof *dp->nccl_counts);
+    if (!dp->items || !dp->layer_first || !dp->layer_n || !dp->layer_bucket || !dp->buckets || !dp->reqs ||
+        !dp->nccl_bufs || !dp->nccl_counts)
         rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
     /* Backward runs from the last layer to the first: pack in that order, so each bucket fills from
      * layers that finish together, and close a bucket once it holds bucket_bytes. */
@@ -106,7 +114,7 @@ vdnn_status vdnn_dp_create(const vdnn_comm *c, MPI_Comm dp_comm, vdnn_net_t *net
         dp->buf = malloc(dp->total * sizeof(float));
         if (!dp->buf) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory for %zu gradient values", dp->total);
     }
-    dp->n_reqs = dp->in_place ? dp->n_items : dp->n_buckets;
+    dp->n_reqs = nccl ? 0 : dp->in_place ? dp->n_items : dp->n_buckets;
     for (int i = 0; rc == VDNN_OK && i < dp->n_buckets; i++) dp->buckets[i].pending = dp->buckets[i].layers;
     for (int i = 0; rc == VDNN_OK && i < dp->n_reqs; i++) dp->reqs[i] = MPI_REQUEST_NULL;
     if (rc != VDNN_OK) {
@@ -128,6 +136,8 @@ void vdnn_dp_free(vdnn_dp *dp)
     free(dp->layer_bucket);
     free(dp->buckets);
     free(dp->reqs);
+    free(dp->nccl_bufs);
+    free(dp->nccl_counts);
     free(dp);
 }
 
@@ -146,6 +156,17 @@ static vdnn_status start_bucket(vdnn_dp *dp, int b, vdnn_error *err)
     dp_bucket *bk = &dp->buckets[b];
     char what[64];
     snprintf(what, sizeof what, "gradient bucket %d of step %lld", b, (long long)dp->net->step);
+    if (dp->nccl) {
+        /* One NCCL group per bucket, on NCCL's stream once the compute queue has produced the gradients. */
+        int k = 0;
+        for (int i = 0; i < dp->n_items; i++) {
+            const dp_item *it = &dp->items[i];
+            if (it->offset < bk->offset || it->offset >= bk->offset + bk->count) continue;
+            dp->nccl_bufs[k] = it->grad;
+            dp->nccl_counts[k++] = it->count;
+        }
+        return vdnn_nccl_allreduce(dp->nccl, dp->nccl_bufs, dp->nccl_counts, k, what, err);
+    }
     if (!dp->in_place)
         return vdnn_comm_check(dp->c,
                                MPI_Iallreduce(MPI_IN_PLACE, dp->buf + bk->offset, (int)bk->count, MPI_FLOAT, MPI_SUM,
@@ -194,12 +215,14 @@ vdnn_status vdnn_dp_before_update(vdnn_dp *dp, vdnn_error *err)
     const double t0 = now_s();
     char what[64];
     snprintf(what, sizeof what, "the gradient sums of step %lld", (long long)dp->net->step);
-    vdnn_status rc = vdnn_comm_waitall(dp->c, dp->n_reqs, dp->reqs, what, -1, err);
+    vdnn_status rc = dp->nccl ? vdnn_nccl_wait(dp->nccl, what, err) : vdnn_comm_waitall(dp->c, dp->n_reqs, dp->reqs, what, -1, err);
     if (rc) return rc;
     /* The loss is a mean over each rank's share of the batch: the mean over ranks is that over the whole. */
     const float scale = 1.0f / (float)dp->ranks;
     vdnn_backend_t *be = dp->net->be;
-    for (int i = 0; i < dp->n_items && rc == VDNN_OK; i++) {
+    for (int i = 0; dp->nccl && i < dp->n_items && rc == VDNN_OK; i++)
+        rc = be->ops->scale(be, dp->items[i].grad, scale, dp->items[i].count, err);
+    for (int i = 0; !dp->nccl && i < dp->n_items && rc == VDNN_OK; i++) {
         const dp_item *it = &dp->items[i];
         float *x = dp->in_place ? it->grad : dp->buf + it->offset;
         for (size_t k = 0; k < it->count; k++) x[k] *= scale;

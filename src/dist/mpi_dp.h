@@ -4,14 +4,16 @@
 #define VDNN_DIST_MPI_DP_H
 
 #include "dist/mpi_comm.h"
+#include "dist/nccl_comm.h"
 #include "exec/net.h"
 
 typedef struct vdnn_dp vdnn_dp;
 
 /* For a net created with hooks (so its weight gradients persist until the update). Buckets hold
- * about bucket_bytes of gradients each, filled in backward order. */
-vdnn_status vdnn_dp_create(const vdnn_comm *c, MPI_Comm dp_comm, vdnn_net_t *net, size_t bucket_bytes, vdnn_dp **out,
-                           vdnn_error *err);
+ * about bucket_bytes of gradients each, filled in backward order. nccl (borrowed, over dp_comm's ranks; NULL:
+ * MPI): each bucket is summed on the device by an NCCL group that waits for the backward pass by event. */
+vdnn_status vdnn_dp_create(const vdnn_comm *c, MPI_Comm dp_comm, vdnn_nccl *nccl, vdnn_net_t *net, size_t bucket_bytes,
+                           vdnn_dp **out, vdnn_error *err);
 void vdnn_dp_free(vdnn_dp *dp);
 
 /* The hook bodies: copy a finished layer's gradients into its bucket and start the bucket's sum once

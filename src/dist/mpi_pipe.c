@@ -17,6 +17,9 @@ enum { RECV_ACT, RECV_GRAD, SEND_ACT, SEND_GRAD, N_KINDS };
 
 struct vdnn_pipe {
     const vdnn_comm *c;
+    vdnn_nccl *nccl;              /* borrowed; set: messages go device to device */
+    float *d_act_in, *d_act_out;  /* with NCCL: device staging of the activations, m micro-batches each */
+    float *d_grad_out;            /* with NCCL: the input gradients sent back (freed by the plan after the hook) */
     MPI_Comm comm;
     vdnn_net_t *net;
     int stage, stages, m;
@@ -32,8 +35,8 @@ struct vdnn_pipe {
 
 static MPI_Request *req(vdnn_pipe *p, int kind, int j) { return &p->reqs[kind * p->m + j]; }
 
-vdnn_status vdnn_pipe_create(const vdnn_comm *c, MPI_Comm pipe_comm, vdnn_net_t *net, int stage, int stages,
-                             vdnn_pipe **out, vdnn_error *err)
+vdnn_status vdnn_pipe_create(const vdnn_comm *c, MPI_Comm pipe_comm, vdnn_nccl *nccl, vdnn_net_t *net, int stage,
+                             int stages, vdnn_pipe **out, vdnn_error *err)
 {
     *out = NULL;
     const vdnn_graph_t *g = net->g;
@@ -47,6 +50,7 @@ vdnn_status vdnn_pipe_create(const vdnn_comm *c, MPI_Comm pipe_comm, vdnn_net_t 
     vdnn_pipe *p = calloc(1, sizeof *p);
     if (!p) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
     p->c = c;
+    p->nccl = nccl;
     p->comm = pipe_comm;
     p->net = net;
     p->stage = stage;
@@ -82,6 +86,12 @@ vdnn_status vdnn_pipe_create(const vdnn_comm *c, MPI_Comm pipe_comm, vdnn_net_t 
         if (rc == VDNN_OK && (p->tail_dx < 0 || p->out_storage < 0))
             rc = vdnn_fail(err, VDNN_ERR_BACKEND, "stage %d: the plan has no gradient for the stage output", stage);
     }
+    vdnn_backend_t *be = net->be;
+    if (rc == VDNN_OK && nccl && stage > 0) {
+        rc = be->ops->dev_alloc(be, m * p->in_count * sizeof(float), (void **)&p->d_act_in, err);
+        if (rc == VDNN_OK) rc = be->ops->dev_alloc(be, m * p->in_count * sizeof(float), (void **)&p->d_grad_out, err);
+    }
+    if (rc == VDNN_OK && nccl && !last) rc = be->ops->dev_alloc(be, m * p->out_count * sizeof(float), (void **)&p->d_act_out, err);
     if (rc != VDNN_OK) {
         vdnn_pipe_free(p);
         return rc;
@@ -94,6 +104,10 @@ void vdnn_pipe_free(vdnn_pipe *p)
 {
     if (!p) return;
     /* Requests still in flight belong to an aborted step; MPI_Abort or MPI_Finalize ends them. */
+    vdnn_backend_t *be = p->net->be;
+    if (p->d_act_in) be->ops->dev_free(be, p->d_act_in);
+    if (p->d_grad_out) be->ops->dev_free(be, p->d_grad_out);
+    if (p->d_act_out) be->ops->dev_free(be, p->d_act_out);
     free(p->reqs);
     free(p->act_in);
     free(p->grad_out);
@@ -109,7 +123,7 @@ static vdnn_status post_receives(vdnn_pipe *p, vdnn_error *err)
     char what[96];
     snprintf(what, sizeof what, "posting stage %d's receives of step %lld", p->stage, (long long)p->net->step);
     vdnn_status rc = VDNN_OK;
-    for (int j = 0; rc == VDNN_OK && j < p->m; j++) {
+    for (int j = 0; rc == VDNN_OK && !p->nccl && j < p->m; j++) {
         if (p->stage > 0)
             rc = vdnn_comm_check(p->c, MPI_Irecv(p->act_in + (size_t)j * p->in_count, (int)p->in_count, MPI_FLOAT,
                                                  p->stage - 1, tag_act(j), p->comm, req(p, RECV_ACT, j)),
@@ -128,13 +142,20 @@ static vdnn_status send_output(vdnn_pipe *p, int j, vdnn_error *err)
     vdnn_net_t *net = p->net;
     float *dst = p->act_out + (size_t)j * p->out_count;
     vdnn_status rc = VDNN_OK;
-    if (net->ptr[p->out_storage])
+    if (net->ptr[p->out_storage] && !p->nccl)
         rc = net->be->ops->download(net->be, dst, net->ptr[p->out_storage], p->out_count * sizeof(float), err);
     net->fetch_storage = -1;
     if (rc) return rc;
     char what[112];
     snprintf(what, sizeof what, "sending stage %d's output of micro-batch %d of step %lld", p->stage, j,
              (long long)net->step);
+    if (p->nccl) {
+        /* Staged on the device (the plan may reuse the output's block before the send is done). */
+        float *d = p->d_act_out + (size_t)j * p->out_count;
+        rc = net->ptr[p->out_storage] ? net->be->ops->upload(net->be, d, net->ptr[p->out_storage], p->out_count * sizeof(float), err)
+                                      : net->be->ops->upload(net->be, d, dst, p->out_count * sizeof(float), err);
+        return rc ? rc : vdnn_nccl_send(p->nccl, d, p->out_count, p->stage + 1, what, err);
+    }
     return vdnn_comm_check(p->c, MPI_Isend(dst, (int)p->out_count, MPI_FLOAT, p->stage + 1, tag_act(j), p->comm,
                                            req(p, SEND_ACT, j)),
                            what, err);
@@ -147,10 +168,15 @@ static vdnn_status take_output_grad(vdnn_pipe *p, vdnn_error *err)
     char what[112];
     snprintf(what, sizeof what, "the gradient of stage %d's output of micro-batch %d of step %lld", p->stage, j,
              (long long)net->step);
-    vdnn_status rc = vdnn_comm_waitall(p->c, 1, req(p, RECV_GRAD, j), what, p->next_world, err);
-    if (rc) return rc;
     if (!net->ptr[p->tail_dx])
         return vdnn_fail(err, VDNN_ERR_BACKEND, "stage %d: the output gradient is not on the device", p->stage);
+    if (p->nccl) {
+        /* Straight into the block the softmax wrote; the compute queue waits for it. */
+        vdnn_status rc = vdnn_nccl_recv(p->nccl, (float *)net->ptr[p->tail_dx], p->out_count, p->stage + 1, what, err);
+        return rc ? rc : vdnn_nccl_wait(p->nccl, what, err);
+    }
+    vdnn_status rc = vdnn_comm_waitall(p->c, 1, req(p, RECV_GRAD, j), what, p->next_world, err);
+    if (rc) return rc;
     return net->be->ops->upload(net->be, net->ptr[p->tail_dx], p->grad_in + (size_t)j * p->out_count,
                                 p->out_count * sizeof(float), err);
 }
@@ -162,11 +188,16 @@ static vdnn_status send_input_grad(vdnn_pipe *p, vdnn_error *err)
     float *src = p->grad_out + (size_t)j * p->in_count;
     if (!net->ptr[p->in_grad])
         return vdnn_fail(err, VDNN_ERR_BACKEND, "stage %d: the input gradient is not on the device", p->stage);
-    vdnn_status rc = net->be->ops->download(net->be, src, net->ptr[p->in_grad], p->in_count * sizeof(float), err);
-    if (rc) return rc;
     char what[112];
     snprintf(what, sizeof what, "sending stage %d's input gradient of micro-batch %d of step %lld", p->stage, j,
              (long long)net->step);
+    if (p->nccl) {
+        float *d = p->d_grad_out + (size_t)j * p->in_count;
+        vdnn_status rc = net->be->ops->upload(net->be, d, net->ptr[p->in_grad], p->in_count * sizeof(float), err);
+        return rc ? rc : vdnn_nccl_send(p->nccl, d, p->in_count, p->stage - 1, what, err);
+    }
+    vdnn_status rc = net->be->ops->download(net->be, src, net->ptr[p->in_grad], p->in_count * sizeof(float), err);
+    if (rc) return rc;
     return vdnn_comm_check(p->c, MPI_Isend(src, (int)p->in_count, MPI_FLOAT, p->stage - 1, tag_grad(j), p->comm,
                                            req(p, SEND_GRAD, j)),
                            what, err);
@@ -192,7 +223,13 @@ vdnn_status vdnn_pipe_train_step(vdnn_pipe *p, const float *images, const int32_
     vdnn_status rc = post_receives(p, err);
     for (int j = 0; rc == VDNN_OK && j < p->m; j++) {
         const float *in = images + (size_t)j * p->in_count;
-        if (p->stage > 0) {
+        if (p->stage > 0 && p->nccl) {
+            /* The net's input upload copies from device memory as well (the backend infers the direction). */
+            snprintf(what, sizeof what, "stage %d's output of micro-batch %d of step %lld", p->stage - 1, j, step);
+            in = p->d_act_in + (size_t)j * p->in_count;
+            rc = vdnn_nccl_recv(p->nccl, p->d_act_in + (size_t)j * p->in_count, p->in_count, p->stage - 1, what, err);
+            if (rc == VDNN_OK) rc = vdnn_nccl_wait(p->nccl, what, err);
+        } else if (p->stage > 0) {
             snprintf(what, sizeof what, "stage %d's output of micro-batch %d of step %lld", p->stage - 1, j, step);
             rc = vdnn_comm_waitall(p->c, 1, req(p, RECV_ACT, j), what, p->prev_world, err);
             in = p->act_in + (size_t)j * p->in_count;
@@ -214,7 +251,7 @@ vdnn_status vdnn_pipe_train_step(vdnn_pipe *p, const float *images, const int32_
     net->fetch_storage = -1;
     if (rc == VDNN_OK) {
         snprintf(what, sizeof what, "stage %d's sends of step %lld to be received", p->stage, step);
-        rc = vdnn_comm_waitall(p->c, 2 * p->m, req(p, SEND_ACT, 0), what, -1, err);
+        rc = p->nccl ? vdnn_nccl_wait(p->nccl, what, err) : vdnn_comm_waitall(p->c, 2 * p->m, req(p, SEND_ACT, 0), what, -1, err);
     }
     *loss = p->stage == p->stages - 1 ? (float)(sum / p->m) : 0.0f;
     return rc;

@@ -4,14 +4,18 @@
 #define VDNN_DIST_MPI_PIPE_H
 
 #include "dist/mpi_comm.h"
+#include "dist/nccl_comm.h"
 #include "exec/net.h"
 
 typedef struct vdnn_pipe vdnn_pipe;
 
 /* net runs a stage graph (vdnn_stage_graph) with hooks, pipelined when it has micro-batches; pipe_comm's rank
- * k is stage k. Every stage of a pipeline has the same micro-batch count and size. */
-vdnn_status vdnn_pipe_create(const vdnn_comm *c, MPI_Comm pipe_comm, vdnn_net_t *net, int stage, int stages,
-                             vdnn_pipe **out, vdnn_error *err);
+ * k is stage k. Every stage of a pipeline has the same micro-batch count and size. nccl (borrowed, over
+ * pipe_comm's ranks; NULL: MPI on host memory): activations and gradients go device to device by NCCL send and
+ * receive, each enqueued when its data is needed or ready (one NCCL stream runs them in order, so nothing is
+ * posted ahead), through device staging buffers. */
+vdnn_status vdnn_pipe_create(const vdnn_comm *c, MPI_Comm pipe_comm, vdnn_nccl *nccl, vdnn_net_t *net, int stage,
+                             int stages, vdnn_pipe **out, vdnn_error *err);
 void vdnn_pipe_free(vdnn_pipe *p);
 
 /* One training step of this stage: the forward passes of micro-batches 0..M-1 (stage 0 reads them from

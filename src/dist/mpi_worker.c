@@ -1,5 +1,6 @@
 /* A rank's part of a distributed run: its group and stage, its communicators, its stage graph and net,
  * and the hooks that tie the net's iteration to the pipeline and the gradient sums. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,47 @@ static vdnn_status hook_before_update(void *ctx, vdnn_net_t *net, vdnn_error *er
 {
     vdnn_dist_worker *w = ctx;
     return w->dp ? vdnn_dp_before_update(w->dp, err) : VDNN_OK;
+}
+
+/* Synchronized batch norm: a layer's sums over the ranks holding the same stage. Two check values ride
+ * along, key and key^2: their sums are N*key and N*key^2 only if every rank sent the same key, so ranks
+ * whose plans diverged (a recompute on one, not another) fail loudly instead of mixing layers' statistics. */
+static vdnn_status bn_sum(void *ctx, int key, double *buf, size_t n, vdnn_error *err)
+{
+    vdnn_dist_worker *w = ctx;
+    if (n + 2 > w->bn_cap) {
+        double *nb = realloc(w->bn_buf, (n + 2) * sizeof *nb);
+        if (!nb) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
+        w->bn_buf = nb;
+        w->bn_cap = n + 2;
+    }
+    double *t = w->bn_buf;
+    memcpy(t, buf, n * sizeof *t);
+    t[n] = (double)key;
+    t[n + 1] = (double)key * (double)key;
+    const int layer = key / 4;
+    const char *name = w->net && layer < w->net->g->n_layers ? w->net->g->layers[layer].name : "?";
+    char what[160];
+    snprintf(what, sizeof what, "the batch-norm sums of layer '%.64s' (step %lld)", name,
+             w->net ? (long long)w->net->step : 0LL);
+    if (n + 2 > INT_MAX) return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "%s: %zu values, too many for one message", what, n);
+    vdnn_status rc = vdnn_comm_allreduce(&w->comm, w->bn_comm, t, (int)(n + 2), MPI_DOUBLE, MPI_SUM, what, err);
+    if (rc) return rc;
+    const double g = (double)w->groups;
+    if (t[n] != g * (double)key || t[n + 1] != g * (double)key * (double)key)
+        return vdnn_fail(err, VDNN_ERR_MISMATCH,
+                         "rank %d: %s: the ranks were at different layers (synchronized batch norm needs the same "
+                         "plan on every data-parallel rank)",
+                         w->comm.rank, what);
+    memcpy(buf, t, n * sizeof *t);
+    return VDNN_OK;
+}
+
+static bool has_batchnorm(const vdnn_graph_t *g)
+{
+    for (int l = 1; l < g->n_layers; l++)
+        if (g->layers[l].kind == VDNN_LAYER_BATCHNORM) return true;
+    return false;
 }
 
 /* Memory check for the balancer: does a stage of these layers plan within the budget? */
@@ -136,6 +178,7 @@ static vdnn_status init_from_full(vdnn_dist_worker *w, vdnn_backend_t *be, const
     fc.host_budget = SIZE_MAX;
     fc.policy = VDNN_POLICY_NONE;
     fc.hooks = NULL;
+    fc.bn_reduce = NULL;
     fc.keep_weight_grads = false;
     fc.profile = NULL;
     fc.micro_batches = 1;
@@ -154,6 +197,17 @@ static vdnn_status init_from_full(vdnn_dist_worker *w, vdnn_backend_t *be, const
     return rc;
 }
 
+/* NCCL over comm when every rank of it can use it (a rank whose GPU was missing may run the CPU backend):
+ * decided together, so all or none join. */
+static vdnn_status open_nccl(vdnn_dist_worker *w, vdnn_backend_t *be, const vdnn_dist_config *dc, MPI_Comm comm,
+                             vdnn_nccl **out, vdnn_error *err)
+{
+    int can = !dc->no_nccl && vdnn_nccl_built() && !strcmp(be->ops->name, "cuda");
+    vdnn_status rc = vdnn_comm_allreduce(&w->comm, comm, &can, 1, MPI_INT, MPI_MIN, "the NCCL choice", err);
+    if (rc == VDNN_OK && can) rc = vdnn_nccl_create(&w->comm, comm, be, out, err);
+    return rc;
+}
+
 static vdnn_status split_comms(vdnn_dist_worker *w, vdnn_error *err)
 {
     vdnn_status rc = vdnn_comm_check(&w->comm, MPI_Comm_split(w->comm.world, w->stage, w->group, &w->dp_comm),
@@ -161,6 +215,9 @@ static vdnn_status split_comms(vdnn_dist_worker *w, vdnn_error *err)
     if (rc == VDNN_OK)
         rc = vdnn_comm_check(&w->comm, MPI_Comm_split(w->comm.world, w->group, w->stage, &w->pipe_comm),
                              "MPI_Comm_split", err);
+    /* Its own communicator: batch-norm sums then never queue behind gradient buckets still in flight. */
+    if (rc == VDNN_OK && w->sync_bn)
+        rc = vdnn_comm_check(&w->comm, MPI_Comm_dup(w->dp_comm, &w->bn_comm), "MPI_Comm_dup", err);
     return rc;
 }
 
@@ -170,7 +227,7 @@ vdnn_status vdnn_dist_create(MPI_Comm world, vdnn_graph_t *g, vdnn_backend_t *be
     *out = NULL;
     vdnn_dist_worker *w = calloc(1, sizeof *w);
     if (!w) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
-    w->dp_comm = w->pipe_comm = MPI_COMM_NULL;
+    w->dp_comm = w->pipe_comm = w->bn_comm = MPI_COMM_NULL;
     w->full = g;
     w->seed = cfg->seed;
     w->global_batch = cfg->batch;
@@ -196,6 +253,13 @@ vdnn_status vdnn_dist_create(MPI_Comm world, vdnn_graph_t *g, vdnn_backend_t *be
     if (rc == VDNN_OK && cfg->seed >> (64 - SEED_SHIFT))
         rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "--seed %llu: distributed runs take seeds below 2^%d",
                        (unsigned long long)cfg->seed, 64 - SEED_SHIFT);
+    /* One group has the whole batch already: nothing to synchronize. */
+    w->sync_bn = dc->sync_bn && w->groups > 1 && has_batchnorm(g);
+    if (rc == VDNN_OK && w->sync_bn && strcmp(be->ops->name, "cpu"))
+        rc = vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
+                       "--sync-bn: synchronized batch norm runs on the CPU backend only, not on %s (use --no-sync-bn: "
+                       "each data-parallel group then normalizes over its own share of the batch)",
+                       be->ops->name);
     if (rc == VDNN_OK) rc = split_comms(w, err);
     w->cfg = *cfg;
     w->cfg.batch = cfg->batch / (w->groups ? w->groups : 1);
@@ -213,6 +277,10 @@ vdnn_status vdnn_dist_create(MPI_Comm world, vdnn_graph_t *g, vdnn_backend_t *be
     w->full_cfg.micro_batches = 1;
     w->full_cfg.pipelined = false;
     w->hooks = (vdnn_grad_hooks){hook_grads_ready, hook_before_update, hook_forward_done};
+    if (w->sync_bn) {
+        w->bn_reduce = (vdnn_reduce){bn_sum, w};
+        w->cfg.bn_reduce = &w->bn_reduce;
+    }
     if (w->groups > 1 || w->stages > 1) {
         w->cfg.hooks = &w->hooks;
         w->cfg.hooks_ctx = w;
@@ -246,8 +314,12 @@ vdnn_status vdnn_dist_create(MPI_Comm world, vdnn_graph_t *g, vdnn_backend_t *be
         if (rc == VDNN_OK) rc = vdnn_graph_resolve(g, in, cfg->classes, err);
     }
     if (rc == VDNN_OK) rc = vdnn_dist_set_seed(w, cfg->seed, err);
-    if (rc == VDNN_OK && w->groups > 1) rc = vdnn_dp_create(&w->comm, w->dp_comm, w->net, dc->bucket_bytes, &w->dp, err);
-    if (rc == VDNN_OK && w->stages > 1) rc = vdnn_pipe_create(&w->comm, w->pipe_comm, w->net, w->stage, w->stages, &w->pipe, err);
+    if (rc == VDNN_OK && w->groups > 1) rc = open_nccl(w, be, dc, w->dp_comm, &w->dp_nccl, err);
+    if (rc == VDNN_OK && w->groups > 1)
+        rc = vdnn_dp_create(&w->comm, w->dp_comm, w->dp_nccl, w->net, dc->bucket_bytes, &w->dp, err);
+    if (rc == VDNN_OK && w->stages > 1) rc = open_nccl(w, be, dc, w->pipe_comm, &w->pipe_nccl, err);
+    if (rc == VDNN_OK && w->stages > 1)
+        rc = vdnn_pipe_create(&w->comm, w->pipe_comm, w->pipe_nccl, w->net, w->stage, w->stages, &w->pipe, err);
     if (rc != VDNN_OK) {
         vdnn_dist_free(w);
         return rc;
@@ -278,9 +350,13 @@ void vdnn_dist_free(vdnn_dist_worker *w)
     if (!w) return;
     vdnn_pipe_free(w->pipe);
     vdnn_dp_free(w->dp);
+    vdnn_nccl_free(w->dp_nccl);
+    vdnn_nccl_free(w->pipe_nccl);
     vdnn_net_free(w->net);
     vdnn_graph_free(w->sub);
     if (w->dp_comm != MPI_COMM_NULL) MPI_Comm_free(&w->dp_comm);
     if (w->pipe_comm != MPI_COMM_NULL) MPI_Comm_free(&w->pipe_comm);
+    if (w->bn_comm != MPI_COMM_NULL) MPI_Comm_free(&w->bn_comm);
+    free(w->bn_buf);
     free(w);
 }

@@ -58,6 +58,9 @@ static vdnn_status compute_forward(vdnn_net_t *net, const vdnn_plan_t *plan, vdn
     }
     a.update_stats = plan->training && !recompute;
     a.seed = mask_seed(net, l);
+    /* A recompute sums again, so it normalizes with the same statistics as the first forward. */
+    a.reduce = plan->training ? net->cfg.bn_reduce : NULL;
+    a.reduce_key = l;
     return net->be->ops->op_forward(net->be, ops[l], &a, err);
 }
 
@@ -90,6 +93,8 @@ static vdnn_status compute_backward(vdnn_net_t *net, const vdnn_plan_t *plan, vd
     RES(later ? s->dbm : s->db, a.db);
     if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) RES(plan->labels, a.labels);
     a.seed = mask_seed(net, l);
+    a.reduce = net->cfg.bn_reduce;
+    a.reduce_key = l;
     return net->be->ops->op_backward(net->be, ops[l], &a, err);
 }
 

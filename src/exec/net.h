@@ -45,6 +45,8 @@ typedef struct vdnn_net_config {
                                            (or its last), VDNN_ALGO_LEANEST the smallest workspaces,
                                            VDNN_ALGO_CHOOSE: the dyn and auto planners choose */
     const vdnn_grad_hooks *hooks;       /* set: keep_weight_grads is implied, and the hooks are called */
+    const vdnn_reduce *bn_reduce;       /* set: training batch norm takes its statistics over every rank that
+                                           calls it (synchronized batch norm); NULL: over this net's batch */
     void *hooks_ctx;
     bool allow_oversubscribe;           /* policy um: allocate the managed pool even when it and the arena need
                                            more than the device has free (refused otherwise: on a shared GPU that

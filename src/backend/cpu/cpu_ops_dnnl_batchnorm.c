@@ -13,6 +13,7 @@ typedef struct bn_state {
     int n, c;
     size_t hw;
     size_t m;          /* values per channel: N*H*W */
+    double *red;       /* synchronized batch norm: 2*C+1 sums handed to the reduction */
 } bn_state;
 
 static vdnn_status bn_check(const vdnn_op_desc *d, bn_state *s, vdnn_error *err)
@@ -55,6 +56,8 @@ static vdnn_status bn_create(cpu_backend *be, vdnn_op *op, vdnn_error *err)
     bn_state *s = calloc(1, sizeof *s);
     if (!s) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "batchnorm: out of memory");
     vdnn_status st = bn_check(&op->d, s, err);
+    if (!st && op->d.training && !(s->red = malloc((2 * (size_t)s->c + 1) * sizeof *s->red)))
+        st = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "batchnorm: out of memory");
     if (st) {
         free(s);
         return st;
@@ -65,6 +68,8 @@ static vdnn_status bn_create(cpu_backend *be, vdnn_op *op, vdnn_error *err)
 
 static void bn_destroy(cpu_backend *be, vdnn_op *op)
 {
+    bn_state *s = op->state;
+    if (s) free(s->red);
     free(op->state);
     op->state = NULL;
 }
@@ -115,15 +120,64 @@ static void channel_affine(const bn_state *s, const float *x, float *y, int ch, 
     }
 }
 
-/* PyTorch's rule: running = (1-m)*running + m*batch, the variance unbiased. */
-static void update_running(const bn_state *s, float momentum, const float *batch, float *running)
+/* PyTorch's rule: running = (1-m)*running + m*batch, the variance unbiased over the `count` values the
+ * batch statistics came from. */
+static void update_running(const bn_state *s, float momentum, const float *batch, double count, float *running)
 {
     const int c = s->c;
-    const double unbias = (double)s->m / (double)(s->m - 1);
+    const double unbias = count / (count - 1);
     for (int i = 0; i < c; i++) {
         running[i] = (float)((1.0 - momentum) * running[i] + (double)momentum * batch[i]);
         running[c + i] = (float)((1.0 - momentum) * running[c + i] + (double)momentum * batch[c + i] * unbias);
     }
+}
+
+/* Reduction keys: the layer and which of the op's three sums. */
+static int red_key(const vdnn_op_args *a, int phase) { return a->reduce_key * 4 + phase; }
+
+static vdnn_status reduce_sums(const vdnn_op_args *a, int phase, double *buf, size_t n, vdnn_error *err)
+{
+    vdnn_status st = a->reduce->sum(a->reduce->ctx, red_key(a, phase), buf, n, err);
+    if (!st && !(buf[n - 1] >= 2.0))
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "batchnorm: %g values per channel over all ranks (training needs 2 or more)",
+                         buf[n - 1]);
+    return st;
+}
+
+/* Synchronized batch norm: the statistics of every rank's share together. The same two passes as one
+ * device (the sum, then squared deviations from the global mean, each summed over ranks), not sum(x^2)
+ * - sum(x)^2, which cancels badly; a channel's planes are whole on one rank, so each rank's per-plane
+ * float sums are those one device adds up, and only the double additions across ranks change order. */
+static vdnn_status bn_forward_sync(bn_state *s, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const float *x = a->x[0], *gamma = a->w, *beta = a->b;
+    float *y = a->y, *mean = a->aux, *var = a->aux + s->c;
+    const float eps = op->d.p.bn_eps;
+    const int c = s->c;
+    double *buf = s->red;
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < c; ch++) buf[ch] = channel_sum(s, x, ch);
+    buf[c] = (double)s->m;
+    vdnn_status st = reduce_sums(a, 0, buf, (size_t)c + 1, err);
+    if (st) return st;
+    const double m = buf[c];
+    for (int ch = 0; ch < c; ch++) mean[ch] = (float)(buf[ch] / m);
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < c; ch++) buf[ch] = channel_sq_dev(s, x, ch, mean[ch]);
+    buf[c] = (double)s->m;
+    st = reduce_sums(a, 1, buf, (size_t)c + 1, err);
+    if (st) return st;
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < c; ch++) {
+        float v = (float)(buf[ch] / m);
+        var[ch] = v;
+        float inv = (float)(1.0 / sqrt((double)v + eps));
+        float scale = gamma[ch] * inv;
+        channel_affine(s, x, y, ch, scale, beta[ch] - mean[ch] * scale);
+    }
+    /* Every rank updates from the same global figures, so running statistics stay equal everywhere. */
+    if (a->update_stats) update_running(s, op->d.p.bn_momentum, a->aux, m, a->stats);
+    return VDNN_OK;
 }
 
 static vdnn_status bn_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
@@ -149,6 +203,7 @@ static vdnn_status bn_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *
     if (!a->aux) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm forward: NULL aux (batch statistics)");
     if (a->update_stats && !a->stats)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm forward: update_stats with NULL running statistics");
+    if (a->reduce) return bn_forward_sync(s, op, a, err);
     float *mean = a->aux, *var = a->aux + s->c;
     const double m = (double)s->m;
 #pragma omp parallel for schedule(static)
@@ -161,7 +216,7 @@ static vdnn_status bn_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *
         float scale = gamma[ch] * inv;
         channel_affine(s, x, y, ch, scale, beta[ch] - mu * scale);
     }
-    if (a->update_stats) update_running(s, op->d.p.bn_momentum, a->aux, a->stats);
+    if (a->update_stats) update_running(s, op->d.p.bn_momentum, a->aux, (double)s->m, a->stats);
     return VDNN_OK;
 }
 
@@ -186,6 +241,45 @@ static void channel_grad_sums(const bn_state *s, const float *x, const float *dy
     *sdyx = a2;
 }
 
+/* Synchronized backward: dx needs sum(dy) and sum(dy*(x-mean)) over every rank's share. dgamma and dbeta
+ * keep this rank's own sums: the data-parallel gradient average then makes them the whole batch's
+ * gradient, as it does for every other weight (each rank's dy is that of its own mean loss, so the global
+ * sums in dx carry the same factor of the rank count that the average divides out). */
+static vdnn_status bn_backward_sync(bn_state *s, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const float *x = a->x[0], *dy = a->dy, *gamma = a->w, *mean = a->aux, *var = a->aux + s->c;
+    float *dx = a->dx[0], *dgamma = a->dw, *dbeta = a->db;
+    const double eps = op->d.p.bn_eps;
+    const int c = s->c;
+    double *buf = s->red;
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < c; ch++) {
+        channel_grad_sums(s, x, dy, ch, mean[ch], &buf[ch], &buf[c + ch]);
+        dbeta[ch] = (float)buf[ch];
+        dgamma[ch] = (float)(buf[c + ch] * (1.0 / sqrt((double)var[ch] + eps)));
+    }
+    buf[2 * c] = (double)s->m;
+    /* Every rank sums, wanted dx or not: the ranks' calls must pair up. */
+    vdnn_status st = reduce_sums(a, 2, buf, 2 * (size_t)c + 1, err);
+    if (st || !dx) return st;
+    const double m = buf[2 * c];
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < c; ch++) {
+        double inv = 1.0 / sqrt((double)var[ch] + eps);
+        double k1 = gamma[ch] * inv, sdy = buf[ch], sdyx = buf[c + ch];
+        float f1 = (float)k1, f2 = (float)(-k1 * inv * inv * sdyx / m), f3 = (float)(-k1 * sdy / m);
+        float mu = mean[ch];
+        for (int i = 0; i < s->n; i++) {
+            size_t o = plane(s, i, ch);
+            const float *xp = x + o, *dp = dy + o;
+            float *gp = dx + o;
+#pragma omp simd
+            for (size_t j = 0; j < s->hw; j++) gp[j] = dp[j] * f1 + (xp[j] - mu) * f2 + f3;
+        }
+    }
+    return VDNN_OK;
+}
+
 static vdnn_status bn_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     bn_state *s = op->state;
@@ -195,6 +289,7 @@ static vdnn_status bn_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
     if (!a->x[0] || !a->dy || !a->w || !a->dw || !a->db)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm backward: NULL %s",
                          !a->x[0] ? "x" : !a->dy ? "dy" : !a->w ? "gamma" : !a->dw ? "dgamma" : "dbeta");
+    if (a->reduce) return bn_backward_sync(s, op, a, err);
     /* beta is not read: no gradient depends on it. */
     const float *x = a->x[0], *dy = a->dy, *gamma = a->w, *mean = a->aux, *var = a->aux + s->c;
     float *dx = a->dx[0], *dgamma = a->dw, *dbeta = a->db;

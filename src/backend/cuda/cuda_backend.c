@@ -466,6 +466,18 @@ bool vdnn_cuda_settings(const vdnn_backend_t *be, vdnn_cuda_options *out)
     return true;
 }
 
+void *vdnn_cuda_stream(vdnn_backend_t *be, vdnn_queue_id q)
+{
+    if (!be || be->ops != &cuda_ops || (int)q < 0 || q >= VDNN_QUEUE_COUNT) return NULL;
+    return (void *)((cuda_backend *)be)->stream[q];
+}
+
+int vdnn_cuda_device(const vdnn_backend_t *be)
+{
+    if (!be || be->ops != &cuda_ops) return -1;
+    return ((const cuda_backend *)be)->device;
+}
+
 /* ---- creation ---- */
 
 void vdnn_cuda_options_default(vdnn_cuda_options *o)

@@ -13,6 +13,12 @@
 /* The settings a CUDA backend runs with, after the environment was applied. false if `be` is not CUDA. */
 bool vdnn_cuda_settings(const vdnn_backend_t *be, vdnn_cuda_options *out);
 
+/* For code that enqueues its own device work in order with the backend's (NCCL collectives): the CUDA
+ * stream of a queue (a cudaStream_t, behind void * to keep this header free of CUDA) and the device. NULL
+ * and -1 if `be` is not CUDA. */
+void *vdnn_cuda_stream(vdnn_backend_t *be, vdnn_queue_id q);
+int vdnn_cuda_device(const vdnn_backend_t *be);
+
 typedef enum vdnn_conv_pass {
     VDNN_CONV_FWD = 0,
     VDNN_CONV_BWD_DATA,

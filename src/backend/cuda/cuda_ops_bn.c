@@ -85,6 +85,10 @@ static vdnn_status bn_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *
     if (!a->x[0] || !a->y || !a->w || !a->b)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm forward: NULL %s",
                          !a->x[0] ? "input" : !a->y ? "output" : !a->w ? "gamma" : "beta");
+    if (a->reduce)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
+                         "batchnorm forward: synchronized batch norm (--sync-bn) runs on the CPU backend only; use "
+                         "--no-sync-bn on GPUs");
     if (!d->training) {
         if (!a->stats) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm inference: NULL running statistics");
         return vdnn_cudnn_check(cudnnBatchNormalizationForwardInference(b->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
@@ -113,6 +117,10 @@ static vdnn_status bn_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args 
     const float one = 1.0f, zero = 0.0f;
     if (!d->training)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm backward: op was created for inference (running statistics)");
+    if (a->reduce)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
+                         "batchnorm backward: synchronized batch norm (--sync-bn) runs on the CPU backend only; use "
+                         "--no-sync-bn on GPUs");
     if (!a->aux) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm backward: NULL aux (batch statistics)");
     if (!a->x[0] || !a->dy || !a->w || !a->dw || !a->db)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm backward: NULL %s",
