@@ -330,7 +330,7 @@ static void test_refusals(void **state)
 }
 
 /* One byte below its need, policy all with homes is refused before training, naming a budget that works
- * with the option; that budget does work. */
+ * with the option; that budget does work. Without the option, the budget named may be auto's with homes. */
 static void test_budget_named(void **state)
 {
     (void)state;
@@ -358,6 +358,29 @@ static void test_budget_named(void **state)
     assert_true(n <= need);
     config(&f, pol, true, (size_t)n, false, &cfg);
     vt_assert_ok(vdnn_net_create(f.g, f.be, &cfg, &net, &err), err);
+    assert_true(net->dev_bytes <= (size_t)n);
+    vdnn_net_free(net);
+    net = NULL;
+
+    /* Without the option, one byte below what all needs with the parameters on the device: the budget named
+     * is auto's, which homes them by itself, and it works. */
+    config(&f, VDNN_POLICY_ALL, false, SIZE_MAX, false, &cfg);
+    vt_assert_ok(vdnn_net_create(f.g, f.be, &cfg, &net, &err), err);
+    const size_t need_dev = net->dev_bytes;
+    vdnn_net_free(net);
+    net = NULL;
+    assert_true(need_dev > need);
+    config(&f, VDNN_POLICY_ALL, false, need_dev - 1, false, &cfg);
+    vt_assert_error(vdnn_net_create(f.g, f.be, &cfg, &net, &err), err, VDNN_ERR_BUDGET, "smallest budget that works is");
+    paren = strchr(strstr(err.msg, "smallest budget that works is"), '(');
+    if (!paren || sscanf(paren, "(%llu bytes) with --policy %31s", &n, pname) != 2)
+        fail_msg("cannot read the smallest budget from: %s", err.msg);
+    assert_string_equal(pname, "auto");
+    assert_non_null(strstr(err.msg, "--offload-params"));
+    assert_true(n <= need_dev - 1);
+    config(&f, VDNN_POLICY_AUTO, false, (size_t)n, false, &cfg);
+    vt_assert_ok(vdnn_net_create(f.g, f.be, &cfg, &net, &err), err);
+    assert_true(net->plan_train->offload_params);
     assert_true(net->dev_bytes <= (size_t)n);
     vdnn_net_free(net);
     fixture_close(&f);

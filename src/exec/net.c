@@ -147,6 +147,30 @@ static vdnn_status init_params(vdnn_net_t *net, vdnn_error *err)
     return rc;
 }
 
+/* The evaluation plan's need were the parameters homed in host memory (the training plan's persistent state is
+ * then the same under every classification). */
+static vdnn_status homed_eval_need(vdnn_net_t *net, size_t *out)
+{
+    vdnn_error e;
+    vdnn_plan_t *t = NULL, *v = NULL;
+    vdnn_plan_request rq = {.policy = VDNN_POLICY_NONE, .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX,
+                            .algos = net->algos_train, .force_algo = net->cfg.algo, .offload_params = true};
+    vdnn_status rc = vdnn_plan_build(net->g, net->info_train, &rq, &t, &e);
+    /* As vdnn_net_create plans it; where algorithms are chosen, the leanest are its fallback. */
+    const bool choose = net->cfg.algo == VDNN_ALGO_CHOOSE;
+    vdnn_plan_request re = {.policy = VDNN_POLICY_NONE, .training = false, .budget = SIZE_MAX, .host_budget = SIZE_MAX,
+                            .algos = net->algos_eval, .force_algo = choose ? VDNN_ALGO_LEANEST : net->cfg.algo,
+                            .offload_params = true};
+    if (rc == VDNN_OK) {
+        re.variable_base = t->persistent_bytes;
+        rc = vdnn_plan_build(net->g, net->info_eval, &re, &v, &e);
+    }
+    if (rc == VDNN_OK) *out = v->peak_device_bytes;
+    vdnn_plan_free(t);
+    vdnn_plan_free(v);
+    return rc;
+}
+
 static vdnn_status budget_error(vdnn_net_t *net, vdnn_error *err)
 {
     char need[32], have[32], best[32];
@@ -159,21 +183,32 @@ static vdnn_status budget_error(vdnn_net_t *net, vdnn_error *err)
                          vdnn_format_bytes(p->host_bytes + p->managed_bytes, need, sizeof need),
                          vdnn_format_bytes(p->host_budget, have, sizeof have));
     }
-    /* Name the smallest budget any plan reaches, so the user knows what to ask for. */
+    /* Name the smallest budget any plan reaches, so the user knows what to ask for: over the planners'
+     * classifications with this net's options, and (policy auto does that by itself) with the parameters
+     * homed in host memory; the evaluation plan shares the arena, so its need is a floor. */
     size_t best_peak = device_need;
+    vdnn_policy best_pol = p->policy;
+    const char *opt = p->offload_params ? " --offload-params" : "";
     vdnn_plan_request rq = {.policy = VDNN_POLICY_NONE, .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX,
                             .keep_weight_grads = net->cfg.keep_weight_grads, .micro_batches = p->micro_batches,
                             .held_batches = p->held_batches, .algos = net->algos_train, .force_algo = net->cfg.algo,
                             .offload_params = p->offload_params};
-    /* Policy auto homes the parameters by itself where only that fits: it may name the smallest budget. */
-    const char *no_home;
-    if (!p->offload_params && vdnn_plan_offload_supported(&rq, &no_home)) rq.policy = VDNN_POLICY_AUTO;
     vdnn_error e2;
     size_t mb = SIZE_MAX;
-    if (vdnn_plan_min_budget(net->g, net->info_train, &rq, &mb, &e2) == VDNN_OK && mb < best_peak) best_peak = mb;
-    vdnn_policy best_pol = best_peak < device_need ? VDNN_POLICY_AUTO : p->policy;
-    const char *opt = p->offload_params ? " --offload-params" : "";
-    if (best_peak < net->plan_eval->peak_device_bytes) best_peak = net->plan_eval->peak_device_bytes;
+    if (vdnn_plan_min_budget(net->g, net->info_train, &rq, &mb, &e2) == VDNN_OK) {
+        mb = max_sz(mb, net->plan_eval->peak_device_bytes);
+        if (mb < best_peak) best_peak = mb, best_pol = VDNN_POLICY_AUTO;
+    }
+    const char *no_home;
+    size_t eval_homed = SIZE_MAX;
+    if (!p->offload_params && vdnn_plan_offload_supported(&rq, &no_home) && homed_eval_need(net, &eval_homed) == VDNN_OK) {
+        rq.offload_params = true;
+        if (vdnn_plan_min_budget(net->g, net->info_train, &rq, &mb, &e2) == VDNN_OK && max_sz(mb, eval_homed) < best_peak) {
+            best_peak = max_sz(mb, eval_homed);
+            best_pol = VDNN_POLICY_AUTO;
+            opt = " (which homes the parameters in host memory, as --offload-params does)";
+        }
+    }
     char what[160] = "", held[32];
     if (p->held_batches > 1)
         snprintf(what, sizeof what, " in %d micro-batches of %d, all held between their forward and backward passes "

@@ -462,6 +462,8 @@ double vdnn_plan_lower_bound(const vdnn_plan_t *p, const vdnn_graph_t *g, const 
 
 void vdnn_plan_use_algos(vdnn_plan_t *p, bool leanest)
 {
+    /* Algorithms the request fixed (--conv-algo lean or default) stay as they are. */
+    if (!p->choose_algos) return;
     for (int l = 1; l < p->n_layers; l++)
         vdnn_plan_set_algo(p, l, leanest && p->choose_algos ? vdnn_plan_leanest_algo(p, l) : 0);
 }
