@@ -88,6 +88,9 @@ if [ -x "$MPI" ] && command -v mpirun >/dev/null; then
     expect mpi-flag 2 "--stages: invalid value 'two'" -- "${MPIRUN[@]}" -np 1 "$MPI" train --stages two
     expect mpi-micro 2 "--micro-batches 3: each data-parallel group's 8 images" -- "${MPIRUN[@]}" -np 2 "$MPI" train \
         --model lenet "${COMMON[@]}" --input 1x28x28 --batch 8 --steps 1 --stages 2 --micro-batches 3
+    # Parameters homed in host memory are updated in their backward step: not with gradients summed across ranks.
+    expect mpi-offload 1 "--offload-params is not supported with more than one rank" -- "${MPIRUN[@]}" -np 2 "$MPI" \
+        train --model lenet "${COMMON[@]}" --input 1x28x28 --batch 8 --steps 1 --offload-params
     # stage=1 inside a residual block: refused, naming the layer that reads across.
     sed 's/^\[layer1.0.conv2\]$/[layer1.0.conv2]\nstage=1/' models/resnet18.cfg >"$TMP/cut.cfg"
     expect mpi-bad-cut 2 "reads 'maxpool'" -- "${MPIRUN[@]}" -np 2 "$MPI" train --model "$TMP/cut.cfg" \

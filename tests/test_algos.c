@@ -174,8 +174,10 @@ static void test_smaller_budgets(void **state)
     assert_true(non_default(p) > 0);
     assert_true(vdnn_plan_algos_change_numerics(p));
     vdnn_plan_free(p);
+    /* The default algorithms with the parameters on the device do not fit; auto then homes the parameters in
+     * host memory (tests/test_offload_params.c), which does. */
     p = plan(e, VDNN_POLICY_AUTO, choose, 0);
-    assert_false(p->feasible);
+    assert_true(!p->feasible || p->offload_params);
     assert_int_equal(non_default(p), 0);
     vdnn_plan_free(p);
 

@@ -70,6 +70,7 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
         /* Boolean flags. */
         if (!strcmp(f, "--json") && (allowed & OPT_JSON)) { o->json = true; continue; }
         if (!strcmp(f, "--poison") && (allowed & OPT_MEMORY)) { o->poison = true; continue; }
+        if (!strcmp(f, "--offload-params") && (allowed & OPT_MEMORY)) { o->offload_params = true; continue; }
         if (!strcmp(f, "--no-eval") && (allowed & OPT_TRAINING)) { o->no_eval = true; continue; }
         if (!strcmp(f, "--no-tf32") && (allowed & OPT_DEVICE)) { o->no_tf32 = true; continue; }
         if (!strcmp(f, "--deterministic") && (allowed & OPT_DEVICE)) { o->deterministic = true; continue; }
@@ -271,6 +272,7 @@ void cli_net_config(const cli_options *o, vdnn_shape in, int classes, vdnn_net_c
     c->weight_decay = (float)o->weight_decay;
     c->allow_oversubscribe = o->allow_oversubscribe;
     c->micro_batches = o->micro_batches;
+    c->offload_params = o->offload_params;
 }
 
 int cli_fail(const char *cmd, const vdnn_error *err)

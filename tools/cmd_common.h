@@ -39,6 +39,7 @@ typedef struct cli_options {
     bool no_eval;             /* skip the evaluation on the test split after training */
     int conv_algo;            /* vdnn_net_config.algo: 0 default, VDNN_ALGO_CHOOSE or VDNN_ALGO_LEANEST */
     int micro_batches;        /* a step's batch in this many micro-batches, gradients summed over them */
+    bool offload_params;      /* parameters and momentum homed in host memory between their uses */
 } cli_options;
 
 /* Help for --conv-algo, shared by the subcommands that plan. */
@@ -47,6 +48,13 @@ typedef struct cli_options {
     "for every layer, so every policy gives bit-identical results; lean: the smallest workspaces; choose: dyn\n"  \
     "and auto pick per layer where that fits or is faster (results then match up to float rounding, and the\n"   \
     "plan lists the layers).\n"
+
+/* Help for --offload-params, shared by the subcommands that plan. */
+#define CLI_OFFLOAD_USAGE                                                                                         \
+    "--offload-params: weights, biases and their momentum live in host memory between their uses (ZeRO-Offload\n" \
+    "style): each comes to the device one layer before its forward step (not copied back) and before its\n"      \
+    "backward step, whose update is copied back. Same results bit for bit; not with --micro-batches or policy um.\n" \
+    "Policy auto does it by itself where only that fits or the simulation finds it faster.\n"
 
 /* Flags each subcommand accepts, as a bit set. */
 enum {

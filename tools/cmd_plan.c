@@ -7,7 +7,7 @@
 
 static const char plan_usage[] =
     "usage: vdnn plan MODEL [--batch N] [--input CxHxW] [--classes N] [--policy P] [--budget SIZE]\n"
-    "                 [--host-budget SIZE] [--profile FILE | estimate flags] [--json]\n"
+    "                 [--host-budget SIZE] [--offload-params] [--profile FILE | estimate flags] [--json]\n"
     "Plans one training iteration without running it: every feature map's size and class (keep, swap or\n"
     "recompute), when it leaves the device and when it comes back, the peak and average device memory, the\n"
     "host memory and the bytes moved per iteration. Exits 3 if the plan does not fit the budget, naming\n"
@@ -20,6 +20,7 @@ int vdnn_cmd_plan(int argc, char **argv)
             char pol[256];
             fputs(plan_usage, stdout);
             fputs(CLI_CONV_ALGO_USAGE, stdout);
+            fputs(CLI_OFFLOAD_USAGE, stdout);
             printf("Policies: %s (default none); recompute, dyn, pooch and auto plan from costs.\n"
                    "um (OC-DNN) swaps what all swaps, but into CUDA Unified Memory: training needs a GPU, the plan does\n"
                    "not; the table marks those storages 'managed' and counts them in the managed pool, not the peak.\n",
@@ -57,7 +58,7 @@ int vdnn_cmd_plan(int argc, char **argv)
     size_t min_budget = plan ? plan->peak_device_bytes : 0;
     if (rc == VDNN_OK && o.policy > VDNN_POLICY_CONV && o.policy != VDNN_POLICY_UM) {
         vdnn_plan_request rq = {.policy = o.policy, .training = true, .budget = SIZE_MAX, .host_budget = o.host_budget,
-                                .profile = &prof};
+                                .profile = &prof, .offload_params = o.offload_params};
         size_t mb;
         rc = vdnn_plan_min_budget(m.g, m.info, &rq, &mb, &err);
         if (rc == VDNN_OK && mb < min_budget) min_budget = mb;

@@ -17,6 +17,7 @@ typedef struct cli_model {
     vdnn_op_info *info;
     vdnn_layer_algos *algos;  /* each layer's candidate algorithms */
     int force_algo;           /* --conv-algo */
+    bool offload_params;      /* --offload-params */
 } cli_model;
 
 vdnn_status cli_model_load(const cli_options *o, cli_model *m, vdnn_error *err);

@@ -23,6 +23,7 @@ static void usage(FILE *f)
     char pol[256];
     fputs(plot_usage_head, f);
     fputs(CLI_CONV_ALGO_USAGE, f);
+    fputs(CLI_OFFLOAD_USAGE, f);
     fprintf(f, "Policies: %s (default: all but um, whose managed pool the memory chart does not show; at most %d).\n",
             cli_policy_list(pol, sizeof pol), PLOT_MAX);
     fputs(CLI_COST_USAGE, f);

@@ -35,7 +35,9 @@ int vdnn_cmd_profile(int argc, char **argv)
     cli_options o;
     cli_defaults(&o);
     o.model = NULL;
-    if (!cli_parse(argc, argv, 2, OPT_SHAPE | OPT_BATCH | OPT_DEVICE | OPT_MEMORY | OPT_JSON, true, &o, "profile")) return 2;
+    if (!cli_refuse_flag(argc, argv, "--offload-params", "a profile times layers with their parameters on the device; "
+                         "plan, simulate, plot and train take it", "profile") ||
+        !cli_parse(argc, argv, 2, OPT_SHAPE | OPT_BATCH | OPT_DEVICE | OPT_MEMORY | OPT_JSON, true, &o, "profile")) return 2;
     long k = 5;
     if (iters && (!vdnn_parse_int(iters, &k) || k < 1 || k > 1000)) {
         fprintf(stderr, "vdnn profile: --iterations: invalid value '%s' (an integer from 1 to 1000)\n", iters);

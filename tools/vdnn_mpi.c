@@ -202,6 +202,13 @@ static vdnn_status setup(run *r, vdnn_error *err)
     }
     vdnn_net_config cfg;
     if (rc == VDNN_OK) cli_net_config(o, in, classes, &cfg);
+    int n_ranks = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &n_ranks);
+    if (rc == VDNN_OK && o->offload_params && n_ranks > 1)
+        rc = vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
+                       "--offload-params is not supported with more than one rank: data and stage parallelism keep "
+                       "every gradient until a separate update step, while homed parameters are updated in their "
+                       "layer's backward step (one rank trains with it as vdnn train does)");
     if (rc == VDNN_OK && o->profile) {
         /* A profile describes the whole model at one group's batch. */
         int size = 1;

@@ -64,6 +64,19 @@ static void bind_plan(vdnn_net_t *net, const vdnn_plan_t *plan)
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
+/* A parameter-like storage of the training plan: on the device for the whole run, or homed in the host pool. */
+static bool param_like(const vdnn_storage *s) { return s->persistent || s->homed; }
+
+/* Host address of a homed storage (its authoritative copy), or NULL for one on the device. */
+static char *home_ptr(const vdnn_net_t *net, int st)
+{
+    const vdnn_storage *s = &net->plan_train->st[st];
+    return s->homed ? (char *)net->host + s->host_offset : NULL;
+}
+
+/* Reads (to_host) or writes a parameter-like storage wherever its authoritative copy is. */
+static vdnn_status param_io(vdnn_net_t *net, int st, void *host, bool to_host, vdnn_error *err);
+
 static vdnn_status create_ops(vdnn_net_t *net, bool training, vdnn_op ***out, vdnn_error *err)
 {
     const vdnn_plan_t *plan = training ? net->plan_train : net->plan_eval;
@@ -103,7 +116,7 @@ static vdnn_status init_params(vdnn_net_t *net, vdnn_error *err)
     vdnn_status rc = VDNN_OK;
     for (int i = 0; rc == VDNN_OK && i < p->n_storages; i++) {
         const vdnn_storage *s = &p->st[i];
-        if (!s->persistent) continue;
+        if (!param_like(s)) continue;
         const vdnn_layer *ly = &net->g->layers[s->layer];
         size_t n = s->bytes / sizeof(float);
         bool bn = ly->kind == VDNN_LAYER_BATCHNORM;
@@ -128,9 +141,33 @@ static vdnn_status init_params(vdnn_net_t *net, vdnn_error *err)
         } else {
             for (size_t k = 0; k < n; k++) buf[k] = 0.0f;
         }
-        rc = net->be->ops->upload(net->be, net->ptr[i], buf, s->bytes, err);
+        rc = param_io(net, i, buf, false, err);
     }
     free(buf);
+    return rc;
+}
+
+/* The evaluation plan's need were the parameters homed in host memory (the training plan's persistent state is
+ * then the same under every classification). */
+static vdnn_status homed_eval_need(vdnn_net_t *net, size_t *out)
+{
+    vdnn_error e;
+    vdnn_plan_t *t = NULL, *v = NULL;
+    vdnn_plan_request rq = {.policy = VDNN_POLICY_NONE, .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX,
+                            .algos = net->algos_train, .force_algo = net->cfg.algo, .offload_params = true};
+    vdnn_status rc = vdnn_plan_build(net->g, net->info_train, &rq, &t, &e);
+    /* As vdnn_net_create plans it; where algorithms are chosen, the leanest are its fallback. */
+    const bool choose = net->cfg.algo == VDNN_ALGO_CHOOSE;
+    vdnn_plan_request re = {.policy = VDNN_POLICY_NONE, .training = false, .budget = SIZE_MAX, .host_budget = SIZE_MAX,
+                            .algos = net->algos_eval, .force_algo = choose ? VDNN_ALGO_LEANEST : net->cfg.algo,
+                            .offload_params = true};
+    if (rc == VDNN_OK) {
+        re.variable_base = t->persistent_bytes;
+        rc = vdnn_plan_build(net->g, net->info_eval, &re, &v, &e);
+    }
+    if (rc == VDNN_OK) *out = v->peak_device_bytes;
+    vdnn_plan_free(t);
+    vdnn_plan_free(v);
     return rc;
 }
 
@@ -146,16 +183,32 @@ static vdnn_status budget_error(vdnn_net_t *net, vdnn_error *err)
                          vdnn_format_bytes(p->host_bytes + p->managed_bytes, need, sizeof need),
                          vdnn_format_bytes(p->host_budget, have, sizeof have));
     }
-    /* Name the smallest budget any plan reaches, so the user knows what to ask for. */
+    /* Name the smallest budget any plan reaches, so the user knows what to ask for: over the planners'
+     * classifications with this net's options, and (policy auto does that by itself) with the parameters
+     * homed in host memory; the evaluation plan shares the arena, so its need is a floor. */
     size_t best_peak = device_need;
+    vdnn_policy best_pol = p->policy;
+    const char *opt = p->offload_params ? " --offload-params" : "";
     vdnn_plan_request rq = {.policy = VDNN_POLICY_NONE, .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX,
                             .keep_weight_grads = net->cfg.keep_weight_grads, .micro_batches = p->micro_batches,
-                            .held_batches = p->held_batches, .algos = net->algos_train, .force_algo = net->cfg.algo};
+                            .held_batches = p->held_batches, .algos = net->algos_train, .force_algo = net->cfg.algo,
+                            .offload_params = p->offload_params};
     vdnn_error e2;
     size_t mb = SIZE_MAX;
-    if (vdnn_plan_min_budget(net->g, net->info_train, &rq, &mb, &e2) == VDNN_OK && mb < best_peak) best_peak = mb;
-    vdnn_policy best_pol = best_peak < device_need ? VDNN_POLICY_AUTO : p->policy;
-    if (best_peak < net->plan_eval->peak_device_bytes) best_peak = net->plan_eval->peak_device_bytes;
+    if (vdnn_plan_min_budget(net->g, net->info_train, &rq, &mb, &e2) == VDNN_OK) {
+        mb = max_sz(mb, net->plan_eval->peak_device_bytes);
+        if (mb < best_peak) best_peak = mb, best_pol = VDNN_POLICY_AUTO;
+    }
+    const char *no_home;
+    size_t eval_homed = SIZE_MAX;
+    if (!p->offload_params && vdnn_plan_offload_supported(&rq, &no_home) && homed_eval_need(net, &eval_homed) == VDNN_OK) {
+        rq.offload_params = true;
+        if (vdnn_plan_min_budget(net->g, net->info_train, &rq, &mb, &e2) == VDNN_OK && max_sz(mb, eval_homed) < best_peak) {
+            best_peak = max_sz(mb, eval_homed);
+            best_pol = VDNN_POLICY_AUTO;
+            opt = " (which homes the parameters in host memory, as --offload-params does)";
+        }
+    }
     char what[160] = "", held[32];
     if (p->held_batches > 1)
         snprintf(what, sizeof what, " in %d micro-batches of %d, all held between their forward and backward passes "
@@ -165,10 +218,10 @@ static vdnn_status budget_error(vdnn_net_t *net, vdnn_error *err)
         snprintf(what, sizeof what, " in %d micro-batches of %d, one at a time", p->micro_batches, net->g->input.n);
     return vdnn_fail(err, VDNN_ERR_BUDGET,
                      "memory budget too small: policy '%s' needs at least %s (%zu bytes) of device memory at batch "
-                     "%d%s, the budget is %s; the smallest budget that works is %s (%zu bytes) with --policy %s",
+                     "%d%s, the budget is %s; the smallest budget that works is %s (%zu bytes) with --policy %s%s",
                      vdnn_policy_name(p->policy), vdnn_format_bytes(device_need, need, sizeof need), device_need,
                      net->cfg.batch, what, vdnn_format_bytes(p->budget, have, sizeof have),
-                     vdnn_format_bytes(best_peak, best, sizeof best), best_peak, vdnn_policy_name(best_pol));
+                     vdnn_format_bytes(best_peak, best, sizeof best), best_peak, vdnn_policy_name(best_pol), opt);
 }
 
 /* Policy um: managed memory beyond what the device has free makes the driver evict and re-fault pages, and on
@@ -228,13 +281,15 @@ vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_
     vdnn_plan_request rq = {.policy = cfg->policy, .training = true, .budget = cfg->budget, .host_budget = cfg->host_budget,
                             .profile = cfg->profile, .keep_weight_grads = net->cfg.keep_weight_grads,
                             .micro_batches = m, .held_batches = net->cfg.pipelined ? m : 1,
-                            .algos = net->algos_train, .force_algo = cfg->algo};
+                            .algos = net->algos_train, .force_algo = cfg->algo, .offload_params = cfg->offload_params};
     if (rc == VDNN_OK) rc = vdnn_plan_build(g, net->info_train, &rq, &net->plan_train, err);
     if (rc == VDNN_OK) {
         /* Evaluation keeps every map only as long as forward needs it; where the planners may choose,
          * it takes the leanest algorithms if the defaults do not fit. */
         const bool choose = cfg->algo == VDNN_ALGO_CHOOSE;
-        vdnn_plan_request re = {.policy = VDNN_POLICY_NONE, .training = false, .budget = cfg->budget, .host_budget = SIZE_MAX, .variable_base = net->plan_train->persistent_bytes, .algos = net->algos_eval, .force_algo = choose ? 0 : cfg->algo};
+        /* It reads the parameters where the training plan keeps them (policy auto may have homed them). */
+        vdnn_plan_request re = {.policy = VDNN_POLICY_NONE, .training = false, .budget = cfg->budget, .host_budget = SIZE_MAX, .variable_base = net->plan_train->persistent_bytes, .algos = net->algos_eval, .force_algo = choose ? 0 : cfg->algo,
+                                .offload_params = net->plan_train->offload_params};
         rc = vdnn_plan_build(g, net->info_eval, &re, &net->plan_eval, err);
         if (rc == VDNN_OK && choose && net->plan_eval->peak_device_bytes > cfg->budget) {
             vdnn_plan_free(net->plan_eval);
@@ -242,6 +297,14 @@ vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_
             re.force_algo = VDNN_ALGO_LEANEST;
             rc = vdnn_plan_build(g, net->info_eval, &re, &net->plan_eval, err);
         }
+    }
+    /* Both plans home the weights and biases alike (the same storages first, in the same order). */
+    for (int i = 0; rc == VDNN_OK && net->plan_eval && i < net->plan_eval->n_storages; i++) {
+        const vdnn_storage *e = &net->plan_eval->st[i];
+        if (e->homed && (i >= net->plan_train->n_storages || !net->plan_train->st[i].homed ||
+                         strcmp(net->plan_train->st[i].name, e->name) || net->plan_train->st[i].host_offset != e->host_offset))
+            rc = vdnn_fail(err, VDNN_ERR_BACKEND, "internal: the evaluation plan homes '%s' elsewhere than training",
+                           e->name);
     }
     if (rc == VDNN_OK) {
         size_t need = max_sz(net->plan_train->peak_device_bytes, net->plan_eval->peak_device_bytes);
@@ -257,7 +320,9 @@ vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_
     if (rc == VDNN_OK && net->host_bytes) rc = be->ops->host_alloc(be, net->host_bytes, &net->host, err);
     if (rc == VDNN_OK && net->managed_bytes) rc = be->ops->managed_alloc(be, net->managed_bytes, &net->managed, err);
     if (rc == VDNN_OK) {
-        net->n_events = net->plan_train->n_events + 1;
+        /* Evaluation's events (homed weights) are among training's; the last one is the compute marker. */
+        net->n_events = (net->plan_train->n_events > net->plan_eval->n_events ? net->plan_train->n_events
+                                                                               : net->plan_eval->n_events) + 1;
         net->events = calloc((size_t)net->n_events, sizeof *net->events);
         int n_st = net->plan_train->n_storages > net->plan_eval->n_storages ? net->plan_train->n_storages
                                                                              : net->plan_eval->n_storages;
@@ -394,16 +459,33 @@ static int find_persistent(const vdnn_net_t *net, const char *name)
 {
     const vdnn_plan_t *p = net->plan_train;
     for (int i = 0; i < p->n_storages; i++)
-        if (p->st[i].persistent && !strcmp(p->st[i].name, name)) return i;
+        if (param_like(&p->st[i]) && !strcmp(p->st[i].name, name)) return i;
     return -1;
 }
 
 static char *persistent_ptr(const vdnn_net_t *net, int st)
 {
     const vdnn_plan_t *p = net->plan_train;
+    if (!p->st[st].persistent) return NULL;
     for (int b = 0; b < p->n_blocks; b++)
         if (p->blocks[b].storage == st) return (char *)net->dev + p->blocks[b].offset;
     return NULL;
+}
+
+static vdnn_status param_io(vdnn_net_t *net, int st, void *host, bool to_host, vdnn_error *err)
+{
+    const size_t bytes = net->plan_train->st[st].bytes;
+    char *home = home_ptr(net, st);
+    if (home) {
+        /* Every iteration ends with its copies done: the home holds the latest values. */
+        if (to_host) memcpy(host, home, bytes);
+        else memcpy(home, host, bytes);
+        return VDNN_OK;
+    }
+    char *dev = persistent_ptr(net, st);
+    if (!dev) return vdnn_fail(err, VDNN_ERR_BACKEND, "internal: '%s' has no fixed place", net->plan_train->st[st].name);
+    return to_host ? net->be->ops->download(net->be, host, dev, bytes, err)
+                   : net->be->ops->upload(net->be, dev, host, bytes, err);
 }
 
 float *vdnn_net_param_ptr(vdnn_net_t *net, const char *name, size_t *count)
@@ -421,7 +503,7 @@ vdnn_status vdnn_net_get(vdnn_net_t *net, const char *name, float *host, size_t 
     if (count * sizeof(float) != net->plan_train->st[i].bytes)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "'%s' has %zu values, not %zu", name,
                          net->plan_train->st[i].bytes / sizeof(float), count);
-    return net->be->ops->download(net->be, host, persistent_ptr(net, i), count * sizeof(float), err);
+    return param_io(net, i, host, true, err);
 }
 
 vdnn_status vdnn_net_set(vdnn_net_t *net, const char *name, const float *host, size_t count, vdnn_error *err)
@@ -431,7 +513,7 @@ vdnn_status vdnn_net_set(vdnn_net_t *net, const char *name, const float *host, s
     if (count * sizeof(float) != net->plan_train->st[i].bytes)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "'%s' has %zu values, not %zu", name,
                          net->plan_train->st[i].bytes / sizeof(float), count);
-    return net->be->ops->upload(net->be, persistent_ptr(net, i), host, count * sizeof(float), err);
+    return param_io(net, i, (void *)host, false, err);
 }
 
 vdnn_status vdnn_net_export(vdnn_net_t *net, vdnn_checkpoint *ck, vdnn_error *err)
@@ -444,19 +526,19 @@ vdnn_status vdnn_net_export(vdnn_net_t *net, vdnn_checkpoint *ck, vdnn_error *er
     ck->epoch = net->epoch;
     ck->seed = net->cfg.seed;
     int n = 0;
-    for (int i = 0; i < p->n_storages; i++) n += p->st[i].persistent && exported(p->st[i].kind);
+    for (int i = 0; i < p->n_storages; i++) n += param_like(&p->st[i]) && exported(p->st[i].kind);
     ck->tensors = calloc((size_t)n + 1, sizeof *ck->tensors);
     if (!ck->tensors) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory exporting parameters");
     for (int i = 0; i < p->n_storages; i++) {
         const vdnn_storage *s = &p->st[i];
-        if (!s->persistent || !exported(s->kind)) continue;
+        if (!param_like(s) || !exported(s->kind)) continue;
         vdnn_ckpt_tensor *t = &ck->tensors[ck->n_tensors];
         snprintf(t->name, sizeof t->name, "%s", s->name);
         t->count = s->bytes / sizeof(float);
         t->data = malloc(s->bytes);
         if (!t->data) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory exporting parameters");
         ck->n_tensors++;
-        vdnn_status rc = net->be->ops->download(net->be, t->data, persistent_ptr(net, i), s->bytes, err);
+        vdnn_status rc = param_io(net, i, t->data, true, err);
         if (rc != VDNN_OK) return rc;
     }
     return VDNN_OK;
@@ -470,12 +552,12 @@ vdnn_status vdnn_net_import(vdnn_net_t *net, const vdnn_checkpoint *ck, const ch
     const vdnn_plan_t *p = net->plan_train;
     for (int i = 0; i < p->n_storages; i++) {
         const vdnn_storage *s = &p->st[i];
-        if (!s->persistent || !exported(s->kind)) continue;
+        if (!param_like(s) || !exported(s->kind)) continue;
         const vdnn_ckpt_tensor *t = vdnn_checkpoint_find(ck, s->name);
         if (!t || t->count * sizeof(float) != s->bytes)
             return vdnn_fail(err, VDNN_ERR_MISMATCH, "%s: tensor '%s' is %s", path, s->name,
                              t ? "of another size" : "missing");
-        vdnn_status rc = net->be->ops->upload(net->be, persistent_ptr(net, i), t->data, s->bytes, err);
+        vdnn_status rc = param_io(net, i, (void *)t->data, false, err);
         if (rc != VDNN_OK) return rc;
     }
     /* The run goes on as it began: the same shuffling and dropout masks. */

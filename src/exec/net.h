@@ -57,6 +57,9 @@ typedef struct vdnn_net_config {
     bool pipelined;                     /* with M > 1: the device holds every micro-batch between its forward
                                            and backward passes (GPipe: all forwards, then all backwards), planned
                                            as M copies of the blocks live across; otherwise one at a time */
+    bool offload_params;                /* weights, biases and momentum homed in the host pool between their uses
+                                           (vdnn_plan_request.offload_params); the homes are the authoritative
+                                           copy that checkpoints, vdnn_net_get/set and evaluation read */
 } vdnn_net_config;
 
 /* Defaults: momentum 0.9, weight decay 5e-4, policy none, unlimited budgets, seed 1, no micro-batches. */
@@ -129,7 +132,8 @@ vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int3
                                 double *loss_sum, vdnn_error *err);
 
 /* Device pointer of a persistent storage by name (parameters, their gradients with keep_weight_grads), or
- * NULL; *count gets its float count. For distributed runtimes that reduce gradients in place. */
+ * NULL (also for a parameter homed in host memory); *count gets its float count. For distributed runtimes
+ * that reduce gradients in place. */
 float *vdnn_net_param_ptr(vdnn_net_t *net, const char *name, size_t *count);
 
 /* Parameters and optimizer state as checkpoint tensors (copies to host; caller releases with

@@ -41,6 +41,7 @@ static int add_storage(vdnn_plan_t *p, vdnn_storage_kind kind, int layer, size_t
     s->persistent = persistent;
     s->def_step = s->last_fwd_use = s->first_bwd_use = s->last_use = s->prefetch_step = -1;
     s->recompute_step = s->need_step = s->end_step = -1;
+    s->home_fwd = -1;
     return p->n_storages++;
 }
 
@@ -70,6 +71,79 @@ static size_t um_align_up(size_t n) { return (n + VDNN_UM_ALIGN - 1) / VDNN_UM_A
 /* Steps: 0 loads the batch, 1..L-1 run forward, then backward from layer L-1 down to 1, then update. */
 static int fwd_step(int l) { return l; }
 static int bwd_step(const vdnn_plan_t *p, int l) { return p->n_layers - 1 + (p->n_layers - l); }
+
+/* The storages offload_params homes in host memory: what the optimizer keeps per parameter. BN running
+ * statistics stay on the device (a few floats per channel, updated by forward). */
+static bool homeable(vdnn_storage_kind k)
+{
+    return k == VDNN_ST_WEIGHT || k == VDNN_ST_BIAS || k == VDNN_ST_WMOM || k == VDNN_ST_BMOM;
+}
+
+bool vdnn_plan_offload_supported(const vdnn_plan_request *req, const char **why)
+{
+    *why = NULL;
+    if (!req->training) return true;
+    /* A home is written back once, right after the layer's fused update; the other schedules keep
+     * gradients until a separate update step, with every parameter on the device. */
+    if (req->micro_batches > 1 || req->held_batches > 1) *why = "micro-batches (--micro-batches)";
+    else if (req->keep_weight_grads) *why = "weight gradients kept until a separate update step (keep_weight_grads, "
+                                           "as the distributed runtimes need)";
+    else if (req->policy == VDNN_POLICY_UM) *why = "policy um (it has no pinned host pool)";
+    return !*why;
+}
+
+void vdnn_plan_set_offload_params(vdnn_plan_t *p, bool on)
+{
+    p->offload_params = on;
+    for (int i = 0; i < p->n_storages_analyzed; i++) {
+        vdnn_storage *s = &p->st[i];
+        if (!homeable(s->kind)) continue;
+        s->homed = on;
+        s->persistent = !on;
+    }
+}
+
+/* Homes from offset 0 of the host pool in storage order (a training plan and its evaluation plan list the
+ * weights and biases first, alike), and the steps each homed storage is on the device. */
+static void derive_homes(vdnn_plan_t *p)
+{
+    p->home_bytes = 0;
+    for (int i = 0; i < p->n_storages; i++) {
+        vdnn_storage *x = &p->st[i];
+        if (!x->homed) continue;
+        x->host_offset = p->home_bytes;
+        p->home_bytes += vdnn_align_up(x->bytes);
+        const int l = x->layer;
+        const bool param = x->kind == VDNN_ST_WEIGHT || x->kind == VDNN_ST_BIAS;
+        x->home_fwd = param ? fwd_step(l) : -1;
+        x->prefetch_step = x->need_step = x->end_step = -1;
+        if (!p->training) continue;
+        /* Backward reads it, and so does a recompute of the layer's output earlier in the backward pass. */
+        const int b = bwd_step(p, l);
+        const vdnn_storage *o = &p->st[p->ls[l].out];
+        int need = b;
+        if (param && o->cls == VDNN_CLASS_RECOMPUTE && o->recompute_step >= 0 && o->recompute_step < need)
+            need = o->recompute_step;
+        x->need_step = need;
+        x->end_step = b;
+        /* One layer ahead, as vDNN prefetches; where that reaches back into the forward use, one block. */
+        x->prefetch_step = need - 1;
+        if (x->home_fwd >= 0 && x->prefetch_step <= x->home_fwd) x->prefetch_step = -1;
+    }
+}
+
+/* Host-device traffic of the homes per iteration: in for forward and for backward, out after the update. */
+static size_t home_moved(const vdnn_plan_t *p)
+{
+    size_t moved = 0;
+    for (int i = 0; i < p->n_storages; i++) {
+        const vdnn_storage *x = &p->st[i];
+        if (!x->homed) continue;
+        int copies = (x->home_fwd >= 0) + (p->training ? 1 + (x->prefetch_step >= 0) : 0);
+        moved += (size_t)copies * x->bytes;
+    }
+    return moved;
+}
 
 void vdnn_plan_ws_range(const vdnn_plan_t *p, int l, bool fwd, size_t *least, size_t *most)
 {
@@ -351,8 +425,9 @@ typedef struct step_buckets {
     int *item;
 } step_buckets;
 
-/* Up to three steps per item; -1 or out of range: none. */
-typedef int (*step_keys_fn)(const vdnn_plan_t *p, int item, int keys[3]);
+/* Up to KEYS_MAX steps per item; -1 or out of range: none. */
+#define KEYS_MAX 5
+typedef int (*step_keys_fn)(const vdnn_plan_t *p, int item, int keys[KEYS_MAX]);
 
 static int buckets_build(step_buckets *b, const vdnn_plan_t *p, int n_items, step_keys_fn fn)
 {
@@ -369,7 +444,7 @@ static int buckets_build(step_buckets *b, const vdnn_plan_t *p, int n_items, ste
             /* start[s] becomes the fill cursor; shifted back after the fill. */
         }
         for (int i = 0; i < n_items; i++) {
-            int keys[3], k = fn(p, i, keys);
+            int keys[KEYS_MAX], k = fn(p, i, keys);
             for (int j = 0; j < k; j++) {
                 int s = keys[j];
                 bool dup = false;
@@ -386,19 +461,19 @@ static int buckets_build(step_buckets *b, const vdnn_plan_t *p, int n_items, ste
     return 0;
 }
 
-static int keys_alloc(const vdnn_plan_t *p, int b, int keys[3])
+static int keys_alloc(const vdnn_plan_t *p, int b, int keys[KEYS_MAX])
 {
     keys[0] = p->blocks[b].begin;
     return !p->st[p->blocks[b].storage].persistent;
 }
 
-static int keys_free(const vdnn_plan_t *p, int b, int keys[3])
+static int keys_free(const vdnn_plan_t *p, int b, int keys[KEYS_MAX])
 {
     keys[0] = p->blocks[b].end;
     return !p->st[p->blocks[b].storage].persistent;
 }
 
-static int keys_swap(const vdnn_plan_t *p, int i, int keys[3])
+static int keys_swap(const vdnn_plan_t *p, int i, int keys[KEYS_MAX])
 {
     const vdnn_storage *x = &p->st[i];
     if (x->cls != VDNN_CLASS_SWAP) return 0;
@@ -408,7 +483,19 @@ static int keys_swap(const vdnn_plan_t *p, int i, int keys[3])
     return 3;
 }
 
-static int keys_recompute(const vdnn_plan_t *p, int l, int keys[3])
+static int keys_home(const vdnn_plan_t *p, int i, int keys[KEYS_MAX])
+{
+    const vdnn_storage *x = &p->st[i];
+    if (!x->homed) return 0;
+    keys[0] = x->home_fwd >= 0 ? x->home_fwd - 1 : -1;
+    keys[1] = x->home_fwd;
+    keys[2] = x->prefetch_step;
+    keys[3] = x->need_step;
+    keys[4] = x->end_step;
+    return 5;
+}
+
+static int keys_recompute(const vdnn_plan_t *p, int l, int keys[KEYS_MAX])
 {
     const vdnn_storage *o = &p->st[p->ls[l].out];
     keys[0] = o->recompute_step;
@@ -416,13 +503,13 @@ static int keys_recompute(const vdnn_plan_t *p, int l, int keys[3])
 }
 
 typedef struct emit_index {
-    step_buckets alloc, free, swap, recompute;
+    step_buckets alloc, free, swap, recompute, home;
 } emit_index;
 
 static void emit_index_release(emit_index *e)
 {
-    step_buckets *b[4] = {&e->alloc, &e->free, &e->swap, &e->recompute};
-    for (int k = 0; k < 4; k++) {
+    step_buckets *b[5] = {&e->alloc, &e->free, &e->swap, &e->recompute, &e->home};
+    for (int k = 0; k < 5; k++) {
         free(b[k]->start);
         free(b[k]->item);
     }
@@ -433,7 +520,8 @@ static int emit_index_build(emit_index *e, const vdnn_plan_t *p)
     memset(e, 0, sizeof *e);
     return buckets_build(&e->alloc, p, p->n_blocks, keys_alloc) || buckets_build(&e->free, p, p->n_blocks, keys_free) ||
            buckets_build(&e->swap, p, p->n_storages, keys_swap) ||
-           buckets_build(&e->recompute, p, p->n_layers, keys_recompute);
+           buckets_build(&e->recompute, p, p->n_layers, keys_recompute) ||
+           buckets_build(&e->home, p, p->n_storages, keys_home);
 }
 
 /* Actions of one step, in the order the executor must run them. */
@@ -456,6 +544,16 @@ static int emit_step(vdnn_plan_t *p, int s, const int *swap_event, const int *re
             fail |= add_action(p, VDNN_ACT_OFFLOAD, i, -1, swap_event[i]) < 0;
         if (x->need_step == s) fail |= add_action(p, VDNN_ACT_WAIT, i, -1, swap_event[i] + 1) < 0;
     }
+    /* Homed parameters come in for their forward step and for their backward steps (a recompute of their
+     * layer included); the copy in for forward is never written back. */
+    for (int k = e->home.start[s]; k < e->home.start[s + 1]; k++) {
+        const int i = e->home.item[k];
+        const vdnn_storage *x = &p->st[i];
+        if (x->home_fwd >= 0 && x->home_fwd - 1 == s) fail |= add_action(p, VDNN_ACT_PREFETCH, i, -1, swap_event[i]) < 0;
+        if (x->prefetch_step == s) fail |= add_action(p, VDNN_ACT_PREFETCH, i, -1, swap_event[i] + 1) < 0;
+        if (x->home_fwd == s) fail |= add_action(p, VDNN_ACT_WAIT, i, -1, swap_event[i]) < 0;
+        if (x->prefetch_step >= 0 && x->need_step == s) fail |= add_action(p, VDNN_ACT_WAIT, i, -1, swap_event[i] + 1) < 0;
+    }
     /* Recomputes in layer order: a producer's inputs are recomputed before it. */
     for (int k = e->recompute.start[s]; k < e->recompute.start[s + 1]; k++) {
         const int l = e->recompute.item[k];
@@ -475,6 +573,15 @@ static int emit_step(vdnn_plan_t *p, int s, const int *swap_event, const int *re
         if (x->def_step == s || um) fail |= add_action(p, VDNN_ACT_OFFLOAD, i, -1, swap_event[i]) < 0;
         /* The block is freed at this step's end: the copy must be done. A managed range has no block. */
         if (!um) fail |= add_action(p, VDNN_ACT_WAIT, i, -1, swap_event[i]) < 0;
+    }
+    /* The fused update is done: the homes take the new values back (all copies queued before the first
+     * wait), and the blocks go once they are out. */
+    for (int pass = 0; p->training && pass < 2; pass++) {
+        for (int k = e->home.start[s]; k < e->home.start[s + 1]; k++) {
+            const int i = e->home.item[k];
+            if (p->st[i].end_step != s) continue;
+            fail |= add_action(p, pass ? VDNN_ACT_WAIT : VDNN_ACT_OFFLOAD, i, -1, swap_event[i] + 2) < 0;
+        }
     }
     for (int k = e->free.start[s]; k < e->free.start[s + 1]; k++) fail |= add_action(p, VDNN_ACT_FREE, e->free.item[k], -1, -1) < 0;
     st->n_actions = p->n_actions - st->first_action;
@@ -543,7 +650,7 @@ static vdnn_status place(vdnn_plan_t *p, size_t variable_base, vdnn_error *err)
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory placing host blocks");
     }
     int k = 0;
-    p->bytes_moved = 0;
+    p->bytes_moved = home_moved(p);
     p->managed_bytes = 0;
     for (int i = 0; i < p->n_storages; i++) {
         vdnn_storage *x = &p->st[i];
@@ -559,8 +666,9 @@ static vdnn_status place(vdnn_plan_t *p, size_t variable_base, vdnn_error *err)
         map[k++] = i;
     }
     n_swap = k;
-    p->host_bytes = 0;
-    if (rc == VDNN_OK) rc = vdnn_place_intervals(iv, n_swap, 0, &p->host_bytes, err);
+    /* The homes first: they stay for the net's whole life, the swapped maps' places above them. */
+    p->host_bytes = p->home_bytes;
+    if (rc == VDNN_OK) rc = vdnn_place_intervals(iv, n_swap, p->home_bytes, &p->host_bytes, err);
     for (int i = 0; rc == VDNN_OK && i < n_swap; i++) p->st[map[i]].host_offset = iv[i].offset;
     /* A swapped tensor stays in host memory from forward into backward: every held micro-batch has its own. */
     p->host_stride = 0;
@@ -644,6 +752,13 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
     p->micro_batches = req->training && req->micro_batches > 1 ? req->micro_batches : 1;
     p->held_batches = req->training && req->held_batches > 1 ? req->held_batches : 1;
     p->fused_update = req->training && !req->keep_weight_grads && p->micro_batches == 1;
+    const char *why = NULL;
+    if (req->offload_params && !vdnn_plan_offload_supported(req, &why)) {
+        free(p);
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
+                         "--offload-params: parameters homed in host memory are updated in their layer's backward "
+                         "step and written back there; that does not combine with %s", why);
+    }
     p->bwd_begin = req->training ? g->n_layers : -1;
     p->g = g;
     p->req.variable_base = req->variable_base;
@@ -679,6 +794,7 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
                        s->last_fwd_use >= 0 && s->first_bwd_use > s->last_fwd_use + 1;
     }
     p->n_storages_analyzed = p->n_storages;
+    vdnn_plan_set_offload_params(p, req->offload_params);
     *out = p;
     return VDNN_OK;
 }
@@ -692,6 +808,7 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
     p->host_bytes = p->managed_bytes = p->bytes_moved = 0;
     vdnn_status rc = derive_needs(p, err);
     if (rc != VDNN_OK) return rc;
+    derive_homes(p);
     int *swap_event = calloc((size_t)p->n_storages + 1, sizeof(int));
     int *recompute_ws = malloc(sizeof(int) * (size_t)p->n_layers);
     if (!swap_event || !recompute_ws) {
@@ -719,6 +836,22 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
     }
     for (int i = 0; !fail && i < p->n_storages; i++) {
         const vdnn_storage *x = &p->st[i];
+        if (x->homed) {
+            /* Events: in for forward, in for backward, out after the update; a fourth unused, as swapped
+             * storages' pairs start on even numbers (offload even, prefetch odd: vdnn_search_stalls). */
+            swap_event[i] = p->n_events;
+            p->n_events += 4;
+            const int f = x->home_fwd;
+            if (!p->training) {
+                fail |= add_block(p, i, f - 1, f) < 0;
+            } else if (x->prefetch_step < 0) {
+                fail |= add_block(p, i, f - 1, x->end_step) < 0;
+            } else {
+                if (f >= 0) fail |= add_block(p, i, f - 1, f) < 0;
+                fail |= add_block(p, i, x->prefetch_step, x->end_step) < 0;
+            }
+            continue;
+        }
         if (x->def_step < 0 && !x->persistent) continue; /* never used (e.g. aux of an eval op) */
         if (x->persistent) {
             fail |= add_block(p, i, 0, p->n_steps - 1) < 0;
@@ -770,7 +903,9 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
         for (int b = 0; b < p->n_blocks; b++)
             if (p->st[p->blocks[b].storage].persistent) p->persistent_bytes += p->blocks[b].bytes;
         p->peak_device_bytes = max_live + (base > p->persistent_bytes ? base - p->persistent_bytes : 0);
-        p->host_bytes = p->managed_bytes = 0;
+        p->host_bytes = p->home_bytes;
+        p->managed_bytes = 0;
+        p->bytes_moved = home_moved(p);
         for (int i = 0; i < p->n_storages; i++) {
             if (p->st[i].cls != VDNN_CLASS_SWAP) continue;
             if (is_um(p)) p->managed_bytes += um_align_up(p->st[i].bytes);

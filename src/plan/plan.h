@@ -65,8 +65,14 @@ typedef struct vdnn_storage {
     /* Derived by vdnn_plan_finalize (recomputing a tensor reads its producer's inputs): */
     int need_step;             /* first backward-time step that needs it back on the device */
     int end_step;              /* last step it must stay on the device */
-    size_t host_offset;        /* swap: place in the host pool (policy um: in the managed pool) */
+    size_t host_offset;        /* swap: place in the host pool (policy um: in the managed pool); homed: its home */
     bool candidate;            /* a feature map that may be swapped or recomputed */
+    /* Parameters homed in host memory (plan option offload_params): weights, biases and their momentum live
+     * at host_offset between their uses, the authoritative copy. They come to the device for the forward step
+     * home_fwd (from home_fwd - 1, not copied back) and for the backward steps need_step..end_step (from
+     * prefetch_step, copied back after end_step's update; prefetch_step -1: one block from home_fwd - 1 on). */
+    bool homed;
+    int home_fwd;              /* the forward step reading it (-1: none, momentum) */
 } vdnn_storage;
 
 /* A storage resident on the device from the start of step `begin` to the end of step `end`. */
@@ -129,6 +135,7 @@ struct vdnn_plan {
     vdnn_policy policy;
     bool training;
     bool fused_update;                 /* parameters updated in their layer's backward step */
+    bool offload_params;               /* parameters and momentum homed in the host pool (see vdnn_storage) */
     const vdnn_graph_t *g;             /* borrowed: the graph must outlive the plan */
     struct vdnn_plan_request_copy {
         size_t variable_base;
@@ -162,7 +169,9 @@ struct vdnn_plan {
     size_t peak_device_bytes;          /* the arena's high-water mark: live bytes plus fragmentation */
     size_t max_live_bytes;             /* the largest total of blocks live in one step */
     size_t avg_device_bytes;           /* averaged over steps */
-    size_t host_bytes;                 /* the pinned host pool */
+    size_t host_bytes;                 /* the pinned host pool (the parameters' homes, then the swapped maps) */
+    size_t home_bytes;                 /* offload_params: the homes, from offset 0 of the host pool in storage
+                                          order, so a training plan and its evaluation plan share them */
     size_t managed_bytes;              /* policy um: the Unified Memory pool, each swapped storage at its own range */
     size_t bytes_moved;                /* per iteration, both directions */
     size_t budget, host_budget;        /* SIZE_MAX: unlimited */
@@ -192,6 +201,10 @@ typedef struct vdnn_plan_request {
                                           backward passes (a GPipe stage: all of a step's). Blocks live from
                                           forward into backward get one copy per micro-batch, the other blocks
                                           share one region above them; the host pool gets one copy each */
+    bool offload_params;               /* weights, biases and momentum live in the host pool between their uses
+                                          (ZeRO-Offload style); training needs the fused update (no
+                                          keep_weight_grads, micro-batches or policy um: VDNN_ERR_UNSUPPORTED).
+                                          Policy auto turns it on by itself where it fits only so or is faster */
 } vdnn_plan_request;
 
 /* Builds a plan for a resolved graph. `info` holds each layer's op info (from the backend's
@@ -219,6 +232,11 @@ vdnn_status vdnn_plan_query_ops(const vdnn_graph_t *g, vdnn_backend_t *be, bool 
  * vdnn_plan_query_ops does (each default candidate's). */
 vdnn_status vdnn_plan_query_algos(const vdnn_graph_t *g, vdnn_backend_t *be, bool training, vdnn_layer_algos *algos,
                                   vdnn_op_info *info, vdnn_error *err);
+
+/* Whether a request may home its parameters in host memory; if not, *why names the conflicting option. */
+bool vdnn_plan_offload_supported(const vdnn_plan_request *req, const char **why);
+/* Turns offload_params on or off in an analyzed plan (planners comparing both); finalize again afterwards. */
+void vdnn_plan_set_offload_params(vdnn_plan_t *p, bool on);
 
 /* Switches layer l of an analyzed plan to its candidate k (its workspaces change size); finalize again
  * afterwards. */

@@ -1,4 +1,4 @@
-/* Human and JSON views of a plan: one row per feature map, and the plan's memory figures. */
+/* Human and JSON views of a plan: one row per feature map (and homed parameter), and the plan's memory figures. */
 #include <string.h>
 
 #include "plan/plan.h"
@@ -19,9 +19,26 @@ static const char *step_name(const vdnn_plan_t *p, const vdnn_graph_t *g, int s,
     return buf;
 }
 
-static bool listed(const vdnn_storage *s) { return s->kind == VDNN_ST_FMAP || s->kind == VDNN_ST_AUX; }
+/* Feature maps and aux state the iteration uses, and the parameters homed in host memory. */
+static bool listed(const vdnn_storage *s)
+{
+    return s->homed || ((s->kind == VDNN_ST_FMAP || s->kind == VDNN_ST_AUX) && s->def_step >= 0);
+}
 
-static const char *class_name(vdnn_tensor_class c) { return vdnn_class_name(c); }
+static const char *class_name(const vdnn_storage *s) { return s->homed ? "offloaded" : vdnn_class_name(s->cls); }
+
+/* When a storage leaves the device (a homed one after its forward use, with no copy: the home has it),
+ * and when the copy back starts (a homed one's for backward). */
+static int out_after(const vdnn_storage *s)
+{
+    if (s->homed) return s->prefetch_step >= 0 ? s->home_fwd : -1;
+    return s->cls == VDNN_CLASS_SWAP ? s->last_fwd_use : -1;
+}
+static int back_from(const vdnn_storage *s)
+{
+    if (s->homed) return s->prefetch_step;
+    return s->cls == VDNN_CLASS_SWAP ? s->prefetch_step : -1;
+}
 
 static const char *algo_name(const vdnn_plan_t *p, int l)
 {
@@ -38,20 +55,26 @@ static bool managed(const vdnn_plan_t *p, const vdnn_storage *s)
 void vdnn_plan_print_table(const vdnn_plan_t *p, const vdnn_graph_t *g, FILE *f)
 {
     char a[96], b[96], c[96], x[32], y[32];
-    fprintf(f, "plan for %s, batch %d, input %dx%dx%d, policy %s\n", g->name, g->input.n, g->input.c, g->input.h,
-            g->input.w, vdnn_policy_name(p->policy));
+    fprintf(f, "plan for %s, batch %d, input %dx%dx%d, policy %s%s\n", g->name, g->input.n, g->input.c, g->input.h,
+            g->input.w, vdnn_policy_name(p->policy), p->offload_params ? ", parameters offloaded to host memory" : "");
     fprintf(f, "%-34s %14s %-7s %-26s %-26s %-26s\n", "tensor", "bytes", "class", "last forward use",
             "prefetch starts", "first backward use");
     for (int i = 0; i < p->n_storages; i++) {
         const vdnn_storage *s = &p->st[i];
-        if (!listed(s) || s->def_step < 0) continue;
-        fprintf(f, "%-34s %14zu %-7s %-26s %-26s %-26s\n", s->name, s->bytes, managed(p, s) ? "managed" : class_name(s->cls),
-                step_name(p, g, s->last_fwd_use, a, sizeof a),
-                step_name(p, g, s->cls == VDNN_CLASS_SWAP ? s->prefetch_step : -1, b, sizeof b),
-                step_name(p, g, s->first_bwd_use, c, sizeof c));
+        if (!listed(s)) continue;
+        fprintf(f, "%-34s %14zu %-7s %-26s %-26s %-26s\n", s->name, s->bytes, managed(p, s) ? "managed" : class_name(s),
+                step_name(p, g, s->homed ? s->home_fwd : s->last_fwd_use, a, sizeof a),
+                step_name(p, g, back_from(s), b, sizeof b),
+                step_name(p, g, s->homed ? s->need_step : s->first_bwd_use, c, sizeof c));
     }
-    fprintf(f, "\npersistent (weights, gradients, momentum, statistics): %s\n",
-            vdnn_format_bytes(p->persistent_bytes, x, sizeof x));
+    if (p->offload_params)
+        fprintf(f, "\npersistent (statistics, labels, loss; parameters and momentum offloaded): %s\n"
+                   "parameters' homes:     %s (%zu bytes of the host pool)\n",
+                vdnn_format_bytes(p->persistent_bytes, x, sizeof x), vdnn_format_bytes(p->home_bytes, y, sizeof y),
+                p->home_bytes);
+    else
+        fprintf(f, "\npersistent (weights, gradients, momentum, statistics): %s\n",
+                vdnn_format_bytes(p->persistent_bytes, x, sizeof x));
     fprintf(f, "peak device memory:    %s (%zu bytes)\n", vdnn_format_bytes(p->peak_device_bytes, x, sizeof x),
             p->peak_device_bytes);
     fprintf(f, "largest live total:    %s (%zu bytes; the rest of the peak is fragmentation)\n",
@@ -104,20 +127,21 @@ void vdnn_plan_print_json(const vdnn_plan_t *p, const vdnn_graph_t *g, size_t mi
     if (p->budget == SIZE_MAX) fprintf(f, "null");
     else fprintf(f, "%zu", p->budget);
     fprintf(f, ", \"peak_device_bytes\": %zu, \"avg_device_bytes\": %zu, \"persistent_bytes\": %zu, \"host_bytes\": %zu, "
-               "\"managed_bytes\": %zu, \"bytes_moved\": %zu, \"min_budget_bytes\": %zu, \"steps\": %d, \"tensors\": [",
+               "\"managed_bytes\": %zu, \"bytes_moved\": %zu, \"min_budget_bytes\": %zu, \"offload_params\": %s, "
+               "\"home_bytes\": %zu, \"steps\": %d, \"tensors\": [",
             p->peak_device_bytes, p->avg_device_bytes, p->persistent_bytes, p->host_bytes, p->managed_bytes, p->bytes_moved,
-            min_budget, p->n_steps);
+            min_budget, p->offload_params ? "true" : "false", p->home_bytes, p->n_steps);
     bool first = true;
     for (int i = 0; i < p->n_storages; i++) {
         const vdnn_storage *s = &p->st[i];
-        if (!listed(s) || s->def_step < 0) continue;
+        if (!listed(s)) continue;
         fprintf(f, "%s{\"name\": ", first ? "" : ", ");
         json_string(f, s->name);
         fprintf(f, ", \"kind\": \"%s\", \"bytes\": %zu, \"class\": \"%s\", \"managed\": %s, \"out_after\": ",
-                vdnn_storage_kind_name(s->kind), s->bytes, class_name(s->cls), managed(p, s) ? "true" : "false");
-        json_string(f, step_name(p, g, s->cls == VDNN_CLASS_SWAP ? s->last_fwd_use : -1, a, sizeof a));
+                vdnn_storage_kind_name(s->kind), s->bytes, class_name(s), managed(p, s) ? "true" : "false");
+        json_string(f, step_name(p, g, out_after(s), a, sizeof a));
         fprintf(f, ", \"back_from\": ");
-        json_string(f, step_name(p, g, s->cls == VDNN_CLASS_SWAP ? s->prefetch_step : -1, b, sizeof b));
+        json_string(f, step_name(p, g, back_from(s), b, sizeof b));
         fputc('}', f);
         first = false;
     }

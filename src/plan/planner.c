@@ -131,6 +131,7 @@ static int margin_fit(const vdnn_search *s)
     for (int i = 0; i < p->n_storages_analyzed; i++)
         if (p->st[i].cls == VDNN_CLASS_SWAP) host += vdnn_align_up(p->st[i].bytes);
     host *= (size_t)p->held_batches; /* every held micro-batch has its own host copies */
+    host += p->home_bytes;
     return s->last_live + s->margin <= p->budget && host <= p->host_budget ? 1 : -1;
 }
 
@@ -461,6 +462,8 @@ double vdnn_plan_lower_bound(const vdnn_plan_t *p, const vdnn_graph_t *g, const 
 
 void vdnn_plan_use_algos(vdnn_plan_t *p, bool leanest)
 {
+    /* Algorithms the request fixed (--conv-algo lean or default) stay as they are. */
+    if (!p->choose_algos) return;
     for (int l = 1; l < p->n_layers; l++)
         vdnn_plan_set_algo(p, l, leanest && p->choose_algos ? vdnn_plan_leanest_algo(p, l) : 0);
 }
@@ -498,13 +501,19 @@ vdnn_status vdnn_plan_min_budget(const vdnn_graph_t *g, const vdnn_op_info *info
     vdnn_status rc = vdnn_plan_analyze(g, info, &r, &p, err);
     if (rc != VDNN_OK) return rc;
     size_t best = SIZE_MAX;
-    /* With a choice of algorithms, the leanest ones too. */
-    for (int lean = 0; lean < (p->choose_algos ? 2 : 1); lean++) {
-        vdnn_plan_use_algos(p, lean);
-        for (int mix = 0; rc == VDNN_OK && mix < VDNN_MEMORY_MIXES; mix++) {
-            vdnn_memory_mix(p, g, mix);
-            rc = vdnn_plan_finalize(p, err);
-            if (rc == VDNN_OK && p->peak_device_bytes < best) best = p->peak_device_bytes;
+    /* Policy auto homes the parameters in host memory by itself where that is what fits. */
+    const char *why;
+    const bool home_too = req->policy == VDNN_POLICY_AUTO && vdnn_plan_offload_supported(req, &why);
+    for (int home = req->offload_params; home <= (req->offload_params || home_too); home++) {
+        vdnn_plan_set_offload_params(p, home);
+        /* With a choice of algorithms, the leanest ones too. */
+        for (int lean = 0; lean < (p->choose_algos ? 2 : 1); lean++) {
+            vdnn_plan_use_algos(p, lean);
+            for (int mix = 0; rc == VDNN_OK && mix < VDNN_MEMORY_MIXES; mix++) {
+                vdnn_memory_mix(p, g, mix);
+                rc = vdnn_plan_finalize(p, err);
+                if (rc == VDNN_OK && p->peak_device_bytes < best) best = p->peak_device_bytes;
+            }
         }
     }
     vdnn_plan_free(p);

@@ -89,8 +89,8 @@ void vdnn_chen_classes(vdnn_plan_t *p, const vdnn_graph_t *g, int k, bool swap_c
 /* Number of feature maps Chen's scheme chooses among. */
 int vdnn_chen_candidates(const vdnn_plan_t *p);
 
-/* Every layer to its default algorithm, or (leanest, where the plan may choose) to the one with the
- * smallest workspace. */
+/* Where the plan may choose: every layer to its default algorithm, or (leanest) to the one with the smallest
+ * workspace. Algorithms the request fixed are left alone. */
 void vdnn_plan_use_algos(vdnn_plan_t *p, bool leanest);
 
 /* The most memory-saving classifications known: 0-2 the static policies none / all / conv, 3 swap what

@@ -1,11 +1,14 @@
 /* auto, our planner and the default: run every other planner, take the fastest simulated plan that
  * fits, then improve it by local search (each saved feature map tried as keep, swap and recompute,
  * swap-ins scheduled as early as memory allows) until no single change helps. Host memory for swaps
- * is a budgeted resource: a plan over the host budget does not fit. */
+ * is a budgeted resource: a plan over the host budget does not fit. Where the parameters on the device leave
+ * no plan that fits, or one that must evict maps, the search runs again with them homed in host memory. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "plan/planner.h"
 #include "plan/policy.h"
+#include "plan/simulate.h"
 
 /* Local search stops after this many simulations (each pass tries every saved map twice). */
 #define AUTO_MAX_EVALUATIONS 3000
@@ -71,7 +74,8 @@ static vdnn_status local_search(vdnn_search *s, vdnn_error *err)
     return rc;
 }
 
-vdnn_status vdnn_planner_auto(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
+/* One whole search under the plan's current offload_params; *t gets the result's simulated seconds. */
+static vdnn_status auto_search(vdnn_plan_t *p, const vdnn_graph_t *g, double *t, vdnn_error *err)
 {
     vdnn_search s;
     vdnn_status rc = vdnn_search_begin(&s, p, g, err);
@@ -90,6 +94,48 @@ vdnn_status vdnn_planner_auto(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error 
     if (rc == VDNN_OK) rc = try_planner(&s, vdnn_planner_pooch, err);
     if (rc == VDNN_OK && s.have_best) rc = local_search(&s, err);
     if (rc == VDNN_OK) rc = vdnn_search_finish(&s, err);
+    vdnn_timeline tl;
+    memset(&tl, 0, sizeof tl);
+    if (rc == VDNN_OK) rc = vdnn_simulate(p, g, s.prof, &tl, err);
+    *t = tl.iteration_s;
+    vdnn_timeline_release(&tl);
     vdnn_search_release(&s);
+    return rc;
+}
+
+static bool evicts(const vdnn_plan_t *p)
+{
+    for (int i = 0; i < p->n_storages_analyzed; i++)
+        if (p->st[i].cls != VDNN_CLASS_KEEP) return true;
+    return false;
+}
+
+vdnn_status vdnn_planner_auto(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
+{
+    double t_dev = 0, t_home = 0;
+    vdnn_status rc = auto_search(p, g, &t_dev, err);
+    /* Parameters homed in host memory (unless asked for, or impossible): searched again where the plan with
+     * them on the device does not fit, or fits only by evicting maps, which the room they leave may spare.
+     * Kept if that fits where the other does not, or is faster by the simulation. */
+    const bool can_home = p->training && p->fused_update && p->held_batches == 1 && p->policy != VDNN_POLICY_UM;
+    if (rc != VDNN_OK || p->offload_params || !can_home || p->budget == SIZE_MAX || (p->feasible && !evicts(p)))
+        return rc;
+    const bool dev_fits = p->feasible;
+    const size_t dev_peak = p->peak_device_bytes;
+    vdnn_classes dev;
+    memset(&dev, 0, sizeof dev);
+    rc = vdnn_classes_save(p, &dev, err);
+    if (rc == VDNN_OK) {
+        vdnn_plan_set_offload_params(p, true);
+        rc = auto_search(p, g, &t_home, err);
+    }
+    /* Neither fitting, the one closer to the budget stays (it names what is missing). */
+    const bool take_home = p->feasible ? !dev_fits || t_home < t_dev : !dev_fits && p->peak_device_bytes < dev_peak;
+    if (rc == VDNN_OK && !take_home) {
+        vdnn_plan_set_offload_params(p, false);
+        vdnn_classes_load(p, &dev);
+        rc = vdnn_plan_finalize(p, err);
+    }
+    vdnn_classes_release(&dev);
     return rc;
 }

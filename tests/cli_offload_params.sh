@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# --offload-params on the command line: checkpoints byte for byte those of the parameters on the device (also
+# across a resume), the measured peak the planned one, the plan's JSON and table, and the refusals.
+# Usage: cli_offload_params.sh PATH/TO/vdnn   (run from the repository root; CTest does both)
+set -uo pipefail
+
+VDNN=${1:?usage: cli_offload_params.sh PATH/TO/vdnn}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); }
+bad() {
+    failed=$((failed + 1))
+    echo "FAIL: $*" >&2
+}
+
+# run NAME EXPECTED_EXIT NEEDLE... -- ARGS: runs vdnn ARGS, checks the exit code and that stderr holds every needle.
+run() {
+    local name=$1 want=$2
+    shift 2
+    local needles=()
+    while [ "$1" != "--" ]; do
+        needles+=("$1")
+        shift
+    done
+    shift
+    "$VDNN" "$@" >"$TMP/out" 2>"$TMP/err"
+    local got=$?
+    if [ "$got" != "$want" ]; then
+        bad "$name: exit $got, want $want ($(head -c 400 "$TMP/err"))"
+        return
+    fi
+    local n
+    for n in "${needles[@]}"; do
+        if ! grep -qF -- "$n" "$TMP/err"; then
+            bad "$name: stderr lacks '$n': $(head -c 400 "$TMP/err")"
+            return
+        fi
+    done
+    ok
+}
+
+json_get() { # FILE KEY
+    python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print(json.dumps(v) if isinstance(v,(bool,list,dict)) or v is None else v)' "$1" "$2"
+}
+
+same() { # NAME FILE FILE
+    if cmp -s "$2" "$3"; then ok; else bad "$1: $2 and $3 differ"; fi
+}
+
+TRAIN=(train --data synthetic --input 3x32x32 --classes 10 --batch 4 --device cpu --seed 3)
+
+# ---- bit for bit, with poisoned memory, and the measured peak is the planned one ----
+for pol in none all recompute; do
+    run "train alexnet $pol" 0 -- "${TRAIN[@]}" --model alexnet --input 3x63x63 --steps 2 --policy "$pol" \
+        --save "$TMP/$pol.bin" --json
+    cp "$TMP/out" "$TMP/$pol.json"
+    run "train alexnet $pol --offload-params" 0 -- "${TRAIN[@]}" --model alexnet --input 3x63x63 --steps 2 \
+        --policy "$pol" --offload-params --poison --save "$TMP/$pol.home.bin" --json
+    cp "$TMP/out" "$TMP/$pol.home.json"
+    same "alexnet $pol checkpoint" "$TMP/$pol.bin" "$TMP/$pol.home.bin"
+    # The evaluation after training reads the weights from their homes.
+    for k in test_loss test_accuracy final_loss; do
+        if [ "$(json_get "$TMP/$pol.json" $k)" != "$(json_get "$TMP/$pol.home.json" $k)" ]; then
+            bad "alexnet $pol: $k $(json_get "$TMP/$pol.home.json" $k), $(json_get "$TMP/$pol.json" $k) without homes"
+        else ok; fi
+    done
+    if [ "$(json_get "$TMP/$pol.home.json" offload_params)" != true ]; then bad "$pol: offload_params not reported"; else ok; fi
+    if [ "$(json_get "$TMP/$pol.home.json" peak_device_bytes)" != "$(json_get "$TMP/$pol.home.json" planned_peak_device_bytes)" ]; then
+        bad "$pol --offload-params: measured peak $(json_get "$TMP/$pol.home.json" peak_device_bytes) != planned $(json_get "$TMP/$pol.home.json" planned_peak_device_bytes)"
+    else ok; fi
+done
+same "alexnet none vs all --offload-params" "$TMP/none.bin" "$TMP/all.home.bin"
+
+# `vdnn plan` plans what `vdnn train` measures.
+run "plan alexnet all --offload-params" 0 -- plan alexnet --input 3x63x63 --batch 4 --classes 10 --policy all \
+    --offload-params --json
+cp "$TMP/out" "$TMP/plan.json"
+if [ "$(json_get "$TMP/plan.json" peak_device_bytes)" != "$(json_get "$TMP/all.home.json" peak_device_bytes)" ]; then
+    bad "plan peak $(json_get "$TMP/plan.json" peak_device_bytes) != trained peak $(json_get "$TMP/all.home.json" peak_device_bytes)"
+else ok; fi
+
+# ---- resume: two steps and a resumed third, with homes and without, give the same bytes ----
+run "lenet 2 steps" 0 -- "${TRAIN[@]}" --model lenet --input 1x28x28 --steps 2 --policy none --save "$TMP/l2.bin"
+run "lenet resumed" 0 -- "${TRAIN[@]}" --model lenet --input 1x28x28 --steps 3 --policy none --resume "$TMP/l2.bin" \
+    --save "$TMP/l3.bin"
+run "lenet 2 steps homed" 0 -- "${TRAIN[@]}" --model lenet --input 1x28x28 --steps 2 --policy all --offload-params \
+    --save "$TMP/l2h.bin"
+same "lenet 2 steps with homes" "$TMP/l2.bin" "$TMP/l2h.bin"
+run "lenet resumed homed" 0 -- "${TRAIN[@]}" --model lenet --input 1x28x28 --steps 3 --policy all --offload-params \
+    --poison --resume "$TMP/l2h.bin" --save "$TMP/l3h.bin"
+same "lenet resumed with homes" "$TMP/l3.bin" "$TMP/l3h.bin"
+run "eval of the homed checkpoint" 0 -- eval --model lenet --data synthetic --input 1x28x28 --classes 10 --batch 4 \
+    --device cpu --resume "$TMP/l3h.bin" --json
+cp "$TMP/out" "$TMP/eval.h.json"
+run "eval of the device checkpoint" 0 -- eval --model lenet --data synthetic --input 1x28x28 --classes 10 --batch 4 \
+    --device cpu --resume "$TMP/l3.bin" --json
+if [ "$(json_get "$TMP/out" test_loss)" != "$(json_get "$TMP/eval.h.json" test_loss)" ]; then bad "eval differs"; else ok; fi
+
+# ---- the plan: parameters listed as offloaded, counted in host_bytes and bytes_moved ----
+run "plan vgg16 none" 0 -- plan vgg16 --input 3x32x32 --batch 2 --classes 10 --policy none --json
+cp "$TMP/out" "$TMP/dev.json"
+run "plan vgg16 none --offload-params" 0 -- plan vgg16 --input 3x32x32 --batch 2 --classes 10 --policy none \
+    --offload-params --json
+python3 - "$TMP/dev.json" "$TMP/out" <<'EOF' || bad "plan JSON with --offload-params"
+import json, sys
+dev, home = (json.load(open(p)) for p in sys.argv[1:3])
+assert home["offload_params"] is True and dev["offload_params"] is False
+off = [t for t in home["tensors"] if t["class"] == "offloaded"]
+kinds = {t["kind"] for t in off}
+assert kinds == {"weight", "bias", "wmom", "bmom"}, kinds
+assert home["home_bytes"] >= sum(t["bytes"] for t in off) > 0
+assert home["host_bytes"] >= home["home_bytes"]
+assert home["bytes_moved"] >= 2 * sum(t["bytes"] for t in off)
+assert home["persistent_bytes"] < dev["persistent_bytes"] - home["home_bytes"] // 2
+assert home["peak_device_bytes"] < dev["peak_device_bytes"]
+assert home["min_budget_bytes"] == home["peak_device_bytes"]
+EOF
+[ $? = 0 ] && ok
+run "plan table" 0 -- plan vgg16 --input 3x32x32 --batch 2 --classes 10 --policy all --offload-params
+if grep -q "fc6.weight .*offloaded" "$TMP/out" && grep -q "parameters' homes" "$TMP/out"; then ok; else bad "table lacks offloaded rows"; fi
+
+# ---- a too small budget is refused before training, naming one that works ----
+need=$(json_get "$TMP/plan.json" peak_device_bytes)
+run "plan below the need" 3 "needs at least" -- plan alexnet --input 3x63x63 --batch 4 --classes 10 --policy all \
+    --offload-params --budget $((need - 1))
+run "train below the need" 1 "smallest budget that works" "--offload-params" -- "${TRAIN[@]}" --model alexnet \
+    --input 3x63x63 --steps 1 --policy all --offload-params --budget $((need - 1))
+
+# ---- simulate and plot take it ----
+run "simulate" 0 -- simulate alexnet --input 3x63x63 --batch 4 --classes 10 --policy all --offload-params
+run "plot" 0 -- plot alexnet --input 3x63x63 --batch 4 --classes 10 --policies none,all --offload-params --out "$TMP/p.svg"
+
+# ---- refusals ----
+run "micro-batches" 1 "--offload-params" "--micro-batches" -- "${TRAIN[@]}" --model lenet --input 1x28x28 --steps 1 \
+    --offload-params --micro-batches 2
+run "profile" 2 "--offload-params" -- profile lenet --input 1x28x28 --batch 4 --classes 10 --out "$TMP/p.json" \
+    --offload-params
+run "policy um" 1 "--offload-params" -- plan lenet --input 1x28x28 --batch 4 --classes 10 --policy um --offload-params
+
+echo "cli_offload_params: $passed passed, $failed failed"
+[ "$failed" = 0 ]
