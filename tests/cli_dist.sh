@@ -7,16 +7,8 @@ set -uo pipefail
 
 VDNN=${1:?usage: cli_dist.sh PATH/TO/vdnn}
 MPI=$(dirname "$VDNN")/vdnn-mpi
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() {
-    failed=$((failed + 1))
-    echo "FAIL: $*" >&2
-}
+# shellcheck source=lib_cli.sh
+source "$(dirname "$0")/lib_cli.sh"
 
 # expect NAME EXIT NEEDLE -- COMMAND...: the exit code, and NEEDLE in stdout or stderr.
 expect() {

@@ -245,6 +245,22 @@ static void channel_grad_sums(const bn_state *s, const float *x, const float *dy
  * keep this rank's own sums: the data-parallel gradient average then makes them the whole batch's
  * gradient, as it does for every other weight (each rank's dy is that of its own mean loss, so the global
  * sums in dx carry the same factor of the rank count that the average divides out). */
+/* One channel's input gradient from its sums over the batch (m values): dx = gamma*inv * (dy - sdy/m -
+ * (x-mean)*inv^2*sdyx/m), computed as dy*k1 + (x-mean)*k2 + k3. */
+static void channel_dx(const bn_state *s, const float *x, const float *dy, float *dx, int ch, float gamma, double inv,
+                       double sdy, double sdyx, double m, float mu)
+{
+    double k1 = gamma * inv;
+    float f1 = (float)k1, f2 = (float)(-k1 * inv * inv * sdyx / m), f3 = (float)(-k1 * sdy / m);
+    for (int i = 0; i < s->n; i++) {
+        size_t o = plane(s, i, ch);
+        const float *xp = x + o, *dp = dy + o;
+        float *gp = dx + o;
+#pragma omp simd
+        for (size_t j = 0; j < s->hw; j++) gp[j] = dp[j] * f1 + (xp[j] - mu) * f2 + f3;
+    }
+}
+
 static vdnn_status bn_backward_sync(bn_state *s, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const float *x = a->x[0], *dy = a->dy, *gamma = a->w, *mean = a->aux, *var = a->aux + s->c;
@@ -265,17 +281,7 @@ static vdnn_status bn_backward_sync(bn_state *s, vdnn_op *op, const vdnn_op_args
     const double m = buf[2 * c];
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < c; ch++) {
-        double inv = 1.0 / sqrt((double)var[ch] + eps);
-        double k1 = gamma[ch] * inv, sdy = buf[ch], sdyx = buf[c + ch];
-        float f1 = (float)k1, f2 = (float)(-k1 * inv * inv * sdyx / m), f3 = (float)(-k1 * sdy / m);
-        float mu = mean[ch];
-        for (int i = 0; i < s->n; i++) {
-            size_t o = plane(s, i, ch);
-            const float *xp = x + o, *dp = dy + o;
-            float *gp = dx + o;
-#pragma omp simd
-            for (size_t j = 0; j < s->hw; j++) gp[j] = dp[j] * f1 + (xp[j] - mu) * f2 + f3;
-        }
+        channel_dx(s, x, dy, dx, ch, gamma[ch], 1.0 / sqrt((double)var[ch] + eps), buf[ch], buf[c + ch], m, mean[ch]);
     }
     return VDNN_OK;
 }
@@ -302,18 +308,7 @@ static vdnn_status bn_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
         double inv = 1.0 / sqrt((double)var[ch] + eps);
         dbeta[ch] = (float)sdy;
         dgamma[ch] = (float)(sdyx * inv);
-        if (!dx) continue;
-        /* dx = gamma*inv * (dy - sdy/m - (x-mean)*inv^2*sdyx/m), as dy*k1 + (x-mean)*k2 + k3. */
-        double k1 = gamma[ch] * inv;
-        float f1 = (float)k1, f2 = (float)(-k1 * inv * inv * sdyx / m), f3 = (float)(-k1 * sdy / m);
-        float mu = mean[ch];
-        for (int i = 0; i < s->n; i++) {
-            size_t o = plane(s, i, ch);
-            const float *xp = x + o, *dp = dy + o;
-            float *gp = dx + o;
-#pragma omp simd
-            for (size_t j = 0; j < s->hw; j++) gp[j] = dp[j] * f1 + (xp[j] - mu) * f2 + f3;
-        }
+        if (dx) channel_dx(s, x, dy, dx, ch, gamma[ch], inv, sdy, sdyx, m, mean[ch]);
     }
     return VDNN_OK;
 }
