@@ -210,6 +210,21 @@ head -c 100 "$TMP/save/ck.bin" >"$TMP/cut.bin"
 run "resume a truncated checkpoint" 1 "$TMP/cut.bin" -- \
     train --data synthetic --input 1x28x28 --classes 10 --steps 2 --batch 8 --device cpu --resume "$TMP/cut.bin"
 
+# ---- the smallest budget `vdnn plan` names for a planner follows --conv-algo: with a choice of algorithms
+# auto goes lower than with the defaults only, and a plan at that budget fits ----
+for algo in choose default; do
+    "$VDNN" plan vgg16 --input 3x112x112 --batch 32 --classes 10 --policy auto --conv-algo $algo --json \
+        >"$TMP/min-$algo.json" 2>"$TMP/err" || bad "plan auto --conv-algo $algo: $(head -c 300 "$TMP/err")"
+done
+if python3 - "$TMP/min-choose.json" "$TMP/min-default.json" <<'EOF'; then ok; else bad "min_budget_bytes ignores --conv-algo"; fi
+import json, sys
+c, d = (json.load(open(f))["min_budget_bytes"] for f in sys.argv[1:3])
+assert 0 < c < d, (c, d)
+open(sys.argv[1] + ".budget", "w").write(str(c))
+EOF
+run "plan auto at its named min budget" 0 -- plan vgg16 --input 3x112x112 --batch 32 --classes 10 --policy auto \
+    --budget "$(cat "$TMP/min-choose.json.budget" 2>/dev/null || echo 1)"
+
 # ---- a deep net at full size under every planner: plans that add recompute workspaces while finalizing ----
 for pol in recompute auto; do
   run "resnet50 224 b32 $pol" 0 -- plan resnet50 --input 3x224x224 --batch 32 --classes 10 --policy $pol --json

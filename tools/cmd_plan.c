@@ -58,7 +58,8 @@ int vdnn_cmd_plan(int argc, char **argv)
     size_t min_budget = plan ? plan->peak_device_bytes : 0;
     if (rc == VDNN_OK && o.policy > VDNN_POLICY_CONV && o.policy != VDNN_POLICY_UM) {
         vdnn_plan_request rq = {.policy = o.policy, .training = true, .budget = SIZE_MAX, .host_budget = o.host_budget,
-                                .profile = &prof, .offload_params = o.offload_params};
+                                .profile = &prof, .offload_params = o.offload_params, .algos = m.algos,
+                                .force_algo = m.force_algo};
         size_t mb;
         rc = vdnn_plan_min_budget(m.g, m.info, &rq, &mb, &err);
         if (rc == VDNN_OK && mb < min_budget) min_budget = mb;
