@@ -40,7 +40,7 @@ for spec in $NETS; do
   prof="$OUT/$net.profile.json"
   "$VDNN" profile "$net" "${common[@]}" --threads "$THREADS" --link-bandwidth "$LINK" --iterations 3 --out "$prof" \
     --device cpu > "$OUT/$net.profile.txt" 2>&1
-  sed "s/^/# $net profile: /" "$OUT/$net.profile.txt"
+  sed -e "s/^/# $net profile: /" -e "s|$OUT/|\$OUT/|g" "$OUT/$net.profile.txt"
   # The runs: in-core first (unlimited budget), then every planner and budget that fits.
   runs=("incore 100% none $peak")
   declare -A sim=()
