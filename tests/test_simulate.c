@@ -121,7 +121,8 @@ static void check_memory(const vdnn_plan_t *p, const vdnn_timeline *t)
 static const double chain_fwd[] = {0, 1, 1, 1, 0}, chain_bwd[] = {0, 2, 2, 2, 0};
 
 /* The chain under vDNN_all, simulated with copies of copy_s (latency_s of it latency) and compute slowed by
- * `slowdown` while a copy is queued. */
+ * `slowdown` while a copy is queued; busy_s > 0: copies overlapping compute take busy_s instead (the
+ * profile's busy link). */
 typedef struct chain_run {
     vdnn_graph_t *g;
     vdnn_op_info *info;
@@ -130,13 +131,14 @@ typedef struct chain_run {
     vdnn_timeline t;
 } chain_run;
 
-static void chain_all(double copy_s, double latency_s, double slowdown, chain_run *r)
+static void chain_all(double copy_s, double latency_s, double slowdown, double busy_s, chain_run *r)
 {
     r->g = graph(chain_text, 1);
     r->info = infos(r->g);
     r->p = plan(r->g, r->info, VDNN_POLICY_ALL);
     profile(r->g, chain_fwd, chain_bwd, copy_s, latency_s, 1 * MS, &r->prof);
     r->prof.copy_slowdown = slowdown;
+    if (busy_s > 0) r->prof.d2h_busy = r->prof.h2d_busy = (vdnn_copy_model){0, 16 / busy_s};
     simulate(r->p, r->g, &r->prof, &r->t);
 }
 
@@ -196,7 +198,7 @@ static void test_chain_none(void **state)
 static void check_chain_all(double latency_s)
 {
     chain_run r;
-    chain_all(3 * MS, latency_s, 0, &r);
+    chain_all(3 * MS, latency_s, 0, 0, &r);
     const vdnn_plan_t *p = r.p;
     const vdnn_timeline t = r.t;
     assert_near(t.iteration_s, 20 * MS, "iteration");
@@ -251,7 +253,7 @@ static void test_chain_all_hidden(void **state)
 {
     (void)state;
     chain_run r;
-    chain_all(0.5 * MS, 0, 0, &r);
+    chain_all(0.5 * MS, 0, 0, 0, &r);
     /* The prefetch of conv2 is issued at the softmax's backward, which takes no time: its 0.5 ms
      * are the only copy the compute lane must wait for. */
     assert_near(r.t.stall_s, 0.5 * MS, "stall");
@@ -266,10 +268,7 @@ static void test_chain_all_busy_link(void **state)
 {
     (void)state;
     chain_run r;
-    chain_all(0.5 * MS, 0, 0, &r);
-    r.prof.d2h_busy = r.prof.h2d_busy = (vdnn_copy_model){0, 16 / (3 * MS)};
-    vdnn_timeline_release(&r.t);
-    simulate(r.p, r.g, &r.prof, &r.t);
+    chain_all(0.5 * MS, 0, 0, 3 * MS, &r);
     assert_near(r.t.iteration_s, 20 * MS, "iteration");
     assert_near(r.t.stall_s, 11 * MS, "stall");
     assert_near(r.t.d2h_s, 9 * MS, "d2h busy");
@@ -287,7 +286,7 @@ static void test_chain_all_contention(void **state)
 {
     (void)state;
     chain_run r;
-    chain_all(3 * MS, 0, 1.0, &r);
+    chain_all(3 * MS, 0, 1.0, 0, &r);
     assert_near(r.t.iteration_s, 21 * MS, "iteration");
     assert_near(r.t.compute_s, 15 * MS, "compute");
     assert_near(r.t.stall_s, 6 * MS, "stall");

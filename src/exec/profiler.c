@@ -68,6 +68,18 @@ vdnn_status vdnn_profile_measure_link(vdnn_backend_t *be, size_t max_bytes, vdnn
     return rc;
 }
 
+/* One training step at learning rate 0 (the parameters stay), recorded into *tl (emptied first). */
+static vdnn_status record_step(vdnn_net_t *net, const float *images, const int32_t *labels, vdnn_timeline *tl,
+                               vdnn_error *err)
+{
+    vdnn_timeline_release(tl);
+    float loss;
+    net->rec.tl = tl;
+    vdnn_status rc = vdnn_net_train_step(net, images, labels, 0.0f, &loss, err);
+    net->rec.tl = NULL;
+    return rc;
+}
+
 /* Per-layer, load, update and accumulation times of recorded iterations. */
 static vdnn_status measure_layers(vdnn_net_t *net, const float *images, const int32_t *labels, int iterations,
                                   vdnn_profile *out, vdnn_error *err)
@@ -93,11 +105,7 @@ static vdnn_status measure_layers(vdnn_net_t *net, const float *images, const in
     int n_acc = 0;
     double acc_bytes = 0, acc_time = 0;
     for (int it = 0; !rc && it < iterations; it++) {
-        vdnn_timeline_release(&tl);
-        memset(&tl, 0, sizeof tl);
-        net->rec.tl = &tl;
-        rc = vdnn_net_train_step(net, images, labels, 0.0f, &loss, err);
-        net->rec.tl = NULL;
+        rc = record_step(net, images, labels, &tl, err);
         for (int k = 0; !rc && k < tl.n_spans; k++) {
             const vdnn_span *sp = &tl.spans[k];
             if (sp->lane != VDNN_LANE_COMPUTE || sp->stall) continue;
@@ -162,7 +170,7 @@ static int by_start(const void *a, const void *b)
 typedef struct busy_fit {
     size_t *bytes[2];
     double *secs[2];
-    int n[2], cap[2];
+    size_t n[2], cap[2];        /* copies recorded, room for them (the plan's copies x steps) */
     double quiet_d, quiet_base; /* spans no copy overlapped: this run's speed against the profile's */
     double loud_d, loud_base, loud_f; /* spans copies overlapped; loud_f: base x overlapped share */
 } busy_fit;
@@ -180,16 +188,8 @@ static vdnn_status fit_step(const vdnn_net_t *net, const vdnn_timeline *tl, cons
         copies[nc++] = sp;
         int d = sp->lane == VDNN_LANE_H2D;
         if (f->n[d] == f->cap[d]) {
-            int c = f->cap[d] ? 2 * f->cap[d] : 256;
-            size_t *nb = realloc(f->bytes[d], (size_t)c * sizeof *nb);
-            if (nb) f->bytes[d] = nb;
-            double *ns = realloc(f->secs[d], (size_t)c * sizeof *ns);
-            if (ns) f->secs[d] = ns;
-            if (!nb || !ns) {
-                free(copies);
-                return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "profile: out of memory");
-            }
-            f->cap[d] = c;
+            free(copies);
+            return vdnn_fail(err, VDNN_ERR_BACKEND, "profile: a step recorded more copies than its plan issues");
         }
         f->bytes[d][f->n[d]] = plan->st[plan->actions[sp->action].a].bytes;
         f->secs[d][f->n[d]++] = sp->end - sp->start;
@@ -248,25 +248,34 @@ vdnn_status vdnn_profile_measure_busy(vdnn_graph_t *g, vdnn_backend_t *be, const
         return VDNN_OK;
     }
     if (rc) return rc;
+    if (iterations < 1) iterations = 1;
+    /* Every step issues the plan's copies once: room for all of them, per direction. */
     busy_fit f;
     memset(&f, 0, sizeof f);
+    const vdnn_plan_t *plan = net->plan_train;
+    size_t per_step[2] = {0, 0};
+    for (int a = 0; a < plan->n_actions; a++)
+        if (plan->actions[a].kind == VDNN_ACT_OFFLOAD || plan->actions[a].kind == VDNN_ACT_PREFETCH)
+            per_step[plan->actions[a].kind == VDNN_ACT_PREFETCH]++;
+    for (int d = 0; d < 2; d++) {
+        f.cap[d] = per_step[d] * (size_t)iterations;
+        f.bytes[d] = malloc((f.cap[d] + 1) * sizeof *f.bytes[d]);
+        f.secs[d] = malloc((f.cap[d] + 1) * sizeof *f.secs[d]);
+        if (!f.bytes[d] || !f.secs[d]) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "profile: out of memory");
+    }
     vdnn_timeline tl;
     memset(&tl, 0, sizeof tl);
-    float loss;
-    rc = vdnn_net_train_step(net, images, labels, 0.0f, &loss, err);
-    for (int it = 0; !rc && it < (iterations < 1 ? 1 : iterations); it++) {
-        vdnn_timeline_release(&tl);
-        memset(&tl, 0, sizeof tl);
-        net->rec.tl = &tl;
-        rc = vdnn_net_train_step(net, images, labels, 0.0f, &loss, err);
-        net->rec.tl = NULL;
+    /* Warm-up, then the recorded steps. */
+    if (!rc) rc = record_step(net, images, labels, &tl, err);
+    for (int it = 0; !rc && it < iterations; it++) {
+        rc = record_step(net, images, labels, &tl, err);
         if (!rc) rc = fit_step(net, &tl, out, &f, err);
     }
     vdnn_timeline_release(&tl);
     vdnn_net_free(net);
     if (!rc && f.n[0] && f.n[1]) {
-        out->d2h_busy = busy_model(f.bytes[0], f.secs[0], f.n[0], &out->d2h);
-        out->h2d_busy = busy_model(f.bytes[1], f.secs[1], f.n[1], &out->h2d);
+        out->d2h_busy = busy_model(f.bytes[0], f.secs[0], (int)f.n[0], &out->d2h);
+        out->h2d_busy = busy_model(f.bytes[1], f.secs[1], (int)f.n[1], &out->h2d);
         /* Layers that ran beside no copy tell how this run's speed differs from the profile's for other
          * reasons (clock, caches); only what is left over is the copies' doing. */
         double drift = f.quiet_base > 0.1 * (f.quiet_base + f.loud_base) ? f.quiet_d / f.quiet_base : 1.0;
