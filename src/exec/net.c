@@ -147,8 +147,28 @@ static vdnn_status init_params(vdnn_net_t *net, vdnn_error *err)
     return rc;
 }
 
-/* The evaluation plan's need were the parameters homed in host memory (the training plan's persistent state is
- * then the same under every classification). */
+/* The evaluation plan: every map kept only as long as forward needs it, the parameters read where the training
+ * plan keeps them (above variable_base). Where the planners may choose algorithms, the defaults, or the leanest
+ * if the defaults need more than `budget`. */
+static vdnn_status build_eval_plan(vdnn_net_t *net, size_t budget, size_t variable_base, bool offload_params,
+                                   vdnn_plan_t **out, vdnn_error *err)
+{
+    const bool choose = net->cfg.algo == VDNN_ALGO_CHOOSE;
+    vdnn_plan_request re = {.policy = VDNN_POLICY_NONE, .training = false, .budget = budget, .host_budget = SIZE_MAX,
+                            .variable_base = variable_base, .algos = net->algos_eval,
+                            .force_algo = choose ? 0 : net->cfg.algo, .offload_params = offload_params};
+    vdnn_status rc = vdnn_plan_build(net->g, net->info_eval, &re, out, err);
+    if (rc == VDNN_OK && choose && (*out)->peak_device_bytes > budget) {
+        vdnn_plan_free(*out);
+        *out = NULL;
+        re.force_algo = VDNN_ALGO_LEANEST;
+        rc = vdnn_plan_build(net->g, net->info_eval, &re, out, err);
+    }
+    return rc;
+}
+
+/* The evaluation plan's least need were the parameters homed in host memory (the training plan's persistent
+ * state is then the same under every classification). */
 static vdnn_status homed_eval_need(vdnn_net_t *net, size_t *out)
 {
     vdnn_error e;
@@ -156,15 +176,7 @@ static vdnn_status homed_eval_need(vdnn_net_t *net, size_t *out)
     vdnn_plan_request rq = {.policy = VDNN_POLICY_NONE, .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX,
                             .algos = net->algos_train, .force_algo = net->cfg.algo, .offload_params = true};
     vdnn_status rc = vdnn_plan_build(net->g, net->info_train, &rq, &t, &e);
-    /* As vdnn_net_create plans it; where algorithms are chosen, the leanest are its fallback. */
-    const bool choose = net->cfg.algo == VDNN_ALGO_CHOOSE;
-    vdnn_plan_request re = {.policy = VDNN_POLICY_NONE, .training = false, .budget = SIZE_MAX, .host_budget = SIZE_MAX,
-                            .algos = net->algos_eval, .force_algo = choose ? VDNN_ALGO_LEANEST : net->cfg.algo,
-                            .offload_params = true};
-    if (rc == VDNN_OK) {
-        re.variable_base = t->persistent_bytes;
-        rc = vdnn_plan_build(net->g, net->info_eval, &re, &v, &e);
-    }
+    if (rc == VDNN_OK) rc = build_eval_plan(net, 0, t->persistent_bytes, true, &v, &e);
     if (rc == VDNN_OK) *out = v->peak_device_bytes;
     vdnn_plan_free(t);
     vdnn_plan_free(v);
@@ -284,19 +296,9 @@ vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_
                             .algos = net->algos_train, .force_algo = cfg->algo, .offload_params = cfg->offload_params};
     if (rc == VDNN_OK) rc = vdnn_plan_build(g, net->info_train, &rq, &net->plan_train, err);
     if (rc == VDNN_OK) {
-        /* Evaluation keeps every map only as long as forward needs it; where the planners may choose,
-         * it takes the leanest algorithms if the defaults do not fit. */
-        const bool choose = cfg->algo == VDNN_ALGO_CHOOSE;
-        /* It reads the parameters where the training plan keeps them (policy auto may have homed them). */
-        vdnn_plan_request re = {.policy = VDNN_POLICY_NONE, .training = false, .budget = cfg->budget, .host_budget = SIZE_MAX, .variable_base = net->plan_train->persistent_bytes, .algos = net->algos_eval, .force_algo = choose ? 0 : cfg->algo,
-                                .offload_params = net->plan_train->offload_params};
-        rc = vdnn_plan_build(g, net->info_eval, &re, &net->plan_eval, err);
-        if (rc == VDNN_OK && choose && net->plan_eval->peak_device_bytes > cfg->budget) {
-            vdnn_plan_free(net->plan_eval);
-            net->plan_eval = NULL;
-            re.force_algo = VDNN_ALGO_LEANEST;
-            rc = vdnn_plan_build(g, net->info_eval, &re, &net->plan_eval, err);
-        }
+        /* Policy auto may have homed the parameters: evaluation reads them there too. */
+        rc = build_eval_plan(net, cfg->budget, net->plan_train->persistent_bytes, net->plan_train->offload_params,
+                             &net->plan_eval, err);
     }
     /* Both plans home the weights and biases alike (the same storages first, in the same order). */
     for (int i = 0; rc == VDNN_OK && net->plan_eval && i < net->plan_eval->n_storages; i++) {
