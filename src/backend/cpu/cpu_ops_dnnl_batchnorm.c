@@ -144,6 +144,15 @@ static vdnn_status reduce_sums(const vdnn_op_args *a, int phase, double *buf, si
     return st;
 }
 
+/* y = gamma * (x - mean) / sqrt(var + eps) + beta over one channel, as a scale and a shift. */
+static void normalize_channel(const bn_state *s, const float *x, float *y, int ch, float gamma, float beta, float mean,
+                              float var, float eps)
+{
+    float inv = (float)(1.0 / sqrt((double)var + eps));
+    float scale = gamma * inv;
+    channel_affine(s, x, y, ch, scale, beta - mean * scale);
+}
+
 /* Synchronized batch norm: the statistics of every rank's share together. The same two passes as one
  * device (the sum, then squared deviations from the global mean, each summed over ranks), not sum(x^2)
  * - sum(x)^2, which cancels badly; a channel's planes are whole on one rank, so each rank's per-plane
@@ -169,11 +178,8 @@ static vdnn_status bn_forward_sync(bn_state *s, vdnn_op *op, const vdnn_op_args 
     if (st) return st;
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < c; ch++) {
-        float v = (float)(buf[ch] / m);
-        var[ch] = v;
-        float inv = (float)(1.0 / sqrt((double)v + eps));
-        float scale = gamma[ch] * inv;
-        channel_affine(s, x, y, ch, scale, beta[ch] - mean[ch] * scale);
+        var[ch] = (float)(buf[ch] / m);
+        normalize_channel(s, x, y, ch, gamma[ch], beta[ch], mean[ch], var[ch], eps);
     }
     /* Every rank updates from the same global figures, so running statistics stay equal everywhere. */
     if (a->update_stats) update_running(s, op->d.p.bn_momentum, a->aux, m, a->stats);
@@ -193,11 +199,7 @@ static vdnn_status bn_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *
         if (!a->stats) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm inference: NULL running statistics");
         const float *rm = a->stats, *rv = a->stats + s->c;
 #pragma omp parallel for schedule(static)
-        for (int ch = 0; ch < s->c; ch++) {
-            float inv = (float)(1.0 / sqrt((double)rv[ch] + eps));
-            float scale = gamma[ch] * inv;
-            channel_affine(s, x, y, ch, scale, beta[ch] - rm[ch] * scale);
-        }
+        for (int ch = 0; ch < s->c; ch++) normalize_channel(s, x, y, ch, gamma[ch], beta[ch], rm[ch], rv[ch], eps);
         return VDNN_OK;
     }
     if (!a->aux) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm forward: NULL aux (batch statistics)");
@@ -212,9 +214,7 @@ static vdnn_status bn_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *
         float v = (float)(channel_sq_dev(s, x, ch, mu) / m);
         mean[ch] = mu;
         var[ch] = v;
-        float inv = (float)(1.0 / sqrt((double)v + eps));
-        float scale = gamma[ch] * inv;
-        channel_affine(s, x, y, ch, scale, beta[ch] - mu * scale);
+        normalize_channel(s, x, y, ch, gamma[ch], beta[ch], mu, v, eps);
     }
     if (a->update_stats) update_running(s, op->d.p.bn_momentum, a->aux, (double)s->m, a->stats);
     return VDNN_OK;
@@ -241,10 +241,6 @@ static void channel_grad_sums(const bn_state *s, const float *x, const float *dy
     *sdyx = a2;
 }
 
-/* Synchronized backward: dx needs sum(dy) and sum(dy*(x-mean)) over every rank's share. dgamma and dbeta
- * keep this rank's own sums: the data-parallel gradient average then makes them the whole batch's
- * gradient, as it does for every other weight (each rank's dy is that of its own mean loss, so the global
- * sums in dx carry the same factor of the rank count that the average divides out). */
 /* One channel's input gradient from its sums over the batch (m values): dx = gamma*inv * (dy - sdy/m -
  * (x-mean)*inv^2*sdyx/m), computed as dy*k1 + (x-mean)*k2 + k3. */
 static void channel_dx(const bn_state *s, const float *x, const float *dy, float *dx, int ch, float gamma, double inv,
@@ -261,6 +257,10 @@ static void channel_dx(const bn_state *s, const float *x, const float *dy, float
     }
 }
 
+/* Synchronized backward: dx needs sum(dy) and sum(dy*(x-mean)) over every rank's share. dgamma and dbeta
+ * keep this rank's own sums: the data-parallel gradient average then makes them the whole batch's
+ * gradient, as it does for every other weight (each rank's dy is that of its own mean loss, so the global
+ * sums in dx carry the same factor of the rank count that the average divides out). */
 static vdnn_status bn_backward_sync(bn_state *s, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const float *x = a->x[0], *dy = a->dy, *gamma = a->w, *mean = a->aux, *var = a->aux + s->c;
