@@ -593,7 +593,7 @@ static void test_conv_algorithms_chunked(void **state)
             vdnn_op_desc d = descs[k];
             d.algo = a;
             char name[64];
-            snprintf(name, sizeof name, "conv %s, algorithm %s", k ? "3x3 s2 no bias" : "3x3 s1", algos[a].name);
+            snprintf(name, sizeof name, "conv %s, algorithm %.23s", k ? "3x3 s2 no bias" : "3x3 s1", algos[a].name);
             gradcheck(be, name, d, X_UNIFORM, 40 + (uint64_t)(k * 4 + a));
             /* Same shape in and out: dx may be written over dy, with bitwise the same gradients. */
             gc t;

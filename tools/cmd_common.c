@@ -71,6 +71,7 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
         if (!strcmp(f, "--json") && (allowed & OPT_JSON)) { o->json = true; continue; }
         if (!strcmp(f, "--poison") && (allowed & OPT_MEMORY)) { o->poison = true; continue; }
         if (!strcmp(f, "--offload-params") && (allowed & OPT_MEMORY)) { o->offload_params = true; continue; }
+        if (!strcmp(f, "--stream-inputs") && (allowed & OPT_MEMORY)) { o->stream_inputs = true; continue; }
         if (!strcmp(f, "--no-eval") && (allowed & OPT_TRAINING)) { o->no_eval = true; continue; }
         if (!strcmp(f, "--no-tf32") && (allowed & OPT_DEVICE)) { o->no_tf32 = true; continue; }
         if (!strcmp(f, "--deterministic") && (allowed & OPT_DEVICE)) { o->deterministic = true; continue; }
@@ -273,6 +274,16 @@ void cli_net_config(const cli_options *o, vdnn_shape in, int classes, vdnn_net_c
     c->allow_oversubscribe = o->allow_oversubscribe;
     c->micro_batches = o->micro_batches;
     c->offload_params = o->offload_params;
+    c->stream_inputs = o->stream_inputs;
+}
+
+void cli_note_unstreamed(const char *cmd, const cli_options *o, const vdnn_plan_t *plan)
+{
+    if (o->stream_inputs && plan && !vdnn_plan_streamed_layers(plan))
+        fprintf(stderr,
+                "vdnn %s: note: --stream-inputs: no layer streams its input (that needs a convolution whose output "
+                "has its input's shape, whose input has no other reader, and whose algorithm copies the input)\n",
+                cmd);
 }
 
 int cli_fail(const char *cmd, const vdnn_error *err)

@@ -40,6 +40,7 @@ typedef struct cli_options {
     int conv_algo;            /* vdnn_net_config.algo: 0 default, VDNN_ALGO_CHOOSE or VDNN_ALGO_LEANEST */
     int micro_batches;        /* a step's batch in this many micro-batches, gradients summed over them */
     bool offload_params;      /* parameters and momentum homed in host memory between their uses */
+    bool stream_inputs;       /* convolutions stream their inputs through host memory where they can */
 } cli_options;
 
 /* Help for --conv-algo, shared by the subcommands that plan. */
@@ -54,7 +55,11 @@ typedef struct cli_options {
     "--offload-params: weights, biases and their momentum live in host memory between their uses (ZeRO-Offload\n" \
     "style): each comes to the device one layer before its forward step (not copied back) and before its\n"      \
     "backward step, whose update is copied back. Same results bit for bit; not with --micro-batches or policy um.\n" \
-    "Policy auto does it by itself where only that fits or the simulation finds it faster.\n"
+    "Policy auto does it by itself where only that fits or the simulation finds it faster.\n"                     \
+    "--stream-inputs: a convolution whose input has its output's shape and no other reader runs in place: its\n" \
+    "forward saves the input to host memory a batch chunk at a time before writing the output over it, and its\n"\
+    "backward reads the input back a chunk at a time. Same results bit for bit; not with --micro-batches or\n"   \
+    "policy um. Policy auto does it by itself where nothing else fits.\n"
 
 /* Flags each subcommand accepts, as a bit set. */
 enum {
@@ -92,5 +97,7 @@ void cli_net_config(const cli_options *o, vdnn_shape in, int classes, vdnn_net_c
 
 /* Prints "vdnn CMD: message" to stderr and returns exit code 1 (2 for usage errors). */
 int cli_fail(const char *cmd, const vdnn_error *err);
+/* Tells the user on stderr when --stream-inputs was asked for and no layer of the plan streams. */
+void cli_note_unstreamed(const char *cmd, const cli_options *o, const vdnn_plan_t *plan);
 
 #endif

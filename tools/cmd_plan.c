@@ -7,7 +7,7 @@
 
 static const char plan_usage[] =
     "usage: vdnn plan MODEL [--batch N] [--input CxHxW] [--classes N] [--policy P] [--budget SIZE]\n"
-    "                 [--host-budget SIZE] [--offload-params] [--profile FILE | estimate flags] [--json]\n"
+    "                 [--host-budget SIZE] [--offload-params] [--stream-inputs] [--profile FILE | estimate flags] [--json]\n"
     "Plans one training iteration without running it: every feature map's size and class (keep, swap or\n"
     "recompute), when it leaves the device and when it comes back, the peak and average device memory, the\n"
     "host memory and the bytes moved per iteration. Exits 3 if the plan does not fit the budget, naming\n"
@@ -59,12 +59,14 @@ int vdnn_cmd_plan(int argc, char **argv)
     if (rc == VDNN_OK && o.policy > VDNN_POLICY_CONV && o.policy != VDNN_POLICY_UM) {
         vdnn_plan_request rq = {.policy = o.policy, .training = true, .budget = SIZE_MAX, .host_budget = o.host_budget,
                                 .profile = &prof, .offload_params = o.offload_params, .algos = m.algos,
+                                .stream_inputs = o.stream_inputs,
                                 .force_algo = m.force_algo};
         size_t mb;
         rc = vdnn_plan_min_budget(m.g, m.info, &rq, &mb, &err);
         if (rc == VDNN_OK && mb < min_budget) min_budget = mb;
     }
     int code = 0;
+    if (rc == VDNN_OK) cli_note_unstreamed("plan", &o, plan);
     if (rc == VDNN_OK) {
         if (o.json) vdnn_plan_print_json(plan, m.g, min_budget, stdout);
         else vdnn_plan_print_table(plan, m.g, stdout);

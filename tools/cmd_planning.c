@@ -23,6 +23,7 @@ vdnn_status cli_model_load(const cli_options *o, cli_model *m, vdnn_error *err)
         m->algos = calloc((size_t)m->g->n_layers, sizeof *m->algos);
         m->force_algo = o->conv_algo;
         m->offload_params = o->offload_params;
+        m->stream_inputs = o->stream_inputs;
         if (!m->info || !m->algos) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
     }
     if (rc == VDNN_OK) rc = vdnn_plan_query_algos(m->g, be, true, m->algos, m->info, err);
@@ -44,7 +45,7 @@ vdnn_status cli_model_plan(const cli_model *m, vdnn_policy policy, size_t budget
 {
     vdnn_plan_request rq = {.policy = policy, .training = true, .budget = budget, .host_budget = host_budget,
                             .variable_base = 0, .profile = prof, .algos = m->algos, .force_algo = m->force_algo,
-                            .offload_params = m->offload_params};
+                            .offload_params = m->offload_params, .stream_inputs = m->stream_inputs};
     return vdnn_plan_build(m->g, m->info, &rq, plan, err);
 }
 

@@ -18,6 +18,7 @@ typedef struct cli_model {
     vdnn_layer_algos *algos;  /* each layer's candidate algorithms */
     int force_algo;           /* --conv-algo */
     bool offload_params;      /* --offload-params */
+    bool stream_inputs;       /* --stream-inputs */
 } cli_model;
 
 vdnn_status cli_model_load(const cli_options *o, cli_model *m, vdnn_error *err);

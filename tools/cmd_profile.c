@@ -37,6 +37,8 @@ int vdnn_cmd_profile(int argc, char **argv)
     o.model = NULL;
     if (!cli_refuse_flag(argc, argv, "--offload-params", "a profile times layers with their parameters on the device; "
                          "plan, simulate, plot and train take it", "profile") ||
+        !cli_refuse_flag(argc, argv, "--stream-inputs", "a profile times layers with their inputs whole on the "
+                         "device; plan, simulate, plot and train take it", "profile") ||
         !cli_parse(argc, argv, 2, OPT_SHAPE | OPT_BATCH | OPT_DEVICE | OPT_MEMORY | OPT_JSON, true, &o, "profile")) return 2;
     long k = 5;
     if (iters && (!vdnn_parse_int(iters, &k) || k < 1 || k > 1000)) {

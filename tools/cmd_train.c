@@ -13,7 +13,7 @@ static const char train_usage[] =
     "                  [--lr-schedule constant|step:N:GAMMA|cosine[,warmup=N]] [--momentum X]\n"
     "                  [--weight-decay X] [--seed N] [--threads N] [--device auto|cpu|cuda] [--no-tf32]\n"
     "                  [--deterministic] [--budget SIZE] [--host-budget SIZE] [--policy POLICY] [--profile FILE]\n"
-    "                  [--offload-params]\n"
+    "                  [--offload-params] [--stream-inputs]\n"
     "                  [--conv-algo default|lean|choose] [--allow-oversubscribe] [--poison] [--link-bandwidth BW]\n"
     "                  [--save FILE] [--resume FILE] [--log-every N] [--trace FILE.json] [--micro-batches M]\n"
     "                  [--no-eval] [--json]\n"
@@ -47,12 +47,12 @@ static void print_json(FILE *f, const cli_options *o, const vdnn_net_t *net, con
             "\"final_loss\": %.6f, \"images_per_sec\": %.3f, \"step_seconds\": %.6f, \"train_seconds\": %.3f, "
             "\"elapsed_seconds\": %.3f, "
             "\"peak_device_bytes\": %zu, \"planned_peak_device_bytes\": %zu, \"host_bytes\": %zu, "
-            "\"bytes_moved_per_step\": %zu, \"offload_params\": %s}\n",
+            "\"bytes_moved_per_step\": %zu, \"offload_params\": %s, \"streamed_layers\": %d}\n",
             net->g->name, net->cfg.batch, net->cfg.micro_batches, net->g->input.c, net->g->input.h, net->g->input.w, net->g->classes,
             vdnn_policy_name(net->cfg.policy), net->be->ops->name, r->steps, r->steps_run, r->test_accuracy,
             r->test_loss, r->final_loss, r->images_per_sec, r->step_seconds, r->train_seconds, r->elapsed_seconds,
             r->peak_device_bytes, net->dev_bytes, net->plan_train->host_bytes, net->plan_train->bytes_moved,
-            net->plan_train->offload_params ? "true" : "false");
+            net->plan_train->offload_params ? "true" : "false", vdnn_plan_streamed_layers(net->plan_train));
     (void)o;
 }
 
@@ -105,6 +105,7 @@ static vdnn_status session_open(const cli_options *o, bool need_train, session *
         cli_net_config(o, in, classes, &cfg);
         if (s->have_prof) cfg.profile = &s->prof;
         rc = vdnn_net_create(s->g, s->be, &cfg, &s->net, err);
+        if (rc == VDNN_OK) cli_note_unstreamed("train", o, s->net->plan_train);
     }
     if (rc == VDNN_OK && o->resume) rc = vdnn_train_resume(s->net, o->resume, err);
     return rc;

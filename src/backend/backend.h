@@ -42,6 +42,10 @@ typedef struct vdnn_op_info {
     bool bwd_needs_y;    /* backward reads the output's values */
     bool inplace_ok;     /* forward may write y over x[0] (x[0] == y) */
     bool bwd_inplace_ok; /* backward may write dx[0] over dy (dx[0] == dy) */
+    /* The op may stream its input (vdnn_stream): forward writes y over x[0] a batch chunk at a time, once that
+     * chunk has been read and saved, and backward reads x[0] a chunk at a time from buffers it is given. */
+    bool stream_ok;
+    int chunk_images;    /* images per chunk of a streamed input (the last chunk may hold fewer) */
 } vdnn_op_info;
 
 /* One way a backend can run an op. Convolutions may offer several, trading speed for workspace (as
@@ -61,6 +65,16 @@ typedef struct vdnn_reduce {
     vdnn_status (*sum)(void *ctx, int key, double *buf, size_t n, vdnn_error *err);
     void *ctx;
 } vdnn_reduce;
+
+/* A streamed input (op_info.stream_ok): x[0] never lies whole on the device through backward. The op calls
+ * these in chunk order, chunks of op_info.chunk_images images. */
+typedef struct vdnn_stream {
+    /* forward, x[0] == y: chunk c of x has been read; returns once it is saved, so y's chunk may overwrite it */
+    vdnn_status (*x_read)(void *ctx, int chunk, vdnn_error *err);
+    /* backward, x[0] NULL: where chunk c of x is on the device, once it is there (valid until the next call) */
+    vdnn_status (*x_chunk)(void *ctx, int chunk, const float **x, vdnn_error *err);
+    void *ctx;
+} vdnn_stream;
 
 /* Pointers for one forward or backward call. All float pointers are device pointers.
  * Unused fields are NULL. */
@@ -82,6 +96,7 @@ typedef struct vdnn_op_args {
     const vdnn_reduce *reduce; /* batchnorm training: batch statistics over every rank's share (NULL: this
                                   call's batch alone); backends without it fail with VDNN_ERR_UNSUPPORTED */
     int reduce_key;          /* passed on to reduce->sum with the op's own phase: the layer's index */
+    const vdnn_stream *stream; /* x[0] streamed (only for ops whose info says stream_ok); NULL: x[0] whole */
 } vdnn_op_args;
 
 typedef enum vdnn_copy_kind { VDNN_COPY_D2H, VDNN_COPY_H2D, VDNN_COPY_D2D } vdnn_copy_kind;

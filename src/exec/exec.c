@@ -30,6 +30,88 @@ static vdnn_status resident(const vdnn_net_t *net, const vdnn_plan_t *plan, int 
         dst = (void *)p_;                                                 \
     } while (0)
 
+/* A streamed input (vdnn_stream): its host copy and device place, in chunks of the layer's op. Forward queues
+ * every chunk's copy out before the op starts and lets the op wait for each; backward keeps two chunks in
+ * flight through the two buffers. */
+typedef struct stream_run {
+    vdnn_net_t *net;
+    char *host, *dev, *buf[2];
+    size_t img_bytes;
+    int chunk, n_images, n_chunks, first_event;
+} stream_run;
+
+static vdnn_event *chunk_event(const stream_run *r, int c) { return r->net->events[r->first_event + c]; }
+
+static size_t chunk_bytes(const stream_run *r, int c)
+{
+    int first = c * r->chunk, n = r->n_images - first < r->chunk ? r->n_images - first : r->chunk;
+    return (size_t)n * r->img_bytes;
+}
+
+/* Queues chunk c's copy (in: host copy to buffer c % 2; out: device to host copy) after the compute so far. */
+static vdnn_status stream_copy(stream_run *r, int c, bool in, vdnn_error *err)
+{
+    vdnn_backend_t *be = r->net->be;
+    vdnn_event *marker = r->net->events[r->net->n_events - 1];
+    const vdnn_queue_id q = in ? VDNN_QUEUE_H2D : VDNN_QUEUE_D2H;
+    const size_t off = (size_t)c * (size_t)r->chunk * r->img_bytes;
+    BE_CALL(be->ops->event_record(be, marker, VDNN_QUEUE_COMPUTE, err));
+    BE_CALL(be->ops->event_wait(be, q, marker, err));
+    if (in) BE_CALL(be->ops->copy_async(be, q, r->buf[c % 2], r->host + off, chunk_bytes(r, c), VDNN_COPY_H2D, err));
+    else BE_CALL(be->ops->copy_async(be, q, r->host + off, r->dev + off, chunk_bytes(r, c), VDNN_COPY_D2H, err));
+    return be->ops->event_record(be, chunk_event(r, c), q, err);
+}
+
+/* Evaluation: nothing is saved, a chunk's output may take its input's place once the op has read it. */
+static vdnn_status stream_nothing_to_save(void *ctx, int c, vdnn_error *err)
+{
+    (void)ctx, (void)c, (void)err;
+    return VDNN_OK;
+}
+
+static vdnn_status stream_x_read(void *ctx, int c, vdnn_error *err)
+{
+    stream_run *r = ctx;
+    if (c < 0 || c >= r->n_chunks) return vdnn_fail(err, VDNN_ERR_BACKEND, "executor: streamed chunk %d of %d", c, r->n_chunks);
+    return r->net->be->ops->event_wait(r->net->be, VDNN_QUEUE_COMPUTE, chunk_event(r, c), err);
+}
+
+static vdnn_status stream_x_chunk(void *ctx, int c, const float **x, vdnn_error *err)
+{
+    stream_run *r = ctx;
+    if (c < 0 || c >= r->n_chunks) return vdnn_fail(err, VDNN_ERR_BACKEND, "executor: streamed chunk %d of %d", c, r->n_chunks);
+    /* Chunk c - 1 is done with its buffer: chunk c + 1 takes it. */
+    if (c >= 1 && c + 1 < r->n_chunks) BE_CALL(stream_copy(r, c + 1, true, err));
+    BE_CALL(r->net->be->ops->event_wait(r->net->be, VDNN_QUEUE_COMPUTE, chunk_event(r, c), err));
+    *x = (const float *)r->buf[c % 2];
+    return VDNN_OK;
+}
+
+/* Sets up layer l's streamed input for its forward (copies out queued) or backward (first two chunks in). */
+static vdnn_status stream_begin(vdnn_net_t *net, const vdnn_plan_t *plan, int l, bool backward, stream_run *r,
+                                vdnn_stream *sm, vdnn_error *err)
+{
+    const vdnn_storage *xs = &plan->st[plan->ls[l].xs];
+    const vdnn_shape in = net->g->layers[net->g->layers[l].inputs[0]].out;
+    *r = (stream_run){.net = net, .host = (char *)net->host + xs->host_offset, .img_bytes = vdnn_shape_bytes(in) / (size_t)in.n,
+                      .n_images = in.n, .chunk = plan->info[l].chunk_images > 0 ? plan->info[l].chunk_images : in.n,
+                      .first_event = xs->first_event};
+    if (r->chunk > in.n) r->chunk = in.n;
+    r->n_chunks = (in.n + r->chunk - 1) / r->chunk;
+    *sm = (vdnn_stream){.x_read = stream_x_read, .x_chunk = stream_x_chunk, .ctx = r};
+    if (!backward) {
+        BE_CALL(resident(net, plan, plan->ls[l].out, net->g->layers[l].name, &r->dev, err));
+        for (int c = 0; c < r->n_chunks; c++) BE_CALL(stream_copy(r, c, false, err));
+        return VDNN_OK;
+    }
+    char *b;
+    BE_CALL(resident(net, plan, plan->ls[l].xb, net->g->layers[l].name, &b, err));
+    r->buf[0] = b;
+    r->buf[1] = b + (size_t)r->chunk * r->img_bytes;
+    for (int c = 0; c < 2 && c < r->n_chunks; c++) BE_CALL(stream_copy(r, c, true, err));
+    return VDNN_OK;
+}
+
 /* Dropout masks: each micro-batch of a step draws its own; without micro-batches the step alone numbers them. */
 static uint64_t mask_seed(const vdnn_net_t *net, int l)
 {
@@ -61,6 +143,14 @@ static vdnn_status compute_forward(vdnn_net_t *net, const vdnn_plan_t *plan, vdn
     /* A recompute sums again, so it normalizes with the same statistics as the first forward. */
     a.reduce = plan->training ? net->cfg.bn_reduce : NULL;
     a.reduce_key = l;
+    stream_run r;
+    vdnn_stream sm = {.x_read = stream_nothing_to_save};
+    if (s->in_place && s->xs < 0) a.stream = &sm;
+    if (s->xs >= 0) {
+        if (recompute) return vdnn_fail(err, VDNN_ERR_BACKEND, "executor: recompute of %s, which streams its input", ly->name);
+        BE_CALL(stream_begin(net, plan, l, false, &r, &sm, err));
+        a.stream = &sm;
+    }
     return net->be->ops->op_forward(net->be, ops[l], &a, err);
 }
 
@@ -75,7 +165,7 @@ static vdnn_status compute_backward(vdnn_net_t *net, const vdnn_plan_t *plan, vd
     memset(&a, 0, sizeof a);
     bool wanted = s->dw >= 0 || s->db >= 0;
     for (int i = 0; i < ly->n_inputs; i++) {
-        if (info->bwd_needs_x) RES(plan->ls[ly->inputs[i]].out, a.x[i]);
+        if (info->bwd_needs_x && s->xs < 0) RES(plan->ls[ly->inputs[i]].out, a.x[i]);
         RES(st->dx[i], a.dx[i]);
         wanted |= st->dx[i] >= 0;
     }
@@ -95,6 +185,12 @@ static vdnn_status compute_backward(vdnn_net_t *net, const vdnn_plan_t *plan, vd
     a.seed = mask_seed(net, l);
     a.reduce = net->cfg.bn_reduce;
     a.reduce_key = l;
+    stream_run r;
+    vdnn_stream sm;
+    if (s->xs >= 0) {
+        BE_CALL(stream_begin(net, plan, l, true, &r, &sm, err));
+        a.stream = &sm;
+    }
     return net->be->ops->op_backward(net->be, ops[l], &a, err);
 }
 

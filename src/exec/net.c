@@ -150,13 +150,14 @@ static vdnn_status init_params(vdnn_net_t *net, vdnn_error *err)
 /* The evaluation plan: every map kept only as long as forward needs it, the parameters read where the training
  * plan keeps them (above variable_base). Where the planners may choose algorithms, the defaults, or the leanest
  * if the defaults need more than `budget`. */
-static vdnn_status build_eval_plan(vdnn_net_t *net, size_t budget, size_t variable_base, bool offload_params,
+static vdnn_status build_eval_plan(vdnn_net_t *net, size_t budget, size_t variable_base, bool offload_params, bool stream,
                                    vdnn_plan_t **out, vdnn_error *err)
 {
     const bool choose = net->cfg.algo == VDNN_ALGO_CHOOSE;
     vdnn_plan_request re = {.policy = VDNN_POLICY_NONE, .training = false, .budget = budget, .host_budget = SIZE_MAX,
                             .variable_base = variable_base, .algos = net->algos_eval,
-                            .force_algo = choose ? 0 : net->cfg.algo, .offload_params = offload_params};
+                            .force_algo = choose ? 0 : net->cfg.algo, .offload_params = offload_params,
+                            .stream_inputs = stream};
     vdnn_status rc = vdnn_plan_build(net->g, net->info_eval, &re, out, err);
     if (rc == VDNN_OK && choose && (*out)->peak_device_bytes > budget) {
         vdnn_plan_free(*out);
@@ -169,14 +170,14 @@ static vdnn_status build_eval_plan(vdnn_net_t *net, size_t budget, size_t variab
 
 /* The evaluation plan's least need were the parameters homed in host memory (the training plan's persistent
  * state is then the same under every classification). */
-static vdnn_status homed_eval_need(vdnn_net_t *net, size_t *out)
+static vdnn_status homed_eval_need(vdnn_net_t *net, bool stream, size_t *out)
 {
     vdnn_error e;
     vdnn_plan_t *t = NULL, *v = NULL;
     vdnn_plan_request rq = {.policy = VDNN_POLICY_NONE, .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX,
                             .algos = net->algos_train, .force_algo = net->cfg.algo, .offload_params = true};
     vdnn_status rc = vdnn_plan_build(net->g, net->info_train, &rq, &t, &e);
-    if (rc == VDNN_OK) rc = build_eval_plan(net, 0, t->persistent_bytes, true, &v, &e);
+    if (rc == VDNN_OK) rc = build_eval_plan(net, 0, t->persistent_bytes, true, stream, &v, &e);
     if (rc == VDNN_OK) *out = v->peak_device_bytes;
     vdnn_plan_free(t);
     vdnn_plan_free(v);
@@ -213,12 +214,23 @@ static vdnn_status budget_error(vdnn_net_t *net, vdnn_error *err)
     }
     const char *no_home;
     size_t eval_homed = SIZE_MAX;
-    if (!p->offload_params && vdnn_plan_offload_supported(&rq, &no_home) && homed_eval_need(net, &eval_homed) == VDNN_OK) {
+    if (!p->offload_params && vdnn_plan_offload_supported(&rq, &no_home) && homed_eval_need(net, false, &eval_homed) == VDNN_OK) {
         rq.offload_params = true;
         if (vdnn_plan_min_budget(net->g, net->info_train, &rq, &mb, &e2) == VDNN_OK && max_sz(mb, eval_homed) < best_peak) {
             best_peak = max_sz(mb, eval_homed);
             best_pol = VDNN_POLICY_AUTO;
             opt = " (which homes the parameters in host memory, as --offload-params does)";
+        }
+    }
+    /* And with convolution inputs streamed as well, which auto also does by itself where nothing else fits. */
+    if (!vdnn_plan_streamed_layers(p) && vdnn_plan_stream_supported(&rq, &no_home) &&
+        vdnn_plan_offload_supported(&rq, &no_home) && homed_eval_need(net, true, &eval_homed) == VDNN_OK) {
+        rq.offload_params = rq.stream_inputs = true;
+        if (vdnn_plan_min_budget(net->g, net->info_train, &rq, &mb, &e2) == VDNN_OK && max_sz(mb, eval_homed) < best_peak) {
+            best_peak = max_sz(mb, eval_homed);
+            best_pol = VDNN_POLICY_AUTO;
+            opt = " (which homes the parameters in host memory and streams convolution inputs, as --offload-params "
+                  "--stream-inputs do)";
         }
     }
     char what[160] = "", held[32];
@@ -293,12 +305,14 @@ vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_
     vdnn_plan_request rq = {.policy = cfg->policy, .training = true, .budget = cfg->budget, .host_budget = cfg->host_budget,
                             .profile = cfg->profile, .keep_weight_grads = net->cfg.keep_weight_grads,
                             .micro_batches = m, .held_batches = net->cfg.pipelined ? m : 1,
-                            .algos = net->algos_train, .force_algo = cfg->algo, .offload_params = cfg->offload_params};
+                            .algos = net->algos_train, .force_algo = cfg->algo, .offload_params = cfg->offload_params,
+                            .stream_inputs = cfg->stream_inputs};
     if (rc == VDNN_OK) rc = vdnn_plan_build(g, net->info_train, &rq, &net->plan_train, err);
     if (rc == VDNN_OK) {
-        /* Policy auto may have homed the parameters: evaluation reads them there too. */
+        /* Policy auto may have homed the parameters: evaluation reads them there too. Where training streams
+         * convolution inputs, evaluation runs those convolutions in place as well. */
         rc = build_eval_plan(net, cfg->budget, net->plan_train->persistent_bytes, net->plan_train->offload_params,
-                             &net->plan_eval, err);
+                             vdnn_plan_streamed_layers(net->plan_train) > 0, &net->plan_eval, err);
     }
     /* Both plans home the weights and biases alike (the same storages first, in the same order). */
     for (int i = 0; rc == VDNN_OK && net->plan_eval && i < net->plan_eval->n_storages; i++) {

@@ -60,6 +60,8 @@ typedef struct vdnn_net_config {
     bool offload_params;                /* weights, biases and momentum homed in the host pool between their uses
                                            (vdnn_plan_request.offload_params); the homes are the authoritative
                                            copy that checkpoints, vdnn_net_get/set and evaluation read */
+    bool stream_inputs;                 /* convolutions stream their inputs through host memory where they can
+                                           (vdnn_plan_request.stream_inputs) */
 } vdnn_net_config;
 
 /* Defaults: momentum 0.9, weight decay 5e-4, policy none, unlimited budgets, seed 1, no micro-batches. */

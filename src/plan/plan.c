@@ -42,6 +42,7 @@ static int add_storage(vdnn_plan_t *p, vdnn_storage_kind kind, int layer, size_t
     s->def_step = s->last_fwd_use = s->first_bwd_use = s->last_use = s->prefetch_step = -1;
     s->recompute_step = s->need_step = s->end_step = -1;
     s->home_fwd = -1;
+    s->first_event = -1;
     return p->n_storages++;
 }
 
@@ -90,6 +91,37 @@ bool vdnn_plan_offload_supported(const vdnn_plan_request *req, const char **why)
                                            "as the distributed runtimes need)";
     else if (req->policy == VDNN_POLICY_UM) *why = "policy um (it has no pinned host pool)";
     return !*why;
+}
+
+bool vdnn_plan_stream_supported(const vdnn_plan_request *req, const char **why)
+{
+    *why = NULL;
+    if (!req->training) return true;
+    /* The host copy of a streamed input is one per step, at a place of the host pool. */
+    if (req->micro_batches > 1 || req->held_batches > 1) *why = "micro-batches (--micro-batches)";
+    else if (req->policy == VDNN_POLICY_UM) *why = "policy um (it has no pinned host pool)";
+    return !*why;
+}
+
+int vdnn_plan_streamed_layers(const vdnn_plan_t *p)
+{
+    int n = 0;
+    for (int l = 1; l < p->n_layers; l++) n += p->ls[l].in_place;
+    return n;
+}
+
+/* Bytes of the two chunk buffers a streamed input of layer l is read back through. */
+static size_t stream_buffer_bytes(const vdnn_plan_t *p, int l)
+{
+    const vdnn_shape in = p->g->layers[p->g->layers[l].inputs[0]].out;
+    int k = p->info[l].chunk_images > 0 && p->info[l].chunk_images < in.n ? p->info[l].chunk_images : in.n;
+    return 2 * (size_t)k * (vdnn_shape_bytes(in) / (size_t)in.n);
+}
+
+static int stream_chunks(const vdnn_plan_t *p, int l)
+{
+    const int n = p->g->input.n, k = p->info[l].chunk_images > 0 ? p->info[l].chunk_images : n;
+    return (n + k - 1) / k;
 }
 
 void vdnn_plan_set_offload_params(vdnn_plan_t *p, bool on)
@@ -216,6 +248,20 @@ static bool can_run_in_place(const vdnn_graph_t *g, const vdnn_op_info *info, in
     return !info[in].bwd_needs_y && !info[l].bwd_needs_x;
 }
 
+/* Whether layer l streams its input under stream_inputs: it runs in place, so its input must have no other
+ * reader and be needed by nobody else's backward; every algorithm the planners may pick must stream. */
+static bool streams_input(const vdnn_plan_t *p, const vdnn_graph_t *g, int l)
+{
+    const vdnn_layer *L = &g->layers[l];
+    if (!p->stream_inputs || L->n_inputs != 1) return false;
+    for (int k = 0; k < p->cands[l].n; k++)
+        if (!p->cands[l].a[k].info.stream_ok) return false;
+    if (!p->info[l].stream_ok) return false;
+    int in = L->inputs[0];
+    return in != 0 && g->layers[in].n_consumers == 1 && !p->info[in].bwd_needs_y &&
+           vdnn_shape_bytes(g->layers[in].out) == vdnn_shape_bytes(L->out);
+}
+
 static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
 {
     const int L = g->n_layers;
@@ -249,7 +295,9 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
     fail |= (p->ls[0].out = add_storage(p, VDNN_ST_FMAP, 0, vdnn_shape_bytes(g->input), false, "data", "")) < 0;
     for (int l = 1; l < L && !fail; l++) {
         const vdnn_layer *ly = &g->layers[l];
-        if (can_run_in_place(g, p->info, l, tr)) {
+        const bool stream = streams_input(p, g, l);
+        p->ls[l].in_place = stream;
+        if (stream || can_run_in_place(g, p->info, l, tr)) {
             p->ls[l].out = p->ls[ly->inputs[0]].out;
             append_name(p->st[p->ls[l].out].name, sizeof p->st[0].name, ly->name);
         } else {
@@ -257,6 +305,13 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
         }
         if (tr && p->info[l].aux_bytes)
             fail |= (p->ls[l].aux = add_storage(p, VDNN_ST_AUX, l, p->info[l].aux_bytes, false, ly->name, ".aux")) < 0;
+        if (stream && tr) {
+            fail |= (p->ls[l].xs = add_storage(p, VDNN_ST_FMAP, l, vdnn_shape_bytes(ly->out), false, ly->name,
+                                               ".input.streamed")) < 0;
+            fail |= (p->ls[l].xb = add_storage(p, VDNN_ST_WS, l, stream_buffer_bytes(p, l), false, ly->name,
+                                               ".input.chunks")) < 0;
+            if (!fail) p->st[p->ls[l].xs].streamed = true;
+        }
     }
     if (fail) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
     return VDNN_OK;
@@ -286,6 +341,7 @@ static vdnn_status build_steps(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error
         for (int i = 0; i < ly->n_inputs; i++) use(p, p->ls[ly->inputs[i]].out, s);
         use(p, p->ls[l].out, s);
         use(p, p->ls[l].aux, s);
+        if (p->ls[l].xs >= 0) p->st[p->ls[l].xs].def_step = p->st[p->ls[l].xs].last_fwd_use = s;
         if (any_ws(p, l, true)) {
             int w = add_storage(p, VDNN_ST_WS, l, p->info[l].fwd_ws_bytes, false, ly->name, ".ws.fwd");
             if (w < 0) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
@@ -303,8 +359,14 @@ static vdnn_status build_steps(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error
         const vdnn_layer *ly = &g->layers[l];
         int s = bwd_step(p, l);
         vdnn_step *st = &p->steps[s];
-        if (p->info[l].bwd_needs_x)
+        if (p->ls[l].xs >= 0) {
+            /* The input comes back through the chunk buffers, never whole. */
+            vdnn_storage *x = &p->st[p->ls[l].xs];
+            x->first_bwd_use = x->last_use = s;
+            use(p, p->ls[l].xb, s);
+        } else if (p->info[l].bwd_needs_x) {
             for (int i = 0; i < ly->n_inputs; i++) use(p, p->ls[ly->inputs[i]].out, s);
+        }
         if (p->info[l].bwd_needs_y) use(p, p->ls[l].out, s);
         use(p, p->ls[l].aux, s);
         use(p, p->ls[l].grad, s);
@@ -360,6 +422,13 @@ static vdnn_status derive_needs(vdnn_plan_t *p, vdnn_error *err)
         vdnn_storage *s = &p->st[i];
         s->need_step = s->first_bwd_use;
         s->end_step = s->last_use;
+    }
+    /* A map that a streaming convolution wrote over its input cannot be recomputed (that input is in host
+     * memory, a chunk at a time): it is swapped instead. */
+    for (int l = 1; l < p->n_layers; l++) {
+        if (p->ls[l].xs < 0) continue;
+        vdnn_storage *o = &p->st[p->ls[l].out];
+        if (o->cls == VDNN_CLASS_RECOMPUTE) o->cls = VDNN_CLASS_SWAP, o->prefetch_step = -1;
     }
     /* Aux state follows its layer's output when the output is recomputed. */
     for (int l = 1; l < p->n_layers; l++) {
@@ -641,7 +710,7 @@ static vdnn_status place(vdnn_plan_t *p, size_t variable_base, vdnn_error *err)
 
     /* Host pool: a swapped storage occupies host memory from its offload to its return. */
     int n_swap = 0;
-    for (int i = 0; i < p->n_storages; i++) n_swap += p->st[i].cls == VDNN_CLASS_SWAP;
+    for (int i = 0; i < p->n_storages; i++) n_swap += p->st[i].cls == VDNN_CLASS_SWAP || p->st[i].streamed;
     vdnn_interval *iv = calloc((size_t)n_swap + 1, sizeof *iv);
     int *map = calloc((size_t)n_swap + 1, sizeof(int));
     if (!iv || !map) {
@@ -654,6 +723,12 @@ static vdnn_status place(vdnn_plan_t *p, size_t variable_base, vdnn_error *err)
     p->managed_bytes = 0;
     for (int i = 0; i < p->n_storages; i++) {
         vdnn_storage *x = &p->st[i];
+        if (x->streamed) {
+            p->bytes_moved += 2 * x->bytes;
+            iv[k] = (vdnn_interval){vdnn_align_up(x->bytes), x->def_step, x->last_use, 0};
+            map[k++] = i;
+            continue;
+        }
         if (x->cls != VDNN_CLASS_SWAP) continue;
         p->bytes_moved += 2 * x->bytes;
         if (is_um(p)) {
@@ -720,8 +795,10 @@ static vdnn_status init_algos(vdnn_plan_t *p, const vdnn_plan_request *req)
 void vdnn_plan_set_algo(vdnn_plan_t *p, int l, int k)
 {
     if (l < 1 || l >= p->n_layers || k < 0 || k >= p->cands[l].n || p->algo[l] == k) return;
+    if (p->ls[l].xs >= 0 && !p->cands[l].a[k].info.stream_ok) return;
     p->algo[l] = k;
     p->info[l] = p->cands[l].a[k].info;
+    if (p->ls[l].xb >= 0) p->st[p->ls[l].xb].bytes = stream_buffer_bytes(p, l);
     int fs = p->steps[fwd_step(l)].ws;
     if (fs >= 0) p->st[fs].bytes = p->info[l].fwd_ws_bytes;
     if (p->training) {
@@ -763,22 +840,33 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
     p->g = g;
     p->req.variable_base = req->variable_base;
     p->req.profile = req->profile;
+    p->req.algos = req->algos;
+    p->req.force_algo = req->force_algo;
+    if (req->stream_inputs && !vdnn_plan_stream_supported(req, &why)) {
+        free(p);
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
+                         "--stream-inputs: a streamed input has one host copy per step; that does not combine with %s",
+                         why);
+    }
+    p->stream_inputs = req->stream_inputs;
     p->budget = req->budget;
     p->host_budget = req->host_budget;
     p->n_layers = g->n_layers;
     p->info = calloc((size_t)g->n_layers, sizeof *p->info);
+    p->req.info = calloc((size_t)g->n_layers, sizeof *p->info);
     p->ls = calloc((size_t)g->n_layers, sizeof *p->ls);
-    if (!p->info || !p->ls) {
+    if (!p->info || !p->ls || !p->req.info) {
         vdnn_plan_free(p);
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
     }
     memcpy(p->info, info, sizeof *p->info * (size_t)g->n_layers);
+    memcpy(p->req.info, info, sizeof *p->info * (size_t)g->n_layers);
     if (init_algos(p, req) != VDNN_OK) {
         vdnn_plan_free(p);
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
     }
     for (int l = 0; l < g->n_layers; l++)
-        p->ls[l] = (vdnn_layer_storage){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+        p->ls[l] = (vdnn_layer_storage){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false};
     vdnn_status rc = build_storages(p, g, err);
     if (rc == VDNN_OK) rc = build_steps(p, g, err);
     if (rc != VDNN_OK) {
@@ -790,7 +878,7 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
         s->cls = VDNN_CLASS_KEEP;
         /* Worth taking off the device only if some step between its last forward use and its
          * first backward use could do without it. */
-        s->candidate = p->training && (s->kind == VDNN_ST_FMAP || s->kind == VDNN_ST_AUX) && s->first_bwd_use >= 0 &&
+        s->candidate = p->training && !s->streamed && (s->kind == VDNN_ST_FMAP || s->kind == VDNN_ST_AUX) && s->first_bwd_use >= 0 &&
                        s->last_fwd_use >= 0 && s->first_bwd_use > s->last_fwd_use + 1;
     }
     p->n_storages_analyzed = p->n_storages;
@@ -852,6 +940,12 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
             }
             continue;
         }
+        if (x->streamed) {
+            /* Copied by its layer's own steps, a chunk at a time: an event per chunk, no block. */
+            p->st[i].first_event = p->n_events;
+            p->n_events += (stream_chunks(p, x->layer) + 1) / 2 * 2; /* swapped storages' pairs stay even */
+            continue;
+        }
         if (x->def_step < 0 && !x->persistent) continue; /* never used (e.g. aux of an eval op) */
         if (x->persistent) {
             fail |= add_block(p, i, 0, p->n_steps - 1) < 0;
@@ -907,7 +1001,9 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
         p->managed_bytes = 0;
         p->bytes_moved = home_moved(p);
         for (int i = 0; i < p->n_storages; i++) {
+            if (p->st[i].streamed) p->bytes_moved += 2 * p->st[i].bytes, p->host_bytes += vdnn_align_up(p->st[i].bytes);
             if (p->st[i].cls != VDNN_CLASS_SWAP) continue;
+            p->bytes_moved += 2 * p->st[i].bytes;
             if (is_um(p)) p->managed_bytes += um_align_up(p->st[i].bytes);
             else p->host_bytes += vdnn_align_up(p->st[i].bytes);
         }
@@ -942,6 +1038,7 @@ void vdnn_plan_free(vdnn_plan_t *p)
 {
     if (!p) return;
     free(p->info);
+    free(p->req.info);
     free(p->algo);
     free(p->cands);
     free(p->ls);

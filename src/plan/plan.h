@@ -73,6 +73,11 @@ typedef struct vdnn_storage {
      * prefetch_step, copied back after end_step's update; prefetch_step -1: one block from home_fwd - 1 on). */
     bool homed;
     int home_fwd;              /* the forward step reading it (-1: none, momentum) */
+    /* A streamed convolution input (plan option stream_inputs): the input's value, saved to host_offset chunk
+     * by chunk while the convolution writes its output over it (def_step), read back chunk by chunk into the
+     * layer's buffers by its backward step (last_use). Never a device block; events first_event.. one per chunk. */
+    bool streamed;
+    int first_event;
 } vdnn_storage;
 
 /* A storage resident on the device from the start of step `begin` to the end of step `end`. */
@@ -129,6 +134,9 @@ typedef struct vdnn_layer_storage {
     int out, aux, grad;
     int w, b, stats, dw, db, vw, vb;
     int dwm, dbm;    /* with micro-batches: where a later micro-batch's gradients go before they are added to dw, db */
+    int xs, xb;      /* a streamed input: its host copy (vdnn_storage.streamed), and the two chunk buffers its
+                        backward step reads it through (training plans) */
+    bool in_place;   /* stream_inputs: the layer's op writes its output over its input a chunk at a time */
 } vdnn_layer_storage;
 
 struct vdnn_plan {
@@ -136,10 +144,14 @@ struct vdnn_plan {
     bool training;
     bool fused_update;                 /* parameters updated in their layer's backward step */
     bool offload_params;               /* parameters and momentum homed in the host pool (see vdnn_storage) */
+    bool stream_inputs;                /* convolutions that can run in place over a streamed input do */
     const vdnn_graph_t *g;             /* borrowed: the graph must outlive the plan */
     struct vdnn_plan_request_copy {
         size_t variable_base;
         const struct vdnn_profile *profile;
+        const vdnn_layer_algos *algos; /* borrowed: valid while vdnn_plan_build runs (auto analyzes again) */
+        int force_algo;
+        vdnn_op_info *info;            /* the caller's op info, copied */
     } req;
     int n_layers;
     vdnn_op_info *info;                /* per layer (index 0 unused), under its chosen algorithm */
@@ -205,6 +217,13 @@ typedef struct vdnn_plan_request {
                                           (ZeRO-Offload style); training needs the fused update (no
                                           keep_weight_grads, micro-batches or policy um: VDNN_ERR_UNSUPPORTED).
                                           Policy auto turns it on by itself where it fits only so or is faster */
+    bool stream_inputs;                /* every convolution whose backend can (op_info.stream_ok), whose input has
+                                          it as its only consumer and the input's shape, runs in place: forward
+                                          saves each batch chunk of the input to the host pool before writing
+                                          its output there, and backward reads the input back a chunk at a time
+                                          through two chunk buffers. Same results bit for bit; not with
+                                          micro-batches or policy um. Policy auto turns it on by itself where
+                                          nothing else fits */
 } vdnn_plan_request;
 
 /* Builds a plan for a resolved graph. `info` holds each layer's op info (from the backend's
@@ -235,6 +254,10 @@ vdnn_status vdnn_plan_query_algos(const vdnn_graph_t *g, vdnn_backend_t *be, boo
 
 /* Whether a request may home its parameters in host memory; if not, *why names the conflicting option. */
 bool vdnn_plan_offload_supported(const vdnn_plan_request *req, const char **why);
+/* Whether a request may stream convolution inputs; if not, *why names the conflicting option. */
+bool vdnn_plan_stream_supported(const vdnn_plan_request *req, const char **why);
+/* The layers of an analyzed plan that stream their input. */
+int vdnn_plan_streamed_layers(const vdnn_plan_t *p);
 /* Turns offload_params on or off in an analyzed plan (planners comparing both); finalize again afterwards. */
 void vdnn_plan_set_offload_params(vdnn_plan_t *p, bool on);
 

@@ -25,7 +25,10 @@ static bool listed(const vdnn_storage *s)
     return s->homed || ((s->kind == VDNN_ST_FMAP || s->kind == VDNN_ST_AUX) && s->def_step >= 0);
 }
 
-static const char *class_name(const vdnn_storage *s) { return s->homed ? "offloaded" : vdnn_class_name(s->cls); }
+static const char *class_name(const vdnn_storage *s)
+{
+    return s->homed ? "offloaded" : s->streamed ? "stream" : vdnn_class_name(s->cls);
+}
 
 /* When a storage leaves the device (a homed one after its forward use, with no copy: the home has it),
  * and when the copy back starts (a homed one's for backward). */
@@ -55,8 +58,9 @@ static bool managed(const vdnn_plan_t *p, const vdnn_storage *s)
 void vdnn_plan_print_table(const vdnn_plan_t *p, const vdnn_graph_t *g, FILE *f)
 {
     char a[96], b[96], c[96], x[32], y[32];
-    fprintf(f, "plan for %s, batch %d, input %dx%dx%d, policy %s%s\n", g->name, g->input.n, g->input.c, g->input.h,
-            g->input.w, vdnn_policy_name(p->policy), p->offload_params ? ", parameters offloaded to host memory" : "");
+    fprintf(f, "plan for %s, batch %d, input %dx%dx%d, policy %s%s%s\n", g->name, g->input.n, g->input.c, g->input.h,
+            g->input.w, vdnn_policy_name(p->policy), p->offload_params ? ", parameters offloaded to host memory" : "",
+            vdnn_plan_streamed_layers(p) ? ", convolution inputs streamed through host memory (class stream)" : "");
     fprintf(f, "%-34s %14s %-7s %-26s %-26s %-26s\n", "tensor", "bytes", "class", "last forward use",
             "prefetch starts", "first backward use");
     for (int i = 0; i < p->n_storages; i++) {
@@ -128,9 +132,9 @@ void vdnn_plan_print_json(const vdnn_plan_t *p, const vdnn_graph_t *g, size_t mi
     else fprintf(f, "%zu", p->budget);
     fprintf(f, ", \"peak_device_bytes\": %zu, \"avg_device_bytes\": %zu, \"persistent_bytes\": %zu, \"host_bytes\": %zu, "
                "\"managed_bytes\": %zu, \"bytes_moved\": %zu, \"min_budget_bytes\": %zu, \"offload_params\": %s, "
-               "\"home_bytes\": %zu, \"steps\": %d, \"tensors\": [",
+               "\"streamed_layers\": %d, \"home_bytes\": %zu, \"steps\": %d, \"tensors\": [",
             p->peak_device_bytes, p->avg_device_bytes, p->persistent_bytes, p->host_bytes, p->managed_bytes, p->bytes_moved,
-            min_budget, p->offload_params ? "true" : "false", p->home_bytes, p->n_steps);
+            min_budget, p->offload_params ? "true" : "false", vdnn_plan_streamed_layers(p), p->home_bytes, p->n_steps);
     bool first = true;
     for (int i = 0; i < p->n_storages; i++) {
         const vdnn_storage *s = &p->st[i];

@@ -490,7 +490,30 @@ void vdnn_memory_mix(vdnn_plan_t *p, const vdnn_graph_t *g, int mix)
     }
 }
 
+static vdnn_status min_budget_of(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_plan_request *req,
+                                 size_t *out, vdnn_error *err);
+
 vdnn_status vdnn_plan_min_budget(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_plan_request *req,
+                                 size_t *out, vdnn_error *err)
+{
+    size_t best = SIZE_MAX;
+    /* Policy auto streams convolution inputs by itself where nothing else fits. */
+    const char *why;
+    const bool stream_too = req->policy == VDNN_POLICY_AUTO && vdnn_plan_stream_supported(req, &why);
+    vdnn_status rc = VDNN_OK;
+    for (int stream = req->stream_inputs; rc == VDNN_OK && stream <= (req->stream_inputs || stream_too); stream++) {
+        size_t b = SIZE_MAX;
+        vdnn_plan_request r = *req;
+        r.stream_inputs = stream;
+        rc = min_budget_of(g, info, &r, &b, err);
+        if (b < best) best = b;
+    }
+    *out = best;
+    return rc;
+}
+
+/* vdnn_plan_min_budget under the request's stream_inputs as it is. */
+static vdnn_status min_budget_of(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_plan_request *req,
                                  size_t *out, vdnn_error *err)
 {
     vdnn_plan_request r = *req;
@@ -501,6 +524,11 @@ vdnn_status vdnn_plan_min_budget(const vdnn_graph_t *g, const vdnn_op_info *info
     vdnn_status rc = vdnn_plan_analyze(g, info, &r, &p, err);
     if (rc != VDNN_OK) return rc;
     size_t best = SIZE_MAX;
+    if (r.stream_inputs && !vdnn_plan_streamed_layers(p)) {
+        vdnn_plan_free(p);
+        *out = best;
+        return VDNN_OK;
+    }
     /* Policy auto homes the parameters in host memory by itself where that is what fits. */
     const char *why;
     const bool home_too = req->policy == VDNN_POLICY_AUTO && vdnn_plan_offload_supported(req, &why);

@@ -103,6 +103,8 @@ static vdnn_status auto_search(vdnn_plan_t *p, const vdnn_graph_t *g, double *t,
     return rc;
 }
 
+static vdnn_status auto_plan(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err);
+
 static bool evicts(const vdnn_plan_t *p)
 {
     for (int i = 0; i < p->n_storages_analyzed; i++)
@@ -110,7 +112,41 @@ static bool evicts(const vdnn_plan_t *p)
     return false;
 }
 
+/* Where nothing fits, the whole search again on the plan's graph with convolution inputs streamed (a plan of
+ * other storages: analyzed afresh); its plan replaces p's if it fits, or comes closer. */
+static vdnn_status try_streaming(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
+{
+    const vdnn_plan_request rq = {.policy = p->policy, .training = true, .budget = p->budget,
+                                  .host_budget = p->host_budget, .variable_base = p->req.variable_base,
+                                  .profile = p->req.profile, .keep_weight_grads = !p->fused_update,
+                                  .algos = p->req.algos, .force_algo = p->req.force_algo,
+                                  .offload_params = p->offload_params, .stream_inputs = true};
+    const char *why;
+    if (!vdnn_plan_stream_supported(&rq, &why)) return VDNN_OK;
+    vdnn_plan_t *q = NULL;
+    vdnn_status rc = vdnn_plan_analyze(g, p->req.info, &rq, &q, err);
+    if (rc == VDNN_OK && !vdnn_plan_streamed_layers(q)) {
+        vdnn_plan_free(q);
+        return VDNN_OK;
+    }
+    if (rc == VDNN_OK) rc = vdnn_planner_auto(q, g, err);
+    if (rc == VDNN_OK && (q->feasible || q->peak_device_bytes < p->peak_device_bytes)) {
+        vdnn_plan_t t = *p;
+        *p = *q;
+        *q = t;
+    }
+    vdnn_plan_free(q);
+    return rc;
+}
+
 vdnn_status vdnn_planner_auto(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
+{
+    vdnn_status rc = auto_plan(p, g, err);
+    if (rc == VDNN_OK && !p->feasible && !p->stream_inputs && p->budget != SIZE_MAX) rc = try_streaming(p, g, err);
+    return rc;
+}
+
+static vdnn_status auto_plan(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
 {
     double t_dev = 0, t_home = 0;
     vdnn_status rc = auto_search(p, g, &t_dev, err);

@@ -85,6 +85,47 @@ static double stretched(const sim *s, double t0, double d)
     return d * (1 + slow) <= w ? d * (1 + slow) : w + (d - w / (1 + slow));
 }
 
+/* A step whose layer streams its input, as the executor runs it: forward queues every chunk's copy out at
+ * the start and writes a chunk's output once its copy is done; backward keeps two chunks' copies in flight,
+ * each chunk's compute waiting for its copy, a chunk's buffer taken again once its compute is done. The
+ * compute runs stretched by the copies beside it; the copies are one span per step on their lane. */
+static vdnn_status streamed_step(sim *s, const vdnn_step *st, int si, int ai, double t0, double d, vdnn_span_kind kind,
+                                 const char *what, const char *name)
+{
+    const vdnn_plan_t *plan = s->plan;
+    const int l = st->layer;
+    const bool out = st->kind == VDNN_STEP_FWD;
+    const vdnn_lane lane = out ? VDNN_LANE_D2H : VDNN_LANE_H2D;
+    const vdnn_copy_model *m = vdnn_profile_link(s->prof, out);
+    const int n = s->g->input.n, k = plan->info[l].chunk_images > 0 && plan->info[l].chunk_images < n ? plan->info[l].chunk_images : n;
+    const int chunks = (n + k - 1) / k;
+    const double bytes_per_image = (double)plan->st[plan->ls[l].xs].bytes / n;
+    const double slow = s->prof->copy_slowdown > 0 ? s->prof->copy_slowdown : 0;
+    const double copy_start = fmax(t0, s->lane_free[lane]);
+    double lane_t = copy_start, t = t0, *copy_end = malloc(sizeof(double) * (size_t)chunks);
+    if (!copy_end) return oom(s);
+    for (int c = 0; c < chunks; c++) {
+        const int imgs = n - c * k < k ? n - c * k : k;
+        const double dc = d * imgs / n * (1 + slow);
+        if (out) {
+            lane_t += vdnn_copy_seconds(m, (size_t)(bytes_per_image * imgs));
+            t = fmax(t + dc, lane_t);
+        } else {
+            /* Chunk c's copy starts once chunk c - 2 has left its buffer (the compute cursor then). */
+            double start = c >= 2 ? fmax(lane_t, copy_end[c - 2]) : lane_t;
+            copy_end[c] = lane_t = start + vdnn_copy_seconds(m, (size_t)(bytes_per_image * imgs));
+            t = fmax(t, copy_end[c]) + dc;
+            copy_end[c] = t; /* from here on: when the chunk's buffer is free again */
+        }
+    }
+    free(copy_end);
+    s->lane_free[lane] = lane_t;
+    s->lane_free[VDNN_LANE_COMPUTE] = t;
+    vdnn_status rc = add_span(s, lane, out ? VDNN_SPAN_D2H : VDNN_SPAN_H2D, si, ai, copy_start, lane_t,
+                              out ? "d2h" : "h2d", plan->st[plan->ls[l].xs].name);
+    return rc ? rc : add_span(s, VDNN_LANE_COMPUTE, kind, si, ai, t0, t, what, name);
+}
+
 static vdnn_status compute_step(sim *s, const vdnn_step *st, int si, int ai)
 {
     const vdnn_profile *p = s->prof;
@@ -106,6 +147,8 @@ static vdnn_status compute_step(sim *s, const vdnn_step *st, int si, int ai)
     default: return bad_action(s, si, ai, "unknown step kind", (int)st->kind);
     }
     double t0 = s->lane_free[VDNN_LANE_COMPUTE];
+    if ((st->kind == VDNN_STEP_FWD || st->kind == VDNN_STEP_BWD) && s->plan->ls[st->layer].xs >= 0)
+        return streamed_step(s, st, si, ai, t0, d, kind, what, name);
     d = stretched(s, t0, d);
     s->lane_free[VDNN_LANE_COMPUTE] = t0 + d;
     return add_span(s, VDNN_LANE_COMPUTE, kind, si, ai, t0, t0 + d, what, name);

@@ -43,6 +43,7 @@ typedef struct conv_state {
     int n_full;
     bool winograd;                             /* built with oneDNN's Winograd kernels */
     bool bwd_inplace;                          /* backward may write dx over dy */
+    bool stream_ok;                            /* forward may write y over x (the source is copied first) */
     size_t in_img, out_img;                    /* floats per image of x and y */
     size_t f_off[4], f_bytes;                  /* src, weights, dst, scratchpad */
     size_t b_off[5], b_bytes;                  /* D, W, S, bias gradient, scratchpad */
@@ -294,6 +295,10 @@ static vdnn_status conv_build_algo(cpu_backend *be, const vdnn_op_desc *d, const
     s->bwd_inplace = in.c == out.c && in.h == out.h && in.w == out.w;
     for (int i = 0; i < 2; i++)
         if (s->part[i].mb && !s->part[i].d_dy.bytes && !s->part[i].d_dx.bytes) s->bwd_inplace = false;
+    /* y over x, a chunk at a time, needs every chunk of x read into the workspace before its y is written. */
+    s->stream_ok = s->bwd_inplace;
+    for (int i = 0; i < 2; i++)
+        if (s->part[i].mb && !s->part[i].f_src.bytes) s->stream_ok = false;
     return VDNN_OK;
 }
 
@@ -322,6 +327,8 @@ static vdnn_status conv_info(cpu_backend *be, const vdnn_op_desc *d, const conv_
             .bwd_ws_bytes = s.b_bytes,
             .bwd_needs_x = true, /* for the weight gradient */
             .bwd_inplace_ok = s.bwd_inplace,
+            .stream_ok = s.stream_ok,
+            .chunk_images = s.part[0].mb,
         };
     }
     conv_free(&s);
@@ -406,6 +413,12 @@ static vdnn_status conv_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
                          !a->x[0] ? "source" : !a->w ? "weights" : "destination");
     if (s->f_bytes && !a->ws)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv forward: NULL workspace (%zu bytes needed)", s->f_bytes);
+    const vdnn_stream *sm = a->stream;
+    if (sm && (!s->stream_ok || !sm->x_read || a->x[0] != a->y))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv forward: a streamed input %s",
+                         !s->stream_ok ? "asked of a layer that cannot stream it" : "needs x_read and y over x");
+    if (!sm && a->x[0] == a->y)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv forward: y over x without a streamed input");
     char *ws = vdnn_cpu_ws_align(a->ws);
     void *scratch = ws + s->f_off[3];
     vdnn_status st = VDNN_OK;
@@ -418,6 +431,8 @@ static vdnn_status conv_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
         void *wei = piece(&q->f_wei, ws, s->f_off[1], a->w);
         void *dst = piece(&q->f_dst, ws, s->f_off[2], y);
         st = vdnn_cpu_dnnl_reorder_run(be, &q->f_src, x, src, scratch, "conv forward: source copy", err);
+        /* The chunk of x is in the workspace now; once it is saved, y's chunk may take its place. */
+        if (!st && sm) st = sm->x_read(sm->ctx, c, err);
         /* Both parts may want the same weights layout, but the copy is cheap next to a chunk's work. */
         if (!st && (c == 0 || c == s->n_full))
             st = vdnn_cpu_dnnl_reorder_run(be, &q->f_wei, a->w, wei, scratch, "conv forward: weights copy", err);
@@ -435,9 +450,13 @@ static vdnn_status conv_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     conv_state *s = op->state;
     if (!a->dw) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv backward: NULL weights gradient");
     if (op->d.p.bias && !a->db) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv backward: NULL bias gradient");
-    if (!a->x[0] || !a->dy || (a->dx[0] && !a->w))
+    const vdnn_stream *sm = a->stream;
+    if (sm && (!s->stream_ok || !sm->x_chunk))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv backward: a streamed input %s",
+                         !s->stream_ok ? "asked of a layer that cannot stream it" : "needs x_chunk");
+    if ((!a->x[0] && !sm) || !a->dy || (a->dx[0] && !a->w))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv backward: NULL %s buffer",
-                         !a->x[0] ? "source" : !a->dy ? "output gradient" : "weights");
+                         !a->x[0] && !sm ? "source" : !a->dy ? "output gradient" : "weights");
     if (s->b_bytes && !a->ws)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv backward: NULL workspace (%zu bytes needed)", s->b_bytes);
     if (a->dx[0] == a->dy && !s->bwd_inplace)
@@ -449,7 +468,10 @@ static vdnn_status conv_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     for (int c = 0; !st && c < n_chunks(s); c++) {
         size_t first;
         conv_part *q = chunk_part(s, c, &first);
-        const float *xc = a->x[0] + first * s->in_img;
+        const float *xc = NULL;
+        if (sm) st = sm->x_chunk(sm->ctx, c, &xc, err);
+        else xc = a->x[0] + first * s->in_img;
+        if (st) break;
         const float *dyc = a->dy + first * s->out_img;
         void *x = piece(&q->w_x, ws, s->b_off[2], xc);
         void *dy = piece(&q->w_dy, ws, s->b_off[0], dyc);
