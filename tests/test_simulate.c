@@ -301,6 +301,58 @@ static void test_chain_all_contention(void **state)
     chain_release(&r);
 }
 
+/* The chain at batch 4 with conv2's input streamed in chunks of 2 images (32 bytes, 2 ms on the link),
+ * in-core otherwise; forward 1 ms and backward 2 ms per conv, split evenly over the chunks:
+ *   fwd conv1 0-1
+ *   fwd conv2 1-5: chunk 0's input goes out 1-3, its output is written at 3; chunk 1's goes out 3-5
+ *   fwd conv3 5-6, bwd conv3 6-8
+ *   bwd conv2 8-13: chunk 0 comes back 8-10 and is used 10-11; chunk 1 comes back 10-12, used 12-13
+ *   bwd conv1 13-15
+ * Iteration 15 ms, each copy lane busy 4 ms in one span named after the host copy. */
+static void test_chain_streamed(void **state)
+{
+    (void)state;
+    vdnn_graph_t *g = graph(chain_text, 4);
+    vdnn_op_info *info = infos(g);
+    info[2].stream_ok = info[2].bwd_inplace_ok = true;
+    info[2].chunk_images = 2;
+    vdnn_plan_request rq = {.policy = VDNN_POLICY_NONE, .training = true, .budget = SIZE_MAX,
+                            .host_budget = SIZE_MAX, .stream_inputs = true};
+    vdnn_plan_t *p = NULL;
+    vdnn_error err;
+    vt_assert_ok(vdnn_plan_build(g, info, &rq, &p, &err), err);
+    assert_int_equal(vdnn_plan_streamed_layers(p), 1);
+    vdnn_profile prof;
+    profile(g, chain_fwd, chain_bwd, 1 * MS, 0, 1 * MS, &prof);
+    vdnn_timeline t;
+    simulate(p, g, &prof, &t);
+    assert_near(t.iteration_s, 15 * MS, "iteration");
+    assert_near(t.d2h_s, 4 * MS, "d2h");
+    assert_near(t.h2d_s, 4 * MS, "h2d");
+    const vdnn_span *s = find_span(&t, "fwd conv2");
+    assert_near(s->start, 1 * MS, "fwd conv2 start");
+    assert_near(s->end, 5 * MS, "fwd conv2 end");
+    s = find_span(&t, "bwd conv2");
+    assert_near(s->start, 8 * MS, "bwd conv2 start");
+    assert_near(s->end, 13 * MS, "bwd conv2 end");
+    s = find_span(&t, "d2h conv2.input.streamed");
+    assert_int_equal(s->lane, VDNN_LANE_D2H);
+    assert_near(s->start, 1 * MS, "d2h start");
+    assert_near(s->end, 5 * MS, "d2h end");
+    s = find_span(&t, "h2d conv2.input.streamed");
+    assert_int_equal(s->lane, VDNN_LANE_H2D);
+    assert_near(s->start, 8 * MS, "h2d start");
+    assert_near(s->end, 12 * MS, "h2d end");
+    s = find_span(&t, "bwd conv1");
+    assert_near(s->start, 13 * MS, "bwd conv1 start");
+    check_memory(p, &t);
+    vdnn_timeline_release(&t);
+    vdnn_profile_release(&prof);
+    vdnn_plan_free(p);
+    free(info);
+    vdnn_graph_free(g);
+}
+
 static const double diamond_fwd[] = {0, 1, 2, 3, 0.5, 0}, diamond_bwd[] = {0, 2, 4, 6, 0.25, 0};
 
 /* The diamond in-core: all compute plus one accumulation of a's gradient (0.5 ms). A recompute of b
@@ -665,7 +717,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chain_none),   cmocka_unit_test(test_chain_all),   cmocka_unit_test(test_chain_all_latency),
-        cmocka_unit_test(test_chain_all_hidden), cmocka_unit_test(test_chain_all_contention), cmocka_unit_test(test_chain_all_busy_link), cmocka_unit_test(test_diamond), cmocka_unit_test(test_zoo_consistency),
+        cmocka_unit_test(test_chain_all_hidden), cmocka_unit_test(test_chain_all_contention), cmocka_unit_test(test_chain_all_busy_link), cmocka_unit_test(test_chain_streamed), cmocka_unit_test(test_diamond), cmocka_unit_test(test_zoo_consistency),
         cmocka_unit_test(test_errors),       cmocka_unit_test(test_trace),       cmocka_unit_test(test_svg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
