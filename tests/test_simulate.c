@@ -348,6 +348,24 @@ static void test_chain_streamed(void **state)
     check_memory(p, &t);
     vdnn_timeline_release(&t);
     vdnn_profile_release(&prof);
+
+    /* Chunk copies of 0.5 ms, compute at half speed beside a copy (copy_slowdown 1), only while one runs:
+     *   fwd conv2 1-2.5: copies 1-1.5 and 1.5-2; chunk 0 computes 1-2 (slowed all along), chunk 1 2-2.5
+     *   fwd conv3 2.5-3.5, bwd conv3 3.5-5.5
+     *   bwd conv2 5.5-8.25: copies 5.5-6 and 6-6.5; chunk 0 computes from 6, slowed until 6.5 (0.25 ms of
+     *   work done), the rest 6.5-7.25; chunk 1 7.25-8.25 with no copy beside it
+     *   bwd conv1 8.25-10.25 */
+    profile(g, chain_fwd, chain_bwd, 0.25 * MS, 0, 1 * MS, &prof);
+    prof.copy_slowdown = 1;
+    simulate(p, g, &prof, &t);
+    assert_near(t.iteration_s, 10.25 * MS, "iteration, slowed beside copies");
+    s = find_span(&t, "fwd conv2");
+    assert_near(s->end, 2.5 * MS, "fwd conv2 end, slowed");
+    s = find_span(&t, "bwd conv2");
+    assert_near(s->start, 5.5 * MS, "bwd conv2 start, slowed");
+    assert_near(s->end, 8.25 * MS, "bwd conv2 end, slowed");
+    vdnn_timeline_release(&t);
+    vdnn_profile_release(&prof);
     vdnn_plan_free(p);
     free(info);
     vdnn_graph_free(g);

@@ -74,21 +74,35 @@ static vdnn_status bad_action(sim *s, int si, int ai, const char *what, int valu
     return vdnn_fail(s->err, VDNN_ERR_INVALID_ARG, "simulate: step %d, action %d: %s %d", si, ai, what, value);
 }
 
-/* How long d seconds of compute starting at t0 take while the copies already queued run: at 1/(1 + slowdown)
- * of full speed until the last of them ends (gaps between copies are not modelled). */
-static double stretched(const sim *s, double t0, double d)
+/* How long d seconds of compute starting at t0 take beside copies that run until busy_end: at 1/(1 + slowdown)
+ * of full speed until then (gaps between copies are not modelled). */
+static double stretched_until(const sim *s, double t0, double d, double busy_end)
 {
     const double slow = s->prof->copy_slowdown;
-    const double busy_end = fmax(s->lane_free[VDNN_LANE_D2H], s->lane_free[VDNN_LANE_H2D]);
     if (!(slow > 0) || busy_end <= t0) return d;
     const double w = busy_end - t0;
     return d * (1 + slow) <= w ? d * (1 + slow) : w + (d - w / (1 + slow));
 }
 
+/* The same beside the copies already queued on either lane. */
+static double stretched(const sim *s, double t0, double d)
+{
+    return stretched_until(s, t0, d, fmax(s->lane_free[VDNN_LANE_D2H], s->lane_free[VDNN_LANE_H2D]));
+}
+
+/* Images in chunk c of a batch of n cut into chunks of k. */
+static int chunk_images(int n, int k, int c) { return n - c * k < k ? n - c * k : k; }
+
+static double chunk_copy_s(const vdnn_copy_model *m, double bytes_per_image, int n, int k, int c)
+{
+    return vdnn_copy_seconds(m, (size_t)(bytes_per_image * chunk_images(n, k, c)));
+}
+
 /* A step whose layer streams its input, as the executor runs it: forward queues every chunk's copy out at
  * the start and writes a chunk's output once its copy is done; backward keeps two chunks' copies in flight,
- * each chunk's compute waiting for its copy, a chunk's buffer taken again once its compute is done. The
- * compute runs stretched by the copies beside it; the copies are one span per step on their lane. */
+ * each chunk's compute waiting for its copy, chunk c + 1's copy queued once chunk c - 1 has left the buffer
+ * it takes. A chunk's compute is stretched only while copies run beside it (those of this step, and what
+ * the other lane still has queued); the copies are one span per step on their lane. */
 static vdnn_status streamed_step(sim *s, const vdnn_step *st, int si, int ai, double t0, double d, vdnn_span_kind kind,
                                  const char *what, const char *name)
 {
@@ -96,27 +110,26 @@ static vdnn_status streamed_step(sim *s, const vdnn_step *st, int si, int ai, do
     const int l = st->layer;
     const bool out = st->kind == VDNN_STEP_FWD;
     const vdnn_lane lane = out ? VDNN_LANE_D2H : VDNN_LANE_H2D;
+    const double other_busy = s->lane_free[out ? VDNN_LANE_H2D : VDNN_LANE_D2H];
     const vdnn_copy_model *m = vdnn_profile_link(s->prof, out);
     const int n = s->g->input.n, k = plan->info[l].chunk_images > 0 && plan->info[l].chunk_images < n ? plan->info[l].chunk_images : n;
     const int chunks = (n + k - 1) / k;
     const double bytes_per_image = (double)plan->st[plan->ls[l].xs].bytes / n;
-    const double slow = s->prof->copy_slowdown > 0 ? s->prof->copy_slowdown : 0;
     const double copy_start = fmax(t0, s->lane_free[lane]);
     double lane_t = copy_start, t = t0, *copy_end = malloc(sizeof(double) * (size_t)chunks);
     if (!copy_end) return oom(s);
+    /* Copies queued before any compute: every chunk forward, the first two backward. */
+    for (int c = 0; c < (out ? chunks : 2) && c < chunks; c++) copy_end[c] = lane_t = lane_t + chunk_copy_s(m, bytes_per_image, n, k, c);
     for (int c = 0; c < chunks; c++) {
-        const int imgs = n - c * k < k ? n - c * k : k;
-        const double dc = d * imgs / n * (1 + slow);
+        const double dc = d * chunk_images(n, k, c) / n;
         if (out) {
-            lane_t += vdnn_copy_seconds(m, (size_t)(bytes_per_image * imgs));
-            t = fmax(t + dc, lane_t);
-        } else {
-            /* Chunk c's copy starts once chunk c - 2 has left its buffer (the compute cursor then). */
-            double start = c >= 2 ? fmax(lane_t, copy_end[c - 2]) : lane_t;
-            copy_end[c] = lane_t = start + vdnn_copy_seconds(m, (size_t)(bytes_per_image * imgs));
-            t = fmax(t, copy_end[c]) + dc;
-            copy_end[c] = t; /* from here on: when the chunk's buffer is free again */
+            t = fmax(t + stretched_until(s, t, dc, fmax(lane_t, other_busy)), copy_end[c]);
+            continue;
         }
+        /* Chunk c - 1's compute has just ended: chunk c + 1's copy takes its buffer. */
+        if (c >= 1 && c + 1 < chunks) copy_end[c + 1] = lane_t = fmax(lane_t, t) + chunk_copy_s(m, bytes_per_image, n, k, c + 1);
+        t = fmax(t, copy_end[c]);
+        t += stretched_until(s, t, dc, fmax(c + 1 < chunks ? copy_end[c + 1] : 0, other_busy));
     }
     free(copy_end);
     s->lane_free[lane] = lane_t;
