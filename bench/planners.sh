@@ -5,8 +5,8 @@
 # profile, the lower bound, and the prediction error. The last line is
 # `auto_overhead_vs_best_other: X`: auto's measured time over the fastest other planner's, worst case.
 # Env: VDNN (binary), NETS ("model:CxHxW:batch ..."), STEPS (training steps per run), LINK (e.g. 16GB/s),
-#      THREADS, FRACTIONS ("0.5 0.25"), ROUNDS (runs of each plan, interleaved; default 2), OUT (directory for
-#      profiles and the raw table).
+#      THREADS, FRACTIONS ("0.5 0.25"), ROUNDS (runs of each plan, interleaved; default 2), POLICIES (default
+#      all seven), OUT (directory for profiles and the raw table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VDNN=${VDNN:-build/vdnn}
@@ -17,7 +17,7 @@ THREADS=${THREADS:-$(nproc)}
 FRACTIONS=${FRACTIONS:-"0.5 0.25"}
 ROUNDS=${ROUNDS:-2}
 OUT=${OUT:-$(mktemp -d)}
-POLICIES="none all conv recompute dyn pooch auto"
+POLICIES=${POLICIES:-"none all conv recompute dyn pooch auto"}
 [ -x "$VDNN" ] || { echo "planners: $VDNN not built (run make)" >&2; exit 1; }
 mkdir -p "$OUT"
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
