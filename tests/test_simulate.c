@@ -308,7 +308,7 @@ static void test_chain_all_contention(void **state)
  *   fwd conv3 5-6, bwd conv3 6-8
  *   bwd conv2 8-13: chunk 0 comes back 8-10 and is used 10-11; chunk 1 comes back 10-12, used 12-13
  *   bwd conv1 13-15
- * Iteration 15 ms, each copy lane busy 4 ms in one span named after the host copy. */
+ * Iteration 15 ms, each copy lane busy 4 ms in a span per chunk named after the host copy. */
 static void test_chain_streamed(void **state)
 {
     (void)state;
@@ -335,14 +335,19 @@ static void test_chain_streamed(void **state)
     s = find_span(&t, "bwd conv2");
     assert_near(s->start, 8 * MS, "bwd conv2 start");
     assert_near(s->end, 13 * MS, "bwd conv2 end");
+    /* One span per chunk's copy. */
     s = find_span(&t, "d2h conv2.input.streamed");
     assert_int_equal(s->lane, VDNN_LANE_D2H);
-    assert_near(s->start, 1 * MS, "d2h start");
-    assert_near(s->end, 5 * MS, "d2h end");
+    assert_near(s->start, 1 * MS, "d2h chunk 0 start");
+    assert_near(s->end, 3 * MS, "d2h chunk 0 end");
+    s = find_span_from(&t, "d2h conv2.input.streamed", 3 * MS);
+    assert_near(s->end, 5 * MS, "d2h chunk 1 end");
     s = find_span(&t, "h2d conv2.input.streamed");
     assert_int_equal(s->lane, VDNN_LANE_H2D);
-    assert_near(s->start, 8 * MS, "h2d start");
-    assert_near(s->end, 12 * MS, "h2d end");
+    assert_near(s->start, 8 * MS, "h2d chunk 0 start");
+    assert_near(s->end, 10 * MS, "h2d chunk 0 end");
+    s = find_span_from(&t, "h2d conv2.input.streamed", 10 * MS);
+    assert_near(s->end, 12 * MS, "h2d chunk 1 end");
     s = find_span(&t, "bwd conv1");
     assert_near(s->start, 13 * MS, "bwd conv1 start");
     check_memory(p, &t);

@@ -102,7 +102,7 @@ static double chunk_copy_s(const vdnn_copy_model *m, double bytes_per_image, int
  * the start and writes a chunk's output once its copy is done; backward keeps two chunks' copies in flight,
  * each chunk's compute waiting for its copy, chunk c + 1's copy queued once chunk c - 1 has left the buffer
  * it takes. A chunk's compute is stretched only while copies run beside it (those of this step, and what
- * the other lane still has queued); the copies are one span per step on their lane. */
+ * the other lane still has queued); each chunk's copy is a span on its lane. */
 static vdnn_status streamed_step(sim *s, const vdnn_step *st, int si, int ai, double t0, double d, vdnn_span_kind kind,
                                  const char *what, const char *name)
 {
@@ -116,10 +116,14 @@ static vdnn_status streamed_step(sim *s, const vdnn_step *st, int si, int ai, do
     const int chunks = (n + k - 1) / k;
     const double bytes_per_image = (double)plan->st[plan->ls[l].xs].bytes / n;
     const double copy_start = fmax(t0, s->lane_free[lane]);
-    double lane_t = copy_start, t = t0, *copy_end = malloc(sizeof(double) * (size_t)chunks);
-    if (!copy_end) return oom(s);
+    double lane_t = copy_start, t = t0, *copy_at = malloc(sizeof(double) * 2 * (size_t)chunks);
+    if (!copy_at) return oom(s);
+    double *copy_end = copy_at + chunks;
     /* Copies queued before any compute: every chunk forward, the first two backward. */
-    for (int c = 0; c < (out ? chunks : 2) && c < chunks; c++) copy_end[c] = lane_t = lane_t + chunk_copy_s(m, bytes_per_image, n, k, c);
+    for (int c = 0; c < (out ? chunks : 2) && c < chunks; c++) {
+        copy_at[c] = lane_t;
+        copy_end[c] = lane_t = lane_t + chunk_copy_s(m, bytes_per_image, n, k, c);
+    }
     for (int c = 0; c < chunks; c++) {
         const double dc = d * chunk_images(n, k, c) / n;
         if (out) {
@@ -127,15 +131,20 @@ static vdnn_status streamed_step(sim *s, const vdnn_step *st, int si, int ai, do
             continue;
         }
         /* Chunk c - 1's compute has just ended: chunk c + 1's copy takes its buffer. */
-        if (c >= 1 && c + 1 < chunks) copy_end[c + 1] = lane_t = fmax(lane_t, t) + chunk_copy_s(m, bytes_per_image, n, k, c + 1);
+        if (c >= 1 && c + 1 < chunks) {
+            copy_at[c + 1] = fmax(lane_t, t);
+            copy_end[c + 1] = lane_t = copy_at[c + 1] + chunk_copy_s(m, bytes_per_image, n, k, c + 1);
+        }
         t = fmax(t, copy_end[c]);
         t += stretched_until(s, t, dc, fmax(c + 1 < chunks ? copy_end[c + 1] : 0, other_busy));
     }
-    free(copy_end);
     s->lane_free[lane] = lane_t;
     s->lane_free[VDNN_LANE_COMPUTE] = t;
-    vdnn_status rc = add_span(s, lane, out ? VDNN_SPAN_D2H : VDNN_SPAN_H2D, si, ai, copy_start, lane_t,
-                              out ? "d2h" : "h2d", plan->st[plan->ls[l].xs].name);
+    vdnn_status rc = VDNN_OK;
+    for (int c = 0; rc == VDNN_OK && c < chunks; c++)
+        rc = add_span(s, lane, out ? VDNN_SPAN_D2H : VDNN_SPAN_H2D, si, ai, copy_at[c], copy_end[c], out ? "d2h" : "h2d",
+                      plan->st[plan->ls[l].xs].name);
+    free(copy_at);
     return rc ? rc : add_span(s, VDNN_LANE_COMPUTE, kind, si, ai, t0, t, what, name);
 }
 
