@@ -44,8 +44,7 @@ static vdnn_event *chunk_event(const stream_run *r, int c) { return r->net->even
 
 static size_t chunk_bytes(const stream_run *r, int c)
 {
-    int first = c * r->chunk, n = r->n_images - first < r->chunk ? r->n_images - first : r->chunk;
-    return (size_t)n * r->img_bytes;
+    return (size_t)vdnn_chunk_images(r->n_images, r->chunk, c) * r->img_bytes;
 }
 
 /* Queues chunk c's copy (in: host copy to buffer c % 2; out: device to host copy) after the compute so far. */
@@ -94,10 +93,8 @@ static vdnn_status stream_begin(vdnn_net_t *net, const vdnn_plan_t *plan, int l,
     const vdnn_storage *xs = &plan->st[plan->ls[l].xs];
     const vdnn_shape in = net->g->layers[net->g->layers[l].inputs[0]].out;
     *r = (stream_run){.net = net, .host = (char *)net->host + xs->host_offset, .img_bytes = vdnn_shape_bytes(in) / (size_t)in.n,
-                      .n_images = in.n, .chunk = plan->info[l].chunk_images > 0 ? plan->info[l].chunk_images : in.n,
-                      .first_event = xs->first_event};
-    if (r->chunk > in.n) r->chunk = in.n;
-    r->n_chunks = (in.n + r->chunk - 1) / r->chunk;
+                      .n_images = in.n, .first_event = xs->first_event};
+    r->chunk = vdnn_plan_stream_chunk(plan, l, &r->n_chunks);
     *sm = (vdnn_stream){.x_read = stream_x_read, .x_chunk = stream_x_chunk, .ctx = r};
     if (!backward) {
         BE_CALL(resident(net, plan, plan->ls[l].out, net->g->layers[l].name, &r->dev, err));

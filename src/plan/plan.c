@@ -110,18 +110,18 @@ int vdnn_plan_streamed_layers(const vdnn_plan_t *p)
     return n;
 }
 
+int vdnn_plan_stream_chunk(const vdnn_plan_t *p, int l, int *n_chunks)
+{
+    const int n = p->g->input.n, k = p->info[l].chunk_images > 0 && p->info[l].chunk_images < n ? p->info[l].chunk_images : n;
+    if (n_chunks) *n_chunks = (n + k - 1) / k;
+    return k;
+}
+
 /* Bytes of the two chunk buffers a streamed input of layer l is read back through. */
 static size_t stream_buffer_bytes(const vdnn_plan_t *p, int l)
 {
     const vdnn_shape in = p->g->layers[p->g->layers[l].inputs[0]].out;
-    int k = p->info[l].chunk_images > 0 && p->info[l].chunk_images < in.n ? p->info[l].chunk_images : in.n;
-    return 2 * (size_t)k * (vdnn_shape_bytes(in) / (size_t)in.n);
-}
-
-static int stream_chunks(const vdnn_plan_t *p, int l)
-{
-    const int n = p->g->input.n, k = p->info[l].chunk_images > 0 ? p->info[l].chunk_images : n;
-    return (n + k - 1) / k;
+    return 2 * (size_t)vdnn_plan_stream_chunk(p, l, NULL) * (vdnn_shape_bytes(in) / (size_t)in.n);
 }
 
 void vdnn_plan_set_offload_params(vdnn_plan_t *p, bool on)
@@ -943,7 +943,9 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
         if (x->streamed) {
             /* Copied by its layer's own steps, a chunk at a time: an event per chunk, no block. */
             p->st[i].first_event = p->n_events;
-            p->n_events += (stream_chunks(p, x->layer) + 1) / 2 * 2; /* swapped storages' pairs stay even */
+            int chunks;
+            vdnn_plan_stream_chunk(p, x->layer, &chunks);
+            p->n_events += (chunks + 1) / 2 * 2; /* swapped storages' pairs stay even */
             continue;
         }
         if (x->def_step < 0 && !x->persistent) continue; /* never used (e.g. aux of an eval op) */

@@ -258,6 +258,11 @@ bool vdnn_plan_offload_supported(const vdnn_plan_request *req, const char **why)
 bool vdnn_plan_stream_supported(const vdnn_plan_request *req, const char **why);
 /* The layers of an analyzed plan that stream their input. */
 int vdnn_plan_streamed_layers(const vdnn_plan_t *p);
+/* How layer l's streamed input is cut: images per chunk (the last chunk may hold fewer) and the number of
+ * chunks, under the layer's chosen algorithm. */
+int vdnn_plan_stream_chunk(const vdnn_plan_t *p, int l, int *n_chunks);
+/* Images in chunk c of a batch of n images cut into chunks of k. */
+static inline int vdnn_chunk_images(int n, int k, int c) { return n - c * k < k ? n - c * k : k; }
 /* Turns offload_params on or off in an analyzed plan (planners comparing both); finalize again afterwards. */
 void vdnn_plan_set_offload_params(vdnn_plan_t *p, bool on);
 

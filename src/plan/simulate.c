@@ -90,12 +90,9 @@ static double stretched(const sim *s, double t0, double d)
     return stretched_until(s, t0, d, fmax(s->lane_free[VDNN_LANE_D2H], s->lane_free[VDNN_LANE_H2D]));
 }
 
-/* Images in chunk c of a batch of n cut into chunks of k. */
-static int chunk_images(int n, int k, int c) { return n - c * k < k ? n - c * k : k; }
-
 static double chunk_copy_s(const vdnn_copy_model *m, double bytes_per_image, int n, int k, int c)
 {
-    return vdnn_copy_seconds(m, (size_t)(bytes_per_image * chunk_images(n, k, c)));
+    return vdnn_copy_seconds(m, (size_t)(bytes_per_image * vdnn_chunk_images(n, k, c)));
 }
 
 /* A step whose layer streams its input, as the executor runs it: forward queues every chunk's copy out at
@@ -112,8 +109,9 @@ static vdnn_status streamed_step(sim *s, const vdnn_step *st, int si, int ai, do
     const vdnn_lane lane = out ? VDNN_LANE_D2H : VDNN_LANE_H2D;
     const double other_busy = s->lane_free[out ? VDNN_LANE_H2D : VDNN_LANE_D2H];
     const vdnn_copy_model *m = vdnn_profile_link(s->prof, out);
-    const int n = s->g->input.n, k = plan->info[l].chunk_images > 0 && plan->info[l].chunk_images < n ? plan->info[l].chunk_images : n;
-    const int chunks = (n + k - 1) / k;
+    const int n = s->g->input.n;
+    int chunks;
+    const int k = vdnn_plan_stream_chunk(plan, l, &chunks);
     const double bytes_per_image = (double)plan->st[plan->ls[l].xs].bytes / n;
     const double copy_start = fmax(t0, s->lane_free[lane]);
     double lane_t = copy_start, t = t0, *copy_at = malloc(sizeof(double) * 2 * (size_t)chunks);
@@ -125,7 +123,7 @@ static vdnn_status streamed_step(sim *s, const vdnn_step *st, int si, int ai, do
         copy_end[c] = lane_t = lane_t + chunk_copy_s(m, bytes_per_image, n, k, c);
     }
     for (int c = 0; c < chunks; c++) {
-        const double dc = d * chunk_images(n, k, c) / n;
+        const double dc = d * vdnn_chunk_images(n, k, c) / n;
         if (out) {
             t = fmax(t + stretched_until(s, t, dc, fmax(lane_t, other_busy)), copy_end[c]);
             continue;
