@@ -8,10 +8,6 @@ VDNN=${1:?usage: cli_errors.sh PATH/TO/vdnn}
 # shellcheck source=lib_cli.sh
 source "$(dirname "$0")/lib_cli.sh"
 
-json_get() { # FILE KEY: prints a top-level value of the JSON object in FILE
-    python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print(json.dumps(v) if isinstance(v,(bool,list,dict)) or v is None else v)' "$1" "$2"
-}
-
 # ---- flags and values ----
 run "unknown flag (train)" 2 "'--bogus'" -- train --bogus 1
 run "unknown flag (plan)" 2 "'--frobnicate'" -- plan lenet --frobnicate

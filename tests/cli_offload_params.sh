@@ -8,14 +8,6 @@ VDNN=${1:?usage: cli_offload_params.sh PATH/TO/vdnn}
 # shellcheck source=lib_cli.sh
 source "$(dirname "$0")/lib_cli.sh"
 
-json_get() { # FILE KEY
-    python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print(json.dumps(v) if isinstance(v,(bool,list,dict)) or v is None else v)' "$1" "$2"
-}
-
-same() { # NAME FILE FILE
-    if cmp -s "$2" "$3"; then ok; else bad "$1: $2 and $3 differ"; fi
-}
-
 TRAIN=(train --data synthetic --input 3x32x32 --classes 10 --batch 4 --device cpu --seed 3)
 
 # ---- bit for bit, with poisoned memory, and the measured peak is the planned one ----

@@ -9,14 +9,6 @@ VDNN=${1:?usage: cli_stream_inputs.sh PATH/TO/vdnn}
 # shellcheck source=lib_cli.sh
 source "$(dirname "$0")/lib_cli.sh"
 
-json_get() { # FILE KEY
-    python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print(json.dumps(v) if isinstance(v,(bool,list,dict)) or v is None else v)' "$1" "$2"
-}
-
-same() { # NAME FILE FILE
-    if cmp -s "$2" "$3"; then ok; else bad "$1: $2 and $3 differ"; fi
-}
-
 # Lean algorithms in every run: the ones a streamed layer runs, so the bits can be the same.
 TRAIN=(train --model vgg16 --data synthetic --input 3x32x32 --classes 10 --batch 4 --device cpu --seed 3 --steps 2
     --conv-algo lean --json)

@@ -1,5 +1,5 @@
 # Shared by the tests/cli_*.sh scripts (sourced, not run): a scratch directory removed on exit, pass/fail
-# counters, and `run`, which checks a vdnn command's exit code and the messages on its stderr.
+# counters, `run`, which checks a vdnn command's exit code and the messages on its stderr, `json_get` and `same`.
 # The sourcing script sets VDNN first.
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -38,4 +38,14 @@ run() {
         fi
     done
     ok
+}
+
+# json_get FILE KEY: a top-level value of a JSON file (lists, objects and booleans as JSON).
+json_get() {
+    python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print(json.dumps(v) if isinstance(v,(bool,list,dict)) or v is None else v)' "$1" "$2"
+}
+
+# same NAME FILE FILE: passes if the two files are byte for byte equal.
+same() {
+    if cmp -s "$2" "$3"; then ok; else bad "$1: $2 and $3 differ"; fi
 }

@@ -133,20 +133,8 @@ static void run(const fixture *f, vdnn_policy pol, bool offload, size_t budget, 
 
 static void assert_same_ck(const char *what, const vdnn_checkpoint *want, const vdnn_checkpoint *got)
 {
-    assert_int_equal(want->n_tensors, got->n_tensors);
-    assert_true(want->n_tensors > 0);
     assert_true(want->step == got->step);
-    for (int i = 0; i < want->n_tensors; i++) {
-        const vdnn_ckpt_tensor *a = &want->tensors[i], *b = &got->tensors[i];
-        assert_string_equal(a->name, b->name);
-        assert_int_equal(a->count, b->count);
-        if (memcmp(a->data, b->data, a->count * sizeof(float))) {
-            size_t k = 0;
-            while (!memcmp(&a->data[k], &b->data[k], sizeof(float))) k++;
-            fail_msg("%s: tensor %s differs at [%zu]: %.9g vs %.9g", what, a->name, k, (double)a->data[k],
-                     (double)b->data[k]);
-        }
-    }
+    vt_assert_same_checkpoint(what, want, got);
 }
 
 static void assert_same_run(const fixture *f, const char *what, const run_result *want, const run_result *got)

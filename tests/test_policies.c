@@ -96,19 +96,9 @@ static void train_run(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_dataset_t 
 
 static void assert_same_export(const net_case *nc, vdnn_policy pol, const run_result *want, const run_result *got)
 {
-    assert_int_equal(want->ck.n_tensors, got->ck.n_tensors);
-    assert_true(want->ck.n_tensors > 0);
-    for (int i = 0; i < want->ck.n_tensors; i++) {
-        const vdnn_ckpt_tensor *a = &want->ck.tensors[i], *b = &got->ck.tensors[i];
-        assert_string_equal(a->name, b->name);
-        assert_int_equal(a->count, b->count);
-        if (memcmp(a->data, b->data, a->count * sizeof(float))) {
-            size_t k = 0;
-            while (!memcmp(&a->data[k], &b->data[k], sizeof(float))) k++;
-            fail_msg("%s/%s: tensor %s differs from policy none at [%zu]: %.9g vs %.9g", nc->model,
-                     vdnn_policy_name(pol), a->name, k, (double)a->data[k], (double)b->data[k]);
-        }
-    }
+    char head[96];
+    snprintf(head, sizeof head, "%s/%s: against policy none", nc->model, vdnn_policy_name(pol));
+    vt_assert_same_checkpoint(head, &want->ck, &got->ck);
     for (int s = 0; s < nc->steps; s++)
         if (memcmp(&want->loss[s], &got->loss[s], sizeof(float)))
             fail_msg("%s/%s: step %d loss %.9g, none gave %.9g", nc->model, vdnn_policy_name(pol), s,

@@ -105,19 +105,7 @@ static void run(const fixture *f, vdnn_policy pol, bool stream, size_t budget, r
 
 static void assert_same_run(const char *what, const run_result *want, const run_result *got)
 {
-    assert_int_equal(want->ck.n_tensors, got->ck.n_tensors);
-    assert_true(want->ck.n_tensors > 0);
-    for (int i = 0; i < want->ck.n_tensors; i++) {
-        const vdnn_ckpt_tensor *a = &want->ck.tensors[i], *b = &got->ck.tensors[i];
-        assert_string_equal(a->name, b->name);
-        assert_int_equal(a->count, b->count);
-        if (memcmp(a->data, b->data, a->count * sizeof(float))) {
-            size_t k = 0;
-            while (!memcmp(&a->data[k], &b->data[k], sizeof(float))) k++;
-            fail_msg("%s: tensor %s differs at [%zu]: %.9g vs %.9g", what, a->name, k, (double)a->data[k],
-                     (double)b->data[k]);
-        }
-    }
+    vt_assert_same_checkpoint(what, &want->ck, &got->ck);
     for (int s = 0; s < STEPS; s++)
         if (memcmp(&want->loss[s], &got->loss[s], sizeof(float)))
             fail_msg("%s: step %d loss %.9g, expected %.9g", what, s, (double)got->loss[s], (double)want->loss[s]);

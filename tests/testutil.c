@@ -59,3 +59,20 @@ vdnn_graph_t *vt_load_zoo(const char *name)
     vt_assert_ok(vdnn_graph_load(path, &g, &err), err);
     return g;
 }
+
+void vt_assert_same_checkpoint(const char *what, const vdnn_checkpoint *want, const vdnn_checkpoint *got)
+{
+    assert_int_equal(want->n_tensors, got->n_tensors);
+    assert_true(want->n_tensors > 0);
+    for (int i = 0; i < want->n_tensors; i++) {
+        const vdnn_ckpt_tensor *a = &want->tensors[i], *b = &got->tensors[i];
+        assert_string_equal(a->name, b->name);
+        assert_int_equal(a->count, b->count);
+        if (memcmp(a->data, b->data, a->count * sizeof(float))) {
+            size_t k = 0;
+            while (!memcmp(&a->data[k], &b->data[k], sizeof(float))) k++;
+            fail_msg("%s: tensor %s differs at [%zu]: %.9g vs %.9g", what, a->name, k, (double)a->data[k],
+                     (double)b->data[k]);
+        }
+    }
+}

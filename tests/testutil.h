@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "graph/graph.h"
+#include "train/checkpoint.h"
 
 /* Creates a fresh directory under $TMPDIR (or /tmp) and writes its path into buf. */
 void vt_tmpdir(char *buf, size_t len);
@@ -23,6 +24,10 @@ void vt_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi);
 
 /* Loads models/NAME.cfg from the source tree (the zoo), failing the test if it does not load. */
 vdnn_graph_t *vt_load_zoo(const char *name);
+
+/* Fails the test unless both checkpoints hold the same tensors (names, sizes) with the same bits, naming the
+ * first element that differs; `what` heads the message. */
+void vt_assert_same_checkpoint(const char *what, const vdnn_checkpoint *want, const vdnn_checkpoint *got);
 
 /* Asserts that a call failed with `expect` and that the message contains `needle`. */
 #define vt_assert_error(st, err, expect, needle)                                              \
