@@ -144,15 +144,17 @@ class Bench:
                 res["images_per_sec"] = batch / d["step_seconds"]
         return res
 
-    def vdnn_plan(self, name, model, batch, policy, budget=None, host_budget=None, profile=None, inp=None):
-        argv = [self.a.vdnn, "plan", model, *self.shape_flags(batch, inp), "--policy", policy, "--json"]
+    def vdnn_plan(self, name, model, batch, policy, budget=None, host_budget=None, profile=None, inp=None, env=None):
+        # Planned with the op info of the device that trains (--device cuda: cuDNN workspaces, CUDA aux state).
+        argv = [self.a.vdnn, "plan", model, *self.shape_flags(batch, inp), "--policy", policy, "--json",
+                *self.dev_flags()]
         if budget:
             argv += ["--budget", str(budget)]
         if host_budget:
             argv += ["--host-budget", str(host_budget)]
         if profile:
             argv += ["--profile", profile]
-        rc, out, err = self.run(name, argv, 60)
+        rc, out, err = self.run(name, argv, 120, env=env)
         d = last_json(out) if rc in (0, 3) else None
         if d is None:
             return {"status": "failed", "error": f"rc {rc}: {tail(err)}"}
@@ -218,7 +220,7 @@ class Bench:
             if have_prof:
                 rc, out, err = self.run(f"{model}-simulate-auto{key}",
                                         [a.vdnn, "simulate", model, *self.shape_flags(batch, inp), "--policy", "auto",
-                                         "--budget", str(budget), "--profile", prof, "--json"], 60)
+                                         "--budget", str(budget), "--profile", prof, "--json", *self.dev_flags()], 120)
                 d = last_json(out) if rc in (0, 3) else None
                 M["sim"][key] = {"status": "ok", "json": d} if d else {"status": "failed", "error": f"rc {rc}: {tail(err)}"}
                 self.save()
@@ -255,7 +257,8 @@ class Bench:
 
             def feasible(b):
                 if b not in cache:
-                    p = self.vdnn_plan(f"maxb-plan-{b}", model, b, "auto", budget, host, inp=inp)
+                    p = self.vdnn_plan(f"maxb-plan-{b}", model, b, "auto", budget, host, inp=inp,
+                                       env={"VDNN_CUDNN_BENCHMARK": "0"})
                     ok = p["status"] == "ok" and p["json"]["feasible"]
                     V["plans"].append({"batch": b, "feasible": ok, "status": p["status"],
                                        "peak_device_bytes": p.get("json", {}).get("peak_device_bytes"),

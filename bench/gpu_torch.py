@@ -169,7 +169,7 @@ def env_info(dev):
 
 
 def setup(a):
-    dev = torch.device(a.device)
+    dev = torch.device("cuda", 0) if a.device == "cuda" else torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("gpu_torch: --device cuda but torch.cuda.is_available() is False")
     torch.manual_seed(1)

@@ -14,9 +14,10 @@ vdnn_status cli_model_load(const cli_options *o, cli_model *m, vdnn_error *err)
     vdnn_status rc = cli_load_model(o->model, &m->g, err);
     if (rc == VDNN_OK) rc = cli_shape(o, m->g, NULL, &in, &classes, err);
     if (rc == VDNN_OK) rc = vdnn_graph_resolve(m->g, in, classes, err);
-    /* Op info only sizes workspaces and aux state; the CPU backend answers without a device. */
+    /* Op info sizes workspaces and aux state. The CPU backend answers without a device; --device cuda plans with
+     * the CUDA backend's op info (what `vdnn train --device cuda` plans with), which needs the GPU. */
     cli_options co = *o;
-    co.device = "cpu";
+    if (strcmp(co.device, "cuda")) co.device = "cpu";
     if (rc == VDNN_OK) rc = cli_backend(&co, &be, err);
     if (rc == VDNN_OK) {
         m->info = calloc((size_t)m->g->n_layers, sizeof *m->info);

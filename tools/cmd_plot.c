@@ -84,7 +84,7 @@ int vdnn_cmd_plot(int argc, char **argv)
               cli_take_flag(&n, args, "--policies", &policies, "plot") && cli_take_flag(&n, args, "--title", &title, "plot") &&
               cli_refuse_flag(n, args, "--policy", "use --policies P,P,...", "plot") &&
               cli_refuse_flag(n, args, "--poison", NULL, "plot") &&
-              cli_parse(n, args, 2, OPT_SHAPE | OPT_BATCH | OPT_MEMORY, true, &o, "plot");
+              cli_parse(n, args, 2, OPT_SHAPE | OPT_BATCH | OPT_DEVICE | OPT_MEMORY, true, &o, "plot");
     free(args);
     vdnn_policy pols[PLOT_MAX];
     int n_pol = 0;

@@ -91,7 +91,7 @@ int vdnn_cmd_simulate(int argc, char **argv)
     bool ok = cli_take_cost_flags(&n, args, &costs, "simulate") && cli_take_flag(&n, args, "--trace", &trace, "simulate") &&
               cli_take_flag(&n, args, "--policy", &policy, "simulate") &&
               cli_refuse_flag(n, args, "--poison", NULL, "simulate") &&
-              cli_parse(n, args, 2, OPT_SHAPE | OPT_BATCH | OPT_MEMORY | OPT_JSON, true, &o, "simulate");
+              cli_parse(n, args, 2, OPT_SHAPE | OPT_BATCH | OPT_DEVICE | OPT_MEMORY | OPT_JSON, true, &o, "simulate");
     free(args);
     if (ok && policy && !vdnn_policy_parse(policy, &o.policy)) {
         char pol[256];

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# One lent GPU session's work in one command: find CUDA, cuDNN and cuBLAS on the machine (system toolkit or the
+# NVIDIA Python wheels), build vdnn and its tests with the CUDA backend into build-gpu/, run the GPU tests, a
+# training smoke run per policy, then (STAGES containing "bench") bench/gpu-vs-pytorch.sh on the built binary.
+#
+#     bash bench/gpu-session.sh OUTDIR        (STAGES="build test smoke bench", the default)
+#
+# Logs go to OUTDIR (env.log, build.log, ctest.log, smoke.log, and the bench's files). Libraries the machine
+# lacks (oneDNN, OpenBLAS, zlib, cmocka) come from .debs/ (bash bench/gpu-vs-pytorch.sh --fetch-debs where apt
+# works); cuDNN/NCCL headers the machine lacks from .gpu-deps/include (copied from a toolkit elsewhere).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUTDIR=${1:-${OUT:-/tmp/gpu-session}}
+mkdir -p "$OUTDIR"
+STAGES=${STAGES:-"build test smoke bench"}
+BUILD_DIR=${BUILD_DIR:-build-gpu}
+START=$(date +%s)
+has_stage() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
+elapsed() { echo $(($(date +%s) - START)); }
+
+# ---- environment: where CUDA, cuDNN, cuBLAS live ----
+{
+    date -u +%Y-%m-%dT%H:%MZ
+    nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv
+    command -v nvcc && nvcc --version | tail -2
+    ls -d /usr/local/cuda* 2>/dev/null
+    python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>&1
+} >"$OUTDIR/env.log" 2>&1
+LINKS=/tmp/vdnn-links
+RPATH=
+mkdir -p "$LINKS/lib" "$LINKS/include"
+search_dirs=(/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu /usr/local/lib
+    /opt /usr/local/lib/python3*/dist-packages /usr/lib/python3/dist-packages)
+find_lib() { # name → path of lib<name>.so or lib<name>.so.N
+    local f
+    f=$(find "${search_dirs[@]}" -name "lib$1.so" -not -path '*/stubs/*' 2>/dev/null | head -1)
+    [ -n "$f" ] || f=$(find "${search_dirs[@]}" -name "lib$1.so.[0-9]*" -not -path '*/stubs/*' 2>/dev/null | sort | head -1)
+    echo "$f"
+}
+for name in cudnn cublas cublasLt nccl; do
+    f=$(find_lib $name)
+    echo "lib$name: ${f:-not found}" >>"$OUTDIR/env.log"
+    [ -n "$f" ] || continue
+    ln -sf "$f" "$LINKS/lib/lib$name.so"
+    d=$(dirname "$f")
+    # Only through the binaries' run path: on LD_LIBRARY_PATH these would also reach PyTorch, which needs its own.
+    case ":$RPATH:" in *":$d:"*) ;; *) RPATH=$RPATH:$d ;; esac
+done
+CUDNN_H=$(find /usr/include /usr/local/cuda/include /opt -name cudnn_version.h 2>/dev/null | head -1)
+echo "cudnn_version.h: ${CUDNN_H:-not found, using .gpu-deps/include}" >>"$OUTDIR/env.log"
+if [ -n "$CUDNN_H" ]; then
+    CUDNN_INC=$(dirname "$CUDNN_H")
+    grep -E 'define CUDNN_(MAJOR|MINOR|PATCHLEVEL)' "$CUDNN_H" >>"$OUTDIR/env.log"
+else
+    CUDNN_INC=$ROOT/.gpu-deps/include
+fi
+export LIBRARY_PATH=$LINKS/lib${LIBRARY_PATH:+:$LIBRARY_PATH}
+cat "$OUTDIR/env.log"
+
+# ---- build ----
+if has_stage build; then
+    d=/tmp/vdnn-deps
+    rm -rf "$d"
+    mkdir -p "$d"
+    for f in .debs/*.deb; do dpkg-deb -x "$f" "$d"; done
+    l=$d/usr/lib/x86_64-linux-gnu
+    export LIBRARY_PATH=$l:$l/openblas-pthread:$LIBRARY_PATH
+    rm -rf "$BUILD_DIR"
+    cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVDNN_CUDA=ON \
+        -DCMAKE_PREFIX_PATH="$d/usr" -DCMAKE_LIBRARY_PATH="$LINKS/lib" \
+        -DDNNL_LIB="$l/libdnnl.so" -DDNNL_INCLUDE="$d/usr/include" \
+        -DOPENBLAS_LIB="$l/openblas-pthread/libopenblas.so" \
+        -DOPENBLAS_INCLUDE="$d/usr/include/x86_64-linux-gnu/openblas-pthread" \
+        -DCMOCKA_LIB="$l/libcmocka.so" \
+        -DVDNN_CUDNN_LIB="$LINKS/lib/libcudnn.so" -DVDNN_CUDNN_INCLUDE="$CUDNN_INC" \
+        -DCMAKE_EXE_LINKER_FLAGS="-Wl,--disable-new-dtags,-rpath,$l:$l/openblas-pthread$RPATH -Wl,-rpath-link,$l:$l/openblas-pthread" \
+        >"$OUTDIR/build.log" 2>&1
+    grep -E 'vdnn:|Error|error' "$OUTDIR/build.log"
+    cmake --build "$BUILD_DIR" -j "$(nproc)" >>"$OUTDIR/build.log" 2>&1
+    rc=$?
+    echo "build: exit $rc after $(elapsed) s"
+    if [ $rc -ne 0 ]; then
+        grep -B2 -A8 -m10 -E 'error|Error' "$OUTDIR/build.log" | head -80
+        exit 1
+    fi
+fi
+VDNN=$ROOT/$BUILD_DIR/vdnn
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+
+# ---- GPU tests (and every other test whose name says cuda, um or gpu) ----
+if has_stage test; then
+    ctest --test-dir "$BUILD_DIR" -R 'cuda|um|gpu' -V --timeout 300 >"$OUTDIR/ctest.log" 2>&1
+    echo "ctest: exit $? after $(elapsed) s"
+    grep -E 'Test +#|tests passed|SKIP|FAILED|\[ +(OK|PASSED|SKIPPED|FAILED|ERROR) ' "$OUTDIR/ctest.log" | head -60
+fi
+
+# ---- one short training run per policy on the GPU ----
+if has_stage smoke; then
+    for p in none all conv recompute pooch auto um; do
+        echo "== lenet --policy $p" >>"$OUTDIR/smoke.log"
+        timeout 120 "$VDNN" train --device cuda --data synthetic --steps 40 --policy $p --json \
+            >>"$OUTDIR/smoke.log" 2>&1
+        echo "smoke $p: exit $?"
+    done
+    echo "== vgg16 b64 in-core" >>"$OUTDIR/smoke.log"
+    timeout 120 "$VDNN" train --device cuda --model vgg16 --input 3x224x224 --classes 1000 --batch 64 \
+        --data synthetic --steps 8 --policy none --json >>"$OUTDIR/smoke.log" 2>&1
+    echo "smoke vgg16: exit $? after $(elapsed) s"
+fi
+
+if has_stage bench; then
+    left=$((${CALL_SECONDS:-570} - $(elapsed) - 20))
+    echo "bench: $left s left"
+    if [ "$left" -gt 120 ]; then
+        VDNN=$VDNN TIME_BUDGET=$left bash bench/gpu-vs-pytorch.sh "$OUTDIR/bench"
+    fi
+fi
