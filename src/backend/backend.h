@@ -131,6 +131,9 @@ typedef struct vdnn_backend_ops {
     /* Blocks until ev has happened and gives the time it happened, in seconds on the backend's clock
      * (the host's monotonic clock, comparable with now). */
     vdnn_status (*event_time)(vdnn_backend_t *be, vdnn_event *ev, double *seconds, vdnn_error *err);
+    /* Optional (NULL: events always carry times). While on, recorded events carry the times event_time reads;
+     * timing costs a little on every record, so callers turn it on only around what they time. */
+    void (*set_timing)(vdnn_backend_t *be, bool on);
     /* The backend's clock now, once all compute queued so far has finished. */
     double (*now)(vdnn_backend_t *be);
     /* Blocks until every queue is idle. */
@@ -194,11 +197,14 @@ typedef struct vdnn_cuda_options {
     int threads;          /* host threads; the CUDA backend itself uses none */
     int tf32;             /* TF32 tensor-core math in convolutions and FC; env VDNN_NO_TF32=1 turns it off; default on */
     int deterministic;    /* only bitwise-reproducible algorithms; env VDNN_DETERMINISTIC=1; default off */
-    int benchmark;        /* time the candidate conv algorithms at op_create (cudnnFind*) instead of trusting
-                           * the heuristics; env VDNN_CUDNN_BENCHMARK=1; default off. The choice then varies
-                           * from run to run, so it is ignored in deterministic mode. */
+    int benchmark;        /* pick each conv's fastest measured algorithm instead of cuDNN's heuristic favourite;
+                           * env VDNN_CUDNN_BENCHMARK=1; default off. Ignored in deterministic mode. Either way
+                           * only algorithms that ran on the device (cudnnFind*Ex, once per layer configuration,
+                           * cached on disk: see docs/cuda.md) are offered. */
     size_t conv_ws_limit; /* no conv algorithm needing more workspace than this; 0: env VDNN_CONV_WS_LIMIT
                            * (a size such as "512MiB"), else unlimited */
+    size_t conv_find_limit; /* layers whose operands exceed this many bytes are not measured (cuDNN's heuristic
+                             * list is trusted for them); 0: env VDNN_CONV_FIND_LIMIT, else 4 GiB */
 } vdnn_cuda_options;
 
 /* device 0, threads 0, every switch -1 (environment), no workspace limit of its own. */

@@ -427,7 +427,11 @@ vdnn_status vdnn_exec_iteration(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_o
 vdnn_status vdnn_exec_steps(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **ops, int first, int last,
                             const float *images, const int32_t *labels, float lr, vdnn_error *err)
 {
+    /* A recorded iteration reads when its copies ended: its events carry times. */
+    const bool timed = net->rec.tl && net->be->ops->set_timing;
+    if (timed) net->be->ops->set_timing(net->be, true);
     vdnn_status rc = iteration(net, plan, ops, first, last, images, labels, lr, err);
+    if (timed) net->be->ops->set_timing(net->be, false);
     if (rc != VDNN_OK) {
         /* Stopped midway: let queued copies finish before their memory is reused, and end the blocks
          * it left allocated, so that the next iteration starts from the persistent state alone. */

@@ -14,9 +14,11 @@ static vdnn_status time_copy(vdnn_backend_t *be, vdnn_queue_id q, void *dst, con
 {
     vdnn_status rc = be->ops->sync_all(be, err);
     if (rc) return rc;
-    double t0 = be->ops->now(be), t1;
+    double t0 = be->ops->now(be), t1 = t0;
+    if (be->ops->set_timing) be->ops->set_timing(be, true);
     rc = be->ops->copy_async(be, q, dst, src, bytes, q == VDNN_QUEUE_D2H ? VDNN_COPY_D2H : VDNN_COPY_H2D, err);
     if (!rc) rc = be->ops->event_record(be, ev, q, err);
+    if (be->ops->set_timing) be->ops->set_timing(be, false);
     if (!rc) rc = be->ops->event_time(be, ev, &t1, err);
     *seconds = t1 - t0;
     return rc;

@@ -10,7 +10,9 @@
 #include "backend/cuda/cuda_kernels.h"
 
 struct vdnn_event {
-    cudaEvent_t ev;
+    cudaEvent_t ev;    /* without timing: cheaper to record and wait for */
+    cudaEvent_t timed; /* recorded beside ev while the backend's timing is on (created then) */
+    bool has_time;     /* the last record carried a time */
 };
 
 static cuda_backend *cu(vdnn_backend_t *be) { return (cuda_backend *)be; }
@@ -97,6 +99,18 @@ static size_t cuda_dev_free_bytes(vdnn_backend_t *be)
 
 /* ---- Unified Memory (policy um) ---- */
 
+#if CUDART_VERSION >= 13000
+/* CUDA 13 names a location by type and id (CUDA 12 by device ordinal, cudaCpuDeviceId for the host). */
+static struct cudaMemLocation location(const cuda_backend *b, bool to_device)
+{
+    struct cudaMemLocation l;
+    memset(&l, 0, sizeof l);
+    l.type = to_device ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
+    l.id = to_device ? b->device : 0; /* the host's id is ignored */
+    return l;
+}
+#endif
+
 /* Managed memory the copy queues can migrate with prefetches while kernels run: that needs concurrent managed
  * access (Pascal and newer on Linux); without it the CPU may not touch managed memory while the GPU works. */
 static vdnn_status cuda_managed_alloc(vdnn_backend_t *be, size_t bytes, void **ptr, vdnn_error *err)
@@ -122,28 +136,32 @@ static vdnn_status cuda_managed_alloc(vdnn_backend_t *be, size_t bytes, void **p
     st = vdnn_cuda_check(cudaMallocManaged(ptr, bytes ? bytes : 256, cudaMemAttachGlobal), err,
                          "managed_alloc: cudaMallocManaged of %zu bytes (%s)", bytes,
                          vdnn_format_bytes(bytes, want, sizeof want));
-    if (st) *ptr = NULL;
+    if (st) {
+        *ptr = NULL;
+        return st;
+    }
+    /* Once for the whole pool: the device keeps a mapping of every page wherever it lives, so a kernel that
+     * touches a page the plan moved to the host reads it over the link instead of faulting it back. */
+#if CUDART_VERSION >= 13000
+    st = vdnn_cuda_check(cudaMemAdvise(*ptr, bytes ? bytes : 256, cudaMemAdviseSetAccessedBy, location(b, true)), err,
+                         "managed_alloc: cudaMemAdvise(SetAccessedBy device) of %zu bytes", bytes);
+#else
+    st = vdnn_cuda_check(cudaMemAdvise(*ptr, bytes ? bytes : 256, cudaMemAdviseSetAccessedBy, b->device), err,
+                         "managed_alloc: cudaMemAdvise(SetAccessedBy device) of %zu bytes", bytes);
+#endif
+    if (st) {
+        cuda_dev_free(be, *ptr);
+        *ptr = NULL;
+    }
     return st;
 }
 
 static void cuda_managed_free(vdnn_backend_t *be, void *ptr) { cuda_dev_free(be, ptr); }
 
-#if CUDART_VERSION >= 13000
-/* CUDA 13 names a location by type and id (CUDA 12 by device ordinal, cudaCpuDeviceId for the host). */
-static struct cudaMemLocation location(const cuda_backend *b, bool to_device)
-{
-    struct cudaMemLocation l;
-    memset(&l, 0, sizeof l);
-    l.type = to_device ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
-    l.id = to_device ? b->device : 0; /* the host's id is ignored */
-    return l;
-}
-#endif
 
-/* OC-DNN's offload and prefetch: the preferred location tells the driver where the pages belong (so that, under
- * oversubscription, it evicts offloaded maps first and does not pull them back on a stray touch); the prefetch
- * migrates them in order on the queue. The advice is a host call that takes effect at once, not in queue order;
- * it is only a hint, and accesses stay coherent whatever it says. */
+/* OC-DNN's offload and prefetch: the pages of a swapped map move in order on a copy queue, between the compute
+ * steps the plan puts around them. No advice per move: cudaMemAdvise is a host call that takes effect at once, out
+ * of queue order; the pool gets its advice once, when it is allocated. */
 static vdnn_status cuda_mem_prefetch(vdnn_backend_t *be, void *ptr, size_t bytes, bool to_device, vdnn_queue_id q,
                                      vdnn_error *err)
 {
@@ -155,23 +173,14 @@ static vdnn_status cuda_mem_prefetch(vdnn_backend_t *be, void *ptr, size_t bytes
     if (st) return st;
     const char *where = to_device ? "the device" : "the host";
 #if CUDART_VERSION >= 13000
-    struct cudaMemLocation loc = location(b, to_device);
-    st = vdnn_cuda_check(cudaMemAdvise(ptr, bytes, cudaMemAdviseSetPreferredLocation, loc), err,
-                         "mem_prefetch: cudaMemAdvise(SetPreferredLocation %s) of %zu bytes", where, bytes);
-    if (!st)
-        st = vdnn_cuda_check(cudaMemPrefetchAsync(ptr, bytes, loc, 0, b->stream[q]), err,
-                             "mem_prefetch: cudaMemPrefetchAsync of %zu bytes to %s on the %s queue", bytes, where,
-                             queue_name(q));
+    return vdnn_cuda_check(cudaMemPrefetchAsync(ptr, bytes, location(b, to_device), 0, b->stream[q]), err,
+                           "mem_prefetch: cudaMemPrefetchAsync of %zu bytes to %s on the %s queue", bytes, where,
+                           queue_name(q));
 #else
-    int dev = to_device ? b->device : cudaCpuDeviceId;
-    st = vdnn_cuda_check(cudaMemAdvise(ptr, bytes, cudaMemAdviseSetPreferredLocation, dev), err,
-                         "mem_prefetch: cudaMemAdvise(SetPreferredLocation %s) of %zu bytes", where, bytes);
-    if (!st)
-        st = vdnn_cuda_check(cudaMemPrefetchAsync(ptr, bytes, dev, b->stream[q]), err,
-                             "mem_prefetch: cudaMemPrefetchAsync of %zu bytes to %s on the %s queue", bytes, where,
-                             queue_name(q));
+    return vdnn_cuda_check(cudaMemPrefetchAsync(ptr, bytes, to_device ? b->device : cudaCpuDeviceId, b->stream[q]), err,
+                           "mem_prefetch: cudaMemPrefetchAsync of %zu bytes to %s on the %s queue", bytes, where,
+                           queue_name(q));
 #endif
-    return st;
 }
 
 /* ---- copies ---- */
@@ -232,9 +241,69 @@ static vdnn_status blocking_copy(cuda_backend *b, void *dst, const void *src, si
     return st;
 }
 
+static bool is_pinned(const void *p)
+{
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return a.type == cudaMemoryTypeHost;
+}
+
+/* From pageable memory: chunks go through two pinned staging buffers, the host copying one chunk in while the
+ * copy engine moves the other out, on the H2D queue; the call returns once the last chunk has landed. */
+static vdnn_status staged_upload(cuda_backend *b, char *dst, const char *src, size_t bytes, vdnn_error *err)
+{
+    vdnn_status st = VDNN_OK;
+    for (int i = 0; !st && i < 2; i++) {
+        if (!b->stage[i])
+            st = vdnn_cuda_check(cudaHostAlloc(&b->stage[i], VDNN_CUDA_STAGE_BYTES, cudaHostAllocPortable), err,
+                                 "upload: cudaHostAlloc of a %zu-byte staging buffer", VDNN_CUDA_STAGE_BYTES);
+        if (!st && !b->stage_done[i])
+            st = vdnn_cuda_check(cudaEventCreateWithFlags(&b->stage_done[i], cudaEventDisableTiming), err,
+                                 "upload: cudaEventCreateWithFlags");
+    }
+    cudaStream_t h2d = b->stream[VDNN_QUEUE_H2D];
+    for (size_t off = 0, k = 0; !st && off < bytes; off += VDNN_CUDA_STAGE_BYTES, k++) {
+        const int i = (int)(k % 2);
+        const size_t n = bytes - off < VDNN_CUDA_STAGE_BYTES ? bytes - off : VDNN_CUDA_STAGE_BYTES;
+        /* The buffer's previous chunk must have left before it is overwritten. */
+        if (k >= 2) st = vdnn_cuda_check(cudaEventSynchronize(b->stage_done[i]), err, "upload: staging wait");
+        if (st) break;
+        memcpy(b->stage[i], src + off, n);
+        st = vdnn_cuda_check(cudaMemcpyAsync(dst + off, b->stage[i], n, cudaMemcpyHostToDevice, h2d), err,
+                             "upload: cudaMemcpyAsync of %zu bytes from staging", n);
+        if (!st) st = vdnn_cuda_check(cudaEventRecord(b->stage_done[i], h2d), err, "upload: cudaEventRecord");
+    }
+    if (!st) st = vdnn_cuda_check(cudaStreamSynchronize(h2d), err, "upload: cudaStreamSynchronize after %zu bytes", bytes);
+    return st;
+}
+
+/* Everything queued before is waited for; the copy runs on the H2D queue, from pinned memory directly (a batch the
+ * caller staged there) or through the staging buffers; nothing is left running. */
 static vdnn_status cuda_upload(vdnn_backend_t *be, void *dst, const void *src, size_t bytes, vdnn_error *err)
 {
-    return blocking_copy(cu(be), dst, src, bytes, cudaMemcpyDefault, "upload", err);
+    cuda_backend *b = cu(be);
+    if (!bytes) return VDNN_OK;
+    if (!dst || !src) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "upload: NULL %s for %zu bytes", dst ? "source" : "destination", bytes);
+    struct cudaPointerAttributes a;
+    vdnn_status st = vdnn_cuda_use(b, err);
+    if (st) return st;
+    /* Managed destinations (policy um) keep the runtime's own path. */
+    if (cudaPointerGetAttributes(&a, dst) != cudaSuccess || a.type != cudaMemoryTypeDevice) {
+        (void)cudaGetLastError();
+        return blocking_copy(b, dst, src, bytes, cudaMemcpyDefault, "upload", err);
+    }
+    st = sync_streams(b, "upload", err);
+    if (st) return st;
+    if (!is_pinned(src) && bytes > VDNN_CUDA_STAGE_BYTES) return staged_upload(b, dst, src, bytes, err);
+    st = vdnn_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, b->stream[VDNN_QUEUE_H2D]), err,
+                         "upload: cudaMemcpyAsync of %zu bytes", bytes);
+    if (!st)
+        st = vdnn_cuda_check(cudaStreamSynchronize(b->stream[VDNN_QUEUE_H2D]), err,
+                             "upload: cudaStreamSynchronize after copying %zu bytes", bytes);
+    return st;
 }
 
 static vdnn_status cuda_download(vdnn_backend_t *be, void *dst, const void *src, size_t bytes, vdnn_error *err)
@@ -252,8 +321,8 @@ static vdnn_status cuda_event_create(vdnn_backend_t *be, vdnn_event **out, vdnn_
     if (st) return st;
     vdnn_event *ev = calloc(1, sizeof *ev);
     if (!ev) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "event_create: out of memory");
-    /* Timing on: profiles and traces read when copies ended (event_time). */
-    st = vdnn_cuda_check(cudaEventCreateWithFlags(&ev->ev, cudaEventDefault), err, "event_create: cudaEventCreateWithFlags");
+    st = vdnn_cuda_check(cudaEventCreateWithFlags(&ev->ev, cudaEventDisableTiming), err,
+                         "event_create: cudaEventCreateWithFlags");
     if (st) {
         free(ev);
         return st;
@@ -267,6 +336,7 @@ static void cuda_event_destroy(vdnn_backend_t *be, vdnn_event *ev)
     if (!ev) return;
     /* CUDA releases an event's resources only once its pending work is done, so this is safe at any time. */
     if (cudaSetDevice(cu(be)->device) != cudaSuccess || cudaEventDestroy(ev->ev) != cudaSuccess) (void)cudaGetLastError();
+    if (ev->timed && cudaEventDestroy(ev->timed) != cudaSuccess) (void)cudaGetLastError();
     free(ev);
 }
 
@@ -278,8 +348,18 @@ static vdnn_status cuda_event_record(vdnn_backend_t *be, vdnn_event *ev, vdnn_qu
     cuda_backend *b = cu(be);
     st = vdnn_cuda_use(b, err);
     if (st) return st;
-    return vdnn_cuda_check(cudaEventRecord(ev->ev, b->stream[q]), err, "event_record: cudaEventRecord on the %s queue",
-                           queue_name(q));
+    st = vdnn_cuda_check(cudaEventRecord(ev->ev, b->stream[q]), err, "event_record: cudaEventRecord on the %s queue",
+                         queue_name(q));
+    ev->has_time = false;
+    if (st || !b->timing) return st;
+    if (!ev->timed)
+        st = vdnn_cuda_check(cudaEventCreateWithFlags(&ev->timed, cudaEventDefault), err,
+                             "event_record: cudaEventCreateWithFlags (timed)");
+    if (!st)
+        st = vdnn_cuda_check(cudaEventRecord(ev->timed, b->stream[q]), err,
+                             "event_record: cudaEventRecord (timed) on the %s queue", queue_name(q));
+    ev->has_time = !st;
+    return st;
 }
 
 static vdnn_status cuda_event_wait(vdnn_backend_t *be, vdnn_queue_id q, vdnn_event *ev, vdnn_error *err)
@@ -335,13 +415,17 @@ static vdnn_status cuda_event_time(vdnn_backend_t *be, vdnn_event *ev, double *s
     cuda_backend *b = cu(be);
     vdnn_status st = cuda_event_sync(be, ev, err);
     if (st) return st;
+    if (!ev->has_time)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "event_time: the event was recorded while timing was off (set_timing)");
     if (!b->clock_ref) cuda_now(be);
     if (!b->clock_ref) return vdnn_fail(err, VDNN_ERR_BACKEND, "event_time: no reference event");
     float ms = 0;
-    st = vdnn_cuda_check(cudaEventElapsedTime(&ms, b->clock_ref, ev->ev), err, "event_time: cudaEventElapsedTime");
+    st = vdnn_cuda_check(cudaEventElapsedTime(&ms, b->clock_ref, ev->timed), err, "event_time: cudaEventElapsedTime");
     if (!st) *seconds = b->clock_ref_host + 1e-3 * (double)ms;
     return st;
 }
+
+static void cuda_set_timing(vdnn_backend_t *be, bool on) { cu(be)->timing = on; }
 
 static vdnn_status cuda_sync_all(vdnn_backend_t *be, vdnn_error *err)
 {
@@ -417,6 +501,12 @@ static void cuda_destroy(vdnn_backend_t *be)
     for (int q = 0; q < VDNN_QUEUE_COUNT; q++)
         if (b->stream[q] && cudaStreamSynchronize(b->stream[q]) != cudaSuccess) (void)cudaGetLastError();
     if (b->clock_ref && cudaEventDestroy(b->clock_ref) != cudaSuccess) (void)cudaGetLastError();
+    vdnn_conv_cache_close(b->conv_cache);
+    if (b->sum_scratch && cudaFree(b->sum_scratch) != cudaSuccess) (void)cudaGetLastError();
+    for (int i = 0; i < 2; i++) {
+        if (b->stage[i] && cudaFreeHost(b->stage[i]) != cudaSuccess) (void)cudaGetLastError();
+        if (b->stage_done[i] && cudaEventDestroy(b->stage_done[i]) != cudaSuccess) (void)cudaGetLastError();
+    }
     if (b->cublas) cublasDestroy(b->cublas);
     if (b->cudnn) cudnnDestroy(b->cudnn);
     for (int q = 0; q < VDNN_QUEUE_COUNT; q++)
@@ -441,6 +531,7 @@ static const vdnn_backend_ops cuda_ops = {
     .event_wait = cuda_event_wait,
     .event_sync = cuda_event_sync,
     .event_time = cuda_event_time,
+    .set_timing = cuda_set_timing,
     .now = cuda_now,
     .sync_all = cuda_sync_all,
     .op_query = vdnn_cuda_op_query,
@@ -529,6 +620,14 @@ static vdnn_status resolve_options(const vdnn_cuda_options *in, vdnn_cuda_option
                              "cuda backend: VDNN_CONV_WS_LIMIT='%s' is not a size (e.g. 512MiB, unlimited)", e);
         o->conv_ws_limit = lim ? lim : SIZE_MAX;
     }
+    if (!o->conv_find_limit) {
+        const char *e = getenv("VDNN_CONV_FIND_LIMIT");
+        size_t lim = (size_t)4 << 30;
+        if (e && *e && !vdnn_parse_size(e, &lim))
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
+                             "cuda backend: VDNN_CONV_FIND_LIMIT='%s' is not a size (e.g. 1GiB, 0 to never measure)", e);
+        o->conv_find_limit = e && *e ? lim : (size_t)4 << 30;
+    }
     return VDNN_OK;
 }
 
@@ -563,6 +662,8 @@ static vdnn_status open_device(cuda_backend *b, vdnn_error *err)
     e = cudaGetDeviceProperties(&prop, b->device);
     if (e != cudaSuccess) return no_device(e, b->device, err);
     snprintf(b->device_name, sizeof b->device_name, "%s", prop.name);
+    snprintf(b->cache_scope, sizeof b->cache_scope, "%.256s|sm%d%d|cudnn%zu|tf32 %d", prop.name, prop.major, prop.minor,
+             cudnnGetVersion(), b->opt.tf32 ? 1 : 0);
     e = vdnn_cuda_k_probe();
     if (e != cudaSuccess)
         return vdnn_fail(err, VDNN_ERR_NO_DEVICE,
@@ -586,10 +687,14 @@ static vdnn_status open_libraries(cuda_backend *b, vdnn_error *err)
         if (st) return st;
     }
     cudaStream_t compute = b->stream[VDNN_QUEUE_COMPUTE];
-    vdnn_status st = vdnn_cudnn_check(cudnnCreate(&b->cudnn), err, "cudnnCreate");
-    if (!st) st = vdnn_cudnn_check(cudnnSetStream(b->cudnn, compute), err, "cudnnSetStream");
+    vdnn_status st = VDNN_CUDNN_CHECK(cudnnCreate(&b->cudnn), err, "cudnnCreate");
+    if (!st) st = VDNN_CUDNN_CHECK(cudnnSetStream(b->cudnn, compute), err, "cudnnSetStream");
     if (!st) st = vdnn_cublas_check(cublasCreate(&b->cublas), err, "cublasCreate");
     if (!st) st = vdnn_cublas_check(cublasSetStream(b->cublas, compute), err, "cublasSetStream");
+    /* Partial sums of the per-channel reductions: fixed and small, outside any plan's budget. */
+    if (!st)
+        st = vdnn_cuda_check(cudaMalloc((void **)&b->sum_scratch, VDNN_CUDA_SUM_SCRATCH_BYTES), err,
+                             "cudaMalloc of the reduction scratch (%zu bytes)", VDNN_CUDA_SUM_SCRATCH_BYTES);
     /* As PyTorch: FP32 GEMMs may run as TF32 unless strict FP32 was asked for. */
     if (!st)
         st = vdnn_cublas_check(cublasSetMathMode(b->cublas, b->opt.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),

@@ -31,10 +31,18 @@ vdnn_status vdnn_cudnn_check(cudnnStatus_t st, vdnn_error *err, const char *fmt,
     /* cuDNN 9 keeps a thread-local explanation of its last failure, often naming the bad parameter. */
     detail[0] = '\0';
     cudnnGetLastErrorString(detail, sizeof detail);
-    vdnn_status s = VDNN_ERR_BACKEND;
-    if (st == CUDNN_STATUS_ALLOC_FAILED) s = VDNN_ERR_NO_MEMORY;
-    else if (st == CUDNN_STATUS_NOT_SUPPORTED) s = VDNN_ERR_UNSUPPORTED;
-    return vdnn_fail(err, s, "cuDNN: %s failed: %s%s%s", what, cudnnGetErrorString(st), detail[0] ? ": " : "", detail);
+    vdnn_status s = vdnn_cuda_cudnn_status((int)st);
+    return vdnn_fail(err, s, "cuDNN: %s failed: %s (%d)%s%s%s", what, cudnnGetErrorString(st), (int)st,
+                     s == VDNN_ERR_NO_MEMORY && (int)st != (int)CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED
+                         ? ": out of device memory"
+                         : "",
+                     detail[0] ? ": " : "", detail);
+}
+
+void vdnn_cudnn_clear_last(void)
+{
+    char stale[256];
+    cudnnGetLastErrorString(stale, sizeof stale);
 }
 
 vdnn_status vdnn_cublas_check(cublasStatus_t st, vdnn_error *err, const char *fmt, ...)

@@ -8,6 +8,8 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_conv_select.h"
+#include "backend/cuda/cuda_layout.h"
 
 typedef struct cuda_backend {
     vdnn_backend_t base;                   /* must be first */
@@ -19,6 +21,12 @@ typedef struct cuda_backend {
     char device_name[256];
     cudaEvent_t clock_ref;                 /* recorded on the compute stream by now(): ties GPU time to host time */
     double clock_ref_host;                 /* host monotonic seconds when clock_ref completed */
+    char cache_scope[384];                 /* what measured conv algorithms depend on: device, cuDNN, TF32 */
+    vdnn_conv_cache *conv_cache;           /* opened at the first convolution */
+    bool timing;                           /* events recorded now carry times (set_timing) */
+    void *stage[2];                        /* pinned staging for uploads from pageable memory (made at first use) */
+    cudaEvent_t stage_done[2];             /* each staging buffer's last copy out */
+    double *sum_scratch;                   /* VDNN_CUDA_SUM_SCRATCH_BYTES for per-channel partial sums */
 } cuda_backend;
 
 typedef struct cuda_op_impl cuda_op_impl;
@@ -61,6 +69,10 @@ extern const cuda_op_impl vdnn_cuda_op_softmax_xent;
  * and the library's own description. VDNN_OK on success; nothing is formatted then. */
 vdnn_status vdnn_cuda_check(cudaError_t e, vdnn_error *err, const char *fmt, ...) VDNN_PRINTF(3, 4);
 vdnn_status vdnn_cudnn_check(cudnnStatus_t s, vdnn_error *err, const char *fmt, ...) VDNN_PRINTF(3, 4);
+/* cuDNN keeps the explanation of its last failure per thread, and a failed probe (an algorithm ruled out, say)
+ * leaves one behind: reading it clears it, so every checked call starts from none and reports its own. */
+void vdnn_cudnn_clear_last(void);
+#define VDNN_CUDNN_CHECK(call, err, ...) (vdnn_cudnn_clear_last(), vdnn_cudnn_check((call), err, __VA_ARGS__))
 vdnn_status vdnn_cublas_check(cublasStatus_t s, vdnn_error *err, const char *fmt, ...) VDNN_PRINTF(3, 4);
 
 /* Makes the backend's device current on the calling thread (the runtime keeps it per thread). */

@@ -7,6 +7,8 @@
 
 #include <cuda_runtime.h>
 
+#include "backend/cuda/cuda_layout.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,15 +36,17 @@ cudaError_t vdnn_cuda_k_dropout_mask(cudaStream_t s, unsigned char *mask, size_t
 /* ---- per-channel and per-plane reductions (cuda_kernels_reduce.cu) ---- */
 /* y[n,c,:] += b[c] over an (n, c, hw) tensor */
 cudaError_t vdnn_cuda_k_bias_add(cudaStream_t s, float *y, const float *b, int n, int c, size_t hw);
-/* db[c] = sum over n and hw of dy[n,c,:] */
-cudaError_t vdnn_cuda_k_bias_grad(cudaStream_t s, float *db, const float *dy, int n, int c, size_t hw);
+/* db[c] = sum over n and hw of dy[n,c,:], through per-split partials in `scratch` (see vdnn_cuda_sum_splits). */
+cudaError_t vdnn_cuda_k_bias_grad(cudaStream_t s, double *scratch, size_t scratch_bytes, float *db, const float *dy,
+                                  int n, int c, size_t hw);
 /* y[p] = mean of plane p of x (planes of hw values) */
 cudaError_t vdnn_cuda_k_gap_fwd(cudaStream_t s, float *y, const float *x, size_t planes, size_t hw);
 /* dx[p,:] = dy[p] / hw */
 cudaError_t vdnn_cuda_k_gap_bwd(cudaStream_t s, float *dx, const float *dy, size_t planes, size_t hw);
 /* Batch norm's dgamma and dbeta alone (no dx): dgamma[c] = sum dy*(x-mean)*inv_std, dbeta[c] = sum dy. */
-cudaError_t vdnn_cuda_k_bn_param_grad(cudaStream_t s, float *dgamma, float *dbeta, const float *x, const float *dy,
-                                      const float *mean, const float *inv_std, int n, int c, size_t hw);
+cudaError_t vdnn_cuda_k_bn_param_grad(cudaStream_t s, double *scratch, size_t scratch_bytes, float *dgamma,
+                                      float *dbeta, const float *x, const float *dy, const float *mean,
+                                      const float *inv_std, int n, int c, size_t hw);
 
 /* ---- pooling and loss (cuda_kernels_nn.cu) ---- */
 typedef struct vdnn_cuda_pool_geom {

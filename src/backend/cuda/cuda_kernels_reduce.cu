@@ -11,21 +11,6 @@ __global__ void k_bias_add(float *y, const float *b, int c, size_t hw, size_t to
     for (size_t i = vdnn_tid(); i < total; i += vdnn_nthreads()) y[i] += b[(i / hw) % (size_t)c];
 }
 
-// One block per channel; the block's threads stride over the channel's n*hw values.
-__global__ void k_bias_grad(float *db, const float *dy, int n, int c, size_t hw)
-{
-    __shared__ double sh[VDNN_THREADS];
-    const int ch = blockIdx.x;
-    const size_t per = (size_t)n * hw;
-    double acc = 0.0;
-    for (size_t t = threadIdx.x; t < per; t += VDNN_THREADS) {
-        size_t ni = t / hw, j = t % hw;
-        acc += (double)dy[(ni * (size_t)c + (size_t)ch) * hw + j];
-    }
-    double s = vdnn_block_sum(acc, sh);
-    if (threadIdx.x == 0) db[ch] = (float)s;
-}
-
 // One warp per plane.
 __global__ void k_gap_fwd(float *y, const float *x, size_t planes, size_t hw)
 {
@@ -45,26 +30,86 @@ __global__ void k_gap_bwd(float *dx, const float *dy, size_t total, size_t hw)
     for (size_t i = vdnn_tid(); i < total; i += vdnn_nthreads()) dx[i] = dy[i / hw] / inv;
 }
 
-__global__ void k_bn_param_grad(float *dgamma, float *dbeta, const float *x, const float *dy, const float *mean,
-                                const float *inv_std, int n, int c, size_t hw)
+// Per-channel sums that fill the device: pass 1 gives each (split, channel) its own block, which adds one
+// contiguous range of the channel's n*hw values (walked row by row, so no division per element) into a partial;
+// pass 2 adds a channel's partials in split order. The split count depends on the shape alone, so the order of
+// every addition, and the result, repeat bit for bit.
+struct vdnn_sum_geom {
+    int n, c;
+    size_t hw;
+    int splits;
+};
+
+// Sums of dy (and of dy*(x-mean) when x is given) over split s of channel ch.
+__device__ void split_sums(const vdnn_sum_geom g, int s, int ch, const float *dy, const float *x, double m,
+                           double *s1, double *s2)
+{
+    const size_t per = (size_t)g.n * g.hw;
+    const size_t len = (per + (size_t)g.splits - 1) / (size_t)g.splits;
+    size_t t = (size_t)s * len, end = t + len < per ? t + len : per;
+    double a1 = 0.0, a2 = 0.0;
+    while (t < end) {
+        const size_t ni = t / g.hw, j0 = t % g.hw;
+        const size_t seg = g.hw - j0 < end - t ? g.hw - j0 : end - t;
+        const size_t base = (ni * (size_t)g.c + (size_t)ch) * g.hw + j0;
+        for (size_t j = threadIdx.x; j < seg; j += VDNN_THREADS) {
+            const double v = (double)dy[base + j];
+            a1 += v;
+            if (x) a2 += v * ((double)x[base + j] - m);
+        }
+        t += seg;
+    }
+    *s1 = a1;
+    *s2 = a2;
+}
+
+__global__ void k_sum_partials(double *part, const float *dy, const float *x, const float *mean, vdnn_sum_geom g)
 {
     __shared__ double sh[VDNN_THREADS];
-    const int ch = blockIdx.x;
-    const size_t per = (size_t)n * hw;
-    const double m = (double)mean[ch];
-    double sdy = 0.0, sdyx = 0.0;
-    for (size_t t = threadIdx.x; t < per; t += VDNN_THREADS) {
-        size_t idx = ((t / hw) * (size_t)c + (size_t)ch) * hw + t % hw;
-        double g = (double)dy[idx];
-        sdy += g;
-        sdyx += g * ((double)x[idx] - m);
-    }
-    double s1 = vdnn_block_sum(sdy, sh);
-    double s2 = vdnn_block_sum(sdyx, sh);
+    const int s = blockIdx.x, ch = blockIdx.y;
+    double a1, a2;
+    split_sums(g, s, ch, dy, x, x ? (double)mean[ch] : 0.0, &a1, &a2);
+    a1 = vdnn_block_sum(a1, sh);
+    if (x) a2 = vdnn_block_sum(a2, sh);
     if (threadIdx.x == 0) {
-        dbeta[ch] = (float)s1;
-        dgamma[ch] = (float)(s2 * (double)inv_std[ch]);
+        part[(size_t)ch * (size_t)g.splits + (size_t)s] = a1;
+        if (x) part[(size_t)(g.c + ch) * (size_t)g.splits + (size_t)s] = a2;
     }
+}
+
+// Small planes (hw below a warp, as after a fully connected layer): threads take channels, blocks take row ranges.
+__global__ void k_sum_partials_rows(double *part, const float *dy, const float *x, const float *mean, vdnn_sum_geom g)
+{
+    const int s = blockIdx.x;
+    const int ch = blockIdx.y * VDNN_THREADS + threadIdx.x;
+    if (ch >= g.c) return;
+    const int len = (g.n + g.splits - 1) / g.splits;
+    const int r0 = s * len, r1 = r0 + len < g.n ? r0 + len : g.n;
+    const double m = x ? (double)mean[ch] : 0.0;
+    double a1 = 0.0, a2 = 0.0;
+    for (int r = r0; r < r1; r++)
+        for (size_t j = 0; j < g.hw; j++) {
+            const size_t i = ((size_t)r * (size_t)g.c + (size_t)ch) * g.hw + j;
+            const double v = (double)dy[i];
+            a1 += v;
+            if (x) a2 += v * ((double)x[i] - m);
+        }
+    part[(size_t)ch * (size_t)g.splits + (size_t)s] = a1;
+    if (x) part[(size_t)(g.c + ch) * (size_t)g.splits + (size_t)s] = a2;
+}
+
+// out1[ch] = sum of the partials of ch; out2[ch] (when given) = sum of the second partials * scale[ch].
+__global__ void k_sum_finish(float *out1, float *out2, const double *part, const float *scale, int c, int splits)
+{
+    const int ch = blockIdx.x * VDNN_THREADS + threadIdx.x;
+    if (ch >= c) return;
+    double a1 = 0.0, a2 = 0.0;
+    for (int s = 0; s < splits; s++) {
+        a1 += part[(size_t)ch * (size_t)splits + (size_t)s];
+        if (out2) a2 += part[(size_t)(c + ch) * (size_t)splits + (size_t)s];
+    }
+    out1[ch] = (float)a1;
+    if (out2) out2[ch] = (float)(a2 * (double)scale[ch]);
 }
 
 } // namespace
@@ -77,11 +122,35 @@ extern "C" cudaError_t vdnn_cuda_k_bias_add(cudaStream_t s, float *y, const floa
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_bias_grad(cudaStream_t s, float *db, const float *dy, int n, int c, size_t hw)
+// Launches the two passes; `sums` is 1 (bias) or 2 (batch norm), the partials need sums*c*splits doubles of
+// `scratch` (scratch_bytes in all).
+static cudaError_t channel_sums(cudaStream_t st, double *scratch, size_t scratch_bytes, float *out1, float *out2,
+                                const float *dy, const float *x, const float *mean, const float *scale, int n, int c,
+                                size_t hw, int sums)
 {
     if (c <= 0) return cudaSuccess;
-    k_bias_grad<<<(unsigned)c, VDNN_THREADS, 0, s>>>(db, dy, n, c, hw);
+    const bool rows = hw < 32;
+    const int sp = vdnn_cuda_sum_splits(n, c, hw, sums, scratch_bytes);
+    if (sp < 1) return cudaErrorInvalidValue;
+    vdnn_sum_geom g = {n, c, hw, sp};
+    if (rows) {
+        dim3 grid((unsigned)sp, (unsigned)((c + VDNN_THREADS - 1) / VDNN_THREADS));
+        k_sum_partials_rows<<<grid, VDNN_THREADS, 0, st>>>(scratch, dy, x, mean, g);
+    } else {
+        dim3 grid((unsigned)sp, (unsigned)c);
+        k_sum_partials<<<grid, VDNN_THREADS, 0, st>>>(scratch, dy, x, mean, g);
+    }
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    k_sum_finish<<<(unsigned)((c + VDNN_THREADS - 1) / VDNN_THREADS), VDNN_THREADS, 0, st>>>(out1, out2, scratch, scale,
+                                                                                           c, sp);
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t vdnn_cuda_k_bias_grad(cudaStream_t s, double *scratch, size_t scratch_bytes, float *db,
+                                             const float *dy, int n, int c, size_t hw)
+{
+    return channel_sums(s, scratch, scratch_bytes, db, NULL, dy, NULL, NULL, NULL, n, c, hw, 1);
 }
 
 extern "C" cudaError_t vdnn_cuda_k_gap_fwd(cudaStream_t s, float *y, const float *x, size_t planes, size_t hw)
@@ -102,11 +171,9 @@ extern "C" cudaError_t vdnn_cuda_k_gap_bwd(cudaStream_t s, float *dx, const floa
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_bn_param_grad(cudaStream_t s, float *dgamma, float *dbeta, const float *x,
-                                                 const float *dy, const float *mean, const float *inv_std, int n,
-                                                 int c, size_t hw)
+extern "C" cudaError_t vdnn_cuda_k_bn_param_grad(cudaStream_t s, double *scratch, size_t scratch_bytes,
+                                                 float *dgamma, float *dbeta, const float *x, const float *dy,
+                                                 const float *mean, const float *inv_std, int n, int c, size_t hw)
 {
-    if (c <= 0) return cudaSuccess;
-    k_bn_param_grad<<<(unsigned)c, VDNN_THREADS, 0, s>>>(dgamma, dbeta, x, dy, mean, inv_std, n, c, hw);
-    return cudaGetLastError();
+    return channel_sums(s, scratch, scratch_bytes, dbeta, dgamma, dy, x, mean, inv_std, n, c, hw, 2);
 }

@@ -55,9 +55,9 @@ static vdnn_status bn_create(cuda_backend *b, vdnn_op *op, vdnn_error *err)
     if (!s) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "batchnorm: out of memory");
     vdnn_status st = bn_check(&op->d, err);
     if (!st) st = vdnn_cuda_tensor(&s->x, op->d.in[0], "batchnorm data", err);
-    if (!st) st = vdnn_cudnn_check(cudnnCreateTensorDescriptor(&s->bn), err, "batchnorm: cudnnCreateTensorDescriptor");
+    if (!st) st = VDNN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&s->bn), err, "batchnorm: cudnnCreateTensorDescriptor");
     if (!st)
-        st = vdnn_cudnn_check(cudnnDeriveBNTensorDescriptor(s->bn, s->x, CUDNN_BATCHNORM_SPATIAL), err,
+        st = VDNN_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(s->bn, s->x, CUDNN_BATCHNORM_SPATIAL), err,
                               "batchnorm: cudnnDeriveBNTensorDescriptor");
     if (st) {
         bn_free(s);
@@ -91,7 +91,7 @@ static vdnn_status bn_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *
                          "--no-sync-bn on GPUs");
     if (!d->training) {
         if (!a->stats) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm inference: NULL running statistics");
-        return vdnn_cudnn_check(cudnnBatchNormalizationForwardInference(b->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
+        return VDNN_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(b->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
                                                                         s->x, a->x[0], s->x, a->y, s->bn, a->w, a->b,
                                                                         a->stats, a->stats + c, (double)d->p.bn_eps),
                                 err, "cudnnBatchNormalizationForwardInference");
@@ -102,7 +102,7 @@ static vdnn_status bn_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *
     /* Running statistics: both pointers NULL leaves them alone (a recomputation must not count twice). */
     float *run_mean = a->update_stats ? a->stats : NULL;
     float *run_var = a->update_stats ? a->stats + c : NULL;
-    return vdnn_cudnn_check(cudnnBatchNormalizationForwardTraining(b->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, s->x,
+    return VDNN_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(b->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, s->x,
                                                                    a->x[0], s->x, a->y, s->bn, a->w, a->b,
                                                                    (double)d->p.bn_momentum, run_mean, run_var,
                                                                    (double)d->p.bn_eps, a->aux, a->aux + c),
@@ -127,11 +127,12 @@ static vdnn_status bn_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args 
                          !a->x[0] ? "x" : !a->dy ? "dy" : !a->w ? "gamma" : !a->dw ? "dgamma" : "dbeta");
     if (!a->dx[0])
         /* cuDNN's backward always writes dx; with no buffer for it, the parameter gradients alone. */
-        return vdnn_cuda_check(vdnn_cuda_k_bn_param_grad(b->stream[VDNN_QUEUE_COMPUTE], a->dw, a->db, a->x[0], a->dy,
+        return vdnn_cuda_check(vdnn_cuda_k_bn_param_grad(b->stream[VDNN_QUEUE_COMPUTE], b->sum_scratch,
+                                                         VDNN_CUDA_SUM_SCRATCH_BYTES, a->dw, a->db, a->x[0], a->dy,
                                                          a->aux, a->aux + in.c, in.n, in.c,
                                                          (size_t)in.h * (size_t)in.w),
                                err, "batchnorm backward: parameter gradient kernel");
-    return vdnn_cudnn_check(cudnnBatchNormalizationBackward(b->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero,
+    return VDNN_CUDNN_CHECK(cudnnBatchNormalizationBackward(b->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero,
                                                             s->x, a->x[0], s->x, a->dy, s->x, a->dx[0], s->bn, a->w,
                                                             a->dw, a->db, (double)d->p.bn_eps, a->aux, a->aux + in.c),
                             err, "cudnnBatchNormalizationBackward");

@@ -5,11 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_conv_select.h"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_kernels.h"
-
-/* cuDNN's algorithm enums have at most 8 members; room for a newer library that lists more. */
-#define MAX_CANDS 16
 
 typedef struct conv_pick {
     int algo;
@@ -27,16 +25,6 @@ typedef struct conv_state {
     conv_pick pick[VDNN_CONV_PASS_COUNT];
     int passes; /* 1: forward only (inference op), 3: training */
 } conv_state;
-
-/* One entry of cudnnGet*_v7 / cudnnFind*, whichever pass. */
-typedef struct cand {
-    int algo;
-    cudnnStatus_t status;
-    float time;
-    size_t memory;
-    cudnnDeterminism_t determinism;
-    cudnnMathType_t math;
-} cand;
 
 static const char *const fwd_names[] = {"fwd_implicit_gemm", "fwd_implicit_precomp_gemm", "fwd_gemm", "fwd_direct",
                                         "fwd_fft", "fwd_fft_tiling", "fwd_winograd", "fwd_winograd_nonfused"};
@@ -120,30 +108,30 @@ static vdnn_status conv_descriptors(cuda_backend *b, const vdnn_op_desc *d, conv
     vdnn_shape in = d->in[0];
     st = vdnn_cuda_tensor(&s->x, in, "conv input", err);
     if (!st) st = vdnn_cuda_tensor(&s->y, d->out, "conv output", err);
-    if (!st) st = vdnn_cudnn_check(cudnnCreateFilterDescriptor(&s->w), err, "conv: cudnnCreateFilterDescriptor");
+    if (!st) st = VDNN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&s->w), err, "conv: cudnnCreateFilterDescriptor");
     /* PyTorch's (filters, C/groups, kh, kw) layout is cuDNN's NCHW filter (K, C/groups, R, S). */
     if (!st)
-        st = vdnn_cudnn_check(cudnnSetFilter4dDescriptor(s->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, p->filters,
+        st = VDNN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(s->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, p->filters,
                                                          in.c / p->groups, p->kernel_h, p->kernel_w),
                               err, "conv: cudnnSetFilter4dDescriptor (%dx%dx%dx%d)", p->filters, in.c / p->groups,
                               p->kernel_h, p->kernel_w);
     for (int i = 0; !st && i < VDNN_CONV_PASS_COUNT; i++) {
-        st = vdnn_cudnn_check(cudnnCreateConvolutionDescriptor(&s->cd[i]), err, "conv: cudnnCreateConvolutionDescriptor");
+        st = VDNN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&s->cd[i]), err, "conv: cudnnCreateConvolutionDescriptor");
         if (!st)
-            st = vdnn_cudnn_check(cudnnSetConvolution2dDescriptor(s->cd[i], p->pad_h, p->pad_w, p->stride_h, p->stride_w,
+            st = VDNN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(s->cd[i], p->pad_h, p->pad_w, p->stride_h, p->stride_w,
                                                                   1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                                   err, "conv: cudnnSetConvolution2dDescriptor (pad %dx%d, stride %dx%d)", p->pad_h,
                                   p->pad_w, p->stride_h, p->stride_w);
         if (!st)
-            st = vdnn_cudnn_check(cudnnSetConvolutionGroupCount(s->cd[i], p->groups), err,
+            st = VDNN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(s->cd[i], p->groups), err,
                                   "conv: cudnnSetConvolutionGroupCount(%d)", p->groups);
         if (!st)
-            st = vdnn_cudnn_check(cudnnSetConvolutionMathType(s->cd[i], base_math(b)), err,
+            st = VDNN_CUDNN_CHECK(cudnnSetConvolutionMathType(s->cd[i], base_math(b)), err,
                                   "conv: cudnnSetConvolutionMathType");
     }
     if (st) return st;
     int n, c, h, w;
-    st = vdnn_cudnn_check(cudnnGetConvolution2dForwardOutputDim(s->cd[0], s->x, s->w, &n, &c, &h, &w), err,
+    st = VDNN_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(s->cd[0], s->x, s->w, &n, &c, &h, &w), err,
                           "conv: cudnnGetConvolution2dForwardOutputDim");
     if (!st && (n != d->out.n || c != d->out.c || h != d->out.h || w != d->out.w))
         st = vdnn_fail(err, VDNN_ERR_SHAPE, "conv: cuDNN computes output %dx%dx%dx%d, the layer says %dx%dx%dx%d", n, c, h,
@@ -153,114 +141,239 @@ static vdnn_status conv_descriptors(cuda_backend *b, const vdnn_op_desc *d, conv
 
 /* ---- candidates ---- */
 
-#define COPY_PERF(dst, src)                \
-    do {                                   \
-        (dst).algo = (int)(src).algo;      \
-        (dst).status = (src).status;       \
-        (dst).time = (src).time;           \
-        (dst).memory = (src).memory;       \
-        (dst).determinism = (src).determinism; \
-        (dst).math = (src).mathType;       \
+static vdnn_conv_math math_of(cudnnMathType_t m)
+{
+    switch (m) {
+    case CUDNN_TENSOR_OP_MATH: return VDNN_MATH_TENSOR_OP;
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return VDNN_MATH_CONVERSION;
+    case CUDNN_FMA_MATH: return VDNN_MATH_FMA;
+    default: return VDNN_MATH_DEFAULT;
+    }
+}
+
+static cudnnMathType_t cudnn_math(vdnn_conv_math m)
+{
+    switch (m) {
+    case VDNN_MATH_TENSOR_OP: return CUDNN_TENSOR_OP_MATH;
+    case VDNN_MATH_CONVERSION: return CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    case VDNN_MATH_FMA: return CUDNN_FMA_MATH;
+    default: return CUDNN_DEFAULT_MATH;
+    }
+}
+
+#define COPY_PERF(dst, src, pass)                                                                            \
+    do {                                                                                                     \
+        (dst).algo = (int)(src).algo;                                                                        \
+        (dst).ok = (src).status == CUDNN_STATUS_SUCCESS;                                                     \
+        (dst).time_ms = (src).time;                                                                          \
+        (dst).ws = (src).memory;                                                                             \
+        (dst).deterministic = (src).determinism == CUDNN_DETERMINISTIC && !known_nondeterministic(pass, (int)(src).algo); \
+        (dst).math = math_of((src).mathType);                                                                \
     } while (0)
 
-/* cuDNN's candidates for one pass, in heuristic order or (measure) by measured time. */
-static vdnn_status list_candidates(cuda_backend *b, conv_state *s, vdnn_conv_pass pass, bool measure, cand *out,
-                                   int *n, vdnn_error *err)
+static vdnn_conv_rules rules_of(const cuda_backend *b)
+{
+    return (vdnn_conv_rules){.tf32 = b->opt.tf32 != 0, .deterministic = b->opt.deterministic != 0,
+                             .ws_limit = b->opt.conv_ws_limit};
+}
+
+/* cuDNN's heuristic ranking of one pass (no device work). Times are -1. */
+static vdnn_status heuristic_list(cuda_backend *b, conv_state *s, vdnn_conv_pass pass, vdnn_conv_cand *out, int *n,
+                                  vdnn_error *err)
 {
     cudnnHandle_t h = b->cudnn;
     cudnnConvolutionDescriptor_t cd = s->cd[pass];
     int got = 0;
-    vdnn_status st = vdnn_cudnn_check(cudnnSetConvolutionMathType(cd, base_math(b)), err, "conv: cudnnSetConvolutionMathType");
+    vdnn_status st = VDNN_CUDNN_CHECK(cudnnSetConvolutionMathType(cd, base_math(b)), err, "conv: cudnnSetConvolutionMathType");
     if (st) return st;
-    const char *fn = measure ? "cudnnFind" : "cudnnGet";
     if (pass == VDNN_CONV_FWD) {
-        cudnnConvolutionFwdAlgoPerf_t perf[MAX_CANDS];
-        cudnnStatus_t r = measure ? cudnnFindConvolutionForwardAlgorithm(h, s->x, s->w, cd, s->y, MAX_CANDS, &got, perf)
-                                  : cudnnGetConvolutionForwardAlgorithm_v7(h, s->x, s->w, cd, s->y, MAX_CANDS, &got, perf);
-        st = vdnn_cudnn_check(r, err, "conv: %sConvolutionForwardAlgorithm%s", fn, measure ? "" : "_v7");
-        for (int i = 0; !st && i < got && i < MAX_CANDS; i++) COPY_PERF(out[i], perf[i]);
+        cudnnConvolutionFwdAlgoPerf_t perf[VDNN_CONV_CANDS];
+        st = VDNN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, s->x, s->w, cd, s->y, VDNN_CONV_CANDS, &got, perf),
+                              err, "conv: cudnnGetConvolutionForwardAlgorithm_v7");
+        for (int i = 0; !st && i < got && i < VDNN_CONV_CANDS; i++) COPY_PERF(out[i], perf[i], pass);
     } else if (pass == VDNN_CONV_BWD_DATA) {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[MAX_CANDS];
-        cudnnStatus_t r = measure
-                              ? cudnnFindConvolutionBackwardDataAlgorithm(h, s->w, s->y, cd, s->x, MAX_CANDS, &got, perf)
-                              : cudnnGetConvolutionBackwardDataAlgorithm_v7(h, s->w, s->y, cd, s->x, MAX_CANDS, &got, perf);
-        st = vdnn_cudnn_check(r, err, "conv: %sConvolutionBackwardDataAlgorithm%s", fn, measure ? "" : "_v7");
-        for (int i = 0; !st && i < got && i < MAX_CANDS; i++) COPY_PERF(out[i], perf[i]);
+        cudnnConvolutionBwdDataAlgoPerf_t perf[VDNN_CONV_CANDS];
+        st = VDNN_CUDNN_CHECK(
+            cudnnGetConvolutionBackwardDataAlgorithm_v7(h, s->w, s->y, cd, s->x, VDNN_CONV_CANDS, &got, perf), err,
+            "conv: cudnnGetConvolutionBackwardDataAlgorithm_v7");
+        for (int i = 0; !st && i < got && i < VDNN_CONV_CANDS; i++) COPY_PERF(out[i], perf[i], pass);
     } else {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[MAX_CANDS];
-        cudnnStatus_t r = measure
-                              ? cudnnFindConvolutionBackwardFilterAlgorithm(h, s->x, s->y, cd, s->w, MAX_CANDS, &got, perf)
-                              : cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, s->x, s->y, cd, s->w, MAX_CANDS, &got, perf);
-        st = vdnn_cudnn_check(r, err, "conv: %sConvolutionBackwardFilterAlgorithm%s", fn, measure ? "" : "_v7");
-        for (int i = 0; !st && i < got && i < MAX_CANDS; i++) COPY_PERF(out[i], perf[i]);
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[VDNN_CONV_CANDS];
+        st = VDNN_CUDNN_CHECK(
+            cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, s->x, s->y, cd, s->w, VDNN_CONV_CANDS, &got, perf), err,
+            "conv: cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+        for (int i = 0; !st && i < got && i < VDNN_CONV_CANDS; i++) COPY_PERF(out[i], perf[i], pass);
     }
-    *n = st ? 0 : (got < MAX_CANDS ? got : MAX_CANDS);
+    *n = st ? 0 : (got < VDNN_CONV_CANDS ? got : VDNN_CONV_CANDS);
+    for (int i = 0; i < *n; i++) out[i].time_ms = -1.0f;
     return st;
 }
 
-static cudnnStatus_t workspace_size(cuda_backend *b, conv_state *s, vdnn_conv_pass pass, int algo, size_t *ws)
+/* The scratch cudnnFind*Ex runs on: the pass's two operands, its output and a workspace. */
+typedef struct find_scratch {
+    void *in0, *in1, *out, *ws;
+    size_t ws_bytes;
+} find_scratch;
+
+static void scratch_free(find_scratch *f)
 {
-    cudnnConvolutionDescriptor_t cd = s->cd[pass];
-    if (pass == VDNN_CONV_FWD)
-        return cudnnGetConvolutionForwardWorkspaceSize(b->cudnn, s->x, s->w, cd, s->y, (cudnnConvolutionFwdAlgo_t)algo, ws);
-    if (pass == VDNN_CONV_BWD_DATA)
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(b->cudnn, s->w, s->y, cd, s->x,
-                                                            (cudnnConvolutionBwdDataAlgo_t)algo, ws);
-    return cudnnGetConvolutionBackwardFilterWorkspaceSize(b->cudnn, s->x, s->y, cd, s->w,
-                                                          (cudnnConvolutionBwdFilterAlgo_t)algo, ws);
+    void *p[4] = {f->in0, f->in1, f->out, f->ws};
+    for (int i = 0; i < 4; i++)
+        if (p[i] && cudaFree(p[i]) != cudaSuccess) (void)cudaGetLastError();
+    memset(f, 0, sizeof *f);
 }
 
-/* Whether a candidate may run under the backend's settings; if so, leaves the pass's descriptor set to its
- * math type and writes the pick. A failed cuDNN call here only rules the candidate out. */
-static bool usable(cuda_backend *b, conv_state *s, vdnn_conv_pass pass, const cand *c, conv_pick *pick)
+/* Room for the operands (filled with a small non-zero pattern: zeros can run faster than real data) and the
+ * largest workspace that leaves half of what is free: false if the device has no room for them now. */
+static bool scratch_alloc(const cuda_backend *b, size_t in0, size_t in1, size_t out, find_scratch *f)
 {
-    if (c->status != CUDNN_STATUS_SUCCESS) return false;
-    bool det = c->determinism == CUDNN_DETERMINISTIC && !known_nondeterministic(pass, c->algo);
-    if (b->opt.deterministic && !det) return false;
-    cudnnMathType_t m = c->math;
-    /* ALLOW_CONVERSION may round FP32 data down to FP16. */
-    if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return false;
-    if (!b->opt.tf32) {
-        if (m == CUDNN_TENSOR_OP_MATH) return false;
-        m = CUDNN_FMA_MATH;
+    memset(f, 0, sizeof *f);
+    size_t want[3] = {in0, in1, out};
+    void **slot[3] = {&f->in0, &f->in1, &f->out};
+    for (int i = 0; i < 3; i++) {
+        if (cudaMalloc(slot[i], want[i] ? want[i] : 256) != cudaSuccess ||
+            cudaMemsetAsync(*slot[i], 0x3c, want[i], b->stream[VDNN_QUEUE_COMPUTE]) != cudaSuccess) {
+            (void)cudaGetLastError();
+            scratch_free(f);
+            return false;
+        }
     }
-    size_t ws = 0;
-    if (cudnnSetConvolutionMathType(s->cd[pass], m) != CUDNN_STATUS_SUCCESS) return false;
-    if (workspace_size(b, s, pass, c->algo, &ws) != CUDNN_STATUS_SUCCESS) return false;
-    if (ws > b->opt.conv_ws_limit) return false;
-    *pick = (conv_pick){c->algo, m, ws, det, c->time};
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) (void)cudaGetLastError();
+    size_t ws = free_b / 2;
+    if (ws > ((size_t)8 << 30)) ws = (size_t)8 << 30;
+    if (ws > b->opt.conv_ws_limit) ws = b->opt.conv_ws_limit;
+    while (ws >= ((size_t)1 << 20) && cudaMalloc(&f->ws, ws) != cudaSuccess) {
+        (void)cudaGetLastError();
+        f->ws = NULL;
+        ws /= 2;
+    }
+    f->ws_bytes = f->ws ? ws : 0;
     return true;
 }
 
-/* Every algorithm of a pass in the order to try them: cuDNN's heuristic ranking, then each algorithm again in enum
- * order (the low numbers are the plain GEMM-like ones that support every shape; cuDNN's own list may omit or
- * misjudge them). The second copies carry the determinism cuDNN reported for the algorithm, if any. */
-static vdnn_status ordered_candidates(cuda_backend *b, conv_state *s, vdnn_conv_pass pass, cand *out, int *n,
-                                      vdnn_error *err)
+/* Runs every algorithm of the pass once on scratch memory (cudnnFind*Ex), fastest first. *ran is false (and no
+ * error) when the operands exceed the measuring limit (large batches: measuring would take long) or do not fit on
+ * the device now. */
+static vdnn_status find_list(cuda_backend *b, const vdnn_op_desc *d, conv_state *s, vdnn_conv_pass pass,
+                             vdnn_conv_cand *out, int *n, bool *ran, vdnn_error *err)
 {
+    *ran = false;
+    *n = 0;
+    const size_t xb = vdnn_shape_bytes(d->in[0]), yb = vdnn_shape_bytes(d->out);
+    const size_t wb = sizeof(float) * (size_t)d->p.filters * (size_t)(d->in[0].c / d->p.groups) *
+                      (size_t)d->p.kernel_h * (size_t)d->p.kernel_w;
+    if (xb + yb + wb > b->opt.conv_find_limit) return VDNN_OK;
+    find_scratch f;
+    /* fwd: x, w -> y; bwd data: w, dy -> dx; bwd filter: x, dy -> dw. */
+    bool fits = pass == VDNN_CONV_FWD       ? scratch_alloc(b, xb, wb, yb, &f)
+                : pass == VDNN_CONV_BWD_DATA ? scratch_alloc(b, wb, yb, xb, &f)
+                                             : scratch_alloc(b, xb, yb, wb, &f);
+    if (!fits) return VDNN_OK;
+    cudnnHandle_t h = b->cudnn;
+    cudnnConvolutionDescriptor_t cd = s->cd[pass];
     int got = 0;
-    vdnn_status st = list_candidates(b, s, pass, false, out, &got, err);
-    if (st) return st;
-    const int ranked = got;
-    for (int algo = 0; algo < algo_count(pass) && got < 2 * MAX_CANDS; algo++) {
-        cudnnDeterminism_t det = CUDNN_DETERMINISTIC;
-        for (int i = 0; i < ranked; i++)
-            if (out[i].algo == algo && out[i].status == CUDNN_STATUS_SUCCESS) det = out[i].determinism;
-        out[got++] = (cand){algo, CUDNN_STATUS_SUCCESS, -1.0f, 0, det, base_math(b)};
+    vdnn_status st = VDNN_CUDNN_CHECK(cudnnSetConvolutionMathType(cd, base_math(b)), err, "conv: cudnnSetConvolutionMathType");
+    if (!st && pass == VDNN_CONV_FWD) {
+        cudnnConvolutionFwdAlgoPerf_t perf[VDNN_CONV_CANDS];
+        st = VDNN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, s->x, f.in0, s->w, f.in1, cd, s->y, f.out,
+                                                                     VDNN_CONV_CANDS, &got, perf, f.ws, f.ws_bytes),
+                              err, "conv: cudnnFindConvolutionForwardAlgorithmEx");
+        for (int i = 0; !st && i < got && i < VDNN_CONV_CANDS; i++) COPY_PERF(out[i], perf[i], pass);
+    } else if (!st && pass == VDNN_CONV_BWD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[VDNN_CONV_CANDS];
+        st = VDNN_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, s->w, f.in0, s->y, f.in1, cd, s->x, f.out,
+                                                                          VDNN_CONV_CANDS, &got, perf, f.ws, f.ws_bytes),
+                              err, "conv: cudnnFindConvolutionBackwardDataAlgorithmEx");
+        for (int i = 0; !st && i < got && i < VDNN_CONV_CANDS; i++) COPY_PERF(out[i], perf[i], pass);
+    } else if (!st) {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[VDNN_CONV_CANDS];
+        st = VDNN_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, s->x, f.in0, s->y, f.in1, cd, s->w, f.out,
+                                                                            VDNN_CONV_CANDS, &got, perf, f.ws, f.ws_bytes),
+                              err, "conv: cudnnFindConvolutionBackwardFilterAlgorithmEx");
+        for (int i = 0; !st && i < got && i < VDNN_CONV_CANDS; i++) COPY_PERF(out[i], perf[i], pass);
     }
-    *n = got;
+    if (!st) st = vdnn_cuda_check(cudaStreamSynchronize(b->stream[VDNN_QUEUE_COMPUTE]), err, "conv: after cudnnFind*Ex");
+    scratch_free(&f);
+    if (st) return st;
+    *n = got < VDNN_CONV_CANDS ? got : VDNN_CONV_CANDS;
+    *ran = true;
+    return VDNN_OK;
+}
+
+static void conv_key(const vdnn_op_desc *d, vdnn_conv_pass pass, char *buf, size_t len)
+{
+    const vdnn_layer_params *p = &d->p;
+    vdnn_shape x = d->in[0];
+    snprintf(buf, len, "%s x%dx%dx%dx%d k%dx%dx%dx%d pad%dx%d stride%dx%d groups%d", pass_names[pass], x.n, x.c, x.h,
+             x.w, p->filters, x.c / p->groups, p->kernel_h, p->kernel_w, p->pad_h, p->pad_w, p->stride_h, p->stride_w,
+             p->groups);
+}
+
+static vdnn_conv_cache *conv_cache(cuda_backend *b)
+{
+    if (!b->conv_cache) {
+        char dir[1024];
+        vdnn_conv_cache_dir(dir, sizeof dir);
+        b->conv_cache = vdnn_conv_cache_open(dir, b->cache_scope);
+    }
+    return b->conv_cache;
+}
+
+/* The candidates of one pass that ran on this device, fastest first: from the cache, else measured now (and
+ * cached). *measured is false when the scratch did not fit: the list is then cuDNN's heuristic one, unverified. */
+static vdnn_status measured_list(cuda_backend *b, const vdnn_op_desc *d, conv_state *s, vdnn_conv_pass pass,
+                                 vdnn_conv_cand *out, int *n, bool *measured, vdnn_error *err)
+{
+    char key[256];
+    conv_key(d, pass, key, sizeof key);
+    vdnn_conv_cache *c = conv_cache(b);
+    *measured = true;
+    if (vdnn_conv_cache_get(c, key, out, n)) return VDNN_OK;
+    vdnn_status st = find_list(b, d, s, pass, out, n, measured, err);
+    if (st) return st;
+    if (*measured) {
+        vdnn_conv_cache_put(c, key, out, *n);
+        return VDNN_OK;
+    }
+    return heuristic_list(b, s, pass, out, n, err);
+}
+
+/* The pass's candidates in the order variants pick from. Benchmark mode: by measured time. Otherwise cuDNN's
+ * heuristic ranking, keeping only the algorithms that ran (each with its measured figures), so a run's choice
+ * does not depend on timing noise. */
+static vdnn_status pass_candidates(cuda_backend *b, const vdnn_op_desc *d, conv_state *s, vdnn_conv_pass pass,
+                                   vdnn_conv_cand *out, int *n, vdnn_error *err)
+{
+    vdnn_conv_cand ran[VDNN_CONV_CANDS], ranked[VDNN_CONV_CANDS];
+    int n_ran = 0, n_ranked = 0;
+    bool measured;
+    vdnn_status st = measured_list(b, d, s, pass, ran, &n_ran, &measured, err);
+    if (st) return st;
+    if (b->opt.benchmark || !measured) {
+        memcpy(out, ran, sizeof ran[0] * (size_t)n_ran);
+        *n = n_ran;
+        return VDNN_OK;
+    }
+    st = heuristic_list(b, s, pass, ranked, &n_ranked, err);
+    if (st) return st;
+    *n = 0;
+    for (int i = 0; i < n_ranked; i++) {
+        bool dup = false;
+        for (int k = 0; k < *n; k++) dup |= out[k].algo == ranked[i].algo;
+        if (dup) continue;
+        for (int j = 0; j < n_ran; j++)
+            if (ran[j].ok && ran[j].algo == ranked[i].algo) {
+                out[(*n)++] = ran[j];
+                break;
+            }
+    }
     return VDNN_OK;
 }
 
 /* The candidates op_algos lists, in this order, duplicates dropped. Deterministic mode offers the first alone:
  * another algorithm would give other (if also reproducible) numbers, and a planner that mixed them would make
  * a run's result depend on the budget. */
-typedef enum conv_variant {
-    VAR_FASTEST = 0, /* cuDNN's top-ranked usable algorithm per pass, whatever its workspace */
-    VAR_LEAN,        /* the best-ranked one whose workspace is within lean_cap */
-    VAR_LEAST,       /* the one with the least workspace (none, where an implicit-GEMM-like algorithm runs) */
-    VAR_COUNT
-} conv_variant;
 
 /* A quarter of the layer's largest feature map, at least 64 KiB: scratch that small next to the maps a plan
  * already holds around the layer rarely decides whether the plan fits, and it leaves the fast GEMM-based
@@ -271,34 +384,9 @@ static size_t lean_cap(const vdnn_op_desc *d)
     return vdnn_cuda_max_sz(cap, (size_t)64 << 10);
 }
 
-/* The pick of one variant for one pass from the ordered candidates; false if none is usable. Leaves the pass's
- * descriptor set to the pick's math type. */
-static bool pick_variant(cuda_backend *b, conv_state *s, vdnn_conv_pass pass, const cand *c, int n, conv_variant v,
-                         size_t cap, conv_pick *out)
-{
-    conv_pick p, least = {0};
-    bool have = false, have_least = false;
-    for (int i = 0; i < n && !have; i++) {
-        if (!usable(b, s, pass, &c[i], &p)) continue;
-        if (v == VAR_FASTEST || (v == VAR_LEAN && p.ws <= cap)) {
-            *out = p;
-            have = true;
-        } else if (!have_least || p.ws < least.ws) {
-            least = p;
-            have_least = true;
-        }
-    }
-    /* Lean with nothing under its cap falls back to the least workspace (where that holds in every pass, the
-     * least-workspace candidate duplicates it and is dropped). */
-    if (!have && have_least) *out = least;
-    if (!have && !have_least) return false;
-    out->time_ms = -1.0f;
-    return cudnnSetConvolutionMathType(s->cd[pass], out->math) == CUDNN_STATUS_SUCCESS;
-}
-
 typedef struct conv_cands {
     int n;
-    conv_variant variant[VDNN_MAX_ALGOS];
+    vdnn_conv_variant variant[VDNN_MAX_ALGOS];
     conv_pick pick[VDNN_MAX_ALGOS][VDNN_CONV_PASS_COUNT];
 } conv_cands;
 
@@ -309,61 +397,47 @@ static bool same_picks(const conv_pick *a, const conv_pick *b, int passes)
     return true;
 }
 
-/* The op's candidates under the backend's settings (TF32, determinism, workspace limit), from cuDNN's heuristics
- * only: pure, no device memory. The descriptors' math types are left as the last variant's. */
+/* The op's candidates under the backend's settings (TF32, determinism, workspace limit), from algorithms that ran
+ * on this device (see pass_candidates). */
 static vdnn_status conv_candidates(cuda_backend *b, const vdnn_op_desc *d, conv_state *s, conv_cands *out,
                                    vdnn_error *err)
 {
     const int passes = d->training ? VDNN_CONV_PASS_COUNT : 1;
-    const int nvar = b->opt.deterministic ? 1 : VAR_COUNT;
-    conv_pick all[VAR_COUNT][VDNN_CONV_PASS_COUNT];
+    const int nvar = b->opt.deterministic ? 1 : VDNN_CONV_VARIANTS;
+    const vdnn_conv_rules r = rules_of(b);
+    conv_pick all[VDNN_CONV_VARIANTS][VDNN_CONV_PASS_COUNT];
     memset(all, 0, sizeof all);
     for (int pass = 0; pass < passes; pass++) {
-        cand c[2 * MAX_CANDS];
+        vdnn_conv_cand c[VDNN_CONV_CANDS];
         int n = 0;
-        vdnn_status st = ordered_candidates(b, s, (vdnn_conv_pass)pass, c, &n, err);
+        vdnn_status st = pass_candidates(b, d, s, (vdnn_conv_pass)pass, c, &n, err);
         if (st) return st;
-        for (int v = 0; v < nvar; v++)
-            if (!pick_variant(b, s, (vdnn_conv_pass)pass, c, n, (conv_variant)v, lean_cap(d), &all[v][pass]))
+        for (int v = 0; v < nvar; v++) {
+            int i = vdnn_conv_pick(c, n, &r, (vdnn_conv_variant)v, lean_cap(d));
+            vdnn_conv_math m = VDNN_MATH_FMA;
+            if (i < 0 || !vdnn_conv_usable(&c[i], &r, &m))
                 return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
-                                 "conv: cuDNN has no %s algorithm for this layer under the settings (tf32 %s, "
+                                 "conv: cuDNN has no %s algorithm that ran for this layer under the settings (tf32 %s, "
                                  "deterministic %s, workspace limit %zu bytes)",
                                  pass_names[pass], b->opt.tf32 ? "on" : "off", b->opt.deterministic ? "on" : "off",
                                  b->opt.conv_ws_limit);
+            all[v][pass] = (conv_pick){c[i].algo, cudnn_math(m), c[i].ws, c[i].deterministic, c[i].time_ms};
+        }
     }
     out->n = 0;
     for (int v = 0; v < nvar; v++) {
         bool dup = false;
         for (int k = 0; k < out->n; k++) dup |= same_picks(out->pick[k], all[v], passes);
         if (dup) continue;
-        out->variant[out->n] = (conv_variant)v;
+        out->variant[out->n] = (vdnn_conv_variant)v;
         memcpy(out->pick[out->n], all[v], sizeof all[v]);
         out->n++;
     }
     return VDNN_OK;
 }
 
-/* Benchmark mode: the fastest measured algorithm that needs no more workspace than the heuristic pick,
- * so what op_query reported to the planner still holds. */
-static vdnn_status choose_measured(cuda_backend *b, conv_state *s, vdnn_conv_pass pass, conv_pick *pick, vdnn_error *err)
-{
-    cand c[MAX_CANDS];
-    int n = 0;
-    vdnn_status st = list_candidates(b, s, pass, true, c, &n, err);
-    if (st) return st;
-    conv_pick best = *pick, p = {0};
-    for (int i = 0; i < n; i++)
-        if (usable(b, s, pass, &c[i], &p) && p.ws <= pick->ws) {
-            best = p;
-            break; /* cudnnFind lists the fastest first */
-        }
-    *pick = best;
-    return vdnn_cudnn_check(cudnnSetConvolutionMathType(s->cd[pass], best.math), err, "conv: cudnnSetConvolutionMathType");
-}
-
-/* Descriptors and the algorithms of candidate d->algo; in benchmark mode (measure) each pass then takes the fastest
- * measured algorithm within the candidate's workspace. */
-static vdnn_status conv_build(cuda_backend *b, const vdnn_op_desc *d, bool measure, conv_state *s, vdnn_error *err)
+/* Descriptors and the algorithms of candidate d->algo. */
+static vdnn_status conv_build(cuda_backend *b, const vdnn_op_desc *d, conv_state *s, vdnn_error *err)
 {
     conv_cands c;
     vdnn_status st = conv_descriptors(b, d, s, err);
@@ -374,9 +448,8 @@ static vdnn_status conv_build(cuda_backend *b, const vdnn_op_desc *d, bool measu
                        c.n - 1);
     for (int pass = 0; !st && pass < s->passes; pass++) {
         s->pick[pass] = c.pick[d->algo][pass];
-        st = vdnn_cudnn_check(cudnnSetConvolutionMathType(s->cd[pass], s->pick[pass].math), err,
+        st = VDNN_CUDNN_CHECK(cudnnSetConvolutionMathType(s->cd[pass], s->pick[pass].math), err,
                               "conv: cudnnSetConvolutionMathType");
-        if (!st && measure) st = choose_measured(b, s, (vdnn_conv_pass)pass, &s->pick[pass], err);
     }
     return st;
 }
@@ -395,7 +468,7 @@ static vdnn_op_info info_of(const vdnn_op_desc *d, const conv_pick *pick)
 static vdnn_status conv_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     conv_state s = {0};
-    vdnn_status st = conv_build(b, d, false, &s, err);
+    vdnn_status st = conv_build(b, d, &s, err);
     if (!st) *info = info_of(d, s.pick);
     conv_free(&s);
     return st;
@@ -417,7 +490,7 @@ static int numerics_of(const cuda_backend *b, const conv_pick *pick, int passes)
 
 static vdnn_status conv_algos(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_algo *algos, int *n, vdnn_error *err)
 {
-    static const char *const names[VAR_COUNT] = {"fastest", "lean", "least-workspace"};
+    static const char *const names[VDNN_CONV_VARIANTS] = {"fastest", "lean", "least-workspace"};
     conv_state s = {0};
     conv_cands c;
     vdnn_status st = conv_descriptors(b, d, &s, err);
@@ -431,7 +504,7 @@ static vdnn_status conv_algos(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_al
         memset(&algos[i], 0, sizeof algos[i]);
         /* Named by what it is: a lean candidate that fell back to no workspace at all is "no-workspace". */
         snprintf(algos[i].name, sizeof algos[i].name, "%s",
-                 c.variant[i] != VAR_FASTEST && ws == 0 ? "no-workspace" : names[c.variant[i]]);
+                 c.variant[i] != VDNN_CONV_FASTEST && ws == 0 ? "no-workspace" : names[c.variant[i]]);
         algos[i].info = info_of(d, c.pick[i]);
         algos[i].numerics = numerics_of(b, c.pick[i], passes);
     }
@@ -443,7 +516,7 @@ static vdnn_status conv_create(cuda_backend *b, vdnn_op *op, vdnn_error *err)
 {
     conv_state *s = calloc(1, sizeof *s);
     if (!s) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "conv: out of memory");
-    vdnn_status st = conv_build(b, &op->d, b->opt.benchmark, s, err);
+    vdnn_status st = conv_build(b, &op->d, s, err);
     if (st) {
         conv_free(s);
         free(s);
@@ -480,7 +553,7 @@ static vdnn_status conv_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
     vdnn_status st = need_ws(p, a, VDNN_CONV_FWD, err);
     if (st) return st;
     const float one = 1.0f, zero = 0.0f;
-    st = vdnn_cudnn_check(cudnnConvolutionForward(b->cudnn, &one, s->x, a->x[0], s->w, a->w, s->cd[VDNN_CONV_FWD],
+    st = VDNN_CUDNN_CHECK(cudnnConvolutionForward(b->cudnn, &one, s->x, a->x[0], s->w, a->w, s->cd[VDNN_CONV_FWD],
                                                   (cudnnConvolutionFwdAlgo_t)p->algo, a->ws, p->ws, &zero, s->y, a->y),
                           err, "cudnnConvolutionForward (%s)", algo_name(VDNN_CONV_FWD, p->algo));
     if (!st && d->p.bias)
@@ -507,7 +580,7 @@ static vdnn_status conv_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
         if (!a->w) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv backward: NULL weights");
         st = need_ws(p, a, VDNN_CONV_BWD_DATA, err);
         if (!st)
-            st = vdnn_cudnn_check(cudnnConvolutionBackwardData(b->cudnn, &one, s->w, a->w, s->y, a->dy,
+            st = VDNN_CUDNN_CHECK(cudnnConvolutionBackwardData(b->cudnn, &one, s->w, a->w, s->y, a->dy,
                                                                s->cd[VDNN_CONV_BWD_DATA],
                                                                (cudnnConvolutionBwdDataAlgo_t)p->algo, a->ws, p->ws,
                                                                &zero, s->x, a->dx[0]),
@@ -517,7 +590,7 @@ static vdnn_status conv_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
         const conv_pick *p = &s->pick[VDNN_CONV_BWD_FILTER];
         st = need_ws(p, a, VDNN_CONV_BWD_FILTER, err);
         if (!st)
-            st = vdnn_cudnn_check(cudnnConvolutionBackwardFilter(b->cudnn, &one, s->x, a->x[0], s->y, a->dy,
+            st = VDNN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(b->cudnn, &one, s->x, a->x[0], s->y, a->dy,
                                                                  s->cd[VDNN_CONV_BWD_FILTER],
                                                                  (cudnnConvolutionBwdFilterAlgo_t)p->algo, a->ws, p->ws,
                                                                  &zero, s->w, a->dw),
@@ -525,7 +598,8 @@ static vdnn_status conv_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
     }
     /* Own kernel rather than cudnnConvolutionBackwardBias: its summation order is fixed. */
     if (!st && d->p.bias)
-        st = vdnn_cuda_check(vdnn_cuda_k_bias_grad(b->stream[VDNN_QUEUE_COMPUTE], a->db, a->dy, d->out.n, d->out.c,
+        st = vdnn_cuda_check(vdnn_cuda_k_bias_grad(b->stream[VDNN_QUEUE_COMPUTE], b->sum_scratch,
+                                                   VDNN_CUDA_SUM_SCRATCH_BYTES, a->db, a->dy, d->out.n, d->out.c,
                                                    (size_t)d->out.h * (size_t)d->out.w),
                              err, "conv backward: bias gradient kernel");
     return st;
@@ -567,14 +641,16 @@ vdnn_status vdnn_cuda_conv_algos(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn
     vdnn_status st = vdnn_cuda_use(b, err);
     if (st) return st;
     conv_state s = {0};
-    cand c[MAX_CANDS];
+    vdnn_conv_cand c[VDNN_CONV_CANDS];
     int got = 0;
+    bool measured = false;
+    const vdnn_conv_rules r = rules_of(b);
     st = conv_descriptors(b, d, &s, err);
-    if (!st) st = list_candidates(b, &s, pass, measure, c, &got, err);
+    if (!st) st = measure ? measured_list(b, d, &s, pass, c, &got, &measured, err) : heuristic_list(b, &s, pass, c, &got, err);
     for (int i = 0; !st && i < got && *n < cap; i++) {
-        conv_pick p = {0};
-        if (!usable(b, &s, pass, &c[i], &p)) continue;
-        if (!measure) p.time_ms = -1.0f;
+        vdnn_conv_math m;
+        if (!vdnn_conv_usable(&c[i], &r, &m)) continue;
+        conv_pick p = {c[i].algo, cudnn_math(m), c[i].ws, c[i].deterministic, measured ? c[i].time_ms : -1.0f};
         to_public(pass, &p, &out[(*n)++]);
     }
     conv_free(&s);

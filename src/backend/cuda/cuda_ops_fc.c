@@ -79,7 +79,8 @@ static vdnn_status fc_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args 
                                            &zero, a->dw, k),
                                err, "fc backward-weights: cublasSgemm");
     if (!st && d->p.bias)
-        st = vdnn_cuda_check(vdnn_cuda_k_bias_grad(b->stream[VDNN_QUEUE_COMPUTE], a->db, a->dy, n, o, 1), err,
+        st = vdnn_cuda_check(vdnn_cuda_k_bias_grad(b->stream[VDNN_QUEUE_COMPUTE], b->sum_scratch,
+                                                   VDNN_CUDA_SUM_SCRATCH_BYTES, a->db, a->dy, n, o, 1), err,
                              "fc backward: bias gradient kernel");
     return st;
 }

@@ -52,10 +52,10 @@ static vdnn_status lrn_create(cuda_backend *b, vdnn_op *op, vdnn_error *err)
     if (!s) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "lrn: out of memory");
     vdnn_status st = lrn_check(&op->d, err);
     if (!st) st = vdnn_cuda_tensor(&s->t, op->d.out, "lrn data", err);
-    if (!st) st = vdnn_cudnn_check(cudnnCreateLRNDescriptor(&s->ld), err, "lrn: cudnnCreateLRNDescriptor");
+    if (!st) st = VDNN_CUDNN_CHECK(cudnnCreateLRNDescriptor(&s->ld), err, "lrn: cudnnCreateLRNDescriptor");
     /* cuDNN, like PyTorch, divides alpha by the window size. */
     if (!st)
-        st = vdnn_cudnn_check(cudnnSetLRNDescriptor(s->ld, (unsigned)p->lrn_size, p->lrn_alpha, p->lrn_beta, p->lrn_k),
+        st = VDNN_CUDNN_CHECK(cudnnSetLRNDescriptor(s->ld, (unsigned)p->lrn_size, p->lrn_alpha, p->lrn_beta, p->lrn_k),
                               err, "lrn: cudnnSetLRNDescriptor (size %d, alpha %g, beta %g, k %g)", p->lrn_size,
                               (double)p->lrn_alpha, (double)p->lrn_beta, (double)p->lrn_k);
     if (st) {
@@ -80,7 +80,7 @@ static vdnn_status lrn_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args 
     lrn_state *s = op->state;
     vdnn_status st = vdnn_cuda_need_io(a, "lrn", err);
     if (st) return st;
-    return vdnn_cudnn_check(cudnnLRNCrossChannelForward(b->cudnn, s->ld, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, s->t,
+    return VDNN_CUDNN_CHECK(cudnnLRNCrossChannelForward(b->cudnn, s->ld, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, s->t,
                                                         a->x[0], &zero, s->t, a->y),
                             err, "cudnnLRNCrossChannelForward");
 }
@@ -91,7 +91,7 @@ static vdnn_status lrn_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
     if (!a->dx[0]) return VDNN_OK;
     if (!a->x[0] || !a->y || !a->dy)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "lrn backward: NULL %s", !a->x[0] ? "x" : !a->y ? "y" : "dy");
-    return vdnn_cudnn_check(cudnnLRNCrossChannelBackward(b->cudnn, s->ld, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, s->t, a->y,
+    return VDNN_CUDNN_CHECK(cudnnLRNCrossChannelBackward(b->cudnn, s->ld, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, s->t, a->y,
                                                          s->t, a->dy, s->t, a->x[0], &zero, s->t, a->dx[0]),
                             err, "cudnnLRNCrossChannelBackward");
 }

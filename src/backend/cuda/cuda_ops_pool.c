@@ -59,16 +59,16 @@ static vdnn_status pool_build(cuda_backend *b, const vdnn_op_desc *d, pool_state
                                                      : CUDNN_POOLING_MAX;
     st = vdnn_cuda_tensor(&s->x, d->in[0], "pool input", err);
     if (!st) st = vdnn_cuda_tensor(&s->y, d->out, "pool output", err);
-    if (!st) st = vdnn_cudnn_check(cudnnCreatePoolingDescriptor(&s->pd), err, "pool: cudnnCreatePoolingDescriptor");
+    if (!st) st = VDNN_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&s->pd), err, "pool: cudnnCreatePoolingDescriptor");
     /* NaN propagates (as in PyTorch), so --poison shows reads of dead memory. */
     if (!st)
-        st = vdnn_cudnn_check(cudnnSetPooling2dDescriptor(s->pd, mode, CUDNN_PROPAGATE_NAN, p->kernel_h, p->kernel_w,
+        st = VDNN_CUDNN_CHECK(cudnnSetPooling2dDescriptor(s->pd, mode, CUDNN_PROPAGATE_NAN, p->kernel_h, p->kernel_w,
                                                           p->pad_h, p->pad_w, p->stride_h, p->stride_w),
                               err, "pool: cudnnSetPooling2dDescriptor (kernel %dx%d, pad %dx%d, stride %dx%d)",
                               p->kernel_h, p->kernel_w, p->pad_h, p->pad_w, p->stride_h, p->stride_w);
     int n, c, h, w;
     if (!st)
-        st = vdnn_cudnn_check(cudnnGetPooling2dForwardOutputDim(s->pd, s->x, &n, &c, &h, &w), err,
+        st = VDNN_CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(s->pd, s->x, &n, &c, &h, &w), err,
                               "pool: cudnnGetPooling2dForwardOutputDim");
     if (!st && (n != d->out.n || c != d->out.c || h != d->out.h || w != d->out.w))
         st = vdnn_fail(err, VDNN_ERR_SHAPE, "pool: cuDNN computes output %dx%dx%dx%d, the layer says %dx%dx%dx%d", n, c, h,
@@ -113,7 +113,7 @@ static vdnn_status pool_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
     const char *name = s->max ? "maxpool" : "avgpool";
     vdnn_status st = vdnn_cuda_need_io(a, name, err);
     if (st) return st;
-    return vdnn_cudnn_check(cudnnPoolingForward(b->cudnn, s->pd, &one, s->x, a->x[0], &zero, s->y, a->y), err,
+    return VDNN_CUDNN_CHECK(cudnnPoolingForward(b->cudnn, s->pd, &one, s->x, a->x[0], &zero, s->y, a->y), err,
                             "cudnnPoolingForward (%s)", name);
 }
 
@@ -128,7 +128,7 @@ static vdnn_status pool_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
     if (!a->x[0] || !a->y)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "maxpool backward: NULL %s (cuDNN finds the maxima again from x and y)",
                          a->x[0] ? "y" : "x");
-    return vdnn_cudnn_check(cudnnPoolingBackward(b->cudnn, s->pd, &one, s->y, a->y, s->y, a->dy, s->x, a->x[0], &zero,
+    return VDNN_CUDNN_CHECK(cudnnPoolingBackward(b->cudnn, s->pd, &one, s->y, a->y, s->y, a->dy, s->x, a->x[0], &zero,
                                                  s->x, a->dx[0]),
                             err, "cudnnPoolingBackward (maxpool)");
 }

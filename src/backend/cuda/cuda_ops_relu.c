@@ -42,9 +42,9 @@ static vdnn_status relu_create(cuda_backend *b, vdnn_op *op, vdnn_error *err)
     if (!s) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "relu: out of memory");
     vdnn_status st = relu_check(&op->d, err);
     if (!st) st = vdnn_cuda_tensor(&s->t, op->d.out, "relu data", err);
-    if (!st) st = vdnn_cudnn_check(cudnnCreateActivationDescriptor(&s->act), err, "relu: cudnnCreateActivationDescriptor");
+    if (!st) st = VDNN_CUDNN_CHECK(cudnnCreateActivationDescriptor(&s->act), err, "relu: cudnnCreateActivationDescriptor");
     if (!st)
-        st = vdnn_cudnn_check(cudnnSetActivationDescriptor(s->act, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0), err,
+        st = VDNN_CUDNN_CHECK(cudnnSetActivationDescriptor(s->act, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0), err,
                               "relu: cudnnSetActivationDescriptor");
     if (st) {
         relu_free(s);
@@ -69,7 +69,7 @@ static vdnn_status relu_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
     vdnn_status st = vdnn_cuda_need_io(a, "relu", err);
     if (st) return st;
     /* In place (x == y) is allowed with identical descriptors. */
-    return vdnn_cudnn_check(cudnnActivationForward(b->cudnn, s->act, &one, s->t, a->x[0], &zero, s->t, a->y), err,
+    return VDNN_CUDNN_CHECK(cudnnActivationForward(b->cudnn, s->act, &one, s->t, a->x[0], &zero, s->t, a->y), err,
                             "cudnnActivationForward (relu)");
 }
 
@@ -79,7 +79,7 @@ static vdnn_status relu_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
     if (!a->dx[0]) return VDNN_OK;
     if (!a->y || !a->dy) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "relu backward: NULL %s", a->y ? "dy" : "y");
     /* y stands in for x: x itself may be gone (in place), and relu's derivative is the same read from either. */
-    return vdnn_cudnn_check(cudnnActivationBackward(b->cudnn, s->act, &one, s->t, a->y, s->t, a->dy, s->t, a->y, &zero,
+    return VDNN_CUDNN_CHECK(cudnnActivationBackward(b->cudnn, s->act, &one, s->t, a->y, s->t, a->dy, s->t, a->y, &zero,
                                                     s->t, a->dx[0]),
                             err, "cudnnActivationBackward (relu)");
 }

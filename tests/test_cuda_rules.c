@@ -1,0 +1,246 @@
+/* The CUDA backend's rules that need no GPU: which convolution candidates may run and which one each variant picks,
+ * the on-disk cache of measured candidates, how per-channel sums split their work, sub-buffer alignment and the
+ * mapping of cuDNN 9 statuses. Built against the CUDA backend; without it the test reports itself skipped. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#ifdef VDNN_HAVE_CUDA
+#include "backend/cuda/cuda_conv_select.h"
+#include "backend/cuda/cuda_layout.h"
+
+static const vdnn_conv_rules tf32_fast = {.tf32 = true, .deterministic = false, .ws_limit = SIZE_MAX};
+
+/* A measured list as cudnnFind*Ex returns it: fastest first, failures last. */
+static void sample(vdnn_conv_cand *c, int *n)
+{
+    const vdnn_conv_cand s[] = {
+        {6, VDNN_MATH_TENSOR_OP, 0.5f, 64u << 20, false, true},  /* fastest, big workspace, not reproducible */
+        {1, VDNN_MATH_DEFAULT, 0.8f, 4u << 20, true, true},
+        {7, VDNN_MATH_CONVERSION, 0.3f, 0, true, true},          /* may round to FP16: never */
+        {0, VDNN_MATH_FMA, 1.5f, 0, true, true},
+        {2, VDNN_MATH_DEFAULT, 2.0f, 1u << 20, true, true},
+        {5, VDNN_MATH_DEFAULT, -1.0f, 0, true, false},           /* did not run */
+    };
+    memcpy(c, s, sizeof s);
+    *n = (int)(sizeof s / sizeof s[0]);
+}
+
+static void test_usable(void **state)
+{
+    vdnn_conv_cand c[8];
+    int n;
+    sample(c, &n);
+    vdnn_conv_math m;
+    assert_true(vdnn_conv_usable(&c[0], &tf32_fast, &m));
+    assert_int_equal(m, VDNN_MATH_TENSOR_OP);
+    assert_false(vdnn_conv_usable(&c[2], &tf32_fast, &m)); /* conversion */
+    assert_false(vdnn_conv_usable(&c[5], &tf32_fast, &m)); /* did not run */
+    vdnn_conv_rules strict = {.tf32 = false, .deterministic = false, .ws_limit = SIZE_MAX};
+    assert_false(vdnn_conv_usable(&c[0], &strict, &m)); /* tensor cores without TF32 */
+    assert_true(vdnn_conv_usable(&c[1], &strict, &m));
+    assert_int_equal(m, VDNN_MATH_FMA); /* DEFAULT would allow TF32 */
+    vdnn_conv_rules det = {.tf32 = true, .deterministic = true, .ws_limit = SIZE_MAX};
+    assert_false(vdnn_conv_usable(&c[0], &det, &m));
+    vdnn_conv_rules small = {.tf32 = true, .deterministic = false, .ws_limit = 2u << 20};
+    assert_false(vdnn_conv_usable(&c[1], &small, &m));
+    assert_true(vdnn_conv_usable(&c[4], &small, &m));
+}
+
+static void test_variants(void **state)
+{
+    vdnn_conv_cand c[8];
+    int n;
+    sample(c, &n);
+    assert_int_equal(vdnn_conv_pick(c, n, &tf32_fast, VDNN_CONV_FASTEST, 0), 0);
+    /* Lean: the first within the cap; with nothing under it, the least workspace. */
+    assert_int_equal(vdnn_conv_pick(c, n, &tf32_fast, VDNN_CONV_LEAN, 8u << 20), 1);
+    assert_int_equal(vdnn_conv_pick(c, n, &tf32_fast, VDNN_CONV_LEAN, 0), 3);
+    assert_int_equal(vdnn_conv_pick(c, n, &tf32_fast, VDNN_CONV_LEAST, 0), 3);
+    vdnn_conv_rules det = {.tf32 = true, .deterministic = true, .ws_limit = SIZE_MAX};
+    assert_int_equal(vdnn_conv_pick(c, n, &det, VDNN_CONV_FASTEST, 0), 1);
+    vdnn_conv_rules strict = {.tf32 = false, .deterministic = false, .ws_limit = 0};
+    assert_int_equal(vdnn_conv_pick(c, n, &strict, VDNN_CONV_FASTEST, 0), 3);
+    assert_int_equal(vdnn_conv_pick_within(c, n, &tf32_fast, 2u << 20), 3);
+    assert_int_equal(vdnn_conv_pick_within(c, n, &tf32_fast, SIZE_MAX), 0);
+    /* Nothing ran: no pick, so the backend reports the layer unsupported instead of guessing. */
+    for (int i = 0; i < n; i++) c[i].ok = false;
+    assert_int_equal(vdnn_conv_pick(c, n, &tf32_fast, VDNN_CONV_FASTEST, 0), -1);
+    assert_int_equal(vdnn_conv_pick(c, n, &tf32_fast, VDNN_CONV_LEAST, 0), -1);
+}
+
+static void test_cache_line(void **state)
+{
+    vdnn_conv_cand c[8], back[VDNN_CONV_CANDS];
+    int n, nb = -1;
+    sample(c, &n);
+    char line[2048], scope[64], key[128];
+    assert_true(vdnn_conv_cache_format("H100|sm90|cudnn91400|tf32 1", "forward x64x3x224x224", c, n, line, sizeof line));
+    assert_true(vdnn_conv_cache_parse(line, scope, sizeof scope, key, sizeof key, back, &nb));
+    assert_string_equal(scope, "H100|sm90|cudnn91400|tf32 1");
+    assert_string_equal(key, "forward x64x3x224x224");
+    assert_int_equal(nb, n);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(back[i].algo, c[i].algo);
+        assert_int_equal(back[i].math, c[i].math);
+        assert_int_equal(back[i].ws, c[i].ws);
+        assert_int_equal(back[i].deterministic, c[i].deterministic);
+        assert_int_equal(back[i].ok, c[i].ok);
+        assert_true(back[i].time_ms == c[i].time_ms);
+    }
+    /* Too small a buffer is refused, not truncated. */
+    assert_false(vdnn_conv_cache_format("s", "k", c, n, line, 20));
+    /* Torn, foreign or hostile lines are skipped. */
+    const char *bad[] = {"", "s\tk\n", "s\tk\t2\t1,0,0.5,0,1,1\n", "s\tk\t1\t1,9,0.5,0,1,1\n", "s\tk\t1\t1,0,0.5,0,1,1;",
+                         "s\tk\t99\t1,0,0.5,0,1,1\n", "s\tk\t1\t-1,0,0.5,0,1,1\n", "s\tk\t1\t1,0,0.5,0,2,1\n",
+                         "s\tk\t1\t1,0,x,0,1,1\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        nb = -7;
+        if (vdnn_conv_cache_parse(bad[i], scope, sizeof scope, key, sizeof key, back, &nb))
+            fail_msg("parsed malformed line %zu: '%s'", i, bad[i]);
+        assert_int_equal(nb, -7);
+    }
+}
+
+static void test_cache_file(void **state)
+{
+    char dir[] = "/tmp/vdnn-conv-cache-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char sub[256];
+    snprintf(sub, sizeof sub, "%s/nested/dir", dir);
+    vdnn_conv_cand c[8], back[VDNN_CONV_CANDS];
+    int n, nb;
+    sample(c, &n);
+    vdnn_conv_cache *a = vdnn_conv_cache_open(sub, "dev A");
+    assert_non_null(a);
+    assert_true(strstr(vdnn_conv_cache_path(a), "nested/dir/") != NULL);
+    assert_false(vdnn_conv_cache_get(a, "k1", back, &nb));
+    vdnn_conv_cache_put(a, "k1", c, n);
+    vdnn_conv_cache_put(a, "k1", c, 1); /* the first record wins */
+    assert_true(vdnn_conv_cache_get(a, "k1", back, &nb));
+    assert_int_equal(nb, n);
+    /* Another process (another open) of the same scope reads it; another device does not. */
+    vdnn_conv_cache *b = vdnn_conv_cache_open(sub, "dev A");
+    assert_true(vdnn_conv_cache_get(b, "k1", back, &nb));
+    assert_int_equal(nb, n);
+    assert_int_equal(back[1].ws, c[1].ws);
+    vdnn_conv_cache *other = vdnn_conv_cache_open(sub, "dev B");
+    assert_false(vdnn_conv_cache_get(other, "k1", back, &nb));
+    /* A torn line in the file is skipped, the rest still read. */
+    char path[512];
+    snprintf(path, sizeof path, "%s", vdnn_conv_cache_path(a));
+    FILE *f = fopen(path, "a");
+    assert_non_null(f);
+    fputs("dev A\tk2\t3\t1,0,0.5", f);
+    fclose(f);
+    vdnn_conv_cache *d = vdnn_conv_cache_open(sub, "dev A");
+    assert_true(vdnn_conv_cache_get(d, "k1", back, &nb));
+    assert_false(vdnn_conv_cache_get(d, "k2", back, &nb));
+    vdnn_conv_cache_close(a);
+    vdnn_conv_cache_close(b);
+    vdnn_conv_cache_close(other);
+    vdnn_conv_cache_close(d);
+    /* Memory-only when no directory is given: still a working cache. */
+    vdnn_conv_cache *m = vdnn_conv_cache_open(NULL, "dev A");
+    assert_string_equal(vdnn_conv_cache_path(m), "");
+    vdnn_conv_cache_put(m, "k", c, n);
+    assert_true(vdnn_conv_cache_get(m, "k", back, &nb));
+    vdnn_conv_cache_close(m);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_cache_dir_from_environment(void **state)
+{
+    char buf[256];
+    setenv("VDNN_CACHE_DIR", "/some/where", 1);
+    vdnn_conv_cache_dir(buf, sizeof buf);
+    assert_string_equal(buf, "/some/where");
+    setenv("VDNN_CACHE_DIR", "off", 1);
+    vdnn_conv_cache_dir(buf, sizeof buf);
+    assert_string_equal(buf, "");
+    unsetenv("VDNN_CACHE_DIR");
+    setenv("XDG_CACHE_HOME", "/xdg", 1);
+    vdnn_conv_cache_dir(buf, sizeof buf);
+    assert_string_equal(buf, "/xdg/vdnn");
+    unsetenv("XDG_CACHE_HOME");
+    setenv("HOME", "/home/u", 1);
+    vdnn_conv_cache_dir(buf, sizeof buf);
+    assert_string_equal(buf, "/home/u/.cache/vdnn");
+}
+
+static void test_sum_splits(void **state)
+{
+    const size_t scratch = VDNN_CUDA_SUM_SCRATCH_BYTES;
+    /* VGG-16's first layers at batch 64: one block per channel would leave most of a GPU idle. */
+    int s = vdnn_cuda_sum_splits(64, 64, 224 * 224, 1, scratch);
+    assert_true(s * 64 >= 4 * 132);
+    assert_true(s <= 1024);
+    /* A shape's splits do not depend on anything else: the order of additions is fixed. */
+    assert_int_equal(vdnn_cuda_sum_splits(64, 64, 224 * 224, 1, scratch), s);
+    /* Bounded by the scratch: sums * c * splits doubles fit. */
+    for (int c = 1; c <= 65536; c *= 4) {
+        for (int sums = 1; sums <= 2; sums++) {
+            int k = vdnn_cuda_sum_splits(4096, c, 4096, sums, scratch);
+            assert_true(k >= 1);
+            assert_true((size_t)k * (size_t)c * (size_t)sums * sizeof(double) <= scratch);
+        }
+    }
+    assert_int_equal(vdnn_cuda_sum_splits(8, 1 << 20, 49, 1, scratch), 0); /* too many channels for the scratch */
+    /* Small planes split by rows, one block per 64 rows. */
+    assert_int_equal(vdnn_cuda_sum_splits(64, 4096, 1, 1, scratch), 1);
+    assert_int_equal(vdnn_cuda_sum_splits(3000, 10, 1, 1, scratch), 47);
+    assert_int_equal(vdnn_cuda_sum_splits(1, 3, 5, 1, scratch), 1);
+}
+
+static void test_align_and_status(void **state)
+{
+    assert_int_equal(vdnn_cuda_align(0), 0);
+    assert_int_equal(vdnn_cuda_align(1), 256);
+    assert_int_equal(vdnn_cuda_align(3 * 4), 256);
+    assert_int_equal(vdnn_cuda_align(256), 256);
+    assert_int_equal(vdnn_cuda_align(257), 512);
+    /* cuDNN 9 codes by category and detail (cudnn_graph.h). */
+    assert_int_equal(vdnn_cuda_cudnn_status(0), VDNN_OK);
+    assert_int_equal(vdnn_cuda_cudnn_status(4004), VDNN_ERR_NO_MEMORY); /* device allocation failed */
+    assert_int_equal(vdnn_cuda_cudnn_status(4003), VDNN_ERR_NO_MEMORY); /* host allocation (the old ALLOC_FAILED) */
+    assert_int_equal(vdnn_cuda_cudnn_status(4000), VDNN_ERR_BACKEND);
+    assert_int_equal(vdnn_cuda_cudnn_status(4001), VDNN_ERR_BACKEND);
+    assert_int_equal(vdnn_cuda_cudnn_status(3000), VDNN_ERR_UNSUPPORTED);
+    assert_int_equal(vdnn_cuda_cudnn_status(3002), VDNN_ERR_UNSUPPORTED); /* NOT_SUPPORTED_SHAPE */
+    assert_int_equal(vdnn_cuda_cudnn_status(3010), VDNN_ERR_UNSUPPORTED);
+    assert_int_equal(vdnn_cuda_cudnn_status(3005), VDNN_ERR_NO_DEVICE);   /* incompatible driver */
+    assert_int_equal(vdnn_cuda_cudnn_status(3007), VDNN_ERR_NO_DEVICE);   /* architecture mismatch */
+    assert_int_equal(vdnn_cuda_cudnn_status(2000), VDNN_ERR_INVALID_ARG);
+    assert_int_equal(vdnn_cuda_cudnn_status(2003), VDNN_ERR_INVALID_ARG); /* misaligned pointer */
+    assert_int_equal(vdnn_cuda_cudnn_status(5000), VDNN_ERR_BACKEND);
+    assert_int_equal(vdnn_cuda_cudnn_status(1001), VDNN_ERR_BACKEND);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_usable),
+        cmocka_unit_test(test_variants),
+        cmocka_unit_test(test_cache_line),
+        cmocka_unit_test(test_cache_file),
+        cmocka_unit_test(test_cache_dir_from_environment),
+        cmocka_unit_test(test_sum_splits),
+        cmocka_unit_test(test_align_and_status),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#else
+
+int main(void)
+{
+    printf("SKIP: built without the CUDA backend (no CUDA toolkit with cuDNN found)\n");
+    return 77;
+}
+
+#endif
