@@ -33,6 +33,10 @@ cudaError_t vdnn_cuda_k_dropout(cudaStream_t s, float *out, const float *in, siz
 /* Writes keep(seed, i, p) as 0/1 bytes, for testing the device mask against the host function. */
 cudaError_t vdnn_cuda_k_dropout_mask(cudaStream_t s, unsigned char *mask, size_t n, uint64_t seed, float p);
 
+/* ReLU: y = max(x, 0) keeping NaN (y may be x); dx = dy where y > 0, else 0 (dx may be dy). */
+cudaError_t vdnn_cuda_k_relu_fwd(cudaStream_t s, float *y, const float *x, size_t n);
+cudaError_t vdnn_cuda_k_relu_bwd(cudaStream_t s, float *dx, const float *y, const float *dy, size_t n);
+
 /* ---- per-channel and per-plane reductions (cuda_kernels_reduce.cu) ---- */
 /* y[n,c,:] += b[c] over an (n, c, hw) tensor */
 cudaError_t vdnn_cuda_k_bias_add(cudaStream_t s, float *y, const float *b, int n, int c, size_t hw);

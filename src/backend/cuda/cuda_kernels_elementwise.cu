@@ -1,4 +1,5 @@
-// Element-wise CUDA kernels: fill, accumulate, scale, SGD, add, dropout (with the counter-based mask of backend.h).
+// Element-wise CUDA kernels: fill, accumulate, scale, SGD, add, ReLU, dropout (with the counter-based mask of
+// backend.h).
 #include "cuda_kernels.h"
 
 #include "cuda_launch.cuh"
@@ -72,6 +73,38 @@ __global__ void k_dropout_mask(unsigned char *mask, size_t n, uint64_t seed, flo
     for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads()) mask[i] = dropout_keep(seed, (uint64_t)i, p) ? 1 : 0;
 }
 
+// ReLU keeps NaN (as cuDNN's CUDNN_PROPAGATE_NAN did); backward passes dy where y > 0, which is where x > 0.
+__device__ __forceinline__ float relu1(float x) { return x > 0.0f || x != x ? x : 0.0f; }
+
+__global__ void k_relu_fwd(float *y, const float *x, size_t n)
+{
+    for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads()) y[i] = relu1(x[i]);
+}
+
+__global__ void k_relu_fwd4(float4 *y, const float4 *x, size_t n4)
+{
+    for (size_t i = vdnn_tid(); i < n4; i += vdnn_nthreads()) {
+        float4 v = x[i];
+        y[i] = make_float4(relu1(v.x), relu1(v.y), relu1(v.z), relu1(v.w));
+    }
+}
+
+__global__ void k_relu_bwd(float *dx, const float *y, const float *dy, size_t n)
+{
+    for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads()) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+__global__ void k_relu_bwd4(float4 *dx, const float4 *y, const float4 *dy, size_t n4)
+{
+    for (size_t i = vdnn_tid(); i < n4; i += vdnn_nthreads()) {
+        float4 a = y[i], g = dy[i];
+        dx[i] = make_float4(a.x > 0.0f ? g.x : 0.0f, a.y > 0.0f ? g.y : 0.0f, a.z > 0.0f ? g.z : 0.0f,
+                            a.w > 0.0f ? g.w : 0.0f);
+    }
+}
+
+bool aligned16(const void *p) { return ((size_t)p & 15) == 0; }
+
 } // namespace
 
 extern "C" cudaError_t vdnn_cuda_k_probe(void)
@@ -133,5 +166,25 @@ extern "C" cudaError_t vdnn_cuda_k_dropout_mask(cudaStream_t s, unsigned char *m
 {
     if (!n) return cudaSuccess;
     k_dropout_mask<<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>(mask, n, seed, p);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t vdnn_cuda_k_relu_fwd(cudaStream_t s, float *y, const float *x, size_t n)
+{
+    if (!n) return cudaSuccess;
+    // 16-byte loads where both ends allow them; the tail (n % 4) in plain floats.
+    size_t n4 = aligned16(y) && aligned16(x) ? n / 4 : 0;
+    if (n4) k_relu_fwd4<<<vdnn_blocks(n4), VDNN_THREADS, 0, s>>>((float4 *)y, (const float4 *)x, n4);
+    if (n > 4 * n4) k_relu_fwd<<<vdnn_blocks(n - 4 * n4), VDNN_THREADS, 0, s>>>(y + 4 * n4, x + 4 * n4, n - 4 * n4);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t vdnn_cuda_k_relu_bwd(cudaStream_t s, float *dx, const float *y, const float *dy, size_t n)
+{
+    if (!n) return cudaSuccess;
+    size_t n4 = aligned16(dx) && aligned16(y) && aligned16(dy) ? n / 4 : 0;
+    if (n4) k_relu_bwd4<<<vdnn_blocks(n4), VDNN_THREADS, 0, s>>>((float4 *)dx, (const float4 *)y, (const float4 *)dy, n4);
+    if (n > 4 * n4)
+        k_relu_bwd<<<vdnn_blocks(n - 4 * n4), VDNN_THREADS, 0, s>>>(dx + 4 * n4, y + 4 * n4, dy + 4 * n4, n - 4 * n4);
     return cudaGetLastError();
 }
