@@ -219,6 +219,10 @@ static void test_align_and_status(void **state)
     assert_int_equal(vdnn_cuda_cudnn_status(2003), VDNN_ERR_INVALID_ARG); /* misaligned pointer */
     assert_int_equal(vdnn_cuda_cudnn_status(5000), VDNN_ERR_BACKEND);
     assert_int_equal(vdnn_cuda_cudnn_status(1001), VDNN_ERR_BACKEND);
+    /* What a driver/toolkit mismatch names. */
+    assert_string_equal(vdnn_cuda_min_driver(13), "580.65.06");
+    assert_string_equal(vdnn_cuda_min_driver(12), "525.60.13");
+    assert_non_null(strstr(vdnn_cuda_min_driver(99), "released"));
 }
 
 int main(void)

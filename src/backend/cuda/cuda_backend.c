@@ -636,9 +636,19 @@ static vdnn_status no_device(cudaError_t e, int device, vdnn_error *err)
 {
     (void)cudaGetLastError();
     switch (e) {
-    case cudaErrorInsufficientDriver:
-        return vdnn_fail(err, VDNN_ERR_NO_DEVICE, "no GPU: CUDA driver is insufficient for the CUDA runtime (%s)",
-                         cudaGetErrorName(e));
+    case cudaErrorInsufficientDriver: {
+        int drv = 0, rt = 0;
+        if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
+        if (cudaRuntimeGetVersion(&rt) != cudaSuccess) rt = CUDART_VERSION;
+        (void)cudaGetLastError();
+        char have[96];
+        if (drv > 0) snprintf(have, sizeof have, "the installed driver supports CUDA %d.%d", drv / 1000, drv % 1000 / 10);
+        else snprintf(have, sizeof have, "no NVIDIA driver is installed");
+        return vdnn_fail(err, VDNN_ERR_NO_DEVICE,
+                         "no GPU: CUDA driver is insufficient for the CUDA runtime (%s): this build uses CUDA %d.%d, "
+                         "which needs an NVIDIA driver %s or newer; %s",
+                         cudaGetErrorName(e), rt / 1000, rt % 1000 / 10, vdnn_cuda_min_driver(rt / 1000), have);
+    }
     case cudaErrorNoDevice: return vdnn_fail(err, VDNN_ERR_NO_DEVICE, "no GPU: no CUDA device found");
     default:
         return vdnn_fail(err, VDNN_ERR_NO_DEVICE, "no GPU: CUDA device %d cannot be used: %s (%s)", device,

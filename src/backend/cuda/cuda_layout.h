@@ -31,6 +31,10 @@ int vdnn_cuda_sum_splits(int n, int c, size_t hw, int sums, size_t scratch_bytes
  * VDNN_ERR_UNSUPPORTED, anything else -> VDNN_ERR_BACKEND. */
 vdnn_status vdnn_cuda_cudnn_status(int code);
 
+/* The oldest Linux driver a CUDA major version runs on (NVIDIA's release notes: 13.x needs 580, 12.x 525, 11.x
+ * 450), as text; "the one released with CUDA <major>" for other versions. */
+const char *vdnn_cuda_min_driver(int cuda_major);
+
 /* `bytes` rounded up to VDNN_CUDA_ALIGN. */
 size_t vdnn_cuda_align(size_t bytes);
 

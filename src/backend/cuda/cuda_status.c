@@ -1,4 +1,4 @@
-/* cuDNN 9 status codes as vdnn statuses, by category (see cuda_layout.h). */
+/* cuDNN 9 status codes as vdnn statuses, by category, and the driver a CUDA version needs (see cuda_layout.h). */
 #include "backend/cuda/cuda_layout.h"
 
 vdnn_status vdnn_cuda_cudnn_status(int code)
@@ -19,5 +19,15 @@ vdnn_status vdnn_cuda_cudnn_status(int code)
     case 2000: return VDNN_ERR_INVALID_ARG;  /* BAD_PARAM_* */
     case 3000: return VDNN_ERR_UNSUPPORTED;  /* NOT_SUPPORTED_* */
     default: return VDNN_ERR_BACKEND;        /* NOT_INITIALIZED..., INTERNAL_ERROR_*, EXECUTION_FAILED_* */
+    }
+}
+
+const char *vdnn_cuda_min_driver(int cuda_major)
+{
+    switch (cuda_major) {
+    case 13: return "580.65.06";
+    case 12: return "525.60.13";
+    case 11: return "450.80.02";
+    default: return "released with this CUDA version";
     }
 }
