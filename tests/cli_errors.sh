@@ -143,6 +143,12 @@ run "policy um on the CPU" 1 "policy 'um' needs the CUDA backend (Unified Memory
     train --data synthetic --input 1x28x28 --classes 10 --steps 1 --batch 8 --device cpu --policy um
 if grep -q "^step " "$TMP/out" "$TMP/err"; then bad "policy um on the CPU started training"; else ok; fi
 run "--allow-oversubscribe is not a plan flag" 2 "'--allow-oversubscribe'" -- plan lenet --policy um --allow-oversubscribe
+# plan/simulate/plot --device cuda plan with the CUDA op info, which needs the GPU (or a profile recorded on it).
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    run "plan --device cuda without a GPU" 1 "--device cuda: no GPU" -- plan lenet --device cuda
+    run "the no-GPU message names the driver needed" 1 "needs an NVIDIA driver" -- simulate lenet --device cuda
+fi
+run "plan --device takes cpu, cuda or auto" 2 "--device: invalid value 'gpu' (cpu, cuda or auto)" -- plan lenet --device gpu
 
 # ---- --no-tf32 and --deterministic: CUDA settings, accepted on the CPU, where they change nothing ----
 run "--no-tf32 is not an info flag" 2 "'--no-tf32'" -- info lenet --no-tf32

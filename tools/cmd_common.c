@@ -75,7 +75,7 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
         if (!strcmp(f, "--no-eval") && (allowed & OPT_TRAINING)) { o->no_eval = true; continue; }
         if (!strcmp(f, "--no-tf32") && (allowed & OPT_DEVICE)) { o->no_tf32 = true; continue; }
         if (!strcmp(f, "--deterministic") && (allowed & OPT_DEVICE)) { o->deterministic = true; continue; }
-        if (!strcmp(f, "--allow-oversubscribe") && (allowed & OPT_DEVICE)) { o->allow_oversubscribe = true; continue; }
+        if (!strcmp(f, "--allow-oversubscribe") && (allowed & OPT_TRAINING)) { o->allow_oversubscribe = true; continue; }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n;
         double d;

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 
-#define VDNN_ALIGN 64
+#define VDNN_ALIGN 256
 
 static inline size_t vdnn_align_up(size_t n) { return (n + VDNN_ALIGN - 1) / VDNN_ALIGN * VDNN_ALIGN; }
 
