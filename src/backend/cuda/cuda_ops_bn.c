@@ -1,6 +1,7 @@
 /* BATCHNORM on CUDA: cuDNN spatial batch normalization. Training keeps cuDNN's saved batch mean and inverse standard
- * deviation in aux (2*C floats) for backward, and cuDNN updates the running statistics itself with PyTorch's rule
- * (factor = momentum, the variance unbiased). */
+ * deviation in aux for backward (each at a 256-byte boundary), and cuDNN updates the running statistics itself with
+ * PyTorch's rule (factor = momentum, the variance unbiased). */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_internal.h"
@@ -32,6 +33,36 @@ static vdnn_status bn_check(const vdnn_op_desc *d, vdnn_error *err)
     return VDNN_OK;
 }
 
+/* Where the second half of aux (inverse standard deviations) starts, in floats: the first 256-byte boundary after
+ * the C means, since cuDNN is handed both halves as separate arrays. */
+static size_t bn_aux_second(int c) { return vdnn_cuda_align((size_t)c * sizeof(float)) / sizeof(float); }
+
+/* The running variance follows the C running means in the net's statistics buffer (the layout checkpoints and the
+ * CPU backend share), so it sits at a 256-byte boundary only when 4*C is a multiple of 256. Otherwise cuDNN gets
+ * an aligned copy in the backend's scratch, copied back when cuDNN wrote it. */
+static bool var_aligned(const float *var) { return ((uintptr_t)var % VDNN_CUDA_ALIGN) == 0; }
+
+static vdnn_status var_stage(cuda_backend *b, float *var, int c, bool in, float **use, vdnn_error *err)
+{
+    *use = var;
+    if (!var || var_aligned(var)) return VDNN_OK;
+    if ((size_t)c * sizeof(float) > VDNN_CUDA_SUM_SCRATCH_BYTES)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "batchnorm: %d channels do not fit the backend's scratch", c);
+    *use = (float *)b->sum_scratch;
+    if (!in) return VDNN_OK;
+    return vdnn_cuda_check(cudaMemcpyAsync(*use, var, (size_t)c * sizeof(float), cudaMemcpyDeviceToDevice,
+                                           b->stream[VDNN_QUEUE_COMPUTE]),
+                           err, "batchnorm: staging the running variance");
+}
+
+static vdnn_status var_unstage(cuda_backend *b, float *var, const float *used, int c, vdnn_error *err)
+{
+    if (!var || used == var) return VDNN_OK;
+    return vdnn_cuda_check(cudaMemcpyAsync(var, used, (size_t)c * sizeof(float), cudaMemcpyDeviceToDevice,
+                                           b->stream[VDNN_QUEUE_COMPUTE]),
+                           err, "batchnorm: storing the running variance");
+}
+
 static void bn_free(bn_state *s)
 {
     vdnn_cuda_tensor_free(&s->x);
@@ -43,7 +74,7 @@ static vdnn_status bn_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info
     vdnn_status st = bn_check(d, err);
     if (st) return st;
     *info = (vdnn_op_info){
-        .aux_bytes = d->training ? 2 * (size_t)d->in[0].c * sizeof(float) : 0,
+        .aux_bytes = d->training ? bn_aux_second(d->in[0].c) * sizeof(float) + (size_t)d->in[0].c * sizeof(float) : 0,
         .bwd_needs_x = d->training,
     };
     return VDNN_OK;
@@ -91,9 +122,12 @@ static vdnn_status bn_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *
                          "--no-sync-bn on GPUs");
     if (!d->training) {
         if (!a->stats) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm inference: NULL running statistics");
+        float *var;
+        vdnn_status st = var_stage(b, a->stats + c, c, true, &var, err);
+        if (st) return st;
         return VDNN_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(b->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
                                                                         s->x, a->x[0], s->x, a->y, s->bn, a->w, a->b,
-                                                                        a->stats, a->stats + c, (double)d->p.bn_eps),
+                                                                        a->stats, var, (double)d->p.bn_eps),
                                 err, "cudnnBatchNormalizationForwardInference");
     }
     if (!a->aux) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm forward: NULL aux (batch statistics)");
@@ -101,12 +135,16 @@ static vdnn_status bn_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm forward: update_stats with NULL running statistics");
     /* Running statistics: both pointers NULL leaves them alone (a recomputation must not count twice). */
     float *run_mean = a->update_stats ? a->stats : NULL;
-    float *run_var = a->update_stats ? a->stats + c : NULL;
-    return VDNN_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(b->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, s->x,
-                                                                   a->x[0], s->x, a->y, s->bn, a->w, a->b,
-                                                                   (double)d->p.bn_momentum, run_mean, run_var,
-                                                                   (double)d->p.bn_eps, a->aux, a->aux + c),
-                            err, "cudnnBatchNormalizationForwardTraining");
+    float *run_var = NULL;
+    vdnn_status st = var_stage(b, a->update_stats ? a->stats + c : NULL, c, true, &run_var, err);
+    if (!st)
+        st = VDNN_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(b->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, s->x,
+                                                                     a->x[0], s->x, a->y, s->bn, a->w, a->b,
+                                                                     (double)d->p.bn_momentum, run_mean, run_var,
+                                                                     (double)d->p.bn_eps, a->aux, a->aux + bn_aux_second(c)),
+                              err, "cudnnBatchNormalizationForwardTraining");
+    if (!st && a->update_stats) st = var_unstage(b, a->stats + c, run_var, c, err);
+    return st;
 }
 
 static vdnn_status bn_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
@@ -129,12 +167,13 @@ static vdnn_status bn_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args 
         /* cuDNN's backward always writes dx; with no buffer for it, the parameter gradients alone. */
         return vdnn_cuda_check(vdnn_cuda_k_bn_param_grad(b->stream[VDNN_QUEUE_COMPUTE], b->sum_scratch,
                                                          VDNN_CUDA_SUM_SCRATCH_BYTES, a->dw, a->db, a->x[0], a->dy,
-                                                         a->aux, a->aux + in.c, in.n, in.c,
+                                                         a->aux, a->aux + bn_aux_second(in.c), in.n, in.c,
                                                          (size_t)in.h * (size_t)in.w),
                                err, "batchnorm backward: parameter gradient kernel");
     return VDNN_CUDNN_CHECK(cudnnBatchNormalizationBackward(b->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero,
                                                             s->x, a->x[0], s->x, a->dy, s->x, a->dx[0], s->bn, a->w,
-                                                            a->dw, a->db, (double)d->p.bn_eps, a->aux, a->aux + in.c),
+                                                            a->dw, a->db, (double)d->p.bn_eps, a->aux,
+                                                            a->aux + bn_aux_second(in.c)),
                             err, "cudnnBatchNormalizationBackward");
 }
 
