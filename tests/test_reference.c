@@ -1,12 +1,13 @@
 /* The CPU runtime against PyTorch (tests/reference/allops.bin, see its README.md): every op's output and
- * gradients from the reference inputs, one training step, the remaining SGD steps, and the offloading
- * policies, which must reproduce policy none bit for bit. */
+ * gradients from the reference inputs (each op run as the op harness runs it, op_exec.c), one training step,
+ * the remaining SGD steps, and the offloading policies, which must reproduce policy none bit for bit. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec/net.h"
+#include "op_exec.h"
 #include "testutil.h"
 
 #define REF_DIR VDNN_SOURCE_DIR "/tests/reference/"
@@ -264,43 +265,9 @@ static int teardown(void **state)
 
 /* ---- every op on its own, fed the reference inputs ---- */
 
-typedef struct devlist {
-    vdnn_backend_t *be;
-    int n;
-    void *p[32];
-} devlist;
-
-/* A device buffer filled with NaN, so that anything an op fails to write shows. */
-static float *dev_new(devlist *dl, size_t bytes)
+static void copy_ref(float *dst, ref_file *rf, const char *layer, const char *suffix, size_t count)
 {
-    vdnn_error err;
-    void *p = NULL;
-    if (bytes == 0) return NULL;
-    assert_true(dl->n < 32);
-    vt_assert_ok(dl->be->ops->dev_alloc(dl->be, bytes, &p, &err), err);
-    vt_assert_ok(dl->be->ops->poison(dl->be, p, bytes, &err), err);
-    dl->p[dl->n++] = p;
-    return p;
-}
-
-static float *dev_from(devlist *dl, const void *host, size_t bytes)
-{
-    vdnn_error err;
-    float *p = dev_new(dl, bytes);
-    vt_assert_ok(dl->be->ops->upload(dl->be, p, host, bytes, &err), err);
-    return p;
-}
-
-static void dev_free_all(devlist *dl)
-{
-    for (int i = 0; i < dl->n; i++) dl->be->ops->dev_free(dl->be, dl->p[i]);
-    dl->n = 0;
-}
-
-static void download(vdnn_backend_t *be, float *host, const float *dev, size_t n)
-{
-    vdnn_error err;
-    vt_assert_ok(be->ops->download(be, host, dev, n * sizeof(float), &err), err);
+    if (count) memcpy(dst, ref_layer(rf, layer, suffix, count), count * sizeof *dst);
 }
 
 /* Runs forward and backward of layer l alone on the reference input and output gradient; compares
@@ -309,96 +276,53 @@ static void check_one_op(ctx *c, checker *ck, int l, float **dsum)
 {
     const vdnn_graph_t *g = c->g;
     const vdnn_layer *ly = &g->layers[l];
-    vdnn_backend_t *be = c->be;
-    vdnn_error err;
-    devlist dl = {.be = be};
     vdnn_op_desc d;
     vdnn_op_desc_from_layer(g, l, true, &d);
-    vdnn_op_info info;
-    vt_assert_ok(be->ops->op_query(be, &d, &info, &err), err);
-    vdnn_op *op = NULL;
-    vt_assert_ok(be->ops->op_create(be, &d, &op, &err), err);
-
-    const size_t n_out = vdnn_shape_count(ly->out);
-    size_t n_host = 64;
-    for (int k = 0; k < g->n_layers; k++)
-        if (vdnn_shape_count(g->layers[k].out) > n_host) n_host = vdnn_shape_count(g->layers[k].out);
-    float *host = malloc(n_host * sizeof(float));
-    assert_non_null(host);
-    vdnn_op_args a;
-    memset(&a, 0, sizeof a);
+    vt_op_data in;
+    vt_op_data_alloc(&in, ly->name, &d);
     for (int i = 0; i < ly->n_inputs; i++) {
-        const vdnn_layer *in = &g->layers[ly->inputs[i]];
-        const float *x = ref_layer(&c->ref, in->name, ".out", vdnn_shape_count(in->out));
-        a.x[i] = dev_from(&dl, x, vdnn_shape_bytes(in->out));
+        const vdnn_layer *src = &g->layers[ly->inputs[i]];
+        copy_ref(in.x[i], &c->ref, src->name, ".out", in.nx[i]);
     }
-    a.y = dev_new(&dl, vdnn_shape_bytes(ly->out));
-    if (ly->n_weight) a.w = dev_from(&dl, ref_layer(&c->ref, ly->name, ".weight", ly->n_weight), ly->n_weight * 4);
-    if (ly->n_bias) a.b = dev_from(&dl, ref_layer(&c->ref, ly->name, ".bias", ly->n_bias), ly->n_bias * 4);
-    if (ly->n_stats) {
-        ref_stats(&c->ref, "", ly->name, ly->n_stats, host);
-        a.stats = dev_from(&dl, host, ly->n_stats * 4);
-        a.update_stats = true;
-    }
-    a.aux = dev_new(&dl, info.aux_bytes);
-    a.ws = dev_new(&dl, info.fwd_ws_bytes > info.bwd_ws_bytes ? info.fwd_ws_bytes : info.bwd_ws_bytes);
-    if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) {
-        a.labels = (const int32_t *)dev_from(&dl, c->labels, (size_t)c->batch * sizeof(int32_t));
-        a.loss = dev_new(&dl, sizeof(float));
-    }
-    a.seed = ref_dropout_seed(0, 0, l);
-    vt_assert_ok(be->ops->op_forward(be, op, &a, &err), err);
-    vt_assert_ok(be->ops->sync_all(be, &err), err);
+    copy_ref(in.w, &c->ref, ly->name, ".weight", in.nw);
+    copy_ref(in.b, &c->ref, ly->name, ".bias", in.nb);
+    if (in.nstats) ref_stats(&c->ref, "", ly->name, in.nstats, in.stats);
+    /* The loss layer starts backward from the labels, every other from the reference dy. */
+    if (in.labels) memcpy(in.labels, c->labels, (size_t)c->batch * sizeof *in.labels);
+    else copy_ref(in.dy, &c->ref, ly->name, ".out.grad", in.ny);
+    in.seed = ref_dropout_seed(0, 0, l);
+    vt_op_result r;
+    const vt_call call = {.update_stats = true, .backward = true};
+    vt_op_run(c->be, &in, &call, &r);
 
     char what[128];
-    download(be, host, a.y, n_out);
     snprintf(what, sizeof what, "%s.out", ly->name);
-    check(ck, what, host, ref_layer(&c->ref, ly->name, ".out", n_out), n_out, TOL_STEP0);
+    check(ck, what, r.y, ref_layer(&c->ref, ly->name, ".out", in.ny), in.ny, TOL_STEP0);
     if (ly->kind == VDNN_LAYER_BATCHNORM) {
         const size_t C = (size_t)ly->out.c;
-        assert_true(info.aux_bytes == 2 * C * sizeof(float));
-        download(be, host, a.aux, 2 * C);
+        float after[64];
+        assert_true(r.info.aux_bytes == 2 * C * sizeof(float) && 2 * C <= 64);
         snprintf(what, sizeof what, "%s aux (batch mean)", ly->name);
-        check(ck, what, host, ref_layer(&c->ref, ly->name, ".batch_mean", C), C, TOL_STEP0);
+        check(ck, what, r.aux, ref_layer(&c->ref, ly->name, ".batch_mean", C), C, TOL_STEP0);
         snprintf(what, sizeof what, "%s aux (batch var)", ly->name);
-        check(ck, what, host + C, ref_layer(&c->ref, ly->name, ".batch_var", C), C, TOL_STEP0);
-        download(be, host, a.stats, 2 * C);
-        ref_stats(&c->ref, "step0.", ly->name, 2 * C, host + 2 * C);
+        check(ck, what, r.aux + C, ref_layer(&c->ref, ly->name, ".batch_var", C), C, TOL_STEP0);
+        ref_stats(&c->ref, "step0.", ly->name, 2 * C, after);
         snprintf(what, sizeof what, "%s.stats after forward", ly->name);
-        check(ck, what, host, host + 2 * C, 2 * C, TOL_STEP0);
+        check(ck, what, r.stats, after, 2 * C, TOL_STEP0);
     }
-    if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) {
-        download(be, host, a.loss, 1);
-        check(ck, "loss", host, ref_f32(&c->ref, "loss.value", 1), 1, TOL_STEP0);
-    }
-
-    /* Backward: the loss layer starts from the labels, every other from the reference dy. */
-    if (ly->kind != VDNN_LAYER_SOFTMAX_XENT)
-        a.dy = dev_from(&dl, ref_layer(&c->ref, ly->name, ".out.grad", n_out), vdnn_shape_bytes(ly->out));
-    for (int i = 0; i < ly->n_inputs; i++) a.dx[i] = dev_new(&dl, vdnn_shape_bytes(g->layers[ly->inputs[i]].out));
-    if (ly->n_weight) a.dw = dev_new(&dl, ly->n_weight * 4);
-    if (ly->n_bias) a.db = dev_new(&dl, ly->n_bias * 4);
-    vt_assert_ok(be->ops->op_backward(be, op, &a, &err), err);
-    vt_assert_ok(be->ops->sync_all(be, &err), err);
-    for (int i = 0; i < ly->n_inputs; i++) {
-        const int in = ly->inputs[i];
-        const size_t n_in = vdnn_shape_count(g->layers[in].out);
-        download(be, host, a.dx[i], n_in);
-        for (size_t k = 0; k < n_in; k++) dsum[in][k] += host[k];
-    }
-    if (ly->n_weight) {
-        download(be, host, a.dw, ly->n_weight);
+    if (in.labels) check(ck, "loss", &r.loss, ref_f32(&c->ref, "loss.value", 1), 1, TOL_STEP0);
+    for (int i = 0; i < ly->n_inputs; i++)
+        for (size_t k = 0; k < in.nx[i]; k++) dsum[ly->inputs[i]][k] += r.dx[i][k];
+    if (in.nw) {
         snprintf(what, sizeof what, "%s.weight.grad", ly->name);
-        check(ck, what, host, ref_layer(&c->ref, ly->name, ".weight.grad", ly->n_weight), ly->n_weight, TOL_STEP0);
+        check(ck, what, r.dw, ref_layer(&c->ref, ly->name, ".weight.grad", in.nw), in.nw, TOL_STEP0);
     }
-    if (ly->n_bias) {
-        download(be, host, a.db, ly->n_bias);
+    if (in.nb) {
         snprintf(what, sizeof what, "%s.bias.grad", ly->name);
-        check(ck, what, host, ref_layer(&c->ref, ly->name, ".bias.grad", ly->n_bias), ly->n_bias, TOL_STEP0);
+        check(ck, what, r.db, ref_layer(&c->ref, ly->name, ".bias.grad", in.nb), in.nb, TOL_STEP0);
     }
-    be->ops->op_destroy(be, op);
-    dev_free_all(&dl);
-    free(host);
+    vt_op_result_free(&r);
+    vt_op_data_free(&in);
 }
 
 /* Returns the number of tensors out of tolerance. */

@@ -1,0 +1,38 @@
+/* Op descriptions for the tests: one builder per layer kind, shared by every test that runs ops directly. */
+#ifndef VDNN_TEST_OP_DESC_H
+#define VDNN_TEST_OP_DESC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "backend/backend.h"
+
+vdnn_shape vt_shape(int n, int c, int h, int w);
+
+/* One input, training mode, no parameters: relu, gap, flatten, softmax_xent (and the base of the others). */
+vdnn_op_desc vt_op(vdnn_layer_kind kind, vdnn_shape in, vdnn_shape out);
+vdnn_op_desc vt_relu(vdnn_shape in);
+vdnn_op_desc vt_gap(vdnn_shape in);
+vdnn_op_desc vt_flatten(vdnn_shape in);
+vdnn_op_desc vt_xent(int n, int classes);
+
+/* Output size floor((in + 2 pad - kernel) / stride) + 1, as the graph computes it. */
+vdnn_op_desc vt_conv_rect(vdnn_shape in, int filters, int kh, int kw, int sh, int sw, int ph, int pw, int groups,
+                          int bias);
+vdnn_op_desc vt_conv(vdnn_shape in, int filters, int k, int stride, int pad, int groups, int bias);
+vdnn_op_desc vt_pool_rect(vdnn_layer_kind kind, vdnn_shape in, int kh, int kw, int sh, int sw, int ph, int pw);
+vdnn_op_desc vt_pool(vdnn_layer_kind kind, vdnn_shape in, int k, int stride, int pad);
+vdnn_op_desc vt_lrn(vdnn_shape in, int size, float alpha, float beta, float k);
+vdnn_op_desc vt_bn(vdnn_shape in, bool training);
+vdnn_op_desc vt_fc(vdnn_shape in, int outputs, int bias);
+vdnn_op_desc vt_dropout(vdnn_shape in, float p, bool training);
+/* concat (output channels summed) or add (output shaped like the inputs) of n inputs. */
+vdnn_op_desc vt_multi(vdnn_layer_kind kind, int n, const vdnn_shape *in);
+
+/* Element counts of the weights (conv/fc weights, batchnorm gamma), biases (beta) and running statistics. */
+void vt_op_param_counts(const vdnn_op_desc *d, size_t *nw, size_t *nb, size_t *nstats);
+/* Whether the op has a backward pass to test: everything in training mode, and dropout in inference mode too
+ * (the identity); batchnorm and convolutions made for inference have none. */
+bool vt_op_has_backward(const vdnn_op_desc *d);
+
+#endif

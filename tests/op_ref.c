@@ -1,0 +1,177 @@
+/* Naive references of every op's forward pass, summed in double. */
+#include "op_ref.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "testutil.h"
+
+#define IDX(s, n_, c_, h_, w_) \
+    ((((size_t)(n_) * (size_t)(s).c + (size_t)(c_)) * (size_t)(s).h + (size_t)(h_)) * (size_t)(s).w + (size_t)(w_))
+
+typedef struct pos {
+    int n, c, h, w;
+} pos;
+
+static pos unravel(vdnn_shape s, size_t i)
+{
+    pos p;
+    p.w = (int)(i % (size_t)s.w), i /= (size_t)s.w;
+    p.h = (int)(i % (size_t)s.h), i /= (size_t)s.h;
+    p.c = (int)(i % (size_t)s.c);
+    p.n = (int)(i / (size_t)s.c);
+    return p;
+}
+
+static double conv_at(const vt_op_data *in, pos o)
+{
+    const vdnn_layer_params *p = &in->d.p;
+    const vdnn_shape s = in->d.in[0];
+    const int cg = s.c / p->groups, fg = p->filters / p->groups, g = o.c / fg;
+    double sum = p->bias ? in->b[o.c] : 0.0;
+    for (int ic = 0; ic < cg; ic++)
+        for (int i = 0; i < p->kernel_h; i++)
+            for (int j = 0; j < p->kernel_w; j++) {
+                int ih = o.h * p->stride_h - p->pad_h + i, iw = o.w * p->stride_w - p->pad_w + j;
+                if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) continue;
+                double wv = in->w[(((size_t)o.c * cg + ic) * p->kernel_h + i) * p->kernel_w + j];
+                sum += wv * in->x[0][IDX(s, o.n, g * cg + ic, ih, iw)];
+            }
+    return sum;
+}
+
+/* Padding never wins a max and counts in an average's divisor (count_include_pad). */
+static double pool_at(const vt_op_data *in, pos o)
+{
+    const vdnn_layer_params *p = &in->d.p;
+    const vdnn_shape s = in->d.in[0];
+    const bool max = in->d.kind == VDNN_LAYER_MAXPOOL;
+    double acc = max ? -INFINITY : 0.0;
+    for (int i = 0; i < p->kernel_h; i++)
+        for (int j = 0; j < p->kernel_w; j++) {
+            int ih = o.h * p->stride_h - p->pad_h + i, iw = o.w * p->stride_w - p->pad_w + j;
+            if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) continue;
+            double v = in->x[0][IDX(s, o.n, o.c, ih, iw)];
+            acc = max ? fmax(acc, v) : acc + v;
+        }
+    return max ? acc : acc / (p->kernel_h * p->kernel_w);
+}
+
+static double lrn_at(const vt_op_data *in, pos o)
+{
+    const vdnn_layer_params *p = &in->d.p;
+    const vdnn_shape s = in->d.in[0];
+    double sum = 0.0;
+    for (int c = o.c - p->lrn_size / 2; c <= o.c + (p->lrn_size - 1) / 2; c++) {
+        if (c < 0 || c >= s.c) continue;
+        double v = in->x[0][IDX(s, o.n, c, o.h, o.w)];
+        sum += v * v;
+    }
+    return in->x[0][IDX(s, o.n, o.c, o.h, o.w)] / pow(p->lrn_k + p->lrn_alpha / p->lrn_size * sum, p->lrn_beta);
+}
+
+static double fc_at(const vt_op_data *in, pos o)
+{
+    const vdnn_shape s = in->d.in[0];
+    const size_t k = (size_t)s.c * s.h * s.w;
+    double sum = in->d.p.bias ? in->b[o.c] : 0.0;
+    for (size_t i = 0; i < k; i++) sum += (double)in->w[(size_t)o.c * k + i] * in->x[0][(size_t)o.n * k + i];
+    return sum;
+}
+
+static double concat_at(const vt_op_data *in, pos o)
+{
+    int c = o.c, i = 0;
+    while (c >= in->d.in[i].c) c -= in->d.in[i++].c;
+    return in->x[i][IDX(in->d.in[i], o.n, c, o.h, o.w)];
+}
+
+static double gap_at(const vt_op_data *in, pos o)
+{
+    const vdnn_shape s = in->d.in[0];
+    double sum = 0.0;
+    for (int k = 0; k < s.h * s.w; k++) sum += in->x[0][IDX(s, o.n, o.c, 0, 0) + (size_t)k];
+    return sum / (s.h * s.w);
+}
+
+void vt_ref_batch_stats(const vt_op_data *in, double *mean, double *var)
+{
+    const vdnn_shape s = in->d.in[0];
+    const size_t plane = (size_t)s.h * s.w;
+    const double m = (double)s.n * (double)plane;
+    for (int c = 0; c < s.c; c++) {
+        double sum = 0.0, sq = 0.0;
+        for (int n = 0; n < s.n; n++)
+            for (size_t i = 0; i < plane; i++) sum += in->x[0][IDX(s, n, c, 0, 0) + i];
+        mean[c] = sum / m;
+        for (int n = 0; n < s.n; n++)
+            for (size_t i = 0; i < plane; i++) {
+                double dv = in->x[0][IDX(s, n, c, 0, 0) + i] - mean[c];
+                sq += dv * dv;
+            }
+        var[c] = sq / m;
+    }
+}
+
+static void ref_bn(const vt_op_data *in, size_t step, double *y)
+{
+    const vdnn_shape s = in->d.in[0];
+    double *mean = calloc((size_t)s.c, sizeof *mean), *var = calloc((size_t)s.c, sizeof *var);
+    assert_true(mean && var);
+    if (in->d.training) {
+        vt_ref_batch_stats(in, mean, var);
+    } else {
+        for (int c = 0; c < s.c; c++) mean[c] = in->stats[c], var[c] = in->stats[s.c + c];
+    }
+    for (size_t i = 0; i < in->ny; i += step) {
+        int c = unravel(s, i).c;
+        y[i] = in->w[c] * (in->x[0][i] - mean[c]) / sqrt(var[c] + in->d.p.bn_eps) + in->b[c];
+    }
+    free(mean), free(var);
+}
+
+static void ref_softmax_xent(const vt_op_data *in, double *y, double *loss)
+{
+    const int n_b = in->d.in[0].n, k = in->d.in[0].c;
+    *loss = 0.0;
+    for (int n = 0; n < n_b; n++) {
+        const float *z = in->x[0] + (size_t)n * k;
+        double mx = z[0], sum = 0.0;
+        for (int c = 1; c < k; c++) mx = fmax(mx, z[c]);
+        for (int c = 0; c < k; c++) sum += exp(z[c] - mx);
+        for (int c = 0; c < k; c++) y[(size_t)n * k + c] = exp(z[c] - mx) / sum;
+        *loss += (log(sum) + mx - z[in->labels[n]]) / n_b;
+    }
+}
+
+void vt_ref_forward(const vt_op_data *in, size_t step, double *y, double *loss)
+{
+    const vdnn_op_desc *d = &in->d;
+    for (size_t i = 0; i < in->ny; i++) y[i] = NAN;
+    if (d->kind == VDNN_LAYER_BATCHNORM) return ref_bn(in, step, y);
+    if (d->kind == VDNN_LAYER_SOFTMAX_XENT) return ref_softmax_xent(in, y, loss);
+    const float p = d->p.dropout_p;
+    for (size_t i = 0; i < in->ny; i += step) {
+        const pos o = unravel(d->out, i);
+        switch (d->kind) {
+        case VDNN_LAYER_CONV: y[i] = conv_at(in, o); break;
+        case VDNN_LAYER_MAXPOOL:
+        case VDNN_LAYER_AVGPOOL: y[i] = pool_at(in, o); break;
+        case VDNN_LAYER_RELU: y[i] = in->x[0][i] > 0 ? in->x[0][i] : 0.0; break;
+        case VDNN_LAYER_LRN: y[i] = lrn_at(in, o); break;
+        case VDNN_LAYER_FC: y[i] = fc_at(in, o); break;
+        case VDNN_LAYER_DROPOUT:
+            y[i] = !d->training ? in->x[0][i] : vdnn_dropout_keep(in->seed, i, p) ? in->x[0][i] / (1.0 - p) : 0.0;
+            break;
+        case VDNN_LAYER_CONCAT: y[i] = concat_at(in, o); break;
+        case VDNN_LAYER_ADD:
+            y[i] = 0.0;
+            for (int k = 0; k < d->n_inputs; k++) y[i] += in->x[k][i];
+            break;
+        case VDNN_LAYER_GAP: y[i] = gap_at(in, o); break;
+        case VDNN_LAYER_FLATTEN: y[i] = in->x[0][i]; break;
+        default: fail_msg("%s: no reference for layer kind %d", in->name, (int)d->kind);
+        }
+    }
+}

@@ -1,0 +1,239 @@
+/* The op harness, in the manner of ggml's test-backend-ops: one table of op cases (op_cases.c), each run forward
+ * and backward on every backend present and compared with the CPU backend, the double reference and finite
+ * differences (op_case_run.c). Backends that are not present are reported as skipped, with the reason.
+ *
+ *     test_ops [--backend NAME[,NAME...]] [SUBSTRING]     (backends: cpu, cpu-chunked, cuda; default all)
+ *
+ * Exit status 0 when every selected backend ran every case it applies to and passed, 1 on a failure, 77
+ * (CTest's SKIP_RETURN_CODE) when a selected backend was not present. VDNN_TEST_QUICK=1 runs the hand-picked
+ * cases only; VDNN_TEST_ZOO_FULL=1 runs the zoo's layers at the nets' own input size (minutes on two cores). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op_case_run.h"
+#include "op_cases.h"
+#include "op_check.h"
+#include "op_desc.h"
+#include "op_exec.h"
+#include "testutil.h"
+
+typedef struct harness_backend {
+    vt_case_backend cb; /* its name and batchnorm layout; cb.be NULL: not present */
+    const char *about;
+    vdnn_status (*open)(vdnn_backend_t **be, vdnn_error *err);
+    bool conv_only; /* runs the convolution cases only: its options change nothing else */
+    bool selected;
+    char reason[1600];  /* why not present */
+    bool broken;        /* present but failed to open: its cases count as failed */
+    int run, skipped, failed, candidates;
+} harness_backend;
+
+typedef struct job {
+    harness_backend *hb;
+    const vt_op_case *c;
+} job;
+
+static vdnn_status open_cpu(vdnn_backend_t **be, vdnn_error *err)
+{
+    vdnn_cpu_options o = {0};
+    return vdnn_backend_cpu_create(&o, be, err);
+}
+
+/* A 12.5 KiB cap on a convolution's layout copies cuts the batch of every conv case into chunks (VGG's first
+ * layers at batch 256 are cut the same way), so every candidate the CPU lists differs from the default. */
+static vdnn_status open_cpu_chunked(vdnn_backend_t **be, vdnn_error *err)
+{
+    vdnn_cpu_options o = {.conv_chunk_bytes = 2 * 6400};
+    return vdnn_backend_cpu_create(&o, be, err);
+}
+
+/* Strict FP32 (no TF32), so that results compare with the CPU at FP32 tolerances. */
+static vdnn_status open_cuda(vdnn_backend_t **be, vdnn_error *err)
+{
+    vdnn_cuda_options o;
+    vdnn_cuda_options_default(&o);
+    o.tf32 = 0;
+    return vdnn_backend_cuda_create_ex(&o, be, err);
+}
+
+/* The first is the CPU backend every other is compared with. */
+static harness_backend backends[] = {
+    {.cb = {.name = "cpu"}, .about = "the CPU backend (oneDNN, OpenBLAS), also the reference of the others",
+     .open = open_cpu},
+    {.cb = {.name = "cpu-chunked"}, .about = "the CPU backend with convolution batches cut into chunks",
+     .open = open_cpu_chunked, .conv_only = true},
+    {.cb = {.name = "cuda", .bn_aux_invstd = true}, .about = "the CUDA backend (cuDNN, cuBLAS), TF32 off",
+     .open = open_cuda},
+};
+enum { N_BACKENDS = sizeof backends / sizeof backends[0] };
+
+static bool applies(const harness_backend *hb, const vt_op_case *c)
+{
+    return !hb->conv_only || c->d.kind == VDNN_LAYER_CONV;
+}
+
+static void run_job(void **state)
+{
+    job *j = *state;
+    /* Counted as failed until it returns: a failed check leaves the test through cmocka's longjmp. */
+    j->hb->run++;
+    j->hb->failed++;
+    j->hb->candidates += vt_case_run(&j->hb->cb, j->c);
+    j->hb->failed--;
+}
+
+/* The checks can fail: a result off by more than the tolerance, and a gradient off in one element or in
+ * scale, are each caught. */
+static void test_checks_catch_errors(void **state)
+{
+    vdnn_backend_t *cpu = *state;
+    const vdnn_op_desc d = vt_conv(vt_shape(2, 3, 6, 6), 4, 3, 1, 1, 1, 1);
+    vt_op_data in;
+    vt_op_data_random(&in, "self-test conv", &d, VT_FILL_UNIFORM, 99);
+    vt_op_result r;
+    const vt_call call = {.backward = true};
+    vt_op_run(cpu, &in, &call, &r);
+    char msg[256];
+    float *y = malloc(in.ny * sizeof *y);
+    assert_non_null(y);
+    memcpy(y, r.y, in.ny * sizeof *y);
+    assert_true(vt_close(y, r.y, in.ny, vt_op_rtol(d.kind), msg, sizeof msg));
+    y[in.ny / 2] += 1e-2f;
+    assert_false(vt_close(y, r.y, in.ny, vt_op_rtol(d.kind), msg, sizeof msg));
+    printf("a y off by 1e-2 is caught: %s\n", msg);
+    free(y);
+
+    vt_exec e;
+    vt_exec_open(&e, cpu, &in, 0);
+    assert_true(vt_fd_elements(&e, in.w, in.nw, r.dw, 0, 1, msg, sizeof msg));
+    assert_true(vt_fd_direction(&e, in.w, in.nw, r.dw, 0, 1, msg, sizeof msg));
+    float gmax = 0;
+    for (size_t i = 0; i < in.nw; i++) gmax = fabsf(r.dw[i]) > gmax ? fabsf(r.dw[i]) : gmax;
+    r.dw[5] += 0.01f * gmax;
+    assert_false(vt_fd_elements(&e, in.w, in.nw, r.dw, 0, 1, msg, sizeof msg));
+    printf("one dw element off by 1%% of max |dw| is caught: %s\n", msg);
+    r.dw[5] -= 0.01f * gmax;
+    for (size_t i = 0; i < in.nw; i++) r.dw[i] *= 1.01f;
+    assert_false(vt_fd_direction(&e, in.w, in.nw, r.dw, 0, 1, msg, sizeof msg));
+    printf("dw scaled by 1.01 is caught: %s\n", msg);
+    vt_exec_close(&e);
+    vt_op_result_free(&r);
+    vt_op_data_free(&in);
+}
+
+static void select_backends(const char *list)
+{
+    for (int b = 0; b < N_BACKENDS; b++) backends[b].selected = list == NULL;
+    if (!list) return;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int b = 0;
+        while (b < N_BACKENDS && strcmp(backends[b].cb.name, tok)) b++;
+        if (b == N_BACKENDS) {
+            fprintf(stderr, "test_ops: no backend '%s' (cpu, cpu-chunked, cuda)\n", tok);
+            exit(2);
+        }
+        backends[b].selected = true;
+    }
+}
+
+static void open_backends(vdnn_backend_t *cpu)
+{
+    for (int b = 0; b < N_BACKENDS; b++) {
+        harness_backend *hb = &backends[b];
+        hb->cb.ref = cpu;
+        if (!hb->selected) continue;
+        if (b == 0) {
+            hb->cb.be = cpu;
+            continue;
+        }
+        vdnn_error err = {0};
+        vdnn_status st = hb->open(&hb->cb.be, &err);
+        if (st == VDNN_OK) continue;
+        hb->cb.be = NULL;
+        hb->broken = st != VDNN_ERR_NO_DEVICE;
+        char need[384];
+        vt_gpu_requirement(need, sizeof need);
+        snprintf(hb->reason, sizeof hb->reason, "%s%s%s", err.msg, need[0] ? "; " : "", need);
+        printf("%s %s: %s\n", hb->broken ? "FAILED to open" : "SKIPPED", hb->cb.name, hb->reason);
+    }
+}
+
+static void print_summary(const vt_op_cases *cs)
+{
+    int per_kind[VDNN_LAYER_KIND_COUNT] = {0}, small = 0;
+    for (int i = 0; i < cs->n; i++) per_kind[cs->c[i].d.kind]++, small += cs->c[i].small;
+    printf("\nop harness: %d cases (%d small enough for element-wise finite differences):", cs->n, small);
+    for (int k = 0; k < VDNN_LAYER_KIND_COUNT; k++)
+        if (per_kind[k]) printf(" %s %d", vdnn_layer_kind_name((vdnn_layer_kind)k), per_kind[k]);
+    printf("\n%-12s %6s %8s %7s %11s\n", "backend", "run", "skipped", "failed", "candidates");
+    for (int b = 0; b < N_BACKENDS; b++) {
+        const harness_backend *hb = &backends[b];
+        if (!hb->selected) continue;
+        printf("%-12s %6d %8d %7d %11d  %s%s%s\n", hb->cb.name, hb->run, hb->skipped, hb->failed, hb->candidates,
+               hb->about, hb->reason[0] ? ": " : "", hb->reason);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *list = NULL, *filter = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--backend") && i + 1 < argc) list = argv[++i];
+        else filter = argv[i];
+    }
+    select_backends(list);
+    const char *q = getenv("VDNN_TEST_QUICK");
+    vt_op_cases cs;
+    vt_op_cases_build(&cs, q && *q && strcmp(q, "0"));
+    vdnn_backend_t *cpu = NULL;
+    vdnn_error err = {0};
+    if (open_cpu(&cpu, &err)) {
+        fprintf(stderr, "test_ops: the CPU backend: %s\n", err.msg);
+        return 1;
+    }
+    open_backends(cpu);
+
+    struct CMUnitTest *tests = calloc((size_t)(N_BACKENDS * cs.n + 1), sizeof *tests);
+    job *jobs = calloc((size_t)(N_BACKENDS * cs.n), sizeof *jobs);
+    char **names = calloc((size_t)(N_BACKENDS * cs.n), sizeof *names);
+    assert_true(tests && jobs && names);
+    int nt = 0, nj = 0;
+    if (backends[0].selected && !filter)
+        tests[nt++] = (struct CMUnitTest){"the checks catch wrong results", test_checks_catch_errors, NULL, NULL, cpu};
+    for (int b = 0; b < N_BACKENDS; b++) {
+        harness_backend *hb = &backends[b];
+        if (!hb->selected) continue;
+        for (int i = 0; i < cs.n; i++) {
+            if (!applies(hb, &cs.c[i]) || (filter && !strstr(cs.c[i].name, filter))) continue;
+            if (!hb->cb.be) {
+                *(hb->broken ? &hb->failed : &hb->skipped) += 1;
+                continue;
+            }
+            jobs[nj] = (job){hb, &cs.c[i]};
+            names[nj] = malloc(strlen(hb->cb.name) + strlen(cs.c[i].name) + 3);
+            assert_non_null(names[nj]);
+            sprintf(names[nj], "%s: %s", hb->cb.name, cs.c[i].name);
+            tests[nt++] = (struct CMUnitTest){names[nj], run_job, NULL, NULL, &jobs[nj]};
+            nj++;
+        }
+    }
+    int cmocka_failed = nt ? _cmocka_run_group_tests("op harness", tests, (size_t)nt, NULL, NULL) : 0;
+    print_summary(&cs);
+
+    int failed = 0, skipped = 0;
+    for (int b = 0; b < N_BACKENDS; b++) {
+        failed += backends[b].failed;
+        skipped += backends[b].skipped;
+        if (b > 0 && backends[b].cb.be) vdnn_backend_destroy(backends[b].cb.be);
+    }
+    vdnn_backend_destroy(cpu);
+    for (int i = 0; i < nj; i++) free(names[i]);
+    free(names), free(jobs), free(tests);
+    vt_op_cases_free(&cs);
+    if (failed || cmocka_failed) return 1;
+    return skipped ? VT_EXIT_SKIPPED : 0;
+}
