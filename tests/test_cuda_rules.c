@@ -197,6 +197,29 @@ static void test_sum_splits(void **state)
     assert_int_equal(vdnn_cuda_sum_splits(1, 3, 5, 1, scratch), 1);
 }
 
+static void test_chunk_plan(void **state)
+{
+    int per = -1, count = -1, last = -1;
+    /* VGG-16's first activations, 64x224x224 per image, under cuDNN's 2^31-1: 668 images a call. */
+    assert_true(vdnn_cuda_chunk_plan(64 * 224 * 224, 3080, VDNN_CUDA_MAX_TENSOR_VALUES, &per, &count, &last));
+    assert_int_equal(per, 668);
+    assert_int_equal(count, 5);
+    assert_int_equal(last, 3080 - 4 * 668);
+    /* Whole when it fits, exactly at the limit too. */
+    assert_true(vdnn_cuda_chunk_plan(1000, 10, 10000, &per, &count, &last));
+    assert_true(per == 10 && count == 1 && last == 10);
+    assert_true(vdnn_cuda_chunk_plan(1000, 11, 10000, &per, &count, &last));
+    assert_true(per == 10 && count == 2 && last == 1);
+    assert_true(vdnn_cuda_chunk_plan(5, 7, 5, &per, &count, &last));
+    assert_true(per == 1 && count == 7 && last == 1);
+    /* One image over the limit cannot be cut: refused, outputs untouched. */
+    per = count = last = -9;
+    assert_false(vdnn_cuda_chunk_plan(6, 7, 5, &per, &count, &last));
+    assert_false(vdnn_cuda_chunk_plan(0, 7, 5, &per, &count, &last));
+    assert_false(vdnn_cuda_chunk_plan(1, 0, 5, &per, &count, &last));
+    assert_true(per == -9 && count == -9 && last == -9);
+}
+
 static void test_align_and_status(void **state)
 {
     assert_int_equal(vdnn_cuda_align(0), 0);
@@ -234,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_cache_file),
         cmocka_unit_test(test_cache_dir_from_environment),
         cmocka_unit_test(test_sum_splits),
+        cmocka_unit_test(test_chunk_plan),
         cmocka_unit_test(test_align_and_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -77,31 +77,3 @@ void vt_assert_same_checkpoint(const char *what, const vdnn_checkpoint *want, co
     }
 }
 
-#ifdef VDNN_CUDA_VERSION
-/* NVIDIA's minimum Linux drivers for CUDA minor version compatibility, per major version. */
-static const char *min_driver(int cuda_major)
-{
-    switch (cuda_major) {
-    case 11: return "450.80.02";
-    case 12: return "525.60.13";
-    case 13: return "580.65.06";
-    default: return NULL;
-    }
-}
-#endif
-
-void vt_gpu_requirement(char *buf, size_t len)
-{
-    buf[0] = '\0';
-#ifdef VDNN_CUDA_VERSION
-    char installed[128] = "none (no nvidia kernel module loaded)";
-    FILE *f = fopen("/sys/module/nvidia/version", "r");
-    if (f) {
-        if (fgets(installed, sizeof installed, f)) installed[strcspn(installed, "\n")] = '\0';
-        fclose(f);
-    }
-    const char *need = min_driver(atoi(VDNN_CUDA_VERSION));
-    snprintf(buf, len, "this build's CUDA %s runtime needs an NVIDIA driver %s%s; installed driver: %s",
-             VDNN_CUDA_VERSION, need ? ">= " : "for CUDA ", need ? need : VDNN_CUDA_VERSION, installed);
-#endif
-}

@@ -33,9 +33,6 @@ void vt_assert_same_checkpoint(const char *what, const vdnn_checkpoint *want, co
  * SKIP_RETURN_CODE for it, so that CTest reports the test as skipped rather than passed. */
 #define VT_EXIT_SKIPPED 77
 
-/* What the CUDA backend of this build needs of the machine, for a skip message: the driver the build's CUDA
- * runtime requires and the driver installed ("" in builds without the CUDA backend). */
-void vt_gpu_requirement(char *buf, size_t len);
 
 /* Asserts that a call failed with `expect` and that the message contains `needle`. */
 #define vt_assert_error(st, err, expect, needle)                                              \

@@ -205,6 +205,9 @@ typedef struct vdnn_cuda_options {
                            * (a size such as "512MiB"), else unlimited */
     size_t conv_find_limit; /* layers whose operands exceed this many bytes are not measured (cuDNN's heuristic
                              * list is trusted for them); 0: env VDNN_CONV_FIND_LIMIT, else 4 GiB */
+    size_t tensor_values; /* most values one cuDNN call's tensor may hold: convolutions, pooling and LRN over larger
+                           * batches run in batch chunks under it; 0: env VDNN_CUDA_TENSOR_VALUES, else 2^31-1
+                           * (cuDNN's own limit; tests set it low to exercise the chunks) */
 } vdnn_cuda_options;
 
 /* device 0, threads 0, every switch -1 (environment), no workspace limit of its own. */

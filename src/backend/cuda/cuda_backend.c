@@ -620,6 +620,17 @@ static vdnn_status resolve_options(const vdnn_cuda_options *in, vdnn_cuda_option
                              "cuda backend: VDNN_CONV_WS_LIMIT='%s' is not a size (e.g. 512MiB, unlimited)", e);
         o->conv_ws_limit = lim ? lim : SIZE_MAX;
     }
+    if (!o->tensor_values) {
+        const char *e = getenv("VDNN_CUDA_TENSOR_VALUES");
+        size_t v = VDNN_CUDA_MAX_TENSOR_VALUES;
+        if (e && *e && (!vdnn_parse_size(e, &v) || v == 0))
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
+                             "cuda backend: VDNN_CUDA_TENSOR_VALUES='%s' is not a positive count of values", e);
+        o->tensor_values = v;
+    }
+    if (o->tensor_values > VDNN_CUDA_MAX_TENSOR_VALUES)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda backend: tensor_values %zu is above cuDNN's limit of %zu values",
+                         o->tensor_values, VDNN_CUDA_MAX_TENSOR_VALUES);
     if (!o->conv_find_limit) {
         const char *e = getenv("VDNN_CONV_FIND_LIMIT");
         size_t lim = (size_t)4 << 30;

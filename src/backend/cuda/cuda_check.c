@@ -1,4 +1,5 @@
-/* Turning CUDA runtime, cuDNN and cuBLAS statuses into vdnn errors that name the failing call; tensor descriptors. */
+/* Turning CUDA runtime, cuDNN and cuBLAS statuses into vdnn errors that name the failing call; tensor descriptors,
+ * whole or in batch chunks. */
 #include "backend/cuda/cuda_internal.h"
 
 #include <stdarg.h>
@@ -81,4 +82,36 @@ void vdnn_cuda_tensor_free(cudnnTensorDescriptor_t *t)
 {
     if (*t) cudnnDestroyTensorDescriptor(*t);
     *t = NULL;
+}
+
+vdnn_status vdnn_cuda_chunks(const cuda_backend *b, const vdnn_op_desc *d, const char *name, cuda_chunks *c,
+                             vdnn_error *err)
+{
+    size_t image = vdnn_cuda_image_values(d->out);
+    for (int i = 0; i < d->n_inputs; i++) image = vdnn_cuda_max_sz(image, vdnn_cuda_image_values(d->in[i]));
+    if (!vdnn_cuda_chunk_plan(image, d->out.n, b->opt.tensor_values, &c->per, &c->count, &c->last))
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "%s: one image holds %zu values, more than cuDNN takes in a tensor (%zu)",
+                         name, image, b->opt.tensor_values);
+    return VDNN_OK;
+}
+
+vdnn_status vdnn_cuda_chunk_tensor(cuda_chunk_tensor *t, vdnn_shape s, const cuda_chunks *c, const char *what,
+                                   vdnn_error *err)
+{
+    t->full = t->last = NULL;
+    vdnn_shape f = s, l = s;
+    f.n = c->per;
+    l.n = c->last;
+    vdnn_status st = vdnn_cuda_tensor(&t->full, f, what, err);
+    if (!st && c->last != c->per) st = vdnn_cuda_tensor(&t->last, l, what, err);
+    if (!st && c->last == c->per) t->last = t->full;
+    if (st) vdnn_cuda_chunk_tensor_free(t);
+    return st;
+}
+
+void vdnn_cuda_chunk_tensor_free(cuda_chunk_tensor *t)
+{
+    if (t->last != t->full) vdnn_cuda_tensor_free(&t->last);
+    vdnn_cuda_tensor_free(&t->full);
+    t->last = NULL;
 }

@@ -82,6 +82,31 @@ vdnn_status vdnn_cuda_use(cuda_backend *b, vdnn_error *err);
 vdnn_status vdnn_cuda_tensor(cudnnTensorDescriptor_t *t, vdnn_shape s, const char *what, vdnn_error *err);
 void vdnn_cuda_tensor_free(cudnnTensorDescriptor_t *t);
 
+/* A batch cut into chunks whose tensors cuDNN takes (VDNN_CUDA_MAX_TENSOR_VALUES, or the backend's lower
+ * tensor_values): `count` calls of `per` images, the last of `last`. */
+typedef struct cuda_chunks {
+    int per, count, last;
+} cuda_chunks;
+
+/* The chunks of an op over images of d's inputs and output; an error naming the op if one image is too large. */
+vdnn_status vdnn_cuda_chunks(const cuda_backend *b, const vdnn_op_desc *d, const char *name, cuda_chunks *c,
+                             vdnn_error *err);
+static inline int vdnn_cuda_chunk_images(const cuda_chunks *c, int i) { return i == c->count - 1 ? c->last : c->per; }
+
+/* Tensor descriptors of one shape for a full chunk and for the last one (the same descriptor when they agree). */
+typedef struct cuda_chunk_tensor {
+    cudnnTensorDescriptor_t full, last;
+} cuda_chunk_tensor;
+vdnn_status vdnn_cuda_chunk_tensor(cuda_chunk_tensor *t, vdnn_shape s, const cuda_chunks *c, const char *what,
+                                   vdnn_error *err);
+void vdnn_cuda_chunk_tensor_free(cuda_chunk_tensor *t);
+static inline cudnnTensorDescriptor_t vdnn_cuda_chunk_desc(const cuda_chunk_tensor *t, const cuda_chunks *c, int i)
+{
+    return i == c->count - 1 ? t->last : t->full;
+}
+/* Values of one image of shape s (the step between chunks is per * this). */
+static inline size_t vdnn_cuda_image_values(vdnn_shape s) { return (size_t)s.c * (size_t)s.h * (size_t)s.w; }
+
 /* floor((in + 2 pad - k) / stride) + 1, the output size of a window op (as PyTorch). */
 static inline int vdnn_cuda_window_out(int in, int k, int stride, int pad)
 {

@@ -1,4 +1,4 @@
-/* Layout rules of the CUDA backend: reduction splits and sub-buffer alignment (see cuda_layout.h). */
+/* Layout rules of the CUDA backend: reduction splits, batch chunks and sub-buffer alignment (see cuda_layout.h). */
 #include "backend/cuda/cuda_layout.h"
 
 int vdnn_cuda_sum_splits(int n, int c, size_t hw, int sums, size_t scratch_bytes)
@@ -15,3 +15,13 @@ int vdnn_cuda_sum_splits(int n, int c, size_t hw, int sums, size_t scratch_bytes
 }
 
 size_t vdnn_cuda_align(size_t bytes) { return (bytes + VDNN_CUDA_ALIGN - 1) / VDNN_CUDA_ALIGN * VDNN_CUDA_ALIGN; }
+
+bool vdnn_cuda_chunk_plan(size_t image_values, int n, size_t limit, int *per, int *count, int *last)
+{
+    if (n < 1 || image_values < 1 || image_values > limit) return false;
+    size_t fit = limit / image_values;
+    *per = fit >= (size_t)n ? n : (int)fit;
+    *count = (n + *per - 1) / *per;
+    *last = n - (*count - 1) * *per;
+    return true;
+}

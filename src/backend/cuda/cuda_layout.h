@@ -3,6 +3,7 @@
 #ifndef VDNN_BACKEND_CUDA_LAYOUT_H
 #define VDNN_BACKEND_CUDA_LAYOUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "vdnn/vdnn.h"
@@ -34,6 +35,14 @@ vdnn_status vdnn_cuda_cudnn_status(int code);
 /* The oldest Linux driver a CUDA major version runs on (NVIDIA's release notes: 13.x needs 580, 12.x 525, 11.x
  * 450), as text; "the one released with CUDA <major>" for other versions. */
 const char *vdnn_cuda_min_driver(int cuda_major);
+
+/* cuDNN's legacy tensors hold at most this many values (int sizes and strides). */
+#define VDNN_CUDA_MAX_TENSOR_VALUES ((size_t)2147483647)
+
+/* How a batch of n images is cut so that each call's tensors hold at most `limit` values when one image holds
+ * `image_values`: *per images per chunk, *count chunks, the last of *last images. false if one image alone is over
+ * the limit. */
+bool vdnn_cuda_chunk_plan(size_t image_values, int n, size_t limit, int *per, int *count, int *last);
 
 /* `bytes` rounded up to VDNN_CUDA_ALIGN. */
 size_t vdnn_cuda_align(size_t bytes);

@@ -1,4 +1,5 @@
-/* CONV on CUDA: cuDNN's convolution forward, backward-data and backward-filter with algorithms chosen once per op
+/* CONV on CUDA: cuDNN's convolution forward, backward-data and backward-filter (in batch chunks where a tensor
+ * would exceed cuDNN's size; the filter gradient then sums the chunks' shares) with algorithms chosen once per op
  * (heuristics, or timed with cudnnFind* in benchmark mode), TF32 and determinism as the backend is set; bias by own kernels.
  * op_algos offers up to three candidates trading speed for workspace: fastest, lean, least workspace. */
 #include <stdio.h>
@@ -18,7 +19,10 @@ typedef struct conv_pick {
 } conv_pick;
 
 typedef struct conv_state {
-    cudnnTensorDescriptor_t x, y;
+    cuda_chunks ch;             /* batch chunks under cuDNN's tensor size */
+    vdnn_op_desc dc;            /* the layer at one full chunk's batch: what algorithms are chosen for */
+    cuda_chunk_tensor xc, yc;   /* input and output, full and last chunk */
+    cudnnTensorDescriptor_t x, y; /* xc.full, yc.full */
     cudnnFilterDescriptor_t w;
     /* One descriptor per pass: each carries the math type of its own algorithm. */
     cudnnConvolutionDescriptor_t cd[VDNN_CONV_PASS_COUNT];
@@ -83,8 +87,9 @@ static vdnn_status conv_check(const vdnn_op_desc *d, vdnn_error *err)
 
 static void conv_free(conv_state *s)
 {
-    vdnn_cuda_tensor_free(&s->x);
-    vdnn_cuda_tensor_free(&s->y);
+    vdnn_cuda_chunk_tensor_free(&s->xc);
+    vdnn_cuda_chunk_tensor_free(&s->yc);
+    s->x = s->y = NULL;
     if (s->w) cudnnDestroyFilterDescriptor(s->w);
     s->w = NULL;
     for (int i = 0; i < VDNN_CONV_PASS_COUNT; i++) {
@@ -106,8 +111,13 @@ static vdnn_status conv_descriptors(cuda_backend *b, const vdnn_op_desc *d, conv
     if (st) return st;
     const vdnn_layer_params *p = &d->p;
     vdnn_shape in = d->in[0];
-    st = vdnn_cuda_tensor(&s->x, in, "conv input", err);
-    if (!st) st = vdnn_cuda_tensor(&s->y, d->out, "conv output", err);
+    st = vdnn_cuda_chunks(b, d, "conv", &s->ch, err);
+    s->dc = *d;
+    s->dc.in[0].n = s->dc.out.n = s->ch.per;
+    if (!st) st = vdnn_cuda_chunk_tensor(&s->xc, in, &s->ch, "conv input", err);
+    if (!st) st = vdnn_cuda_chunk_tensor(&s->yc, d->out, &s->ch, "conv output", err);
+    s->x = s->xc.full;
+    s->y = s->yc.full;
     if (!st) st = VDNN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&s->w), err, "conv: cudnnCreateFilterDescriptor");
     /* PyTorch's (filters, C/groups, kh, kw) layout is cuDNN's NCHW filter (K, C/groups, R, S). */
     if (!st)
@@ -133,9 +143,9 @@ static vdnn_status conv_descriptors(cuda_backend *b, const vdnn_op_desc *d, conv
     int n, c, h, w;
     st = VDNN_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(s->cd[0], s->x, s->w, &n, &c, &h, &w), err,
                           "conv: cudnnGetConvolution2dForwardOutputDim");
-    if (!st && (n != d->out.n || c != d->out.c || h != d->out.h || w != d->out.w))
+    if (!st && (n != s->ch.per || c != d->out.c || h != d->out.h || w != d->out.w))
         st = vdnn_fail(err, VDNN_ERR_SHAPE, "conv: cuDNN computes output %dx%dx%dx%d, the layer says %dx%dx%dx%d", n, c, h,
-                       w, d->out.n, d->out.c, d->out.h, d->out.w);
+                       w, s->ch.per, d->out.c, d->out.h, d->out.w);
     return st;
 }
 
@@ -397,6 +407,35 @@ static bool same_picks(const conv_pick *a, const conv_pick *b, int passes)
     return true;
 }
 
+static cudnnStatus_t workspace_size(cuda_backend *b, conv_state *s, vdnn_conv_pass pass, int algo,
+                                    cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, size_t *ws)
+{
+    cudnnConvolutionDescriptor_t cd = s->cd[pass];
+    if (pass == VDNN_CONV_FWD)
+        return cudnnGetConvolutionForwardWorkspaceSize(b->cudnn, x, s->w, cd, y, (cudnnConvolutionFwdAlgo_t)algo, ws);
+    if (pass == VDNN_CONV_BWD_DATA)
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(b->cudnn, s->w, y, cd, x, (cudnnConvolutionBwdDataAlgo_t)algo,
+                                                            ws);
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(b->cudnn, x, y, cd, s->w, (cudnnConvolutionBwdFilterAlgo_t)algo,
+                                                          ws);
+}
+
+/* A batch run in chunks whose last one is smaller runs the chosen algorithm on that shape too: the workspace is the
+ * larger of the two. */
+static vdnn_status last_chunk_ws(cuda_backend *b, conv_state *s, vdnn_conv_pass pass, conv_pick *p, vdnn_error *err)
+{
+    if (s->xc.last == s->xc.full) return VDNN_OK;
+    size_t ws = 0;
+    vdnn_status st = VDNN_CUDNN_CHECK(cudnnSetConvolutionMathType(s->cd[pass], p->math), err,
+                                      "conv: cudnnSetConvolutionMathType");
+    if (!st)
+        st = VDNN_CUDNN_CHECK(workspace_size(b, s, pass, p->algo, s->xc.last, s->yc.last, &ws), err,
+                              "conv: %s workspace of %s for the last batch chunk (%d images)", pass_names[pass],
+                              algo_name(pass, p->algo), s->ch.last);
+    if (!st && ws > p->ws) p->ws = ws;
+    return st;
+}
+
 /* The op's candidates under the backend's settings (TF32, determinism, workspace limit), from algorithms that ran
  * on this device (see pass_candidates). */
 static vdnn_status conv_candidates(cuda_backend *b, const vdnn_op_desc *d, conv_state *s, conv_cands *out,
@@ -422,6 +461,8 @@ static vdnn_status conv_candidates(cuda_backend *b, const vdnn_op_desc *d, conv_
                                  pass_names[pass], b->opt.tf32 ? "on" : "off", b->opt.deterministic ? "on" : "off",
                                  b->opt.conv_ws_limit);
             all[v][pass] = (conv_pick){c[i].algo, cudnn_math(m), c[i].ws, c[i].deterministic, c[i].time_ms};
+            st = last_chunk_ws(b, s, (vdnn_conv_pass)pass, &all[v][pass], err);
+            if (st) return st;
         }
     }
     out->n = 0;
@@ -442,7 +483,7 @@ static vdnn_status conv_build(cuda_backend *b, const vdnn_op_desc *d, conv_state
     conv_cands c;
     vdnn_status st = conv_descriptors(b, d, s, err);
     s->passes = d->training ? VDNN_CONV_PASS_COUNT : 1;
-    if (!st) st = conv_candidates(b, d, s, &c, err);
+    if (!st) st = conv_candidates(b, &s->dc, s, &c, err);
     if (!st && (d->algo < 0 || d->algo >= c.n))
         st = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv: algorithm %d asked of a layer with %d (0..%d)", d->algo, c.n,
                        c.n - 1);
@@ -494,7 +535,7 @@ static vdnn_status conv_algos(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_al
     conv_state s = {0};
     conv_cands c;
     vdnn_status st = conv_descriptors(b, d, &s, err);
-    if (!st) st = conv_candidates(b, d, &s, &c, err);
+    if (!st) st = conv_candidates(b, &s.dc, &s, &c, err);
     conv_free(&s);
     if (st) return st;
     const int passes = d->training ? VDNN_CONV_PASS_COUNT : 1;
@@ -542,6 +583,9 @@ static vdnn_status need_ws(const conv_pick *p, const vdnn_op_args *a, vdnn_conv_
     return VDNN_OK;
 }
 
+/* Values from one chunk's start to the next's in a tensor of shape t. */
+static size_t chunk_step(const conv_state *s, vdnn_shape t) { return (size_t)s->ch.per * vdnn_cuda_image_values(t); }
+
 static vdnn_status conv_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     conv_state *s = op->state;
@@ -553,9 +597,14 @@ static vdnn_status conv_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
     vdnn_status st = need_ws(p, a, VDNN_CONV_FWD, err);
     if (st) return st;
     const float one = 1.0f, zero = 0.0f;
-    st = VDNN_CUDNN_CHECK(cudnnConvolutionForward(b->cudnn, &one, s->x, a->x[0], s->w, a->w, s->cd[VDNN_CONV_FWD],
-                                                  (cudnnConvolutionFwdAlgo_t)p->algo, a->ws, p->ws, &zero, s->y, a->y),
-                          err, "cudnnConvolutionForward (%s)", algo_name(VDNN_CONV_FWD, p->algo));
+    const size_t xs = chunk_step(s, d->in[0]), ys = chunk_step(s, d->out);
+    for (int i = 0; !st && i < s->ch.count; i++)
+        st = VDNN_CUDNN_CHECK(cudnnConvolutionForward(b->cudnn, &one, vdnn_cuda_chunk_desc(&s->xc, &s->ch, i),
+                                                      a->x[0] + i * xs, s->w, a->w, s->cd[VDNN_CONV_FWD],
+                                                      (cudnnConvolutionFwdAlgo_t)p->algo, a->ws, p->ws, &zero,
+                                                      vdnn_cuda_chunk_desc(&s->yc, &s->ch, i), a->y + i * ys),
+                              err, "cudnnConvolutionForward (%s, chunk %d of %d)", algo_name(VDNN_CONV_FWD, p->algo),
+                              i + 1, s->ch.count);
     if (!st && d->p.bias)
         st = vdnn_cuda_check(vdnn_cuda_k_bias_add(b->stream[VDNN_QUEUE_COMPUTE], a->y, a->b, d->out.n, d->out.c,
                                                   (size_t)d->out.h * (size_t)d->out.w),
@@ -574,27 +623,34 @@ static vdnn_status conv_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
     if (!a->x[0] || !a->dy)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv backward: NULL %s", !a->x[0] ? "input" : "dy");
     const float one = 1.0f, zero = 0.0f;
+    const size_t xs = chunk_step(s, d->in[0]), ys = chunk_step(s, d->out);
     vdnn_status st = VDNN_OK;
     if (a->dx[0]) {
         const conv_pick *p = &s->pick[VDNN_CONV_BWD_DATA];
         if (!a->w) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv backward: NULL weights");
         st = need_ws(p, a, VDNN_CONV_BWD_DATA, err);
-        if (!st)
-            st = VDNN_CUDNN_CHECK(cudnnConvolutionBackwardData(b->cudnn, &one, s->w, a->w, s->y, a->dy,
+        for (int i = 0; !st && i < s->ch.count; i++)
+            st = VDNN_CUDNN_CHECK(cudnnConvolutionBackwardData(b->cudnn, &one, s->w, a->w,
+                                                               vdnn_cuda_chunk_desc(&s->yc, &s->ch, i), a->dy + i * ys,
                                                                s->cd[VDNN_CONV_BWD_DATA],
                                                                (cudnnConvolutionBwdDataAlgo_t)p->algo, a->ws, p->ws,
-                                                               &zero, s->x, a->dx[0]),
-                                  err, "cudnnConvolutionBackwardData (%s)", algo_name(VDNN_CONV_BWD_DATA, p->algo));
+                                                               &zero, vdnn_cuda_chunk_desc(&s->xc, &s->ch, i),
+                                                               a->dx[0] + i * xs),
+                                  err, "cudnnConvolutionBackwardData (%s, chunk %d of %d)",
+                                  algo_name(VDNN_CONV_BWD_DATA, p->algo), i + 1, s->ch.count);
     }
     if (!st) {
         const conv_pick *p = &s->pick[VDNN_CONV_BWD_FILTER];
         st = need_ws(p, a, VDNN_CONV_BWD_FILTER, err);
-        if (!st)
-            st = VDNN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(b->cudnn, &one, s->x, a->x[0], s->y, a->dy,
-                                                                 s->cd[VDNN_CONV_BWD_FILTER],
+        /* Chunks after the first add their share to the filter gradient (beta 1). */
+        for (int i = 0; !st && i < s->ch.count; i++)
+            st = VDNN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(b->cudnn, &one, vdnn_cuda_chunk_desc(&s->xc, &s->ch, i),
+                                                                 a->x[0] + i * xs, vdnn_cuda_chunk_desc(&s->yc, &s->ch, i),
+                                                                 a->dy + i * ys, s->cd[VDNN_CONV_BWD_FILTER],
                                                                  (cudnnConvolutionBwdFilterAlgo_t)p->algo, a->ws, p->ws,
-                                                                 &zero, s->w, a->dw),
-                                  err, "cudnnConvolutionBackwardFilter (%s)", algo_name(VDNN_CONV_BWD_FILTER, p->algo));
+                                                                 i ? &one : &zero, s->w, a->dw),
+                                  err, "cudnnConvolutionBackwardFilter (%s, chunk %d of %d)",
+                                  algo_name(VDNN_CONV_BWD_FILTER, p->algo), i + 1, s->ch.count);
     }
     /* Own kernel rather than cudnnConvolutionBackwardBias: its summation order is fixed. */
     if (!st && d->p.bias)
@@ -646,7 +702,7 @@ vdnn_status vdnn_cuda_conv_algos(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn
     bool measured = false;
     const vdnn_conv_rules r = rules_of(b);
     st = conv_descriptors(b, d, &s, err);
-    if (!st) st = measure ? measured_list(b, d, &s, pass, c, &got, &measured, err) : heuristic_list(b, &s, pass, c, &got, err);
+    if (!st) st = measure ? measured_list(b, &s.dc, &s, pass, c, &got, &measured, err) : heuristic_list(b, &s, pass, c, &got, err);
     for (int i = 0; !st && i < got && *n < cap; i++) {
         vdnn_conv_math m;
         if (!vdnn_conv_usable(&c[i], &r, &m)) continue;

@@ -1,4 +1,5 @@
-/* LRN on CUDA: cuDNN cross-channel local response normalization (PyTorch LocalResponseNorm); backward reads x and y. */
+/* LRN on CUDA: cuDNN cross-channel local response normalization (PyTorch LocalResponseNorm), in batch chunks where a
+ * tensor would exceed cuDNN's size; backward reads x and y. */
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_internal.h"
@@ -6,7 +7,8 @@
 static const float one = 1.0f, zero = 0.0f;
 
 typedef struct lrn_state {
-    cudnnTensorDescriptor_t t;
+    cuda_chunks ch;
+    cuda_chunk_tensor t; /* x, y, dy and dx share it */
     cudnnLRNDescriptor_t ld;
 } lrn_state;
 
@@ -32,17 +34,18 @@ static vdnn_status lrn_check(const vdnn_op_desc *d, vdnn_error *err)
 
 static void lrn_free(lrn_state *s)
 {
-    vdnn_cuda_tensor_free(&s->t);
+    vdnn_cuda_chunk_tensor_free(&s->t);
     if (s->ld) cudnnDestroyLRNDescriptor(s->ld);
     s->ld = NULL;
 }
 
 static vdnn_status lrn_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
+    cuda_chunks ch;
     vdnn_status st = lrn_check(d, err);
-    if (st) return st;
-    *info = (vdnn_op_info){.bwd_needs_x = true, .bwd_needs_y = true};
-    return VDNN_OK;
+    if (!st) st = vdnn_cuda_chunks(b, d, "lrn", &ch, err);
+    if (!st) *info = (vdnn_op_info){.bwd_needs_x = true, .bwd_needs_y = true};
+    return st;
 }
 
 static vdnn_status lrn_create(cuda_backend *b, vdnn_op *op, vdnn_error *err)
@@ -51,7 +54,8 @@ static vdnn_status lrn_create(cuda_backend *b, vdnn_op *op, vdnn_error *err)
     lrn_state *s = calloc(1, sizeof *s);
     if (!s) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "lrn: out of memory");
     vdnn_status st = lrn_check(&op->d, err);
-    if (!st) st = vdnn_cuda_tensor(&s->t, op->d.out, "lrn data", err);
+    if (!st) st = vdnn_cuda_chunks(b, &op->d, "lrn", &s->ch, err);
+    if (!st) st = vdnn_cuda_chunk_tensor(&s->t, op->d.out, &s->ch, "lrn data", err);
     if (!st) st = VDNN_CUDNN_CHECK(cudnnCreateLRNDescriptor(&s->ld), err, "lrn: cudnnCreateLRNDescriptor");
     /* cuDNN, like PyTorch, divides alpha by the window size. */
     if (!st)
@@ -80,9 +84,14 @@ static vdnn_status lrn_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args 
     lrn_state *s = op->state;
     vdnn_status st = vdnn_cuda_need_io(a, "lrn", err);
     if (st) return st;
-    return VDNN_CUDNN_CHECK(cudnnLRNCrossChannelForward(b->cudnn, s->ld, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, s->t,
-                                                        a->x[0], &zero, s->t, a->y),
-                            err, "cudnnLRNCrossChannelForward");
+    const size_t step = (size_t)s->ch.per * vdnn_cuda_image_values(op->d.out);
+    for (int i = 0; !st && i < s->ch.count; i++) {
+        cudnnTensorDescriptor_t t = vdnn_cuda_chunk_desc(&s->t, &s->ch, i);
+        st = VDNN_CUDNN_CHECK(cudnnLRNCrossChannelForward(b->cudnn, s->ld, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, t,
+                                                          a->x[0] + i * step, &zero, t, a->y + i * step),
+                              err, "cudnnLRNCrossChannelForward (chunk %d of %d)", i + 1, s->ch.count);
+    }
+    return st;
 }
 
 static vdnn_status lrn_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
@@ -91,9 +100,17 @@ static vdnn_status lrn_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
     if (!a->dx[0]) return VDNN_OK;
     if (!a->x[0] || !a->y || !a->dy)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "lrn backward: NULL %s", !a->x[0] ? "x" : !a->y ? "y" : "dy");
-    return VDNN_CUDNN_CHECK(cudnnLRNCrossChannelBackward(b->cudnn, s->ld, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, s->t, a->y,
-                                                         s->t, a->dy, s->t, a->x[0], &zero, s->t, a->dx[0]),
-                            err, "cudnnLRNCrossChannelBackward");
+    const size_t step = (size_t)s->ch.per * vdnn_cuda_image_values(op->d.out);
+    vdnn_status st = VDNN_OK;
+    for (int i = 0; !st && i < s->ch.count; i++) {
+        cudnnTensorDescriptor_t t = vdnn_cuda_chunk_desc(&s->t, &s->ch, i);
+        const size_t o = i * step;
+        st = VDNN_CUDNN_CHECK(cudnnLRNCrossChannelBackward(b->cudnn, s->ld, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, t,
+                                                           a->y + o, t, a->dy + o, t, a->x[0] + o, &zero, t,
+                                                           a->dx[0] + o),
+                              err, "cudnnLRNCrossChannelBackward (chunk %d of %d)", i + 1, s->ch.count);
+    }
+    return st;
 }
 
 const cuda_op_impl vdnn_cuda_op_lrn = {

@@ -1,6 +1,6 @@
-/* MAXPOOL and AVGPOOL on CUDA: cuDNN pooling. cuDNN's max-pooling backward finds the maxima again from x and y
- * instead of keeping indices, so max pooling reports bwd_needs_x and bwd_needs_y and no aux; average pooling's
- * backward is an own gather kernel and needs neither. */
+/* MAXPOOL and AVGPOOL on CUDA: cuDNN pooling, in batch chunks where a tensor would exceed cuDNN's size. cuDNN's
+ * max-pooling backward finds the maxima again from x and y instead of keeping indices, so max pooling reports
+ * bwd_needs_x and bwd_needs_y and no aux; average pooling's backward is an own gather kernel and needs neither. */
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_internal.h"
@@ -9,7 +9,8 @@
 static const float one = 1.0f, zero = 0.0f;
 
 typedef struct pool_state {
-    cudnnTensorDescriptor_t x, y;
+    cuda_chunks ch;
+    cuda_chunk_tensor x, y;
     cudnnPoolingDescriptor_t pd;
     bool max;
     vdnn_cuda_pool_geom g;
@@ -38,8 +39,8 @@ static vdnn_status pool_check(const vdnn_op_desc *d, vdnn_error *err)
 
 static void pool_free(pool_state *s)
 {
-    vdnn_cuda_tensor_free(&s->x);
-    vdnn_cuda_tensor_free(&s->y);
+    vdnn_cuda_chunk_tensor_free(&s->x);
+    vdnn_cuda_chunk_tensor_free(&s->y);
     if (s->pd) cudnnDestroyPoolingDescriptor(s->pd);
     s->pd = NULL;
 }
@@ -57,8 +58,9 @@ static vdnn_status pool_build(cuda_backend *b, const vdnn_op_desc *d, pool_state
     cudnnPoolingMode_t mode = !s->max ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
                               : b->opt.deterministic ? CUDNN_POOLING_MAX_DETERMINISTIC
                                                      : CUDNN_POOLING_MAX;
-    st = vdnn_cuda_tensor(&s->x, d->in[0], "pool input", err);
-    if (!st) st = vdnn_cuda_tensor(&s->y, d->out, "pool output", err);
+    st = vdnn_cuda_chunks(b, d, s->max ? "maxpool" : "avgpool", &s->ch, err);
+    if (!st) st = vdnn_cuda_chunk_tensor(&s->x, d->in[0], &s->ch, "pool input", err);
+    if (!st) st = vdnn_cuda_chunk_tensor(&s->y, d->out, &s->ch, "pool output", err);
     if (!st) st = VDNN_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&s->pd), err, "pool: cudnnCreatePoolingDescriptor");
     /* NaN propagates (as in PyTorch), so --poison shows reads of dead memory. */
     if (!st)
@@ -68,9 +70,9 @@ static vdnn_status pool_build(cuda_backend *b, const vdnn_op_desc *d, pool_state
                               p->kernel_h, p->kernel_w, p->pad_h, p->pad_w, p->stride_h, p->stride_w);
     int n, c, h, w;
     if (!st)
-        st = VDNN_CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(s->pd, s->x, &n, &c, &h, &w), err,
+        st = VDNN_CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(s->pd, s->x.full, &n, &c, &h, &w), err,
                               "pool: cudnnGetPooling2dForwardOutputDim");
-    if (!st && (n != d->out.n || c != d->out.c || h != d->out.h || w != d->out.w))
+    if (!st && (n != s->ch.per || c != d->out.c || h != d->out.h || w != d->out.w))
         st = vdnn_fail(err, VDNN_ERR_SHAPE, "pool: cuDNN computes output %dx%dx%dx%d, the layer says %dx%dx%dx%d", n, c, h,
                        w, d->out.n, d->out.c, d->out.h, d->out.w);
     return st;
@@ -81,8 +83,10 @@ static vdnn_status pool_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_in
     vdnn_status st = pool_check(d, err);
     if (st) return st;
     bool max = d->kind == VDNN_LAYER_MAXPOOL;
-    *info = (vdnn_op_info){.bwd_needs_x = max, .bwd_needs_y = max};
-    return VDNN_OK;
+    cuda_chunks ch;
+    st = vdnn_cuda_chunks(b, d, max ? "maxpool" : "avgpool", &ch, err);
+    if (!st) *info = (vdnn_op_info){.bwd_needs_x = max, .bwd_needs_y = max};
+    return st;
 }
 
 static vdnn_status pool_create(cuda_backend *b, vdnn_op *op, vdnn_error *err)
@@ -113,8 +117,14 @@ static vdnn_status pool_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
     const char *name = s->max ? "maxpool" : "avgpool";
     vdnn_status st = vdnn_cuda_need_io(a, name, err);
     if (st) return st;
-    return VDNN_CUDNN_CHECK(cudnnPoolingForward(b->cudnn, s->pd, &one, s->x, a->x[0], &zero, s->y, a->y), err,
-                            "cudnnPoolingForward (%s)", name);
+    const size_t xs = (size_t)s->ch.per * vdnn_cuda_image_values(op->d.in[0]);
+    const size_t ys = (size_t)s->ch.per * vdnn_cuda_image_values(op->d.out);
+    for (int i = 0; !st && i < s->ch.count; i++)
+        st = VDNN_CUDNN_CHECK(cudnnPoolingForward(b->cudnn, s->pd, &one, vdnn_cuda_chunk_desc(&s->x, &s->ch, i),
+                                                  a->x[0] + i * xs, &zero, vdnn_cuda_chunk_desc(&s->y, &s->ch, i),
+                                                  a->y + i * ys),
+                              err, "cudnnPoolingForward (%s, chunk %d of %d)", name, i + 1, s->ch.count);
+    return st;
 }
 
 static vdnn_status pool_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
@@ -128,9 +138,16 @@ static vdnn_status pool_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
     if (!a->x[0] || !a->y)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "maxpool backward: NULL %s (cuDNN finds the maxima again from x and y)",
                          a->x[0] ? "y" : "x");
-    return VDNN_CUDNN_CHECK(cudnnPoolingBackward(b->cudnn, s->pd, &one, s->y, a->y, s->y, a->dy, s->x, a->x[0], &zero,
-                                                 s->x, a->dx[0]),
-                            err, "cudnnPoolingBackward (maxpool)");
+    const size_t xs = (size_t)s->ch.per * vdnn_cuda_image_values(op->d.in[0]);
+    const size_t ys = (size_t)s->ch.per * vdnn_cuda_image_values(op->d.out);
+    vdnn_status st = VDNN_OK;
+    for (int i = 0; !st && i < s->ch.count; i++) {
+        cudnnTensorDescriptor_t x = vdnn_cuda_chunk_desc(&s->x, &s->ch, i), y = vdnn_cuda_chunk_desc(&s->y, &s->ch, i);
+        st = VDNN_CUDNN_CHECK(cudnnPoolingBackward(b->cudnn, s->pd, &one, y, a->y + i * ys, y, a->dy + i * ys, x,
+                                                   a->x[0] + i * xs, &zero, x, a->dx[0] + i * xs),
+                              err, "cudnnPoolingBackward (maxpool, chunk %d of %d)", i + 1, s->ch.count);
+    }
+    return st;
 }
 
 const cuda_op_impl vdnn_cuda_op_pool = {

@@ -40,14 +40,32 @@ static vdnn_status lookup(const vdnn_op_desc *d, const cuda_op_impl **impl, vdnn
     if (!shape_ok(d->out))
         return vdnn_fail(err, VDNN_ERR_SHAPE, "cuda op: output has shape %dx%dx%dx%d", d->out.n, d->out.c, d->out.h,
                          d->out.w);
-    /* cuDNN's legacy tensors and cuBLAS take int sizes and strides. */
-    if (vdnn_shape_count(d->out) > (size_t)INT32_MAX)
-        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda op: output of %zu values (at most %d per tensor)",
-                         vdnn_shape_count(d->out), INT32_MAX);
+    /* cuDNN's legacy tensors and cuBLAS take int sizes and strides. Convolution, pooling and LRN run larger batches
+     * in chunks (each checks that one image fits); ReLU, dropout, add, concat, global average pooling and flatten
+     * are own kernels with 64-bit indices. The rest take the whole tensor in one call. */
+    switch (d->kind) {
+    case VDNN_LAYER_CONV:
+    case VDNN_LAYER_MAXPOOL:
+    case VDNN_LAYER_AVGPOOL:
+    case VDNN_LAYER_LRN:
+    case VDNN_LAYER_RELU:
+    case VDNN_LAYER_DROPOUT:
+    case VDNN_LAYER_ADD:
+    case VDNN_LAYER_CONCAT:
+    case VDNN_LAYER_GAP:
+    case VDNN_LAYER_FLATTEN: return VDNN_OK;
+    default: break;
+    }
+    const char *kind = vdnn_layer_kind_name(d->kind);
+    if (vdnn_shape_count(d->out) > VDNN_CUDA_MAX_TENSOR_VALUES)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda %s: output of %zu values (cuDNN and cuBLAS take at most %zu per "
+                         "tensor; a smaller batch or --micro-batches)",
+                         kind, vdnn_shape_count(d->out), VDNN_CUDA_MAX_TENSOR_VALUES);
     for (int i = 0; i < d->n_inputs; i++)
-        if (vdnn_shape_count(d->in[i]) > (size_t)INT32_MAX)
-            return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda op: input %d of %zu values (at most %d per tensor)", i,
-                             vdnn_shape_count(d->in[i]), INT32_MAX);
+        if (vdnn_shape_count(d->in[i]) > VDNN_CUDA_MAX_TENSOR_VALUES)
+            return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda %s: input %d of %zu values (cuDNN and cuBLAS take at most "
+                             "%zu per tensor; a smaller batch or --micro-batches)",
+                             kind, i, vdnn_shape_count(d->in[i]), VDNN_CUDA_MAX_TENSOR_VALUES);
     return VDNN_OK;
 }
 
