@@ -498,7 +498,7 @@ static vdnn_status check_graph(parser *ps)
     return VDNN_OK;
 }
 
-static void set_name_from_source(vdnn_graph_t *g, const char *src)
+void vdnn_graph_name_from_source(vdnn_graph_t *g, const char *src)
 {
     const char *base = strrchr(src, '/');
     base = base ? base + 1 : src;
@@ -532,7 +532,7 @@ vdnn_status vdnn_graph_parse(const char *text, const char *source, vdnn_graph_t 
         st = read_lines(&ps, buf);
     }
     if (!st) st = check_graph(&ps);
-    if (!st && !ps.g->name[0]) set_name_from_source(ps.g, source);
+    if (!st && !ps.g->name[0]) vdnn_graph_name_from_source(ps.g, source);
     free(buf);
     free(ps.kvs);
     free(ps.in_spec);
