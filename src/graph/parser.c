@@ -1,5 +1,6 @@
 /* Reads model files (INI-like [net] and named [layer] sections) into a vdnn_graph with inputs linked. */
 #include "graph/graph.h"
+#include "graph/onnx.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -551,6 +552,8 @@ vdnn_status vdnn_graph_load(const char *path, vdnn_graph_t **out, vdnn_error *er
     if (!out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "graph_load: no output pointer");
     *out = NULL;
     if (!path) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "graph_load: no path");
+    size_t len = strlen(path);
+    if (len > 5 && !strcmp(path + len - 5, ".onnx")) return vdnn_onnx_load(path, out, err);
     FILE *f = fopen(path, "rb");
     if (!f) return vdnn_fail(err, VDNN_ERR_IO, "%s: cannot open model file: %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
