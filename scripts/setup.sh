@@ -2,7 +2,8 @@
 # Installs the Debian packages vdnn needs (only those missing), as root or through sudo.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config zlib1g-dev libdnnl-dev libopenblas-dev libcmocka-dev
-      dataset-fashion-mnist libopenmpi-dev openmpi-bin python3)
+      dataset-fashion-mnist libopenmpi-dev openmpi-bin python3
+      libonnx-dev protobuf-c-compiler libprotobuf-c-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

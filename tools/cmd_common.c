@@ -181,10 +181,10 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
 
 vdnn_status cli_load_model(const char *model, vdnn_graph_t **g, vdnn_error *err)
 {
-    if (strchr(model, '/') || strstr(model, ".cfg")) return vdnn_graph_load(model, g, err);
+    if (strchr(model, '/') || strstr(model, ".cfg") || strstr(model, ".onnx")) return vdnn_graph_load(model, g, err);
     for (const char *c = model; *c; c++)
         if (!(*c == '_' || *c == '-' || (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')))
-            return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "--model: '%s' is neither a model name nor a .cfg file", model);
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "--model: '%s' is neither a model name nor a .cfg or .onnx file", model);
     char path[1024];
     const char *dirs[3] = {getenv("VDNN_MODELS"), "models", NULL};
 #ifdef VDNN_SOURCE_DIR

@@ -102,7 +102,8 @@ static void destroy_ops(vdnn_net_t *net, vdnn_op **ops)
 }
 
 /* PyTorch's default initialisation for conv and linear layers: weights and biases uniform in
- * +-1/sqrt(fan_in); batch norm gamma 1, beta 0, running mean 0, running variance 1. */
+ * +-1/sqrt(fan_in); batch norm gamma 1, beta 0, running mean 0, running variance 1. Storages the model file
+ * gives values for (a pretrained ONNX model) start from those instead, so training fine-tunes them. */
 static vdnn_status init_params(vdnn_net_t *net, vdnn_error *err)
 {
     const vdnn_plan_t *p = net->plan_train;
@@ -120,7 +121,16 @@ static vdnn_status init_params(vdnn_net_t *net, vdnn_error *err)
         const vdnn_layer *ly = &net->g->layers[s->layer];
         size_t n = s->bytes / sizeof(float);
         bool bn = ly->kind == VDNN_LAYER_BATCHNORM;
-        if (s->kind == VDNN_ST_WEIGHT || s->kind == VDNN_ST_BIAS) {
+        const vdnn_param_init *given = vdnn_graph_param_init(net->g, s->name);
+        if (given && given->count != n) {
+            rc = vdnn_fail(err, VDNN_ERR_SHAPE,
+                           "%s: the model's initial '%s' has %zu values but layer '%s' needs %zu at input %dx%dx%d "
+                           "(was the model made for another input size?)",
+                           net->g->source, s->name, given->count, ly->name, n, net->g->input.c, net->g->input.h,
+                           net->g->input.w);
+        } else if (given) {
+            memcpy(buf, given->values, n * sizeof(float));
+        } else if (s->kind == VDNN_ST_WEIGHT || s->kind == VDNN_ST_BIAS) {
             if (bn) {
                 for (size_t k = 0; k < n; k++) buf[k] = s->kind == VDNN_ST_WEIGHT ? 1.0f : 0.0f;
             } else {
@@ -141,7 +151,7 @@ static vdnn_status init_params(vdnn_net_t *net, vdnn_error *err)
         } else {
             for (size_t k = 0; k < n; k++) buf[k] = 0.0f;
         }
-        rc = param_io(net, i, buf, false, err);
+        if (rc == VDNN_OK) rc = param_io(net, i, buf, false, err);
     }
     free(buf);
     return rc;

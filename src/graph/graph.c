@@ -32,9 +32,18 @@ int vdnn_graph_find(const vdnn_graph_t *g, const char *name)
     return -1;
 }
 
+const vdnn_param_init *vdnn_graph_param_init(const vdnn_graph_t *g, const char *name)
+{
+    for (int i = 0; g && name && i < g->n_init; i++)
+        if (!strcmp(g->init[i].name, name)) return &g->init[i];
+    return NULL;
+}
+
 void vdnn_graph_free(vdnn_graph_t *g)
 {
     if (!g) return;
+    for (int i = 0; i < g->n_init; i++) free(g->init[i].values);
+    free(g->init);
     free(g->layers);
     free(g);
 }

@@ -70,6 +70,14 @@ typedef struct vdnn_layer {
     int n_consumers;                  /* layers that read this layer's output */
 } vdnn_layer;
 
+/* Initial values of one parameter-like storage ("conv1.weight", "bn1.stats": running means then variances) in
+ * vdnn's layout, supplied by a model file that carries trained parameters (ONNX initializers). */
+typedef struct vdnn_param_init {
+    char name[VDNN_NAME_LEN + 8];
+    size_t count;
+    float *values;
+} vdnn_param_init;
+
 struct vdnn_graph {
     char name[VDNN_NAME_LEN];         /* [net] name=..., else file stem */
     char source[512];                 /* file the graph was read from, for messages */
@@ -77,17 +85,22 @@ struct vdnn_graph {
     int default_classes;              /* [net] classes=N (0 if absent) */
     int n_layers;
     vdnn_layer *layers;               /* topological order; layers[0] is the input */
+    int n_init;
+    vdnn_param_init *init;            /* owned; storages not listed are initialised from the seed */
     /* Resolved: */
     vdnn_shape input;                 /* n c h w */
     int classes;
     bool resolved;
 };
 
-/* Parses a model file. Errors name file and line ("models/x.cfg:12: unknown layer type 'foo'"). */
+/* Reads a model file: a .cfg model, or an ONNX model when the path ends in .onnx (graph/onnx.h). Errors name
+ * the file and line ("models/x.cfg:12: unknown layer type 'foo'") or the ONNX node. */
 vdnn_status vdnn_graph_load(const char *path, vdnn_graph_t **out, vdnn_error *err);
 /* Same, from text in memory; `source` is the name used in messages. */
 vdnn_status vdnn_graph_parse(const char *text, const char *source, vdnn_graph_t **out, vdnn_error *err);
 void vdnn_graph_free(vdnn_graph_t *g);
+/* Sets g->name to the file name without directory and extensions. */
+void vdnn_graph_name_from_source(vdnn_graph_t *g, const char *src);
 
 /* Sets batch, input CxHxW (input.n = batch) and class count, infers every output shape,
  * parameter counts, consumer counts and FLOPs. Errors (shape mismatch, a dimension that
@@ -96,6 +109,8 @@ vdnn_status vdnn_graph_resolve(vdnn_graph_t *g, vdnn_shape input, int classes, v
 
 /* Index of the layer with this name, or -1. */
 int vdnn_graph_find(const vdnn_graph_t *g, const char *name);
+/* The model file's initial values of a storage by name, or NULL. */
+const vdnn_param_init *vdnn_graph_param_init(const vdnn_graph_t *g, const char *name);
 
 static inline size_t vdnn_shape_count(vdnn_shape s)
 {

@@ -1,5 +1,6 @@
 /* Reads model files (INI-like [net] and named [layer] sections) into a vdnn_graph with inputs linked. */
 #include "graph/graph.h"
+#include "graph/onnx.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -498,7 +499,7 @@ static vdnn_status check_graph(parser *ps)
     return VDNN_OK;
 }
 
-static void set_name_from_source(vdnn_graph_t *g, const char *src)
+void vdnn_graph_name_from_source(vdnn_graph_t *g, const char *src)
 {
     const char *base = strrchr(src, '/');
     base = base ? base + 1 : src;
@@ -532,7 +533,7 @@ vdnn_status vdnn_graph_parse(const char *text, const char *source, vdnn_graph_t 
         st = read_lines(&ps, buf);
     }
     if (!st) st = check_graph(&ps);
-    if (!st && !ps.g->name[0]) set_name_from_source(ps.g, source);
+    if (!st && !ps.g->name[0]) vdnn_graph_name_from_source(ps.g, source);
     free(buf);
     free(ps.kvs);
     free(ps.in_spec);
@@ -551,6 +552,8 @@ vdnn_status vdnn_graph_load(const char *path, vdnn_graph_t **out, vdnn_error *er
     if (!out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "graph_load: no output pointer");
     *out = NULL;
     if (!path) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "graph_load: no path");
+    size_t len = strlen(path);
+    if (len > 5 && !strcmp(path + len - 5, ".onnx")) return vdnn_onnx_load(path, out, err);
     FILE *f = fopen(path, "rb");
     if (!f) return vdnn_fail(err, VDNN_ERR_IO, "%s: cannot open model file: %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
