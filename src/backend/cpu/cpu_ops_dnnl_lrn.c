@@ -1,9 +1,10 @@
-/* LRN on the CPU: oneDNN local response normalization across channels forward (PyTorch LocalResponseNorm), hand-written backward. */
+/* LRN on the CPU: oneDNN local response normalization across channels forward (PyTorch LocalResponseNorm), hand-written backward; fp32 or bf16 maps. */
 #include <math.h>
 #include <stdlib.h>
 
 #include <omp.h>
 
+#include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_ops_dnnl_util.h"
 
 /* Spatial positions one thread treats at a time: a short contiguous run per channel vectorises. */
@@ -18,8 +19,10 @@ typedef struct lrn_state {
     cpu_dnnl_step fwd;
 } lrn_state;
 
-/* Per-thread backward scratch: the scale d^-beta and dy*x*d^(-beta-1) for one chunk. */
-static size_t lrn_thread_bytes(int c) { return 2 * (size_t)c * LRN_CHUNK * sizeof(float); }
+/* Per-thread backward scratch: the scale d^-beta and dy*x*d^(-beta-1) for one chunk; bf16 adds the chunk's x, dy
+ * and dx as floats (the same arithmetic then runs on them). */
+static size_t lrn_thread_floats(int c, bool half) { return (half ? 5 : 2) * (size_t)c * LRN_CHUNK; }
+static size_t lrn_thread_bytes(int c, bool half) { return lrn_thread_floats(c, half) * sizeof(float); }
 
 static vdnn_status lrn_build(cpu_backend *be, const vdnn_op_desc *d, bool make, lrn_state *s, vdnn_error *err)
 {
@@ -37,7 +40,7 @@ static vdnn_status lrn_build(cpu_backend *be, const vdnn_op_desc *d, bool make, 
                          (double)p->lrn_k, (double)p->lrn_alpha, (double)p->lrn_beta);
     dnnl_memory_desc_t md;
     const dnnl_dim_t dims[4] = {in.n, in.c, in.h, in.w};
-    vdnn_status st = vdnn_cpu_dnnl_md(&md, 4, dims, dnnl_nchw, "lrn: data descriptor", err);
+    vdnn_status st = vdnn_cpu_dnnl_md_of(&md, 4, dims, d->dtype, dnnl_nchw, "lrn: data descriptor", err);
     if (st) return st;
     /* oneDNN's across-channel LRN divides alpha by the window size, as PyTorch does. */
     dnnl_lrn_desc_t ld;
@@ -57,7 +60,7 @@ static vdnn_status lrn_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_inf
     if (!st) {
         *info = (vdnn_op_info){
             .fwd_ws_bytes = s.fwd.scratch_bytes,
-            .bwd_ws_bytes = (size_t)omp_get_max_threads() * lrn_thread_bytes(d->in[0].c),
+            .bwd_ws_bytes = (size_t)omp_get_max_threads() * lrn_thread_bytes(d->in[0].c, vdnn_cpu_is_bf16(d)),
             .bwd_needs_x = true,
         };
     }
@@ -131,6 +134,20 @@ static void lrn_bwd_chunk(const vdnn_layer_params *p, int C, size_t hw, const fl
     }
 }
 
+/* bf16: chunk [p0, p0+len) of every channel of one image, through float copies packed LRN_CHUNK apart. */
+static void lrn_bwd_chunk_bf16(const vdnn_layer_params *p, int C, size_t hw, const uint16_t *x, const uint16_t *dy,
+                               uint16_t *dx, size_t len, float *f)
+{
+    const size_t plane = (size_t)C * LRN_CHUNK;
+    float *xf = f + 2 * plane, *dyf = xf + plane, *dxf = dyf + plane;
+    for (int c = 0; c < C; c++) {
+        vdnn_cpu_bf16_load(xf + (size_t)c * LRN_CHUNK, x + (size_t)c * hw, len);
+        vdnn_cpu_bf16_load(dyf + (size_t)c * LRN_CHUNK, dy + (size_t)c * hw, len);
+    }
+    lrn_bwd_chunk(p, C, LRN_CHUNK, xf, dyf, dxf, len, f, f + plane);
+    for (int c = 0; c < C; c++) vdnn_cpu_bf16_store(dx + (size_t)c * hw, dxf + (size_t)c * LRN_CHUNK, len);
+}
+
 static vdnn_status lrn_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     if (!a->dx[0]) return VDNN_OK;
@@ -142,18 +159,23 @@ static vdnn_status lrn_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     const size_t hw = (size_t)s.h * (size_t)s.w, chunks = (hw + LRN_CHUNK - 1) / LRN_CHUNK;
     const long total = (long)((size_t)s.n * chunks);
     /* The scratch was sized for this many threads when the op was queried. */
-    int nt = (int)(op->info.bwd_ws_bytes / lrn_thread_bytes(C));
+    const bool half = vdnn_cpu_is_bf16(&op->d);
+    int nt = (int)(op->info.bwd_ws_bytes / lrn_thread_bytes(C, half));
     if (nt < 1) nt = 1;
     const vdnn_layer_params *p = &op->d.p;
 #pragma omp parallel num_threads(nt)
     {
-        float *scale = a->ws + (size_t)omp_get_thread_num() * 2 * (size_t)C * LRN_CHUNK;
+        float *scale = a->ws + (size_t)omp_get_thread_num() * lrn_thread_floats(C, half);
         float *t = scale + (size_t)C * LRN_CHUNK;
 #pragma omp for schedule(static)
         for (long it = 0; it < total; it++) {
             size_t n = (size_t)it / chunks, p0 = ((size_t)it % chunks) * LRN_CHUNK;
             size_t len = hw - p0 < LRN_CHUNK ? hw - p0 : LRN_CHUNK, off = n * (size_t)C * hw + p0;
-            lrn_bwd_chunk(p, C, hw, a->x[0] + off, a->dy + off, a->dx[0] + off, len, scale, t);
+            if (half)
+                lrn_bwd_chunk_bf16(p, C, hw, (const uint16_t *)a->x[0] + off, (const uint16_t *)a->dy + off,
+                                   (uint16_t *)a->dx[0] + off, len, scale);
+            else
+                lrn_bwd_chunk(p, C, hw, a->x[0] + off, a->dy + off, a->dx[0] + off, len, scale, t);
         }
     }
     return VDNN_OK;
