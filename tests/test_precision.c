@@ -1,6 +1,6 @@
 /* The 16-bit types underneath every bf16 and fp16 op: the scalar conversions of core/half.h (rounding, ties, NaN,
  * infinities, subnormals, every bit pattern round-tripped), the CPU backend's AVX-512 BF16 runs against them, and
- * the backend's convert and accumulate_typed helpers on both of its paths. */
+ * the backends' convert and accumulate_typed helpers (the CPU's on both of its paths, CUDA's where a GPU is). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,6 +191,57 @@ static void test_backend_helpers(void **state)
     free(x), free(y), free(f), free(a), free(b), free(c);
 }
 
+static void *dev_upload(vdnn_backend_t *be, const void *src, size_t bytes)
+{
+    void *p = NULL;
+    vdnn_error err = {0};
+    vt_assert_ok(be->ops->dev_alloc(be, bytes, &p, &err), err);
+    if (src) vt_assert_ok(be->ops->upload(be, p, src, bytes, &err), err);
+    return p;
+}
+
+/* The CUDA backend's convert and accumulate_typed (when a GPU is there) round as the scalar functions do. */
+static void test_cuda_helpers(void **state)
+{
+    vdnn_backend_t *be = NULL;
+    vdnn_error err = {0};
+    if (vdnn_backend_cuda_create(0, 0, &be, &err) != VDNN_OK) {
+        print_message("Skipped: %s\n", err.msg);
+        skip();
+    }
+    enum { N = 70000 };
+    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+    uint16_t *h = malloc(N * 2);
+    assert_true(x && y && h);
+    awkward_floats(x, N);
+    vt_fill_uniform(y, N, 8, -3.f, 3.f);
+    const vdnn_dtype types[2] = {VDNN_DTYPE_BF16, VDNN_DTYPE_F16};
+    void *dx = dev_upload(be, x, N * sizeof *x), *dy = dev_upload(be, y, N * sizeof *y);
+    void *d16 = dev_upload(be, NULL, N * 2), *e16 = dev_upload(be, NULL, N * 2);
+    for (int k = 0; k < 2; k++) {
+        const vdnn_dtype t = types[k];
+        const bool bf = t == VDNN_DTYPE_BF16;
+        vt_assert_ok(be->ops->convert(be, d16, t, dx, VDNN_DTYPE_F32, N, &err), err);
+        vt_assert_ok(be->ops->convert(be, e16, t, dy, VDNN_DTYPE_F32, N, &err), err);
+        vt_assert_ok(be->ops->accumulate_typed(be, t, d16, e16, N, &err), err);
+        vt_assert_ok(be->ops->sync_all(be, &err), err);
+        vt_assert_ok(be->ops->download(be, h, d16, N * 2, &err), err);
+        for (size_t i = 0; i < N; i++) {
+            const float a = bf ? vdnn_bf16_to_float(vdnn_bf16_from_float(x[i])) : vdnn_f16_to_float(vdnn_f16_from_float(x[i]));
+            const float c = bf ? vdnn_bf16_to_float(vdnn_bf16_from_float(y[i])) : vdnn_f16_to_float(vdnn_f16_from_float(y[i]));
+            const uint16_t want = bf ? vdnn_bf16_from_float(a + c) : vdnn_f16_from_float(a + c);
+            const float got = bf ? vdnn_bf16_to_float(h[i]) : vdnn_f16_to_float(h[i]);
+            if (h[i] != want && !(isnan(a + c) && isnan(got)))
+                fail_msg("%s: [%zu] %.9g + %.9g gave %04x, expected %04x", vdnn_dtype_name(t), i, (double)x[i],
+                         (double)y[i], h[i], want);
+        }
+    }
+    void *all[4] = {dx, dy, d16, e16};
+    for (int i = 0; i < 4; i++) be->ops->dev_free(be, all[i]);
+    vdnn_backend_destroy(be);
+    free(x), free(y), free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -198,6 +249,7 @@ int main(void)
         cmocka_unit_test(test_f16_scalar),
         cmocka_unit_test(test_bf16_runs),
         cmocka_unit_test(test_backend_helpers),
+        cmocka_unit_test(test_cuda_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
