@@ -70,18 +70,6 @@ static vdnn_status require_dtype(vdnn_backend_t **be, vdnn_dtype t, vdnn_error *
     return vdnn_fail(err, VDNN_ERR_NO_DEVICE, "%s", why);
 }
 
-static vdnn_status open_cpu_bf16(vdnn_backend_t **be, vdnn_error *err)
-{
-    vdnn_status st = open_cpu(be, err);
-    return st ? st : require_dtype(be, VDNN_DTYPE_BF16, err);
-}
-
-static vdnn_status open_cpu_bf16_chunked(vdnn_backend_t **be, vdnn_error *err)
-{
-    vdnn_status st = open_cpu_chunked(be, err);
-    return st ? st : require_dtype(be, VDNN_DTYPE_BF16, err);
-}
-
 /* Strict FP32 (no TF32), so that results compare with the CPU at FP32 tolerances. */
 static vdnn_status open_cuda(vdnn_backend_t **be, vdnn_error *err)
 {
@@ -104,18 +92,6 @@ static vdnn_status open_cuda_chunked(vdnn_backend_t **be, vdnn_error *err)
     return vdnn_backend_cuda_create_ex(&o, be, err);
 }
 
-static vdnn_status open_cuda_bf16(vdnn_backend_t **be, vdnn_error *err)
-{
-    vdnn_status st = open_cuda(be, err);
-    return st ? st : require_dtype(be, VDNN_DTYPE_BF16, err);
-}
-
-static vdnn_status open_cuda_fp16(vdnn_backend_t **be, vdnn_error *err)
-{
-    vdnn_status st = open_cuda(be, err);
-    return st ? st : require_dtype(be, VDNN_DTYPE_F16, err);
-}
-
 /* The first is the CPU backend every other is compared with. */
 static harness_backend backends[] = {
     {.cb = {.name = "cpu"}, .about = "the CPU backend (oneDNN, OpenBLAS), also the reference of the others",
@@ -123,9 +99,9 @@ static harness_backend backends[] = {
     {.cb = {.name = "cpu-chunked"}, .about = "the CPU backend with convolution batches cut into chunks",
      .open = open_cpu_chunked, .conv_only = true},
     {.cb = {.name = "cpu-bf16", .dtype = VDNN_DTYPE_BF16}, .about = "the CPU backend with bf16 maps",
-     .open = open_cpu_bf16},
+     .open = open_cpu},
     {.cb = {.name = "cpu-bf16-chunked", .dtype = VDNN_DTYPE_BF16},
-     .about = "the CPU backend with bf16 maps, convolution batches cut into chunks", .open = open_cpu_bf16_chunked,
+     .about = "the CPU backend with bf16 maps, convolution batches cut into chunks", .open = open_cpu_chunked,
      .conv_only = true},
     {.cb = {.name = "cuda", .bn_aux_invstd = true}, .about = "the CUDA backend (cuDNN, cuBLAS), TF32 off",
      .open = open_cuda},
@@ -133,9 +109,9 @@ static harness_backend backends[] = {
      .about = "the CUDA backend with convolution, pooling and LRN batches cut into chunks", .open = open_cuda_chunked,
      .chunked = true},
     {.cb = {.name = "cuda-bf16", .bn_aux_invstd = true, .dtype = VDNN_DTYPE_BF16},
-     .about = "the CUDA backend with bf16 maps", .open = open_cuda_bf16},
+     .about = "the CUDA backend with bf16 maps", .open = open_cuda},
     {.cb = {.name = "cuda-fp16", .bn_aux_invstd = true, .dtype = VDNN_DTYPE_F16},
-     .about = "the CUDA backend with fp16 maps", .open = open_cuda_fp16},
+     .about = "the CUDA backend with fp16 maps", .open = open_cuda},
 };
 enum { N_BACKENDS = sizeof backends / sizeof backends[0] };
 
@@ -236,6 +212,7 @@ static void open_backends(vdnn_backend_t *cpu)
         }
         vdnn_error err = {0};
         vdnn_status st = hb->open(&hb->cb.be, &err);
+        if (st == VDNN_OK && hb->cb.dtype != VDNN_DTYPE_F32) st = require_dtype(&hb->cb.be, hb->cb.dtype, &err);
         if (st == VDNN_OK) continue;
         hb->cb.be = NULL;
         hb->broken = st != VDNN_ERR_NO_DEVICE;

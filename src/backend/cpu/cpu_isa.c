@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_internal.h"
+#include "backend/op_check.h"
 
 static const char *isa_name(dnnl_cpu_isa_t isa)
 {
@@ -51,7 +52,10 @@ vdnn_status vdnn_cpu_isa_resolve(cpu_backend *b, vdnn_error *err)
 
 vdnn_status vdnn_cpu_check_dtype(const cpu_backend *b, vdnn_dtype t, const char *kind, vdnn_error *err)
 {
-    if (!vdnn_dtype_valid(t)) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cpu %s: unknown data type %d", kind, (int)t);
+    char what[48];
+    snprintf(what, sizeof what, "cpu %s", kind);
+    vdnn_status st = vdnn_op_check_dtypes(t, t, what, err);
+    if (st) return st;
     if (t == VDNN_DTYPE_F16)
         return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
                          "cpu %s: fp16 runs on CUDA only (oneDNN has no fp16 training kernels for CPUs); use bf16 or fp32",

@@ -129,25 +129,8 @@ static void channel_affine_f(const bn_state *s, const float *x, float *y, int ch
 
 static size_t block_len(const bn_state *s, size_t j0) { return s->hw - j0 < CPU_BF16_BLOCK ? s->hw - j0 : CPU_BF16_BLOCK; }
 
-static double channel_sum_h(const bn_state *s, const uint16_t *x, int ch)
-{
-    float b[CPU_BF16_BLOCK];
-    double acc = 0.0;
-    for (int i = 0; i < s->n; i++) {
-        const uint16_t *xp = x + plane(s, i, ch);
-        float t = 0.f;
-        for (size_t j0 = 0; j0 < s->hw; j0 += CPU_BF16_BLOCK) {
-            const size_t len = block_len(s, j0);
-            vdnn_cpu_bf16_load(b, xp + j0, len);
-#pragma omp simd reduction(+ : t)
-            for (size_t j = 0; j < len; j++) t += b[j];
-        }
-        acc += t;
-    }
-    return acc;
-}
-
-static double channel_sq_dev_h(const bn_state *s, const uint16_t *x, int ch, float mean)
+/* The sum of x over one channel (square false, mean 0), or of (x - mean)^2. */
+static double channel_pass_h(const bn_state *s, const uint16_t *x, int ch, float mean, bool square)
 {
     float b[CPU_BF16_BLOCK];
     double acc = 0.0;
@@ -160,7 +143,7 @@ static double channel_sq_dev_h(const bn_state *s, const uint16_t *x, int ch, flo
 #pragma omp simd reduction(+ : t)
             for (size_t j = 0; j < len; j++) {
                 float v = b[j] - mean;
-                t += v * v;
+                t += square ? v * v : v;
             }
         }
         acc += t;
@@ -186,12 +169,12 @@ static void channel_affine_h(const bn_state *s, const uint16_t *x, uint16_t *y, 
 /* The channel loops over maps of either type. */
 static double channel_sum(const bn_state *s, const void *x, int ch)
 {
-    return s->half ? channel_sum_h(s, x, ch) : channel_sum_f(s, x, ch);
+    return s->half ? channel_pass_h(s, x, ch, 0.f, false) : channel_sum_f(s, x, ch);
 }
 
 static double channel_sq_dev(const bn_state *s, const void *x, int ch, float mean)
 {
-    return s->half ? channel_sq_dev_h(s, x, ch, mean) : channel_sq_dev_f(s, x, ch, mean);
+    return s->half ? channel_pass_h(s, x, ch, mean, true) : channel_sq_dev_f(s, x, ch, mean);
 }
 
 static void channel_affine(const bn_state *s, const void *x, void *y, int ch, float scale, float shift)

@@ -3,6 +3,7 @@
 
 #include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_internal.h"
+#include "backend/op_check.h"
 #include "core/half.h"
 
 /* src[off, off+len) of type t as floats; fast: AVX-512 BF16 is there. */
@@ -30,17 +31,10 @@ static void store_block(void *dst, vdnn_dtype t, size_t off, const float *src, s
     }
 }
 
-static vdnn_status check_types(vdnn_dtype a, vdnn_dtype b, const char *what, vdnn_error *err)
-{
-    if (!vdnn_dtype_valid(a) || !vdnn_dtype_valid(b))
-        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: unknown data type %d", what, (int)(vdnn_dtype_valid(a) ? b : a));
-    return VDNN_OK;
-}
-
 vdnn_status vdnn_cpu_convert(vdnn_backend_t *be, void *dst, vdnn_dtype dst_type, const void *src, vdnn_dtype src_type,
                              size_t n, vdnn_error *err)
 {
-    vdnn_status st = check_types(dst_type, src_type, "convert", err);
+    vdnn_status st = vdnn_op_check_dtypes(dst_type, src_type, "convert", err);
     if (st) return st;
     if (n && (!dst || !src)) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "convert: NULL pointer for %zu values", n);
     if (dst_type == src_type) {
@@ -62,7 +56,7 @@ vdnn_status vdnn_cpu_convert(vdnn_backend_t *be, void *dst, vdnn_dtype dst_type,
 vdnn_status vdnn_cpu_accumulate_typed(vdnn_backend_t *be, vdnn_dtype type, void *dst, const void *src, size_t n,
                                       vdnn_error *err)
 {
-    vdnn_status st = check_types(type, type, "accumulate_typed", err);
+    vdnn_status st = vdnn_op_check_dtypes(type, type, "accumulate_typed", err);
     if (st) return st;
     if (n && (!dst || !src)) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "accumulate_typed: NULL pointer for %zu values", n);
     const bool fast = ((const cpu_backend *)be)->bf16;

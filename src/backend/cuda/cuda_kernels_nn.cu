@@ -32,8 +32,10 @@ template <typename T> __global__ void k_avgpool_bwd(T *dx, const T *dy, vdnn_cud
 }
 
 // log(sum exp) of one row of k values, from its maximum (one block per row; every thread gets it).
-template <typename T> __device__ double row_lse(const T *xr, int k, double *shd, float *shf)
+template <typename T> __device__ double row_lse(const T *xr, int k)
 {
+    __shared__ double shd[VDNN_THREADS];
+    __shared__ float shf[VDNN_THREADS];
     float m = -INFINITY;
     for (int c = threadIdx.x; c < k; c += VDNN_THREADS) m = fmaxf(m, vdnn_ld(xr[c]));
     m = vdnn_block_max(m, shf);
@@ -47,12 +49,10 @@ template <typename T> __device__ double row_lse(const T *xr, int k, double *shd,
 template <typename T>
 __global__ void k_softmax_xent_fwd(T *y, const T *x, const int32_t *labels, double *per_sample, int k)
 {
-    __shared__ double shd[VDNN_THREADS];
-    __shared__ float shf[VDNN_THREADS];
     const size_t row = blockIdx.x;
     const T *xr = x + row * (size_t)k;
     T *yr = y + row * (size_t)k;
-    const double lse = row_lse(xr, k, shd, shf);
+    const double lse = row_lse(xr, k);
     if (per_sample && threadIdx.x == 0) {
         const int32_t lab = labels[row];
         per_sample[row] = lab >= 0 && lab < k ? lse - (double)vdnn_ld(xr[lab]) : (double)NAN;
@@ -64,12 +64,10 @@ __global__ void k_softmax_xent_fwd(T *y, const T *x, const int32_t *labels, doub
 // From the logits: the float softmax of the forward pass, minus the one-hot label, over n; rounded once.
 template <typename T> __global__ void k_softmax_xent_bwd_logits(T *dx, const T *x, const int32_t *labels, int n, int k)
 {
-    __shared__ double shd[VDNN_THREADS];
-    __shared__ float shf[VDNN_THREADS];
     const size_t row = blockIdx.x;
     const T *xr = x + row * (size_t)k;
     T *dr = dx + row * (size_t)k;
-    const double lse = row_lse(xr, k, shd, shf);
+    const double lse = row_lse(xr, k);
     const int32_t lab = labels[row];
     const float inv_n = 1.0f / (float)n;
     for (int c = threadIdx.x; c < k; c += VDNN_THREADS) {

@@ -1,6 +1,8 @@
 /* The CUDA backend's op entries: the table from layer kind to implementation and the checks common to all ops. */
 #include "backend/cuda/cuda_internal.h"
+#include "backend/op_check.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 static const cuda_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
@@ -30,8 +32,10 @@ static bool shape_ok(vdnn_shape s) { return s.n > 0 && s.c > 0 && s.h > 0 && s.w
 static vdnn_status check_dtype(const cuda_backend *b, const vdnn_op_desc *d, vdnn_error *err)
 {
     const char *kind = vdnn_layer_kind_name(d->kind);
-    if (!vdnn_dtype_valid(d->dtype))
-        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda %s: unknown data type %d", kind, (int)d->dtype);
+    char what[48];
+    snprintf(what, sizeof what, "cuda %s", kind);
+    vdnn_status st = vdnn_op_check_dtypes(d->dtype, d->dtype, what, err);
+    if (st) return st;
     if (d->dtype == VDNN_DTYPE_BF16 && b->cc_major < 8)
         return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda %s: bf16 needs compute capability 8.0 or newer; %s is %d.%d",
                          kind, b->device_name, b->cc_major, b->cc_minor);

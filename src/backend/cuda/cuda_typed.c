@@ -1,22 +1,23 @@
 /* The CUDA backend's helpers over maps of any type: convert between types and accumulate (own kernels, compute queue). */
 #include "backend/cuda/cuda_internal.h"
+#include "backend/op_check.h"
 
-static vdnn_status check_types(vdnn_dtype a, vdnn_dtype b, const char *what, vdnn_error *err)
+/* The checks both helpers make, then the device made current. */
+static vdnn_status begin(cuda_backend *b, vdnn_dtype dt, vdnn_dtype st, void *dst, const void *src, size_t n,
+                         const char *what, vdnn_error *err)
 {
-    if (!vdnn_dtype_valid(a) || !vdnn_dtype_valid(b))
-        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: unknown data type %d", what, (int)(vdnn_dtype_valid(a) ? b : a));
-    return VDNN_OK;
+    vdnn_status s = vdnn_op_check_dtypes(dt, st, what, err);
+    if (s || !n) return s;
+    if (!dst || !src) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: NULL pointer for %zu values", what, n);
+    return vdnn_cuda_use(b, err);
 }
 
 vdnn_status vdnn_cuda_convert(vdnn_backend_t *be, void *dst, vdnn_dtype dst_type, const void *src, vdnn_dtype src_type,
                               size_t n, vdnn_error *err)
 {
-    vdnn_status st = check_types(dst_type, src_type, "convert", err);
-    if (st || !n) return st;
-    if (!dst || !src) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "convert: NULL pointer for %zu values", n);
     cuda_backend *b = (cuda_backend *)be;
-    st = vdnn_cuda_use(b, err);
-    if (st) return st;
+    vdnn_status st = begin(b, dst_type, src_type, dst, src, n, "convert", err);
+    if (st || !n) return st;
     cudaStream_t s = b->stream[VDNN_QUEUE_COMPUTE];
     if (dst_type == src_type)
         return dst == src ? VDNN_OK
@@ -29,12 +30,9 @@ vdnn_status vdnn_cuda_convert(vdnn_backend_t *be, void *dst, vdnn_dtype dst_type
 vdnn_status vdnn_cuda_accumulate_typed(vdnn_backend_t *be, vdnn_dtype type, void *dst, const void *src, size_t n,
                                        vdnn_error *err)
 {
-    vdnn_status st = check_types(type, type, "accumulate_typed", err);
-    if (st || !n) return st;
-    if (!dst || !src) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "accumulate_typed: NULL pointer for %zu values", n);
     cuda_backend *b = (cuda_backend *)be;
-    st = vdnn_cuda_use(b, err);
-    if (st) return st;
+    vdnn_status st = begin(b, type, type, dst, src, n, "accumulate_typed", err);
+    if (st || !n) return st;
     return vdnn_cuda_check(vdnn_cuda_k_convert(b->stream[VDNN_QUEUE_COMPUTE], dst, (vdnn_cuda_type)type, src,
                                                (vdnn_cuda_type)type, n, 1),
                            err, "accumulate_typed kernel (%zu %s values)", n, vdnn_dtype_name(type));
