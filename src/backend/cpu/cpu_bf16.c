@@ -1,35 +1,21 @@
-/* Runs of bf16 values to and from float with AVX-512 BF16 (see cpu_bf16.h); the tail goes through masked loads and
- * stores, so every value rounds the same way. */
+/* Whole-map bf16 loops of the CPU backend, compiled for AVX-512 BF16 (see cpu_bf16.h). */
 #include "backend/cpu/cpu_bf16.h"
 
-#include <immintrin.h>
+#include "backend/cpu/cpu_internal.h"
 
-#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
-
-BF16_TARGET void vdnn_cpu_bf16_load(float *dst, const uint16_t *src, size_t n)
+CPU_BF16_TARGET void vdnn_cpu_bf16_sum(uint16_t *y, const uint16_t *const *x, int k, size_t n)
 {
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + i)));
-        _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
-    }
-    if (i < n) {
-        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-        __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, src + i));
-        _mm512_mask_storeu_ps(dst + i, m, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
-    }
-}
-
-BF16_TARGET void vdnn_cpu_bf16_store(uint16_t *dst, const float *src, size_t n)
-{
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
-        _mm256_storeu_si256((__m256i *)(dst + i), (__m256i)h);
-    }
-    if (i < n) {
-        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-        __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i));
-        _mm256_mask_storeu_epi16(dst + i, m, (__m256i)h);
+    const ptrdiff_t blocks = (ptrdiff_t)((n + CPU_BF16_BLOCK - 1) / CPU_BF16_BLOCK);
+#pragma omp parallel for if (n > CPU_PAR_MIN)
+    for (ptrdiff_t b = 0; b < blocks; b++) {
+        float acc[CPU_BF16_BLOCK], t[CPU_BF16_BLOCK];
+        const size_t off = (size_t)b * CPU_BF16_BLOCK, len = n - off < CPU_BF16_BLOCK ? n - off : CPU_BF16_BLOCK;
+        vdnn_cpu_bf16_load(acc, x[0] + off, len);
+        for (int j = 1; j < k; j++) {
+            vdnn_cpu_bf16_load(t, x[j] + off, len);
+#pragma omp simd
+            for (size_t i = 0; i < len; i++) acc[i] += t[i];
+        }
+        vdnn_cpu_bf16_store(y + off, acc, len);
     }
 }

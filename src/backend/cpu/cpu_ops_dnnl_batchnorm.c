@@ -130,7 +130,7 @@ static void channel_affine_f(const bn_state *s, const float *x, float *y, int ch
 static size_t block_len(const bn_state *s, size_t j0) { return s->hw - j0 < CPU_BF16_BLOCK ? s->hw - j0 : CPU_BF16_BLOCK; }
 
 /* The sum of x over one channel (square false, mean 0), or of (x - mean)^2. */
-static double channel_pass_h(const bn_state *s, const uint16_t *x, int ch, float mean, bool square)
+CPU_BF16_TARGET static double channel_pass_h(const bn_state *s, const uint16_t *x, int ch, float mean, bool square)
 {
     float b[CPU_BF16_BLOCK];
     double acc = 0.0;
@@ -151,7 +151,7 @@ static double channel_pass_h(const bn_state *s, const uint16_t *x, int ch, float
     return acc;
 }
 
-static void channel_affine_h(const bn_state *s, const uint16_t *x, uint16_t *y, int ch, float scale, float shift)
+CPU_BF16_TARGET static void channel_affine_h(const bn_state *s, const uint16_t *x, uint16_t *y, int ch, float scale, float shift)
 {
     float b[CPU_BF16_BLOCK];
     for (int i = 0; i < s->n; i++) {
@@ -309,24 +309,30 @@ static void channel_grad_sums_f(const bn_state *s, const float *x, const float *
 
 /* One channel's input gradient from its sums over the batch (m values): dx = gamma*inv * (dy - sdy/m -
  * (x-mean)*inv^2*sdyx/m), computed as dy*k1 + (x-mean)*k2 + k3. */
+CPU_BF16_TARGET static void channel_dx_h(const bn_state *s, const uint16_t *x, const uint16_t *dy, uint16_t *dx, int ch,
+                                         float f1, float f2, float f3, float mu)
+{
+    float bx[CPU_BF16_BLOCK], bd[CPU_BF16_BLOCK];
+    for (int i = 0; i < s->n; i++) {
+        const size_t o = plane(s, i, ch);
+        for (size_t j0 = 0; j0 < s->hw; j0 += CPU_BF16_BLOCK) {
+            const size_t len = block_len(s, j0);
+            vdnn_cpu_bf16_load(bx, x + o + j0, len);
+            vdnn_cpu_bf16_load(bd, dy + o + j0, len);
+#pragma omp simd
+            for (size_t j = 0; j < len; j++) bd[j] = bd[j] * f1 + (bx[j] - mu) * f2 + f3;
+            vdnn_cpu_bf16_store(dx + o + j0, bd, len);
+        }
+    }
+}
+
 static void channel_dx(const bn_state *s, const void *x, const void *dy, void *dx, int ch, float gamma, double inv,
                        double sdy, double sdyx, double m, float mu)
 {
     double k1 = gamma * inv;
     float f1 = (float)k1, f2 = (float)(-k1 * inv * inv * sdyx / m), f3 = (float)(-k1 * sdy / m);
     if (s->half) {
-        float bx[CPU_BF16_BLOCK], bd[CPU_BF16_BLOCK];
-        for (int i = 0; i < s->n; i++) {
-            const size_t o = plane(s, i, ch);
-            for (size_t j0 = 0; j0 < s->hw; j0 += CPU_BF16_BLOCK) {
-                const size_t len = block_len(s, j0);
-                vdnn_cpu_bf16_load(bx, (const uint16_t *)x + o + j0, len);
-                vdnn_cpu_bf16_load(bd, (const uint16_t *)dy + o + j0, len);
-#pragma omp simd
-                for (size_t j = 0; j < len; j++) bd[j] = bd[j] * f1 + (bx[j] - mu) * f2 + f3;
-                vdnn_cpu_bf16_store((uint16_t *)dx + o + j0, bd, len);
-            }
-        }
+        channel_dx_h(s, x, dy, dx, ch, f1, f2, f3, mu);
         return;
     }
     for (int i = 0; i < s->n; i++) {
@@ -338,7 +344,7 @@ static void channel_dx(const bn_state *s, const void *x, const void *dy, void *d
     }
 }
 
-static void channel_grad_sums_h(const bn_state *s, const uint16_t *x, const uint16_t *dy, int ch, float mean,
+CPU_BF16_TARGET static void channel_grad_sums_h(const bn_state *s, const uint16_t *x, const uint16_t *dy, int ch, float mean,
                                 double *sdy, double *sdyx)
 {
     float bx[CPU_BF16_BLOCK], bd[CPU_BF16_BLOCK];

@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_ops_dnnl_util.h"
 
 /* Why a bit mask: backward only needs to know where the output was positive. Keeping that as 1 bit per
@@ -77,6 +78,21 @@ static void relu_destroy(cpu_backend *be, vdnn_op *op)
     op->state = NULL;
 }
 
+/* bf16: mask word w of y (bf16 y > 0: sign clear, not zero, not NaN, i.e. bits 0x0001 ... 0x7f80, infinity
+ * included); and dx from dy (selecting values: their bits, and +0). */
+CPU_BF16_TARGET static uint64_t mask_word_bf16(const uint16_t *y, size_t base, size_t end)
+{
+    uint64_t bits = 0;
+    for (size_t i = base; i < end; i++) bits |= (uint64_t)((uint16_t)(y[i] - 1u) < 0x7f80u) << (i - base);
+    return bits;
+}
+
+CPU_BF16_TARGET static void relu_bwd_bf16(const uint64_t *mask, const uint16_t *dy, uint16_t *dx, long n)
+{
+#pragma omp parallel for if (n > CPU_PAR_MIN)
+    for (long i = 0; i < n; i++) dx[i] = (mask[i >> 6] >> (i & 63)) & 1 ? dy[i] : 0;
+}
+
 static vdnn_status relu_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     relu_state *s = op->state;
@@ -93,8 +109,8 @@ static vdnn_status relu_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     for (long w = 0; w < words; w++) {
         uint64_t bits = 0;
         const size_t base = (size_t)w * 64, end = base + 64 < n ? base + 64 : n;
-        if (half) /* bf16 y > 0: sign clear, not zero, not NaN (0x0001 ... 0x7f80, infinity included) */
-            for (size_t i = base; i < end; i++) bits |= (uint64_t)((uint16_t)(yh[i] - 1u) < 0x7f80u) << (i - base);
+        if (half)
+            bits = mask_word_bf16(yh, base, end);
         else
             for (size_t i = base; i < end; i++) bits |= (uint64_t)(y[i] > 0.0f) << (i - base);
         mask[w] = bits;
@@ -109,11 +125,8 @@ static vdnn_status relu_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     if (!a->aux || !a->dy) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "relu backward: NULL %s", a->aux ? "dy" : "mask (aux)");
     const uint64_t *mask = (const uint64_t *)a->aux;
     const long n = (long)vdnn_shape_count(op->d.out);
-    if (vdnn_cpu_is_bf16(&op->d)) { /* selecting values: their bits, and +0 */
-        const uint16_t *dy = (const uint16_t *)a->dy;
-        uint16_t *dx = (uint16_t *)a->dx[0];
-#pragma omp parallel for if (n > CPU_PAR_MIN)
-        for (long i = 0; i < n; i++) dx[i] = (mask[i >> 6] >> (i & 63)) & 1 ? dy[i] : 0;
+    if (vdnn_cpu_is_bf16(&op->d)) {
+        relu_bwd_bf16(mask, (const uint16_t *)a->dy, (uint16_t *)a->dx[0], n);
         return VDNN_OK;
     }
     const float *dy = a->dy;

@@ -176,20 +176,7 @@ static vdnn_status add_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
     ptrdiff_t m = (ptrdiff_t)count(op->d.out);
     int k = op->d.n_inputs;
     if (vdnn_cpu_is_bf16(&op->d)) {
-        /* In blocks: the inputs' sum in fp32, rounded once. */
-        const ptrdiff_t blocks = (m + CPU_BF16_BLOCK - 1) / CPU_BF16_BLOCK;
-#pragma omp parallel for if (m > PAR_MIN)
-        for (ptrdiff_t b = 0; b < blocks; b++) {
-            float acc[CPU_BF16_BLOCK], t[CPU_BF16_BLOCK];
-            const size_t off = (size_t)b * CPU_BF16_BLOCK;
-            const size_t len = (size_t)m - off < CPU_BF16_BLOCK ? (size_t)m - off : CPU_BF16_BLOCK;
-            vdnn_cpu_bf16_load(acc, (const uint16_t *)a->x[0] + off, len);
-            for (int j = 1; j < k; j++) {
-                vdnn_cpu_bf16_load(t, (const uint16_t *)a->x[j] + off, len);
-                for (size_t i = 0; i < len; i++) acc[i] += t[i];
-            }
-            vdnn_cpu_bf16_store((uint16_t *)a->y + off, acc, len);
-        }
+        vdnn_cpu_bf16_sum((uint16_t *)a->y, (const uint16_t *const *)a->x, k, (size_t)m);
         return VDNN_OK;
     }
     float *y = a->y;
@@ -255,7 +242,14 @@ static vdnn_status gap_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
 #pragma omp parallel for if (planes * (ptrdiff_t)hw > PAR_MIN)
     for (ptrdiff_t p = 0; p < planes; p++) {
         float g = get(d, a->dy, (size_t)p) / (float)hw;
-        for (size_t i = 0; i < hw; i++) put(d, a->dx[0], (size_t)p * hw + i, g);
+        if (vdnn_cpu_is_bf16(d)) { /* one value per plane: rounded once */
+            const uint16_t h = vdnn_bf16_from_float(g);
+            uint16_t *dp = (uint16_t *)a->dx[0] + (size_t)p * hw;
+            for (size_t i = 0; i < hw; i++) dp[i] = h;
+        } else {
+            float *dp = a->dx[0] + (size_t)p * hw;
+            for (size_t i = 0; i < hw; i++) dp[i] = g;
+        }
     }
     return VDNN_OK;
 }

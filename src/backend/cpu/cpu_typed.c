@@ -60,6 +60,11 @@ vdnn_status vdnn_cpu_accumulate_typed(vdnn_backend_t *be, vdnn_dtype type, void 
     if (st) return st;
     if (n && (!dst || !src)) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "accumulate_typed: NULL pointer for %zu values", n);
     const bool fast = ((const cpu_backend *)be)->bf16;
+    if (fast && type == VDNN_DTYPE_BF16) {
+        const uint16_t *x[2] = {dst, src};
+        vdnn_cpu_bf16_sum(dst, x, 2, n);
+        return VDNN_OK;
+    }
     const ptrdiff_t blocks = (ptrdiff_t)((n + CPU_BF16_BLOCK - 1) / CPU_BF16_BLOCK);
 #pragma omp parallel for if (n > CPU_PAR_MIN)
     for (ptrdiff_t b = 0; b < blocks; b++) {
