@@ -44,6 +44,17 @@ double vt_op_ref_rtol(vdnn_layer_kind kind)
     }
 }
 
+double vt_op_rtol_dtype(vdnn_layer_kind kind, vdnn_dtype t)
+{
+    if (t == VDNN_DTYPE_F32) return vt_op_rtol(kind);
+    switch (kind) {
+    case VDNN_LAYER_RELU:
+    case VDNN_LAYER_CONCAT:
+    case VDNN_LAYER_FLATTEN: return 0;
+    default: return t == VDNN_DTYPE_BF16 ? VT_BF16_RTOL : VT_F16_RTOL;
+    }
+}
+
 static uint64_t name_seed(const char *s)
 {
     uint64_t h = 1469598103934665603ULL; /* FNV-1a */

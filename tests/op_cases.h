@@ -30,5 +30,14 @@ void vt_op_cases_free(vt_op_cases *cs);
 double vt_op_rtol(vdnn_layer_kind kind);
 /* Tolerance of each op's forward pass against the double reference (vt_close_ref's rtol). */
 double vt_op_ref_rtol(vdnn_layer_kind kind);
+/* Tolerance of an op run with maps of type t against the fp32 CPU on the same inputs (each representable in t):
+ * vt_op_rtol for fp32; 0 for the ops that only move or select values (relu, concat, flatten); otherwise, for every
+ * tensor, a few units u of t's rounding (u = 2^-8 for bf16, 2^-11 for fp16: the output's rounding plus the op's
+ * rounding of the weights), against |want| plus the tensor's largest |want| (vt_close). Observed on the CPU over
+ * every case: at most 0.6 u (conv and fc y and dx), 0.45 u for the other ops, 1e-5 u for the fp32 outputs (dw, db,
+ * batch norm's statistics, the loss); bf16 is held to 2 u, fp16 (CUDA only, not yet observed) to 4 u. */
+#define VT_BF16_RTOL (1.0 / 128)
+#define VT_F16_RTOL (1.0 / 512)
+double vt_op_rtol_dtype(vdnn_layer_kind kind, vdnn_dtype t);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/half.h"
 #include "op_desc.h"
 #include "testutil.h"
 
@@ -145,6 +146,41 @@ vt_fill vt_fill_for(const vdnn_op_desc *d)
     return VT_FILL_UNIFORM;
 }
 
+void vt_to_dtype(void *dst, const float *src, size_t n, vdnn_dtype t)
+{
+    if (t == VDNN_DTYPE_F32) {
+        memcpy(dst, src, n * sizeof *src);
+        return;
+    }
+    uint16_t *h = dst;
+    for (size_t i = 0; i < n; i++) h[i] = t == VDNN_DTYPE_BF16 ? vdnn_bf16_from_float(src[i]) : vdnn_f16_from_float(src[i]);
+}
+
+void vt_from_dtype(float *dst, const void *src, size_t n, vdnn_dtype t)
+{
+    if (t == VDNN_DTYPE_F32) {
+        memcpy(dst, src, n * sizeof *dst);
+        return;
+    }
+    const uint16_t *h = src;
+    for (size_t i = 0; i < n; i++) dst[i] = t == VDNN_DTYPE_BF16 ? vdnn_bf16_to_float(h[i]) : vdnn_f16_to_float(h[i]);
+}
+
+static void round_to(float *v, size_t n, vdnn_dtype t)
+{
+    if (!v || t == VDNN_DTYPE_F32) return;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h = t == VDNN_DTYPE_BF16 ? vdnn_bf16_from_float(v[i]) : vdnn_f16_from_float(v[i]);
+        v[i] = t == VDNN_DTYPE_BF16 ? vdnn_bf16_to_float(h) : vdnn_f16_to_float(h);
+    }
+}
+
+void vt_op_data_round(vt_op_data *io, vdnn_dtype t)
+{
+    for (int i = 0; i < io->d.n_inputs; i++) round_to(io->x[i], io->nx[i], t);
+    round_to(io->dy, io->ny, t);
+}
+
 /* ---- device buffers ---- */
 
 static void *dev_alloc(vdnn_backend_t *be, size_t bytes)
@@ -174,6 +210,32 @@ static void *download_new(vdnn_backend_t *be, const void *src, size_t bytes)
     return h;
 }
 
+/* Bytes of one value of the op's maps. */
+static size_t esize(const vt_exec *e) { return vdnn_dtype_size(e->d.dtype); }
+
+/* n host floats to a map of the op's type on the device. */
+static void upload_map(const vt_exec *e, void *dst, const float *src, size_t n)
+{
+    if (!n) return;
+    void *t = malloc(n * esize(e));
+    assert_non_null(t);
+    vt_to_dtype(t, src, n, e->d.dtype);
+    upload(e->be, dst, t, n * esize(e));
+    free(t);
+}
+
+/* n values of a map of the op's type on the device as new host floats. */
+static float *download_map(const vt_exec *e, const void *src, size_t n)
+{
+    void *t = download_new(e->be, src, n * esize(e));
+    if (!t) return NULL;
+    float *f = malloc(n * sizeof *f);
+    assert_non_null(f);
+    vt_from_dtype(f, t, n, e->d.dtype);
+    free(t);
+    return f;
+}
+
 /* NaN over the buffer: a value an op fails to write stays NaN, and scratch read before written spreads NaN. */
 static void poison(vdnn_backend_t *be, void *p, size_t bytes)
 {
@@ -193,11 +255,11 @@ void vt_exec_open(vt_exec *e, vdnn_backend_t *be, vt_op_data *in, int algo)
     vt_assert_ok(be->ops->op_query(be, &e->d, &e->info, &err), err);
     vt_assert_ok(be->ops->op_create(be, &e->d, &e->op, &err), err);
     for (int i = 0; i < in->d.n_inputs; i++) {
-        e->x[i] = dev_alloc(be, in->nx[i] * sizeof(float));
-        e->dx[i] = dev_alloc(be, in->nx[i] * sizeof(float));
+        e->x[i] = dev_alloc(be, in->nx[i] * esize(e));
+        e->dx[i] = dev_alloc(be, in->nx[i] * esize(e));
     }
-    e->y = dev_alloc(be, in->ny * sizeof(float));
-    e->dy = dev_alloc(be, in->ny * sizeof(float));
+    e->y = dev_alloc(be, in->ny * esize(e));
+    e->dy = dev_alloc(be, in->ny * esize(e));
     e->w = dev_alloc(be, in->nw * sizeof(float));
     e->dw = dev_alloc(be, in->nw * sizeof(float));
     e->b = dev_alloc(be, in->nb * sizeof(float));
@@ -229,8 +291,8 @@ void vt_exec_close(vt_exec *e)
 void vt_exec_upload(vt_exec *e)
 {
     const vt_op_data *in = e->in;
-    for (int i = 0; i < in->d.n_inputs; i++) upload(e->be, e->x[i], in->x[i], in->nx[i] * sizeof(float));
-    upload(e->be, e->dy, in->dy, in->ny * sizeof(float));
+    for (int i = 0; i < in->d.n_inputs; i++) upload_map(e, e->x[i], in->x[i], in->nx[i]);
+    upload_map(e, e->dy, in->dy, in->ny);
     upload(e->be, e->w, in->w, in->nw * sizeof(float));
     upload(e->be, e->b, in->b, in->nb * sizeof(float));
     upload(e->be, e->stats, in->stats, in->nstats * sizeof(float));
@@ -267,7 +329,7 @@ double vt_exec_objective(vt_exec *e, double *abs_sum)
         if (abs_sum) *abs_sum = fabs((double)loss);
         return loss;
     }
-    float *y = download_new(e->be, e->y, in->ny * sizeof(float));
+    float *y = download_map(e, e->y, in->ny);
     double l = 0.0, scale = 0.0;
     for (size_t i = 0; i < in->ny; i++) {
         l += (double)y[i] * (double)in->dy[i];
@@ -308,10 +370,19 @@ static float *fetch(const vt_exec *e, const char *what, const float *dev, size_t
     return h;
 }
 
-static void expect_intact(const vt_exec *e, const char *what, const float *dev, const float *want, size_t n)
+/* fetch for a map of the op's type. */
+static float *fetch_map(const vt_exec *e, const char *what, const float *dev, size_t n)
+{
+    float *h = download_map(e, dev, n);
+    expect_written(e, what, h, n);
+    return h;
+}
+
+/* The maps' values are of the op's type (vt_op_data_round), so they survive the round trip exactly. */
+static void expect_intact(const vt_exec *e, const char *what, const float *dev, const float *want, size_t n, bool map)
 {
     if (!n) return;
-    float *got = download_new(e->be, dev, n * sizeof(float));
+    float *got = map ? download_map(e, dev, n) : download_new(e->be, dev, n * sizeof(float));
     if (memcmp(got, want, n * sizeof(float)))
         fail_msg("%s on %s (algorithm %d): the op changed its input %s", e->in->name, e->be->ops->name, e->d.algo, what);
     free(got);
@@ -326,7 +397,7 @@ static void run_backward(vt_exec *e, const vt_call *c, float *y_dev, vt_op_resul
     for (int i = 0; i < n_in; i++) {
         if (e->info.bwd_needs_x) a.x[i] = e->x[i];
         if (!(c->skip_dx >> i & 1)) a.dx[i] = e->dx[i];
-        poison(e->be, a.dx[i], in->nx[i] * sizeof(float));
+        poison(e->be, a.dx[i], in->nx[i] * esize(e));
     }
     if (e->info.bwd_needs_y) a.y = y_dev;
     poison(e->be, e->dw, in->nw * sizeof(float));
@@ -337,7 +408,7 @@ static void run_backward(vt_exec *e, const vt_call *c, float *y_dev, vt_op_resul
     if (in->labels) {
         a.dy = NULL; /* softmax_xent's gradient comes from the labels */
     } else if (c->bwd_inplace) {
-        upload(e->be, e->dx[0], in->dy, in->ny * sizeof(float));
+        upload_map(e, e->dx[0], in->dy, in->ny);
         a.dy = a.dx[0] = e->dx[0];
     } else {
         a.dy = e->dy;
@@ -348,11 +419,11 @@ static void run_backward(vt_exec *e, const vt_call *c, float *y_dev, vt_op_resul
     char what[16];
     for (int i = 0; i < n_in; i++) {
         snprintf(what, sizeof what, "dx[%d]", i);
-        if (a.dx[i]) out->dx[i] = fetch(e, what, a.dx[i], in->nx[i]);
+        if (a.dx[i]) out->dx[i] = fetch_map(e, what, a.dx[i], in->nx[i]);
     }
     out->dw = fetch(e, "dw", e->dw, in->nw);
     out->db = fetch(e, "db", e->db, in->nb);
-    if (!c->bwd_inplace && !in->labels) expect_intact(e, "dy", e->dy, in->dy, in->ny);
+    if (!c->bwd_inplace && !in->labels) expect_intact(e, "dy", e->dy, in->dy, in->ny, true);
 }
 
 void vt_op_run(vdnn_backend_t *be, vt_op_data *in, const vt_call *c, vt_op_result *out)
@@ -363,7 +434,7 @@ void vt_op_run(vdnn_backend_t *be, vt_op_data *in, const vt_call *c, vt_op_resul
     out->info = e.info;
     vt_exec_upload(&e);
     float *y_dev = c->fwd_inplace ? e.x[0] : e.y;
-    if (!c->fwd_inplace) poison(be, e.y, in->ny * sizeof(float));
+    if (!c->fwd_inplace) poison(be, e.y, in->ny * esize(&e));
     poison(be, e.aux, e.info.aux_bytes);
     poison(be, e.ws, e.info.fwd_ws_bytes);
     poison(be, e.loss, e.loss ? sizeof(float) : 0);
@@ -372,7 +443,7 @@ void vt_op_run(vdnn_backend_t *be, vt_op_data *in, const vt_call *c, vt_op_resul
     if (c->fwd_no_aux) a.aux = NULL;
     run_forward(&e, &a);
 
-    out->y = fetch(&e, "y", y_dev, in->ny);
+    out->y = fetch_map(&e, "y", y_dev, in->ny);
     if (e.loss) {
         float *loss = fetch(&e, "loss", e.loss, 1);
         out->loss = *loss;
@@ -383,9 +454,10 @@ void vt_op_run(vdnn_backend_t *be, vt_op_data *in, const vt_call *c, vt_op_resul
     if (!(c->update_stats && in->d.training) && in->nstats && memcmp(out->stats, in->stats, in->nstats * sizeof(float)))
         fail_msg("%s on %s: running statistics changed by a forward that must leave them (update_stats %d, training %d)",
                  in->name, be->ops->name, c->update_stats, in->d.training);
-    for (int i = c->fwd_inplace ? 1 : 0; i < in->d.n_inputs; i++) expect_intact(&e, "x", e.x[i], in->x[i], in->nx[i]);
-    expect_intact(&e, "w", e.w, in->w, in->nw);
-    expect_intact(&e, "b", e.b, in->b, in->nb);
+    for (int i = c->fwd_inplace ? 1 : 0; i < in->d.n_inputs; i++)
+        expect_intact(&e, "x", e.x[i], in->x[i], in->nx[i], true);
+    expect_intact(&e, "w", e.w, in->w, in->nw, false);
+    expect_intact(&e, "b", e.b, in->b, in->nb, false);
 
     if (c->backward) run_backward(&e, c, y_dev, out);
     vt_exec_close(&e);

@@ -1,7 +1,8 @@
 /* Runs one op on any backend from host tensors, the way the executor calls it: device buffers sized by
  * op_query, x and y handed to backward only when op_query says backward reads them, every output and
  * scratch buffer poisoned (NaN) first and every output checked to be written, and inputs checked to be
- * left as they were. Shared by the op harness (test_ops.c) and the PyTorch reference test. */
+ * left as they were. Shared by the op harness (test_ops.c) and the PyTorch reference test. Host tensors
+ * are floats; the device's maps (x, y, dy, dx) are of the op's dtype, converted on the way. */
 #ifndef VDNN_TEST_OP_EXEC_H
 #define VDNN_TEST_OP_EXEC_H
 
@@ -40,6 +41,12 @@ void vt_op_data_random(vt_op_data *io, const char *name, const vdnn_op_desc *d, 
 void vt_op_data_free(vt_op_data *io);
 /* The fill finite differences need for d's kind. */
 vt_fill vt_fill_for(const vdnn_op_desc *d);
+/* Rounds io's maps (inputs and dy) to values of type t, so that an fp32 run and a run in t read the same. */
+void vt_op_data_round(vt_op_data *io, vdnn_dtype t);
+
+/* Host conversions between floats and n values of type t (round to nearest even). */
+void vt_to_dtype(void *dst, const float *src, size_t n, vdnn_dtype t);
+void vt_from_dtype(float *dst, const void *src, size_t n, vdnn_dtype t);
 
 /* Variations of one call. */
 typedef struct vt_call {

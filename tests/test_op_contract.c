@@ -1,7 +1,8 @@
 /* The CPU ops' contract with the planner and the executor, as op_query and op_algos state it without running
  * anything (what backward reads, in-place permissions, aux and workspace sizes, the convolution candidates),
- * and the descriptions and arguments the ops refuse. The op harness (test_ops.c) checks that running ops keep
- * what these numbers promise. */
+ * the descriptions and arguments the ops refuse, and what changes with bf16 maps (the sizes, and the refusal on a
+ * CPU without AVX-512 BF16, simulated). The op harness (test_ops.c) checks that running ops keep what these
+ * numbers promise. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,25 +14,31 @@
 
 #define S vt_shape
 
-static vdnn_backend_t *cpu(size_t conv_chunk_bytes)
+static vdnn_backend_t *cpu_with(vdnn_cpu_options o)
 {
-    vdnn_cpu_options o = {.threads = 2, .conv_chunk_bytes = conv_chunk_bytes};
     vdnn_backend_t *be = NULL;
     vdnn_error err = {0};
     vt_assert_ok(vdnn_backend_cpu_create(&o, &be, &err), err);
     return be;
 }
 
-/* The planner trusts these flags: each one per the op's semantics, and op_create keeps what query said. */
-static void test_info_flags(void **state)
+static vdnn_backend_t *cpu(size_t conv_chunk_bytes)
 {
-    vdnn_backend_t *be = cpu(0);
+    return cpu_with((vdnn_cpu_options){.threads = 2, .conv_chunk_bytes = conv_chunk_bytes});
+}
+
+/* One op of every kind (batch norm twice), with the flags its op_info must carry in fp32. */
+#define KIND_CASES 14
+typedef struct kind_case {
+    const char *name;
+    vdnn_op_desc d;
+    bool needs_x, needs_y, inplace, has_aux, no_ws; /* no_ws: the hand-written ops need no scratch */
+} kind_case;
+
+static int kind_cases(kind_case *out)
+{
     const vdnn_shape s = S(2, 4, 6, 6), cat[2] = {S(2, 3, 4, 4), S(2, 2, 4, 4)}, two[2] = {s, s};
-    struct {
-        const char *name;
-        vdnn_op_desc d;
-        bool needs_x, needs_y, inplace, has_aux, no_ws; /* no_ws: the hand-written ops need no scratch */
-    } cases[] = {
+    const kind_case cases[] = {
         {"conv", vt_conv(s, 4, 3, 1, 1, 1, 1), true, false, false, false, false},
         {"maxpool", vt_pool(VDNN_LAYER_MAXPOOL, s, 2, 2, 0), false, false, false, true, false},
         {"avgpool", vt_pool(VDNN_LAYER_AVGPOOL, s, 2, 2, 0), false, false, false, false, false},
@@ -47,7 +54,19 @@ static void test_info_flags(void **state)
         {"flatten", vt_flatten(s), false, false, true, false, true},
         {"softmax_xent", vt_xent(2, 5), false, true, false, false, true},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    _Static_assert(sizeof cases / sizeof cases[0] == KIND_CASES, "KIND_CASES counts the cases");
+    memcpy(out, cases, sizeof cases);
+    return KIND_CASES;
+}
+
+/* The planner trusts these flags: each one per the op's semantics, and op_create keeps what query said. */
+static void test_info_flags(void **state)
+{
+    vdnn_backend_t *be = cpu(0);
+    const vdnn_shape s = S(2, 4, 6, 6);
+    kind_case cases[KIND_CASES];
+    const int n_cases = kind_cases(cases);
+    for (int i = 0; i < n_cases; i++) {
         vdnn_op_info info;
         vdnn_error err = {0};
         memset(&info, 0xff, sizeof info);
@@ -172,6 +191,120 @@ static void test_missing_buffers(void **state)
     vdnn_backend_destroy(be);
 }
 
+/* Every kind refuses bf16 on a CPU without AVX-512 BF16 (simulated through the backend option), in query, algos and
+ * create alike, saying why; fp16 is refused on every CPU, an unknown type as a bad argument. fp32 is unaffected. */
+static void test_reduced_precision_refused(void **state)
+{
+    vdnn_backend_t *no = cpu_with((vdnn_cpu_options){.threads = 2, .no_bf16 = true}), *be = cpu(0);
+    kind_case cases[KIND_CASES];
+    const int n_cases = kind_cases(cases);
+    vdnn_error err = {0};
+    for (int i = 0; i < n_cases; i++) {
+        vdnn_op_desc d = cases[i].d;
+        vdnn_op_info info;
+        vdnn_op_algo algos[VDNN_MAX_ALGOS];
+        int n = 0;
+        vdnn_op *op = (vdnn_op *)&op;
+        vt_assert_ok(no->ops->op_query(no, &d, &info, &err), err);
+        d.dtype = VDNN_DTYPE_BF16;
+        vt_assert_error(no->ops->op_query(no, &d, &info, &err), err, VDNN_ERR_UNSUPPORTED, "bf16 needs AVX-512 BF16");
+        vt_assert_error(no->ops->op_query(no, &d, &info, &err), err, VDNN_ERR_UNSUPPORTED, "no_bf16 option");
+        vt_assert_error(no->ops->op_algos(no, &d, algos, &n, &err), err, VDNN_ERR_UNSUPPORTED, "AVX-512 BF16");
+        vt_assert_error(no->ops->op_create(no, &d, &op, &err), err, VDNN_ERR_UNSUPPORTED, "AVX-512 BF16");
+        assert_null(op);
+        d.dtype = VDNN_DTYPE_F16;
+        vt_assert_error(be->ops->op_query(be, &d, &info, &err), err, VDNN_ERR_UNSUPPORTED, "fp16 runs on CUDA only");
+        d.dtype = (vdnn_dtype)9;
+        vt_assert_error(be->ops->op_query(be, &d, &info, &err), err, VDNN_ERR_INVALID_ARG, "unknown data type 9");
+    }
+    vdnn_backend_destroy(no);
+    vdnn_backend_destroy(be);
+}
+
+/* VDNN_CPU_ISA=no-bf16 does what the option does; "native" is the CPU itself; anything else is refused. */
+static void test_reduced_precision_env(void **state)
+{
+    const char *old = getenv("VDNN_CPU_ISA");
+    char saved[64] = "";
+    if (old) snprintf(saved, sizeof saved, "%s", old);
+    vdnn_op_desc d = vt_relu(S(1, 2, 3, 3));
+    d.dtype = VDNN_DTYPE_BF16;
+    vdnn_op_info info;
+    vdnn_error err = {0};
+    setenv("VDNN_CPU_ISA", "no-bf16", 1);
+    vdnn_backend_t *be = cpu(0);
+    vt_assert_error(be->ops->op_query(be, &d, &info, &err), err, VDNN_ERR_UNSUPPORTED, "VDNN_CPU_ISA=no-bf16");
+    vdnn_backend_destroy(be);
+    setenv("VDNN_CPU_ISA", "avx9000", 1);
+    vdnn_cpu_options o = {0};
+    be = (vdnn_backend_t *)&be;
+    vt_assert_error(vdnn_backend_cpu_create(&o, &be, &err), err, VDNN_ERR_INVALID_ARG, "VDNN_CPU_ISA=avx9000");
+    assert_null(be);
+    setenv("VDNN_CPU_ISA", "native", 1);
+    be = cpu(0);
+    vdnn_status native = be->ops->op_query(be, &d, &info, &err);
+    vdnn_backend_destroy(be);
+    unsetenv("VDNN_CPU_ISA");
+    be = cpu(0);
+    assert_int_equal(be->ops->op_query(be, &d, &info, &err), native);
+    vdnn_backend_destroy(be);
+    if (old) setenv("VDNN_CPU_ISA", saved, 1);
+}
+
+/* With bf16 maps the flags stay those of fp32 (but softmax_xent's backward reads its logits, not y), kept state stays
+ * fp32 (batch norm's statistics, relu's bit mask), and sizes follow the 2-byte values: a convolution's chunks hold
+ * twice the images, LRN's backward scratch adds its float copies, FC's workspace holds a bf16 weights copy. */
+static void test_bf16_info(void **state)
+{
+    vdnn_backend_t *be = cpu(0);
+    vdnn_error err = {0};
+    vdnn_op_desc probe = vt_relu(S(1, 1, 1, 1));
+    vdnn_op_info info, f32;
+    probe.dtype = VDNN_DTYPE_BF16;
+    if (be->ops->op_query(be, &probe, &info, &err) == VDNN_ERR_UNSUPPORTED) {
+        vdnn_backend_destroy(be);
+        print_message("Skipped: %s\n", err.msg);
+        skip();
+    }
+    kind_case cases[KIND_CASES];
+    const int n_cases = kind_cases(cases);
+    for (int i = 0; i < n_cases; i++) {
+        vdnn_op_desc d = cases[i].d;
+        vt_assert_ok(be->ops->op_query(be, &d, &f32, &err), err);
+        d.dtype = VDNN_DTYPE_BF16;
+        vt_assert_ok(be->ops->op_query(be, &d, &info, &err), err);
+        const bool xent = d.kind == VDNN_LAYER_SOFTMAX_XENT;
+        if (info.bwd_needs_x != (f32.bwd_needs_x || xent) || info.bwd_needs_y != (f32.bwd_needs_y && !xent) ||
+            info.inplace_ok != f32.inplace_ok || info.bwd_inplace_ok != f32.bwd_inplace_ok)
+            fail_msg("%s in bf16: needs_x %d needs_y %d inplace %d/%d; fp32: %d %d %d/%d", cases[i].name,
+                     info.bwd_needs_x, info.bwd_needs_y, info.inplace_ok, info.bwd_inplace_ok, f32.bwd_needs_x,
+                     f32.bwd_needs_y, f32.inplace_ok, f32.bwd_inplace_ok);
+        if (d.kind == VDNN_LAYER_BATCHNORM || d.kind == VDNN_LAYER_RELU) assert_int_equal(info.aux_bytes, f32.aux_bytes);
+        if (d.kind == VDNN_LAYER_LRN) assert_int_equal(2 * info.bwd_ws_bytes, 5 * f32.bwd_ws_bytes);
+        if (d.kind == VDNN_LAYER_FC) {
+            size_t nw, nb, ns;
+            vt_op_param_counts(&d, &nw, &nb, &ns);
+            assert_true(info.fwd_ws_bytes >= nw * 2);
+        }
+        vdnn_op *op = NULL;
+        char msg[256];
+        vt_assert_ok(be->ops->op_create(be, &d, &op, &err), err);
+        if (!vt_op_info_same(&op->info, &info, msg, sizeof msg))
+            fail_msg("%s in bf16: op_create's info differs from op_query's: %s", cases[i].name, msg);
+        be->ops->op_destroy(be, op);
+    }
+    vdnn_backend_destroy(be);
+    /* 16 channels of 10x10 under a 12.5 KiB cap: 2 images a chunk in fp32, 4 in bf16. */
+    be = cpu(2 * 6400);
+    vdnn_op_desc d = vt_conv(S(5, 16, 10, 10), 16, 3, 2, 1, 1, 0);
+    vt_assert_ok(be->ops->op_query(be, &d, &f32, &err), err);
+    d.dtype = VDNN_DTYPE_BF16;
+    vt_assert_ok(be->ops->op_query(be, &d, &info, &err), err);
+    assert_int_equal(f32.chunk_images, 2);
+    assert_int_equal(info.chunk_images, 4);
+    vdnn_backend_destroy(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -179,6 +312,9 @@ int main(void)
         cmocka_unit_test(test_conv_candidates),
         cmocka_unit_test(test_refused_descriptions),
         cmocka_unit_test(test_missing_buffers),
+        cmocka_unit_test(test_reduced_precision_refused),
+        cmocka_unit_test(test_reduced_precision_env),
+        cmocka_unit_test(test_bf16_info),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,11 @@
  * and backward on every backend present and compared with the CPU backend, the double reference and finite
  * differences (op_case_run.c). Backends that are not present are reported as skipped, with the reason.
  *
- *     test_ops [--backend NAME[,NAME...]] [SUBSTRING]     (backends: cpu, cpu-chunked, cuda, cuda-chunked; default all)
+ *     test_ops [--backend NAME[,NAME...]] [SUBSTRING]     (backends below; default all)
+ *
+ * Backends: cpu, cpu-chunked, cpu-bf16, cpu-bf16-chunked, cuda, cuda-chunked, cuda-bf16, cuda-fp16. The 16-bit
+ * entries run every case with maps of their type against the fp32 CPU on the same (representable) inputs, within
+ * vt_op_rtol_dtype; cpu-bf16 is skipped, saying why, on a CPU without AVX-512 BF16.
  *
  * Exit status 0 when every selected backend ran every case it applies to and passed, 1 on a failure, 77
  * (CTest's SKIP_RETURN_CODE) when a selected backend was not present. VDNN_TEST_QUICK=1 runs the hand-picked
@@ -50,6 +54,22 @@ static vdnn_status open_cpu_chunked(vdnn_backend_t **be, vdnn_error *err)
     return vdnn_backend_cpu_create(&o, be, err);
 }
 
+/* be, if it runs ops of type t; else closed, and VDNN_ERR_NO_DEVICE with the backend's reason (the entry is
+ * skipped, as a backend that is not there). */
+static vdnn_status require_dtype(vdnn_backend_t **be, vdnn_dtype t, vdnn_error *err)
+{
+    vdnn_op_desc d = vt_relu(vt_shape(1, 1, 1, 1));
+    d.dtype = t;
+    vdnn_op_info info;
+    vdnn_status st = (*be)->ops->op_query(*be, &d, &info, err);
+    if (st != VDNN_ERR_UNSUPPORTED) return st;
+    char why[sizeof err->msg];
+    snprintf(why, sizeof why, "%s", err->msg);
+    vdnn_backend_destroy(*be);
+    *be = NULL;
+    return vdnn_fail(err, VDNN_ERR_NO_DEVICE, "%s", why);
+}
+
 /* Strict FP32 (no TF32), so that results compare with the CPU at FP32 tolerances. */
 static vdnn_status open_cuda(vdnn_backend_t **be, vdnn_error *err)
 {
@@ -78,11 +98,20 @@ static harness_backend backends[] = {
      .open = open_cpu},
     {.cb = {.name = "cpu-chunked"}, .about = "the CPU backend with convolution batches cut into chunks",
      .open = open_cpu_chunked, .conv_only = true},
+    {.cb = {.name = "cpu-bf16", .dtype = VDNN_DTYPE_BF16}, .about = "the CPU backend with bf16 maps",
+     .open = open_cpu},
+    {.cb = {.name = "cpu-bf16-chunked", .dtype = VDNN_DTYPE_BF16},
+     .about = "the CPU backend with bf16 maps, convolution batches cut into chunks", .open = open_cpu_chunked,
+     .conv_only = true},
     {.cb = {.name = "cuda", .bn_aux_invstd = true}, .about = "the CUDA backend (cuDNN, cuBLAS), TF32 off",
      .open = open_cuda},
     {.cb = {.name = "cuda-chunked", .bn_aux_invstd = true},
      .about = "the CUDA backend with convolution, pooling and LRN batches cut into chunks", .open = open_cuda_chunked,
      .chunked = true},
+    {.cb = {.name = "cuda-bf16", .bn_aux_invstd = true, .dtype = VDNN_DTYPE_BF16},
+     .about = "the CUDA backend with bf16 maps", .open = open_cuda},
+    {.cb = {.name = "cuda-fp16", .bn_aux_invstd = true, .dtype = VDNN_DTYPE_F16},
+     .about = "the CUDA backend with fp16 maps", .open = open_cuda},
 };
 enum { N_BACKENDS = sizeof backends / sizeof backends[0] };
 
@@ -163,7 +192,8 @@ static void select_backends(const char *list)
         int b = 0;
         while (b < N_BACKENDS && strcmp(backends[b].cb.name, tok)) b++;
         if (b == N_BACKENDS) {
-            fprintf(stderr, "test_ops: no backend '%s' (cpu, cpu-chunked, cuda, cuda-chunked)\n", tok);
+            fprintf(stderr, "test_ops: no backend '%s' (cpu, cpu-chunked, cpu-bf16, cpu-bf16-chunked, cuda, cuda-chunked, "
+                            "cuda-bf16, cuda-fp16)\n", tok);
             exit(2);
         }
         backends[b].selected = true;
@@ -182,6 +212,7 @@ static void open_backends(vdnn_backend_t *cpu)
         }
         vdnn_error err = {0};
         vdnn_status st = hb->open(&hb->cb.be, &err);
+        if (st == VDNN_OK && hb->cb.dtype != VDNN_DTYPE_F32) st = require_dtype(&hb->cb.be, hb->cb.dtype, &err);
         if (st == VDNN_OK) continue;
         hb->cb.be = NULL;
         hb->broken = st != VDNN_ERR_NO_DEVICE;
@@ -197,11 +228,11 @@ static void print_summary(const vt_op_cases *cs)
     printf("\nop harness: %d cases (%d small enough for element-wise finite differences):", cs->n, small);
     for (int k = 0; k < VDNN_LAYER_KIND_COUNT; k++)
         if (per_kind[k]) printf(" %s %d", vdnn_layer_kind_name((vdnn_layer_kind)k), per_kind[k]);
-    printf("\n%-12s %6s %8s %7s %11s\n", "backend", "run", "skipped", "failed", "candidates");
+    printf("\n%-16s %6s %8s %7s %11s\n", "backend", "run", "skipped", "failed", "candidates");
     for (int b = 0; b < N_BACKENDS; b++) {
         const harness_backend *hb = &backends[b];
         if (!hb->selected) continue;
-        printf("%-12s %6d %8d %7d %11d  %s%s%s\n", hb->cb.name, hb->run, hb->skipped, hb->failed, hb->candidates,
+        printf("%-16s %6d %8d %7d %11d  %s%s%s\n", hb->cb.name, hb->run, hb->skipped, hb->failed, hb->candidates,
                hb->about, hb->reason[0] ? ": " : "", hb->reason);
     }
 }

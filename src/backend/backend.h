@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "graph/graph.h"
 
@@ -30,7 +31,24 @@ typedef struct vdnn_op_desc {
     vdnn_layer_params p;
     bool training;       /* batchnorm: batch statistics (true) or running statistics */
     int algo;            /* which of op_algos' candidates to use; 0: the backend's default */
+    vdnn_dtype dtype;    /* of the feature maps and gradient maps (see "Precision" below); 0: fp32 */
 } vdnn_op_desc;
+
+/* Precision. d->dtype is the type of every feature map and gradient map the op reads or writes: x[i], y, dy,
+ * dx[i] hold vdnn_dtype_size(dtype) bytes per value (the vdnn_op_args pointers stay typed float * and are read as
+ * that type: the executor hands them on without looking). Everything else stays fp32 whatever the dtype:
+ *   - parameters: w and b are the net's fp32 master weights, dw and db fp32 gradients. An op of a 16-bit type
+ *     rounds the weights to its type itself, each call, in its workspace (weights change every step, so a copy
+ *     kept across calls would be stale);
+ *   - batch norm's gamma, beta, running statistics (stats) and batch statistics (aux): fp32;
+ *   - softmax_xent's loss: fp32, summed in double from logits read in the op's type; its backward recomputes the
+ *     softmax in fp32 from the logits x (op_info says bwd_needs_x, not bwd_needs_y, for 16-bit types), so the
+ *     gradient of a confident prediction is not lost to y's rounding;
+ *   - labels: int32.
+ * Arithmetic is fp32 (sums in fp32 or double); a 16-bit result is rounded once, to nearest even. op_info's sizes
+ * are bytes of what the op really keeps (aux, workspaces), so they follow the dtype where it matters. A backend
+ * refuses a dtype it cannot run fast with VDNN_ERR_UNSUPPORTED and a message that says why (the CPU: bf16 needs
+ * AVX-512 BF16, fp16 is not offered), rather than emulating it slowly. */
 
 /* What an op needs beyond its inputs and outputs, as numbers the planner uses.
  * Filled by ops.query without touching a device. */
@@ -76,7 +94,8 @@ typedef struct vdnn_stream {
     void *ctx;
 } vdnn_stream;
 
-/* Pointers for one forward or backward call. All float pointers are device pointers.
+/* Pointers for one forward or backward call. All float pointers are device pointers; those of feature and gradient
+ * maps (x, y, dy, dx, and a streamed x) point at values of the op's dtype (see "Precision" above).
  * Unused fields are NULL. */
 typedef struct vdnn_op_args {
     const float *x[VDNN_MAX_INPUTS];
@@ -156,8 +175,16 @@ typedef struct vdnn_backend_ops {
      * g = dw + wd*w; v = momentum*v + g; w -= lr*v. */
     vdnn_status (*sgd_update)(vdnn_backend_t *be, float *w, const float *dw, float *v, size_t n,
                               float lr, float momentum, float weight_decay, vdnn_error *err);
-    /* Fills `poison` pattern (NaN) over device memory, for the --poison debug mode. */
+    /* Fills `poison` pattern (NaN) over device memory, for the --poison debug mode. The pattern is NaN read as
+     * fp32, bf16 or fp16 at any even offset. */
     vdnn_status (*poison)(vdnn_backend_t *be, void *dst, size_t bytes, vdnn_error *err);
+    /* Maps of 16-bit types (NULL on backends without them). convert: n values from src_type to dst_type, rounded to
+     * nearest even (the input images of a bf16 net, say). accumulate_typed: dst += src over n values of `type`,
+     * added in fp32 and rounded once (gradient maps of a tensor read by several layers). */
+    vdnn_status (*convert)(vdnn_backend_t *be, void *dst, vdnn_dtype dst_type, const void *src, vdnn_dtype src_type,
+                           size_t n, vdnn_error *err);
+    vdnn_status (*accumulate_typed)(vdnn_backend_t *be, vdnn_dtype type, void *dst, const void *src, size_t n,
+                                    vdnn_error *err);
 
     /* Unified (managed) memory, for policy um; NULL on backends without it (the CPU). managed_alloc returns
      * memory that device and host both address, migrated between them by the driver; mem_prefetch makes
@@ -181,6 +208,8 @@ typedef struct vdnn_cpu_options {
     double link_bandwidth_h2d;
     size_t conv_chunk_bytes;     /* cap on one convolution layout copy (the batch is cut into chunks under
                                     it; the lean algorithm uses a sixteenth); 0: 256 MiB */
+    bool no_bf16;                /* act as if the CPU lacked AVX-512 BF16, so bf16 ops are refused (tests of the
+                                    refusal); env VDNN_CPU_ISA=no-bf16 does the same (cpu/cpu_isa.c) */
 } vdnn_cpu_options;
 
 vdnn_status vdnn_backend_cpu_create(const vdnn_cpu_options *opt, vdnn_backend_t **out, vdnn_error *err);

@@ -1,4 +1,4 @@
-/* Shape checks of the ops every backend validates the same way. */
+/* Shape and type checks of the ops every backend validates the same way. */
 #include "backend/op_check.h"
 
 vdnn_status vdnn_op_check_concat(const vdnn_op_desc *d, vdnn_error *err)
@@ -24,5 +24,12 @@ vdnn_status vdnn_op_check_add(const vdnn_op_desc *d, vdnn_error *err)
             return vdnn_fail(err, VDNN_ERR_SHAPE, "add: input %d is %dx%dx%dx%d but the output is %dx%dx%dx%d", i, s.n,
                              s.c, s.h, s.w, d->out.n, d->out.c, d->out.h, d->out.w);
     }
+    return VDNN_OK;
+}
+
+vdnn_status vdnn_op_check_dtypes(vdnn_dtype a, vdnn_dtype b, const char *what, vdnn_error *err)
+{
+    if (!vdnn_dtype_valid(a) || !vdnn_dtype_valid(b))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: unknown data type %d", what, (int)(vdnn_dtype_valid(a) ? b : a));
     return VDNN_OK;
 }

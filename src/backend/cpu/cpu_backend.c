@@ -435,11 +435,8 @@ static vdnn_status cpu_sgd_update(vdnn_backend_t *be, float *w, const float *dw,
 static vdnn_status cpu_poison(vdnn_backend_t *be, void *dst, size_t bytes, vdnn_error *err)
 {
     if (bytes && !dst) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "poison: NULL destination for %zu bytes", bytes);
-    const float qnan = NAN;
-    unsigned char pat[sizeof qnan];
-    memcpy(pat, &qnan, sizeof pat);
-    unsigned char *p = dst;
-    for (size_t i = 0; i < bytes; i++) p[i] = pat[i % sizeof pat];
+    /* All-ones bytes are NaN as fp32, bf16 and fp16 alike (as on CUDA), so a 16-bit map shows unwritten values too. */
+    memset(dst, 0xff, bytes);
     return VDNN_OK;
 }
 
@@ -485,6 +482,8 @@ static const vdnn_backend_ops cpu_ops = {
     .scale = cpu_scale,
     .sgd_update = cpu_sgd_update,
     .poison = cpu_poison,
+    .convert = vdnn_cpu_convert,
+    .accumulate_typed = vdnn_cpu_accumulate_typed,
 };
 
 static vdnn_status check_bandwidth(double bw, const char *name, vdnn_error *err)
@@ -512,6 +511,11 @@ vdnn_status vdnn_backend_cpu_create(const vdnn_cpu_options *opt, vdnn_backend_t 
     b->opt = o;
     if (o.threads > 0) omp_set_num_threads(o.threads);
     b->base.threads = o.threads > 0 ? o.threads : omp_get_max_threads();
+    st = vdnn_cpu_isa_resolve(b, err);
+    if (st) {
+        free(b);
+        return st;
+    }
 
     st = vdnn_cpu_dnnl_check(dnnl_engine_create(&b->engine, dnnl_cpu, 0), "dnnl_engine_create", err);
     if (!st)

@@ -19,6 +19,8 @@ typedef struct cpu_backend {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     cpu_copy_queue *copyq[VDNN_QUEUE_COUNT]; /* [VDNN_QUEUE_D2H], [VDNN_QUEUE_H2D]; compute runs on the caller */
+    bool bf16;                     /* bf16 ops run (AVX-512 BF16, not switched off): cpu_isa.c */
+    char no_bf16_why[160];         /* why not, for the refusal's message */
 } cpu_backend;
 
 typedef struct cpu_op_impl cpu_op_impl;
@@ -55,6 +57,21 @@ extern const cpu_op_impl vdnn_cpu_op_add;
 extern const cpu_op_impl vdnn_cpu_op_gap;
 extern const cpu_op_impl vdnn_cpu_op_flatten;
 extern const cpu_op_impl vdnn_cpu_op_softmax_xent;
+
+/* Sets be->bf16 from the CPU, the options and VDNN_CPU_ISA (cpu_isa.c); fails on an unknown VDNN_CPU_ISA. */
+vdnn_status vdnn_cpu_isa_resolve(cpu_backend *be, vdnn_error *err);
+/* VDNN_OK if ops of type t run here; VDNN_ERR_UNSUPPORTED saying why not otherwise (kind names the op). */
+vdnn_status vdnn_cpu_check_dtype(const cpu_backend *be, vdnn_dtype t, const char *kind, vdnn_error *err);
+
+/* Bytes of one value of the op's feature maps. */
+static inline size_t vdnn_cpu_esize(const vdnn_op_desc *d) { return vdnn_dtype_size(d->dtype); }
+static inline bool vdnn_cpu_is_bf16(const vdnn_op_desc *d) { return d->dtype == VDNN_DTYPE_BF16; }
+
+/* The backend's convert and accumulate_typed entries (cpu_typed.c). */
+vdnn_status vdnn_cpu_convert(vdnn_backend_t *be, void *dst, vdnn_dtype dst_type, const void *src, vdnn_dtype src_type,
+                             size_t n, vdnn_error *err);
+vdnn_status vdnn_cpu_accumulate_typed(vdnn_backend_t *be, vdnn_dtype type, void *dst, const void *src, size_t n,
+                                      vdnn_error *err);
 
 /* Turns a oneDNN status into a vdnn error naming `what`. */
 vdnn_status vdnn_cpu_dnnl_check(dnnl_status_t s, const char *what, vdnn_error *err);

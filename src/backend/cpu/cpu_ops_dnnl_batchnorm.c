@@ -1,15 +1,19 @@
-/* BATCHNORM on the CPU: batch normalization over plain nchw (batch or running statistics) plus PyTorch's running-stat update, as OpenMP loops. */
+/* BATCHNORM on the CPU: batch normalization over plain nchw (batch or running statistics) plus PyTorch's running-stat update, as OpenMP loops; fp32 or bf16 maps, fp32 statistics and parameters. */
 #include <math.h>
 #include <stdlib.h>
 
+#include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_ops_dnnl_util.h"
 
 /* Why not oneDNN here: on nchw oneDNN 2.6 has only its generic ncsp_bnorm, which
  * was several times slower than these loops (its JIT versions want nhwc or
  * nChw16c, and copying to those costs more than the normalization itself).
  * Each channel is reduced by one thread in a fixed order, so results do not
- * depend on the thread count; a channel's values stay in L2 between passes. */
+ * depend on the thread count; a channel's values stay in L2 between passes.
+ * bf16 maps go through float blocks on the stack (CPU_BF16_BLOCK): the same
+ * arithmetic on the widened values, y and dx rounded once as they are stored. */
 typedef struct bn_state {
+    bool half;         /* bf16 maps */
     int n, c;
     size_t hw;
     size_t m;          /* values per channel: N*H*W */
@@ -27,6 +31,7 @@ static vdnn_status bn_check(const vdnn_op_desc *d, bn_state *s, vdnn_error *err)
     if (!(p->bn_eps >= 0.f) || !(p->bn_momentum >= 0.f && p->bn_momentum <= 1.f))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm: eps %g must be >= 0 and momentum %g in [0, 1]",
                          (double)p->bn_eps, (double)p->bn_momentum);
+    s->half = vdnn_cpu_is_bf16(d);
     s->n = in.n;
     s->c = in.c;
     s->hw = (size_t)in.h * (size_t)in.w;
@@ -78,7 +83,7 @@ static void bn_destroy(cpu_backend *be, vdnn_op *op)
 static inline size_t plane(const bn_state *s, int i, int ch) { return ((size_t)i * (size_t)s->c + (size_t)ch) * s->hw; }
 
 /* Per plane a float sum (vectorised), added up across planes in double. */
-static double channel_sum(const bn_state *s, const float *x, int ch)
+static double channel_sum_f(const bn_state *s, const float *x, int ch)
 {
     double acc = 0.0;
     for (int i = 0; i < s->n; i++) {
@@ -92,7 +97,7 @@ static double channel_sum(const bn_state *s, const float *x, int ch)
 }
 
 /* Sum of squared deviations from mean: two passes, so a large mean costs no precision. */
-static double channel_sq_dev(const bn_state *s, const float *x, int ch, float mean)
+static double channel_sq_dev_f(const bn_state *s, const float *x, int ch, float mean)
 {
     double acc = 0.0;
     for (int i = 0; i < s->n; i++) {
@@ -109,7 +114,7 @@ static double channel_sq_dev(const bn_state *s, const float *x, int ch, float me
 }
 
 /* y = x*scale + shift over one channel. */
-static void channel_affine(const bn_state *s, const float *x, float *y, int ch, float scale, float shift)
+static void channel_affine_f(const bn_state *s, const float *x, float *y, int ch, float scale, float shift)
 {
     for (int i = 0; i < s->n; i++) {
         size_t o = plane(s, i, ch);
@@ -118,6 +123,64 @@ static void channel_affine(const bn_state *s, const float *x, float *y, int ch, 
 #pragma omp simd
         for (size_t j = 0; j < s->hw; j++) yp[j] = xp[j] * scale + shift;
     }
+}
+
+/* ---- the same over bf16 planes, a block at a time ---- */
+
+static size_t block_len(const bn_state *s, size_t j0) { return s->hw - j0 < CPU_BF16_BLOCK ? s->hw - j0 : CPU_BF16_BLOCK; }
+
+/* The sum of x over one channel (square false, mean 0), or of (x - mean)^2. */
+CPU_BF16_TARGET static double channel_pass_h(const bn_state *s, const uint16_t *x, int ch, float mean, bool square)
+{
+    float b[CPU_BF16_BLOCK];
+    double acc = 0.0;
+    for (int i = 0; i < s->n; i++) {
+        const uint16_t *xp = x + plane(s, i, ch);
+        float t = 0.f;
+        for (size_t j0 = 0; j0 < s->hw; j0 += CPU_BF16_BLOCK) {
+            const size_t len = block_len(s, j0);
+            vdnn_cpu_bf16_load(b, xp + j0, len);
+#pragma omp simd reduction(+ : t)
+            for (size_t j = 0; j < len; j++) {
+                float v = b[j] - mean;
+                t += square ? v * v : v;
+            }
+        }
+        acc += t;
+    }
+    return acc;
+}
+
+CPU_BF16_TARGET static void channel_affine_h(const bn_state *s, const uint16_t *x, uint16_t *y, int ch, float scale, float shift)
+{
+    float b[CPU_BF16_BLOCK];
+    for (int i = 0; i < s->n; i++) {
+        const size_t o = plane(s, i, ch);
+        for (size_t j0 = 0; j0 < s->hw; j0 += CPU_BF16_BLOCK) {
+            const size_t len = block_len(s, j0);
+            vdnn_cpu_bf16_load(b, x + o + j0, len);
+#pragma omp simd
+            for (size_t j = 0; j < len; j++) b[j] = b[j] * scale + shift;
+            vdnn_cpu_bf16_store(y + o + j0, b, len);
+        }
+    }
+}
+
+/* The channel loops over maps of either type. */
+static double channel_sum(const bn_state *s, const void *x, int ch)
+{
+    return s->half ? channel_pass_h(s, x, ch, 0.f, false) : channel_sum_f(s, x, ch);
+}
+
+static double channel_sq_dev(const bn_state *s, const void *x, int ch, float mean)
+{
+    return s->half ? channel_pass_h(s, x, ch, mean, true) : channel_sq_dev_f(s, x, ch, mean);
+}
+
+static void channel_affine(const bn_state *s, const void *x, void *y, int ch, float scale, float shift)
+{
+    if (s->half) channel_affine_h(s, x, y, ch, scale, shift);
+    else channel_affine_f(s, x, y, ch, scale, shift);
 }
 
 /* PyTorch's rule: running = (1-m)*running + m*batch, the variance unbiased over the `count` values the
@@ -145,7 +208,7 @@ static vdnn_status reduce_sums(const vdnn_op_args *a, int phase, double *buf, si
 }
 
 /* y = gamma * (x - mean) / sqrt(var + eps) + beta over one channel, as a scale and a shift. */
-static void normalize_channel(const bn_state *s, const float *x, float *y, int ch, float gamma, float beta, float mean,
+static void normalize_channel(const bn_state *s, const void *x, void *y, int ch, float gamma, float beta, float mean,
                               float var, float eps)
 {
     float inv = (float)(1.0 / sqrt((double)var + eps));
@@ -159,8 +222,10 @@ static void normalize_channel(const bn_state *s, const float *x, float *y, int c
  * float sums are those one device adds up, and only the double additions across ranks change order. */
 static vdnn_status bn_forward_sync(bn_state *s, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
-    const float *x = a->x[0], *gamma = a->w, *beta = a->b;
-    float *y = a->y, *mean = a->aux, *var = a->aux + s->c;
+    const void *x = a->x[0];
+    const float *gamma = a->w, *beta = a->b;
+    void *y = a->y;
+    float *mean = a->aux, *var = a->aux + s->c;
     const float eps = op->d.p.bn_eps;
     const int c = s->c;
     double *buf = s->red;
@@ -193,8 +258,9 @@ static vdnn_status bn_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *
     if (!a->x[0] || !a->y || !a->w || !a->b)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm forward: NULL %s",
                          !a->x[0] ? "x" : !a->y ? "y" : !a->w ? "gamma" : "beta");
-    const float *x = a->x[0], *gamma = a->w, *beta = a->b;
-    float *y = a->y;
+    const void *x = a->x[0];
+    const float *gamma = a->w, *beta = a->b;
+    void *y = a->y;
     if (!op->d.training) {
         if (!a->stats) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batchnorm inference: NULL running statistics");
         const float *rm = a->stats, *rv = a->stats + s->c;
@@ -221,8 +287,8 @@ static vdnn_status bn_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *
 }
 
 /* Over one channel: sum of dy and of dy*(x-mean). */
-static void channel_grad_sums(const bn_state *s, const float *x, const float *dy, int ch, float mean, double *sdy,
-                              double *sdyx)
+static void channel_grad_sums_f(const bn_state *s, const float *x, const float *dy, int ch, float mean, double *sdy,
+                                double *sdyx)
 {
     double a1 = 0.0, a2 = 0.0;
     for (int i = 0; i < s->n; i++) {
@@ -243,18 +309,71 @@ static void channel_grad_sums(const bn_state *s, const float *x, const float *dy
 
 /* One channel's input gradient from its sums over the batch (m values): dx = gamma*inv * (dy - sdy/m -
  * (x-mean)*inv^2*sdyx/m), computed as dy*k1 + (x-mean)*k2 + k3. */
-static void channel_dx(const bn_state *s, const float *x, const float *dy, float *dx, int ch, float gamma, double inv,
+CPU_BF16_TARGET static void channel_dx_h(const bn_state *s, const uint16_t *x, const uint16_t *dy, uint16_t *dx, int ch,
+                                         float f1, float f2, float f3, float mu)
+{
+    float bx[CPU_BF16_BLOCK], bd[CPU_BF16_BLOCK];
+    for (int i = 0; i < s->n; i++) {
+        const size_t o = plane(s, i, ch);
+        for (size_t j0 = 0; j0 < s->hw; j0 += CPU_BF16_BLOCK) {
+            const size_t len = block_len(s, j0);
+            vdnn_cpu_bf16_load(bx, x + o + j0, len);
+            vdnn_cpu_bf16_load(bd, dy + o + j0, len);
+#pragma omp simd
+            for (size_t j = 0; j < len; j++) bd[j] = bd[j] * f1 + (bx[j] - mu) * f2 + f3;
+            vdnn_cpu_bf16_store(dx + o + j0, bd, len);
+        }
+    }
+}
+
+static void channel_dx(const bn_state *s, const void *x, const void *dy, void *dx, int ch, float gamma, double inv,
                        double sdy, double sdyx, double m, float mu)
 {
     double k1 = gamma * inv;
     float f1 = (float)k1, f2 = (float)(-k1 * inv * inv * sdyx / m), f3 = (float)(-k1 * sdy / m);
+    if (s->half) {
+        channel_dx_h(s, x, dy, dx, ch, f1, f2, f3, mu);
+        return;
+    }
     for (int i = 0; i < s->n; i++) {
         size_t o = plane(s, i, ch);
-        const float *xp = x + o, *dp = dy + o;
-        float *gp = dx + o;
+        const float *xp = (const float *)x + o, *dp = (const float *)dy + o;
+        float *gp = (float *)dx + o;
 #pragma omp simd
         for (size_t j = 0; j < s->hw; j++) gp[j] = dp[j] * f1 + (xp[j] - mu) * f2 + f3;
     }
+}
+
+CPU_BF16_TARGET static void channel_grad_sums_h(const bn_state *s, const uint16_t *x, const uint16_t *dy, int ch, float mean,
+                                double *sdy, double *sdyx)
+{
+    float bx[CPU_BF16_BLOCK], bd[CPU_BF16_BLOCK];
+    double a1 = 0.0, a2 = 0.0;
+    for (int i = 0; i < s->n; i++) {
+        const size_t o = plane(s, i, ch);
+        float t1 = 0.f, t2 = 0.f;
+        for (size_t j0 = 0; j0 < s->hw; j0 += CPU_BF16_BLOCK) {
+            const size_t len = block_len(s, j0);
+            vdnn_cpu_bf16_load(bx, x + o + j0, len);
+            vdnn_cpu_bf16_load(bd, dy + o + j0, len);
+#pragma omp simd reduction(+ : t1, t2)
+            for (size_t j = 0; j < len; j++) {
+                t1 += bd[j];
+                t2 += bd[j] * (bx[j] - mean);
+            }
+        }
+        a1 += t1;
+        a2 += t2;
+    }
+    *sdy = a1;
+    *sdyx = a2;
+}
+
+static void channel_grad_sums(const bn_state *s, const void *x, const void *dy, int ch, float mean, double *sdy,
+                              double *sdyx)
+{
+    if (s->half) channel_grad_sums_h(s, x, dy, ch, mean, sdy, sdyx);
+    else channel_grad_sums_f(s, x, dy, ch, mean, sdy, sdyx);
 }
 
 /* Synchronized backward: dx needs sum(dy) and sum(dy*(x-mean)) over every rank's share. dgamma and dbeta
@@ -263,8 +382,10 @@ static void channel_dx(const bn_state *s, const float *x, const float *dy, float
  * sums in dx carry the same factor of the rank count that the average divides out). */
 static vdnn_status bn_backward_sync(bn_state *s, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
-    const float *x = a->x[0], *dy = a->dy, *gamma = a->w, *mean = a->aux, *var = a->aux + s->c;
-    float *dx = a->dx[0], *dgamma = a->dw, *dbeta = a->db;
+    const void *x = a->x[0], *dy = a->dy;
+    const float *gamma = a->w, *mean = a->aux, *var = a->aux + s->c;
+    void *dx = a->dx[0];
+    float *dgamma = a->dw, *dbeta = a->db;
     const double eps = op->d.p.bn_eps;
     const int c = s->c;
     double *buf = s->red;
@@ -297,8 +418,10 @@ static vdnn_status bn_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
                          !a->x[0] ? "x" : !a->dy ? "dy" : !a->w ? "gamma" : !a->dw ? "dgamma" : "dbeta");
     if (a->reduce) return bn_backward_sync(s, op, a, err);
     /* beta is not read: no gradient depends on it. */
-    const float *x = a->x[0], *dy = a->dy, *gamma = a->w, *mean = a->aux, *var = a->aux + s->c;
-    float *dx = a->dx[0], *dgamma = a->dw, *dbeta = a->db;
+    const void *x = a->x[0], *dy = a->dy;
+    const float *gamma = a->w, *mean = a->aux, *var = a->aux + s->c;
+    void *dx = a->dx[0];
+    float *dgamma = a->dw, *dbeta = a->db;
     const double m = (double)s->m;
     const double eps = op->d.p.bn_eps;
 #pragma omp parallel for schedule(static)

@@ -1,4 +1,4 @@
-/* CONV on the CPU: oneDNN convolution forward, backward-data and backward-weights in the layouts oneDNN prefers, copied from and to our plain nchw/oihw tensors a chunk of images at a time. */
+/* CONV on the CPU: oneDNN convolution forward, backward-data and backward-weights in the layouts oneDNN prefers, copied from and to our plain nchw/oihw tensors a chunk of images at a time; fp32 or bf16 maps. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +25,10 @@
  * its dx computed there, before the chunk is overwritten).
  * A piece whose layout is already plain takes no room and the primitive uses
  * the arena tensor in place. The workspace is used from its first 64-byte
- * boundary (CPU_WS_SLACK). */
+ * boundary (CPU_WS_SLACK).
+ * bf16: maps are bf16; the weights copy rounds the fp32 master weights to bf16
+ * on the way (it always exists then, the types differing), and backward-weights
+ * writes an fp32 weight gradient, accumulated in fp32 by oneDNN. */
 
 /* The primitives and copies for chunks of `mb` images. */
 typedef struct conv_part {
@@ -44,7 +47,7 @@ typedef struct conv_state {
     bool winograd;                             /* built with oneDNN's Winograd kernels */
     bool bwd_inplace;                          /* backward may write dx over dy */
     bool stream_ok;                            /* forward may write y over x (the source is copied first) */
-    size_t in_img, out_img;                    /* floats per image of x and y */
+    size_t in_img, out_img;                    /* bytes per image of x and y */
     size_t f_off[4], f_bytes;                  /* src, weights, dst, scratchpad */
     size_t b_off[5], b_bytes;                  /* D, W, S, bias gradient, scratchpad */
 } conv_state;
@@ -99,7 +102,7 @@ static int chunk_images(const vdnn_op_desc *d, size_t cap)
 {
     vdnn_shape in = d->in[0], out = d->out;
     size_t ci = (size_t)(in.c + 15) / 16 * 16, co = (size_t)(out.c + 15) / 16 * 16;
-    size_t per_image = sizeof(float) * max_sz(ci * (size_t)in.h * in.w, co * (size_t)out.h * out.w);
+    size_t per_image = vdnn_cpu_esize(d) * max_sz(ci * (size_t)in.h * in.w, co * (size_t)out.h * out.w);
     size_t k = per_image ? cap / per_image : (size_t)in.n;
     if (k < 1) k = 1;
     return k < (size_t)in.n ? (int)k : in.n;
@@ -132,9 +135,10 @@ static int conv_algo_list(cpu_backend *be, const vdnn_op_desc *d, conv_algo *out
     return n;
 }
 
-/* The convolution's descriptors with format_tag any where oneDNN picks the layout. */
+/* The convolution's descriptors with format_tag any where oneDNN picks the layout. dwei: the weight gradient's
+ * (fp32 also when the weights the primitives read are bf16). */
 typedef struct conv_mds {
-    const dnnl_memory_desc_t *src, *wei, *bias, *dst;
+    const dnnl_memory_desc_t *src, *wei, *dwei, *bias, *dst;
     const dnnl_dim_t *strides, *pad;
 } conv_mds;
 
@@ -176,7 +180,7 @@ static vdnn_status conv_prims(cpu_backend *be, const conv_mds *m, dnnl_alg_kind_
                                      (const int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC}, 3,
                                      &s->bwd_data, "conv backward-data", err);
     if (!st)
-        st = vdnn_cpu_dnnl_check(dnnl_convolution_backward_weights_desc_init(&cd, alg, m->src, m->wei, m->bias, m->dst,
+        st = vdnn_cpu_dnnl_check(dnnl_convolution_backward_weights_desc_init(&cd, alg, m->src, m->dwei, m->bias, m->dst,
                                                                              m->strides, m->pad, m->pad),
                                  "conv: backward-weights descriptor", err);
     if (!st)
@@ -195,29 +199,33 @@ static vdnn_status part_build(cpu_backend *be, const vdnn_op_desc *d, int mb, bo
     vdnn_shape in = d->in[0], out = d->out;
     int g = p->groups;
     s->mb = mb;
-    dnnl_memory_desc_t src, wei, bia, dst, src_any, wei_any, dst_any;
+    dnnl_memory_desc_t src, wei, bia, dst, src_any, wei_any, dwei_any, dst_any;
+    const vdnn_dtype t = d->dtype;
     const dnnl_dim_t src_dims[4] = {mb, in.c, in.h, in.w};
     const dnnl_dim_t dst_dims[4] = {mb, out.c, out.h, out.w};
     const dnnl_dim_t bias_dims[1] = {p->filters};
     /* PyTorch's (filters, C/groups, kh, kw) is oihw, or goihw with the group outermost. */
     const dnnl_dim_t w_dims[4] = {p->filters, in.c, p->kernel_h, p->kernel_w};
     const dnnl_dim_t gw_dims[5] = {g, p->filters / g, in.c / g, p->kernel_h, p->kernel_w};
-    vdnn_status st = vdnn_cpu_dnnl_md(&src, 4, src_dims, dnnl_nchw, "conv: source descriptor", err);
-    if (!st) st = vdnn_cpu_dnnl_md(&dst, 4, dst_dims, dnnl_nchw, "conv: destination descriptor", err);
+    vdnn_status st = vdnn_cpu_dnnl_md_of(&src, 4, src_dims, t, dnnl_nchw, "conv: source descriptor", err);
+    if (!st) st = vdnn_cpu_dnnl_md_of(&dst, 4, dst_dims, t, dnnl_nchw, "conv: destination descriptor", err);
     if (!st) st = vdnn_cpu_dnnl_md(&bia, 1, bias_dims, dnnl_a, "conv: bias descriptor", err);
     if (!st)
         st = g == 1 ? vdnn_cpu_dnnl_md(&wei, 4, w_dims, dnnl_oihw, "conv: weights descriptor", err)
                     : vdnn_cpu_dnnl_md(&wei, 5, gw_dims, dnnl_goihw, "conv: weights descriptor", err);
-    if (!st) st = vdnn_cpu_dnnl_md(&src_any, 4, src_dims, dnnl_format_tag_any, "conv: source descriptor", err);
-    if (!st) st = vdnn_cpu_dnnl_md(&dst_any, 4, dst_dims, dnnl_format_tag_any, "conv: destination descriptor", err);
+    if (!st) st = vdnn_cpu_dnnl_md_of(&src_any, 4, src_dims, t, dnnl_format_tag_any, "conv: source descriptor", err);
+    if (!st) st = vdnn_cpu_dnnl_md_of(&dst_any, 4, dst_dims, t, dnnl_format_tag_any, "conv: destination descriptor", err);
     if (!st)
-        st = g == 1 ? vdnn_cpu_dnnl_md(&wei_any, 4, w_dims, dnnl_format_tag_any, "conv: weights descriptor", err)
-                    : vdnn_cpu_dnnl_md(&wei_any, 5, gw_dims, dnnl_format_tag_any, "conv: weights descriptor", err);
+        st = g == 1 ? vdnn_cpu_dnnl_md_of(&wei_any, 4, w_dims, t, dnnl_format_tag_any, "conv: weights descriptor", err)
+                    : vdnn_cpu_dnnl_md_of(&wei_any, 5, gw_dims, t, dnnl_format_tag_any, "conv: weights descriptor", err);
+    if (!st)
+        st = g == 1 ? vdnn_cpu_dnnl_md(&dwei_any, 4, w_dims, dnnl_format_tag_any, "conv: weight gradient descriptor", err)
+                    : vdnn_cpu_dnnl_md(&dwei_any, 5, gw_dims, dnnl_format_tag_any, "conv: weight gradient descriptor", err);
     if (st) return st;
     const dnnl_dims_t strides = {p->stride_h, p->stride_w};
     /* Same padding on both sides: oneDNN then floors the output size exactly as PyTorch does. */
     const dnnl_dims_t pad = {p->pad_h, p->pad_w};
-    const conv_mds mds = {&src_any, &wei_any, p->bias ? &bia : NULL, &dst_any, strides, pad};
+    const conv_mds mds = {&src_any, &wei_any, &dwei_any, p->bias ? &bia : NULL, &dst_any, strides, pad};
     st = conv_prims(be, &mds, winograd ? dnnl_convolution_winograd : dnnl_convolution_direct, make, s, err);
     if (st) return st;
 
@@ -254,8 +262,8 @@ static vdnn_status conv_build_algo(cpu_backend *be, const vdnn_op_desc *d, const
     const int n = d->in[0].n, k = chunk_images(d, a->chunk_cap);
     s->n_full = n / k;
     s->winograd = a->winograd;
-    s->in_img = (size_t)d->in[0].c * d->in[0].h * d->in[0].w;
-    s->out_img = (size_t)d->out.c * d->out.h * d->out.w;
+    s->in_img = (size_t)d->in[0].c * d->in[0].h * d->in[0].w * vdnn_cpu_esize(d);
+    s->out_img = (size_t)d->out.c * d->out.h * d->out.w * vdnn_cpu_esize(d);
     const bool chunked = k < n;
     st = part_build(be, d, k, a->winograd, chunked, make, &s->part[0], err);
     if (!st && n % k) st = part_build(be, d, n % k, a->winograd, true, make, &s->part[1], err);
@@ -425,8 +433,8 @@ static vdnn_status conv_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     for (int c = 0; !st && c < n_chunks(s); c++) {
         size_t first;
         conv_part *q = chunk_part(s, c, &first);
-        const float *x = a->x[0] + first * s->in_img;
-        float *y = a->y + first * s->out_img;
+        const char *x = (const char *)a->x[0] + first * s->in_img;
+        char *y = (char *)a->y + first * s->out_img;
         void *src = piece(&q->f_src, ws, s->f_off[0], x);
         void *wei = piece(&q->f_wei, ws, s->f_off[1], a->w);
         void *dst = piece(&q->f_dst, ws, s->f_off[2], y);
@@ -468,11 +476,11 @@ static vdnn_status conv_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     for (int c = 0; !st && c < n_chunks(s); c++) {
         size_t first;
         conv_part *q = chunk_part(s, c, &first);
-        const float *xc = NULL;
-        if (sm) st = sm->x_chunk(sm->ctx, c, &xc, err);
-        else xc = a->x[0] + first * s->in_img;
+        const float *xc_f = NULL;
+        if (sm) st = sm->x_chunk(sm->ctx, c, &xc_f, err);
         if (st) break;
-        const float *dyc = a->dy + first * s->out_img;
+        const char *xc = sm ? (const char *)xc_f : (const char *)a->x[0] + first * s->in_img;
+        const char *dyc = (const char *)a->dy + first * s->out_img;
         void *x = piece(&q->w_x, ws, s->b_off[2], xc);
         void *dy = piece(&q->w_dy, ws, s->b_off[0], dyc);
         /* The first chunk writes dw and db; later ones write into the workspace and are added. */
@@ -499,8 +507,8 @@ static vdnn_status conv_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     for (int c = 0; !st && c < n_chunks(s); c++) {
         size_t first;
         conv_part *q = chunk_part(s, c, &first);
-        const float *dyc = a->dy + first * s->out_img;
-        float *dxc = a->dx[0] + first * s->in_img;
+        const char *dyc = (const char *)a->dy + first * s->out_img;
+        char *dxc = (char *)a->dx[0] + first * s->in_img;
         void *dy = piece(&q->d_dy, ws, s->b_off[0], dyc);
         void *wei = piece(&q->d_wei, ws, s->b_off[1], a->w);
         void *dx = piece(&q->d_dx, ws, s->b_off[2], dxc);

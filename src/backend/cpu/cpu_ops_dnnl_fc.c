@@ -1,11 +1,49 @@
-/* FC on the CPU: oneDNN inner product on x viewed as (N, C*H*W) with PyTorch's (out, in) weights. */
+/* FC on the CPU: oneDNN inner product on x viewed as (N, C*H*W) with PyTorch's (out, in) weights; fp32 or bf16 maps. */
 #include <stdlib.h>
 
 #include "backend/cpu/cpu_ops_dnnl_util.h"
 
+/* fp32: the primitives read and write the plain weights and gradient in place, no copies. bf16: the fp32 master
+ * weights are rounded into a bf16 copy in the layout oneDNN prefers (workspace, each call: the weights change every
+ * step), and backward-weights writes an fp32 gradient, copied out when its layout is not plain. Workspace:
+ *   forward:  [weights copy][scratchpad]
+ *   backward: [weights copy, then the weight gradient copy][scratchpad] */
 typedef struct fc_state {
     cpu_dnnl_step fwd, bwd_data, bwd_weights;
+    cpu_dnnl_reorder f_wei, d_wei, w_dw;   /* w -> forward's weights, w -> backward-data's, gradient -> dw */
+    size_t f_scratch, b_piece, b_scratch;  /* offsets in the aligned workspace */
+    size_t f_bytes, b_bytes;
 } fc_state;
+
+static vdnn_status fc_copies(cpu_backend *be, const dnnl_memory_desc_t *wei, bool make, fc_state *s, vdnn_error *err)
+{
+    const char *what = "fc: weights copy";
+    vdnn_status st = vdnn_cpu_dnnl_reorder_init(be, wei, vdnn_cpu_dnnl_arg_md(&s->fwd, DNNL_ARG_WEIGHTS), make, &s->f_wei,
+                                                what, err);
+    if (!st)
+        st = vdnn_cpu_dnnl_reorder_init(be, wei, vdnn_cpu_dnnl_arg_md(&s->bwd_data, DNNL_ARG_WEIGHTS), make, &s->d_wei,
+                                        what, err);
+    if (!st)
+        st = vdnn_cpu_dnnl_reorder_init(be, vdnn_cpu_dnnl_arg_md(&s->bwd_weights, DNNL_ARG_DIFF_WEIGHTS), wei, make,
+                                        &s->w_dw, "fc: weight gradient copy", err);
+    if (st) return st;
+    size_t r_scratch = s->f_wei.scratch_bytes;
+    r_scratch = r_scratch > s->d_wei.scratch_bytes ? r_scratch : s->d_wei.scratch_bytes;
+    r_scratch = r_scratch > s->w_dw.scratch_bytes ? r_scratch : s->w_dw.scratch_bytes;
+    size_t used = 0, fs = s->fwd.scratch_bytes > r_scratch ? s->fwd.scratch_bytes : r_scratch;
+    vdnn_cpu_ws_take(&used, s->f_wei.bytes);
+    s->f_scratch = vdnn_cpu_ws_take(&used, fs);
+    s->f_bytes = s->f_wei.bytes ? used + CPU_WS_SLACK : fs;
+    size_t bd = s->bwd_data.scratch_bytes, bw = s->bwd_weights.scratch_bytes;
+    size_t bs = bd > bw ? bd : bw;
+    bs = bs > r_scratch ? bs : r_scratch;
+    size_t piece = s->d_wei.bytes > s->w_dw.bytes ? s->d_wei.bytes : s->w_dw.bytes;
+    used = 0;
+    s->b_piece = vdnn_cpu_ws_take(&used, piece);
+    s->b_scratch = vdnn_cpu_ws_take(&used, bs);
+    s->b_bytes = piece ? used + CPU_WS_SLACK : bs;
+    return VDNN_OK;
+}
 
 static vdnn_status fc_build(cpu_backend *be, const vdnn_op_desc *d, bool make, fc_state *s, vdnn_error *err)
 {
@@ -19,37 +57,42 @@ static vdnn_status fc_build(cpu_backend *be, const vdnn_op_desc *d, bool make, f
     /* (out, in) row-major is oneDNN's "oi"; x and y are dense, so (N, K) and (N, O) views need no copy. */
     const dnnl_dim_t src_dims[2] = {in.n, k}, w_dims[2] = {p->filters, k};
     const dnnl_dim_t dst_dims[2] = {in.n, p->filters}, b_dims[1] = {p->filters};
-    dnnl_memory_desc_t src, wei, bia, dst;
-    vdnn_status st = vdnn_cpu_dnnl_md(&src, 2, src_dims, dnnl_nc, "fc: source descriptor", err);
+    const bool half = vdnn_cpu_is_bf16(d);
+    dnnl_memory_desc_t src, wei, pwei, dwei, bia, dst;
+    vdnn_status st = vdnn_cpu_dnnl_md_of(&src, 2, src_dims, d->dtype, dnnl_nc, "fc: source descriptor", err);
     if (!st) st = vdnn_cpu_dnnl_md(&wei, 2, w_dims, dnnl_oi, "fc: weights descriptor", err);
+    if (!st)
+        st = vdnn_cpu_dnnl_md_of(&pwei, 2, w_dims, d->dtype, half ? dnnl_format_tag_any : dnnl_oi, "fc: weights descriptor",
+                                 err);
+    if (!st) st = vdnn_cpu_dnnl_md(&dwei, 2, w_dims, half ? dnnl_format_tag_any : dnnl_oi, "fc: weights descriptor", err);
     if (!st) st = vdnn_cpu_dnnl_md(&bia, 1, b_dims, dnnl_a, "fc: bias descriptor", err);
-    if (!st) st = vdnn_cpu_dnnl_md(&dst, 2, dst_dims, dnnl_nc, "fc: destination descriptor", err);
+    if (!st) st = vdnn_cpu_dnnl_md_of(&dst, 2, dst_dims, d->dtype, dnnl_nc, "fc: destination descriptor", err);
     if (st) return st;
     const dnnl_memory_desc_t *bias = p->bias ? &bia : NULL;
 
     dnnl_inner_product_desc_t id;
-    st = vdnn_cpu_dnnl_check(dnnl_inner_product_forward_desc_init(&id, dnnl_forward_training, &src, &wei, bias, &dst),
+    st = vdnn_cpu_dnnl_check(dnnl_inner_product_forward_desc_init(&id, dnnl_forward_training, &src, &pwei, bias, &dst),
                              "fc: forward descriptor", err);
     if (!st)
         st = vdnn_cpu_dnnl_step_init(be, &id, NULL, make,
                                      (const int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST}, 4,
                                      &s->fwd, "fc forward", err);
     if (!st)
-        st = vdnn_cpu_dnnl_check(dnnl_inner_product_backward_data_desc_init(&id, &src, &wei, &dst),
+        st = vdnn_cpu_dnnl_check(dnnl_inner_product_backward_data_desc_init(&id, &src, &pwei, &dst),
                                  "fc: backward-data descriptor", err);
     if (!st)
         st = vdnn_cpu_dnnl_step_init(be, &id, &s->fwd, make,
                                      (const int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC}, 3,
                                      &s->bwd_data, "fc backward-data", err);
     if (!st)
-        st = vdnn_cpu_dnnl_check(dnnl_inner_product_backward_weights_desc_init(&id, &src, &wei, bias, &dst),
+        st = vdnn_cpu_dnnl_check(dnnl_inner_product_backward_weights_desc_init(&id, &src, &dwei, bias, &dst),
                                  "fc: backward-weights descriptor", err);
     if (!st)
         st = vdnn_cpu_dnnl_step_init(
             be, &id, &s->fwd, make,
             (const int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS}, 4,
             &s->bwd_weights, "fc backward-weights", err);
-    return st;
+    return st ? st : fc_copies(be, &wei, make, s, err);
 }
 
 static void fc_free(fc_state *s)
@@ -57,6 +100,9 @@ static void fc_free(fc_state *s)
     vdnn_cpu_dnnl_step_fini(&s->fwd);
     vdnn_cpu_dnnl_step_fini(&s->bwd_data);
     vdnn_cpu_dnnl_step_fini(&s->bwd_weights);
+    vdnn_cpu_dnnl_reorder_fini(&s->f_wei);
+    vdnn_cpu_dnnl_reorder_fini(&s->d_wei);
+    vdnn_cpu_dnnl_reorder_fini(&s->w_dw);
 }
 
 static vdnn_status fc_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
@@ -64,10 +110,9 @@ static vdnn_status fc_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info
     fc_state s = {0};
     vdnn_status st = fc_build(be, d, false, &s, err);
     if (!st) {
-        size_t bd = s.bwd_data.scratch_bytes, bw = s.bwd_weights.scratch_bytes;
         *info = (vdnn_op_info){
-            .fwd_ws_bytes = s.fwd.scratch_bytes,
-            .bwd_ws_bytes = bd > bw ? bd : bw,
+            .fwd_ws_bytes = s.f_bytes,
+            .bwd_ws_bytes = s.b_bytes,
             .bwd_needs_x = true, /* for the weight gradient */
         };
     }
@@ -108,12 +153,25 @@ static void fc_destroy(cpu_backend *be, vdnn_op *op)
     op->state = NULL;
 }
 
+/* Where a primitive's weights (or weight gradient) live: the copy in ws when there is one, else the tensor itself. */
+static void *fc_piece(const cpu_dnnl_reorder *r, char *ws, size_t off, const void *plain)
+{
+    return r->bytes ? ws + off : (void *)plain;
+}
+
 static vdnn_status fc_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     fc_state *s = op->state;
     if (op->d.p.bias && !a->b) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fc forward: NULL bias");
-    void *ptrs[] = {(void *)a->x[0], (void *)a->w, (void *)a->b, a->y};
-    return vdnn_cpu_dnnl_step_run(be, &s->fwd, ptrs, a->ws, "fc forward", err);
+    if (s->f_wei.bytes && !a->ws)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fc forward: NULL workspace (%zu bytes needed)", s->f_bytes);
+    char *ws = s->f_wei.bytes ? vdnn_cpu_ws_align(a->ws) : (char *)a->ws;
+    char *scratch = ws ? ws + s->f_scratch : NULL;
+    void *wei = fc_piece(&s->f_wei, ws, 0, a->w);
+    vdnn_status st = vdnn_cpu_dnnl_reorder_run(be, &s->f_wei, a->w, wei, scratch, "fc forward: weights copy", err);
+    if (st) return st;
+    void *ptrs[] = {(void *)a->x[0], wei, (void *)a->b, a->y};
+    return vdnn_cpu_dnnl_step_run(be, &s->fwd, ptrs, scratch, "fc forward", err);
 }
 
 static vdnn_status fc_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
@@ -121,14 +179,25 @@ static vdnn_status fc_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
     fc_state *s = op->state;
     if (!a->dw) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fc backward: NULL weights gradient");
     if (op->d.p.bias && !a->db) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fc backward: NULL bias gradient");
+    const bool pieces = s->d_wei.bytes || s->w_dw.bytes;
+    if (pieces && !a->ws)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fc backward: NULL workspace (%zu bytes needed)", s->b_bytes);
+    char *ws = pieces ? vdnn_cpu_ws_align(a->ws) : (char *)a->ws;
+    char *scratch = ws ? ws + s->b_scratch : NULL;
     vdnn_status st = VDNN_OK;
     if (a->dx[0]) {
-        void *ptrs[] = {(void *)a->dy, (void *)a->w, a->dx[0]};
-        st = vdnn_cpu_dnnl_step_run(be, &s->bwd_data, ptrs, a->ws, "fc backward-data", err);
+        void *wei = fc_piece(&s->d_wei, ws, s->b_piece, a->w);
+        st = vdnn_cpu_dnnl_reorder_run(be, &s->d_wei, a->w, wei, scratch, "fc backward-data: weights copy", err);
+        if (!st) {
+            void *ptrs[] = {(void *)a->dy, wei, a->dx[0]};
+            st = vdnn_cpu_dnnl_step_run(be, &s->bwd_data, ptrs, scratch, "fc backward-data", err);
+        }
     }
     if (!st) {
-        void *ptrs[] = {(void *)a->x[0], (void *)a->dy, a->dw, a->db};
-        st = vdnn_cpu_dnnl_step_run(be, &s->bwd_weights, ptrs, a->ws, "fc backward-weights", err);
+        void *dw = fc_piece(&s->w_dw, ws, s->b_piece, a->dw);
+        void *ptrs[] = {(void *)a->x[0], (void *)a->dy, dw, a->db};
+        st = vdnn_cpu_dnnl_step_run(be, &s->bwd_weights, ptrs, scratch, "fc backward-weights", err);
+        if (!st) st = vdnn_cpu_dnnl_reorder_run(be, &s->w_dw, dw, a->dw, scratch, "fc backward-weights: dw copy", err);
     }
     return st;
 }

@@ -1,4 +1,4 @@
-/* MAXPOOL and AVGPOOL on the CPU: oneDNN pooling; max pooling keeps its argmax workspace in aux for backward. */
+/* MAXPOOL and AVGPOOL on the CPU: oneDNN pooling (fp32 or bf16 maps); max pooling keeps its argmax workspace in aux for backward. */
 #include <stdlib.h>
 
 #include "backend/cpu/cpu_ops_dnnl_util.h"
@@ -43,8 +43,8 @@ static vdnn_status pool_build(cpu_backend *be, const vdnn_op_desc *d, bool make,
     dnnl_memory_desc_t src, dst;
     const dnnl_dim_t src_dims[4] = {in.n, in.c, in.h, in.w};
     const dnnl_dim_t dst_dims[4] = {out.n, out.c, out.h, out.w};
-    st = vdnn_cpu_dnnl_md(&src, 4, src_dims, dnnl_nchw, "pool: source descriptor", err);
-    if (!st) st = vdnn_cpu_dnnl_md(&dst, 4, dst_dims, dnnl_nchw, "pool: destination descriptor", err);
+    st = vdnn_cpu_dnnl_md_of(&src, 4, src_dims, d->dtype, dnnl_nchw, "pool: source descriptor", err);
+    if (!st) st = vdnn_cpu_dnnl_md_of(&dst, 4, dst_dims, d->dtype, dnnl_nchw, "pool: destination descriptor", err);
     if (st) return st;
     const dnnl_dims_t strides = {p->stride_h, p->stride_w};
     const dnnl_dims_t kernel = {p->kernel_h, p->kernel_w};

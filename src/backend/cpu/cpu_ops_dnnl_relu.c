@@ -1,7 +1,8 @@
-/* RELU on the CPU: oneDNN eltwise ReLU forward, which also keeps one bit per element (output > 0) for a hand-written backward, so backward needs neither x nor y. */
+/* RELU on the CPU: oneDNN eltwise ReLU forward (fp32 or bf16 maps), which also keeps one bit per element (output > 0) for a hand-written backward, so backward needs neither x nor y. */
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_ops_dnnl_util.h"
 
 /* Why a bit mask: backward only needs to know where the output was positive. Keeping that as 1 bit per
@@ -23,7 +24,7 @@ static vdnn_status relu_build(cpu_backend *be, const vdnn_op_desc *d, bool make,
                          out.h, out.w, in.n, in.c, in.h, in.w);
     dnnl_memory_desc_t md;
     const dnnl_dim_t dims[4] = {in.n, in.c, in.h, in.w};
-    vdnn_status st = vdnn_cpu_dnnl_md(&md, 4, dims, dnnl_nchw, "relu: data descriptor", err);
+    vdnn_status st = vdnn_cpu_dnnl_md_of(&md, 4, dims, d->dtype, dnnl_nchw, "relu: data descriptor", err);
     if (st) return st;
     dnnl_eltwise_desc_t ed;
     st = vdnn_cpu_dnnl_check(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_training, dnnl_eltwise_relu, &md, 0.f, 0.f),
@@ -77,6 +78,21 @@ static void relu_destroy(cpu_backend *be, vdnn_op *op)
     op->state = NULL;
 }
 
+/* bf16: mask word w of y (bf16 y > 0: sign clear, not zero, not NaN, i.e. bits 0x0001 ... 0x7f80, infinity
+ * included); and dx from dy (selecting values: their bits, and +0). */
+CPU_BF16_TARGET static uint64_t mask_word_bf16(const uint16_t *y, size_t base, size_t end)
+{
+    uint64_t bits = 0;
+    for (size_t i = base; i < end; i++) bits |= (uint64_t)((uint16_t)(y[i] - 1u) < 0x7f80u) << (i - base);
+    return bits;
+}
+
+CPU_BF16_TARGET static void relu_bwd_bf16(const uint64_t *mask, const uint16_t *dy, uint16_t *dx, long n)
+{
+#pragma omp parallel for if (n > CPU_PAR_MIN)
+    for (long i = 0; i < n; i++) dx[i] = (mask[i >> 6] >> (i & 63)) & 1 ? dy[i] : 0;
+}
+
 static vdnn_status relu_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     relu_state *s = op->state;
@@ -84,6 +100,8 @@ static vdnn_status relu_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     vdnn_status st = vdnn_cpu_dnnl_step_run(be, &s->fwd, ptrs, a->ws, "relu forward", err);
     if (st || !a->aux) return st; /* evaluation keeps no mask */
     const float *y = a->y;
+    const uint16_t *yh = (const uint16_t *)a->y;
+    const bool half = vdnn_cpu_is_bf16(&op->d);
     uint64_t *mask = (uint64_t *)a->aux;
     const size_t n = vdnn_shape_count(op->d.out);
     const long words = (long)mask_words(&op->d);
@@ -91,7 +109,10 @@ static vdnn_status relu_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     for (long w = 0; w < words; w++) {
         uint64_t bits = 0;
         const size_t base = (size_t)w * 64, end = base + 64 < n ? base + 64 : n;
-        for (size_t i = base; i < end; i++) bits |= (uint64_t)(y[i] > 0.0f) << (i - base);
+        if (half)
+            bits = mask_word_bf16(yh, base, end);
+        else
+            for (size_t i = base; i < end; i++) bits |= (uint64_t)(y[i] > 0.0f) << (i - base);
         mask[w] = bits;
     }
     return VDNN_OK;
@@ -103,9 +124,13 @@ static vdnn_status relu_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     if (!a->dx[0]) return VDNN_OK;
     if (!a->aux || !a->dy) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "relu backward: NULL %s", a->aux ? "dy" : "mask (aux)");
     const uint64_t *mask = (const uint64_t *)a->aux;
+    const long n = (long)vdnn_shape_count(op->d.out);
+    if (vdnn_cpu_is_bf16(&op->d)) {
+        relu_bwd_bf16(mask, (const uint16_t *)a->dy, (uint16_t *)a->dx[0], n);
+        return VDNN_OK;
+    }
     const float *dy = a->dy;
     float *dx = a->dx[0];
-    const long n = (long)vdnn_shape_count(op->d.out);
 #pragma omp parallel for if (n > CPU_PAR_MIN)
     for (long i = 0; i < n; i++) dx[i] = (mask[i >> 6] >> (i & 63)) & 1 ? dy[i] : 0.0f;
     return VDNN_OK;

@@ -29,7 +29,15 @@ static const char *arg_name(int arg)
 vdnn_status vdnn_cpu_dnnl_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims, dnnl_format_tag_t tag,
                              const char *what, vdnn_error *err)
 {
-    return vdnn_cpu_dnnl_check(dnnl_memory_desc_init_by_tag(md, ndims, dims, dnnl_f32, tag), what, err);
+    return vdnn_cpu_dnnl_md_of(md, ndims, dims, VDNN_DTYPE_F32, tag, what, err);
+}
+
+vdnn_status vdnn_cpu_dnnl_md_of(dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims, vdnn_dtype t,
+                                dnnl_format_tag_t tag, const char *what, vdnn_error *err)
+{
+    /* fp16 never gets here: the op table refuses it. */
+    const dnnl_data_type_t dt = t == VDNN_DTYPE_BF16 ? dnnl_bf16 : dnnl_f32;
+    return vdnn_cpu_dnnl_check(dnnl_memory_desc_init_by_tag(md, ndims, dims, dt, tag), what, err);
 }
 
 static bool md_empty(const dnnl_memory_desc_t *md) { return !md || md->ndims == 0; }

@@ -26,6 +26,9 @@ typedef struct cpu_dnnl_step {
 /* A plain f32 descriptor: dims in logical order, laid out by `tag`. */
 vdnn_status vdnn_cpu_dnnl_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims, dnnl_format_tag_t tag,
                              const char *what, vdnn_error *err);
+/* The same with values of type t (a feature map of the op's dtype). */
+vdnn_status vdnn_cpu_dnnl_md_of(dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims, vdnn_dtype t,
+                                dnnl_format_tag_t tag, const char *what, vdnn_error *err);
 
 /* Creates the primitive descriptor for `desc` (user scratchpad, `hint` may be NULL)
  * and, if make_prim, the primitive and one memory per entry of args. */

@@ -1,6 +1,9 @@
-/* Hand-written CPU ops: dropout, concat, add, global average pooling, flatten, softmax with cross-entropy. */
+/* Hand-written CPU ops: dropout, concat, add, global average pooling, flatten, softmax with cross-entropy; fp32 or
+ * bf16 maps (bf16 values are widened to fp32 for the arithmetic and rounded once when stored). */
 #include "backend/op_check.h"
+#include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_internal.h"
+#include "core/half.h"
 
 #include <math.h>
 #include <string.h>
@@ -24,9 +27,22 @@ static vdnn_status need_dy(const vdnn_op_args *a, const char *name, vdnn_error *
     return VDNN_OK;
 }
 
-static void copy_floats(float *dst, const float *src, size_t n)
+/* n values of the op's type. */
+static void copy_values(const vdnn_op_desc *d, void *dst, const void *src, size_t n)
 {
-    if (dst != src) memcpy(dst, src, n * sizeof *dst);
+    if (dst != src) memcpy(dst, src, n * vdnn_cpu_esize(d));
+}
+
+/* Value i of a map of the op's type, as a float; and storing one, rounded. */
+static inline float get(const vdnn_op_desc *d, const void *p, size_t i)
+{
+    return vdnn_cpu_is_bf16(d) ? vdnn_bf16_to_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+static inline void put(const vdnn_op_desc *d, void *p, size_t i, float v)
+{
+    if (vdnn_cpu_is_bf16(d)) ((uint16_t *)p)[i] = vdnn_bf16_from_float(v);
+    else ((float *)p)[i] = v;
 }
 
 static vdnn_status one_input_same_count(const vdnn_op_desc *d, const char *name, vdnn_error *err)
@@ -54,19 +70,28 @@ static vdnn_status dropout_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op
     return VDNN_OK;
 }
 
-/* out = in * keep(i) / (1-p): forward and backward are the same masked scaling. */
-static void dropout_apply(const vdnn_op_desc *d, uint64_t seed, float *out, const float *in)
+/* out = in * keep(i) / (1-p): forward and backward are the same masked scaling. The mask hash costs more than the
+ * value's conversion, so bf16 values go one at a time. */
+static void dropout_apply(const vdnn_op_desc *d, uint64_t seed, void *out, const void *in)
 {
     size_t n = count(d->out);
     float p = d->p.dropout_p;
     if (!d->training || p == 0.0f) {
-        copy_floats(out, in, n);
+        copy_values(d, out, in, n);
         return;
     }
     float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
     ptrdiff_t m = (ptrdiff_t)n;
+    if (vdnn_cpu_is_bf16(d)) {
 #pragma omp parallel for if (m > PAR_MIN)
-    for (ptrdiff_t i = 0; i < m; i++) out[i] = vdnn_dropout_keep(seed, (uint64_t)i, p) ? in[i] * scale : 0.0f;
+        for (ptrdiff_t i = 0; i < m; i++)
+            put(d, out, (size_t)i, vdnn_dropout_keep(seed, (uint64_t)i, p) ? get(d, in, (size_t)i) * scale : 0.0f);
+        return;
+    }
+    const float *fi = in;
+    float *fo = out;
+#pragma omp parallel for if (m > PAR_MIN)
+    for (ptrdiff_t i = 0; i < m; i++) fo[i] = vdnn_dropout_keep(seed, (uint64_t)i, p) ? fi[i] * scale : 0.0f;
 }
 
 static vdnn_status dropout_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
@@ -97,10 +122,11 @@ static vdnn_status concat_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_
     return VDNN_OK;
 }
 
-/* Copies `len` floats per sample from src (sample stride src_stride) to dst (dst_stride). */
-static void copy_per_sample(float *dst, size_t dst_stride, const float *src, size_t src_stride, size_t len, int n)
+/* Copies `len` values per sample from src (sample stride src_stride values) to dst (dst_stride), values of es bytes. */
+static void copy_per_sample(void *dst, size_t dst_stride, const void *src, size_t src_stride, size_t len, int n, size_t es)
 {
-    for (int i = 0; i < n; i++) memcpy(dst + (size_t)i * dst_stride, src + (size_t)i * src_stride, len * sizeof *dst);
+    for (int i = 0; i < n; i++)
+        memcpy((char *)dst + (size_t)i * dst_stride * es, (const char *)src + (size_t)i * src_stride * es, len * es);
 }
 
 static vdnn_status concat_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
@@ -108,10 +134,10 @@ static vdnn_status concat_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
     vdnn_status st = need_fwd(op, a, "concat", err);
     if (st) return st;
     const vdnn_op_desc *d = &op->d;
-    size_t hw = (size_t)d->out.h * (size_t)d->out.w, joined = (size_t)d->out.c * hw, off = 0;
+    size_t hw = (size_t)d->out.h * (size_t)d->out.w, joined = (size_t)d->out.c * hw, off = 0, es = vdnn_cpu_esize(d);
     for (int i = 0; i < d->n_inputs; i++) {
         size_t len = (size_t)d->in[i].c * hw;
-        copy_per_sample(a->y + off, joined, a->x[i], len, len, d->out.n);
+        copy_per_sample((char *)a->y + off * es, joined, a->x[i], len, len, d->out.n, es);
         off += len;
     }
     return VDNN_OK;
@@ -122,10 +148,10 @@ static vdnn_status concat_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_a
     vdnn_status st = need_dy(a, "concat", err);
     if (st) return st;
     const vdnn_op_desc *d = &op->d;
-    size_t hw = (size_t)d->out.h * (size_t)d->out.w, joined = (size_t)d->out.c * hw, off = 0;
+    size_t hw = (size_t)d->out.h * (size_t)d->out.w, joined = (size_t)d->out.c * hw, off = 0, es = vdnn_cpu_esize(d);
     for (int i = 0; i < d->n_inputs; i++) {
         size_t len = (size_t)d->in[i].c * hw;
-        if (a->dx[i]) copy_per_sample(a->dx[i], len, a->dy + off, joined, len, d->out.n);
+        if (a->dx[i]) copy_per_sample(a->dx[i], len, (const char *)a->dy + off * es, joined, len, d->out.n, es);
         off += len;
     }
     return VDNN_OK;
@@ -149,6 +175,10 @@ static vdnn_status add_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
     if (st) return st;
     ptrdiff_t m = (ptrdiff_t)count(op->d.out);
     int k = op->d.n_inputs;
+    if (vdnn_cpu_is_bf16(&op->d)) {
+        vdnn_cpu_bf16_sum((uint16_t *)a->y, (const uint16_t *const *)a->x, k, (size_t)m);
+        return VDNN_OK;
+    }
     float *y = a->y;
 #pragma omp parallel for if (m > PAR_MIN)
     for (ptrdiff_t i = 0; i < m; i++) {
@@ -164,7 +194,7 @@ static vdnn_status add_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     vdnn_status st = need_dy(a, "add", err);
     if (st) return st;
     for (int i = 0; i < op->d.n_inputs; i++)
-        if (a->dx[i]) copy_floats(a->dx[i], a->dy, count(op->d.out));
+        if (a->dx[i]) copy_values(&op->d, a->dx[i], a->dy, count(op->d.out));
     return VDNN_OK;
 }
 
@@ -187,17 +217,15 @@ static vdnn_status gap_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
 {
     vdnn_status st = need_fwd(op, a, "gap", err);
     if (st) return st;
-    vdnn_shape s = op->d.in[0];
+    const vdnn_op_desc *d = &op->d;
+    vdnn_shape s = d->in[0];
     size_t hw = (size_t)s.h * (size_t)s.w;
     ptrdiff_t planes = (ptrdiff_t)s.n * s.c;
-    const float *x = a->x[0];
-    float *y = a->y;
 #pragma omp parallel for if (planes * (ptrdiff_t)hw > PAR_MIN)
     for (ptrdiff_t p = 0; p < planes; p++) {
-        const float *xp = x + (size_t)p * hw;
         double sum = 0.0;
-        for (size_t i = 0; i < hw; i++) sum += xp[i];
-        y[p] = (float)(sum / (double)hw);
+        for (size_t i = 0; i < hw; i++) sum += get(d, a->x[0], (size_t)p * hw + i);
+        put(d, a->y, (size_t)p, (float)(sum / (double)hw));
     }
     return VDNN_OK;
 }
@@ -207,16 +235,21 @@ static vdnn_status gap_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     vdnn_status st = need_dy(a, "gap", err);
     if (st) return st;
     if (!a->dx[0]) return VDNN_OK;
-    vdnn_shape s = op->d.in[0];
+    const vdnn_op_desc *d = &op->d;
+    vdnn_shape s = d->in[0];
     size_t hw = (size_t)s.h * (size_t)s.w;
     ptrdiff_t planes = (ptrdiff_t)s.n * s.c;
-    float *dx = a->dx[0];
-    const float *dy = a->dy;
 #pragma omp parallel for if (planes * (ptrdiff_t)hw > PAR_MIN)
     for (ptrdiff_t p = 0; p < planes; p++) {
-        float g = dy[p] / (float)hw;
-        float *dp = dx + (size_t)p * hw;
-        for (size_t i = 0; i < hw; i++) dp[i] = g;
+        float g = get(d, a->dy, (size_t)p) / (float)hw;
+        if (vdnn_cpu_is_bf16(d)) { /* one value per plane: rounded once */
+            const uint16_t h = vdnn_bf16_from_float(g);
+            uint16_t *dp = (uint16_t *)a->dx[0] + (size_t)p * hw;
+            for (size_t i = 0; i < hw; i++) dp[i] = h;
+        } else {
+            float *dp = a->dx[0] + (size_t)p * hw;
+            for (size_t i = 0; i < hw; i++) dp[i] = g;
+        }
     }
     return VDNN_OK;
 }
@@ -237,7 +270,7 @@ static vdnn_status flatten_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_a
 {
     vdnn_status st = need_fwd(op, a, "flatten", err);
     if (st) return st;
-    copy_floats(a->y, a->x[0], count(op->d.out));
+    copy_values(&op->d, a->y, a->x[0], count(op->d.out));
     return VDNN_OK;
 }
 
@@ -245,7 +278,7 @@ static vdnn_status flatten_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_
 {
     vdnn_status st = need_dy(a, "flatten", err);
     if (st) return st;
-    if (a->dx[0]) copy_floats(a->dx[0], a->dy, count(op->d.out));
+    if (a->dx[0]) copy_values(&op->d, a->dx[0], a->dy, count(op->d.out));
     return VDNN_OK;
 }
 
@@ -257,7 +290,9 @@ static vdnn_status xent_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_in
 {
     vdnn_status st = one_input_same_count(d, "softmax_xent", err);
     if (st) return st;
-    *info = (vdnn_op_info){.bwd_needs_y = true};
+    /* bf16: backward recomputes the softmax from the logits (backend.h, "Precision"). */
+    const bool half = vdnn_cpu_is_bf16(d);
+    *info = (vdnn_op_info){.bwd_needs_x = half, .bwd_needs_y = !half};
     return VDNN_OK;
 }
 
@@ -270,19 +305,29 @@ static vdnn_status check_labels(const int32_t *labels, int n, int k, const char 
     return VDNN_OK;
 }
 
+/* log(sum exp) of row r of x (k values) in double, from its maximum, so exp never overflows. */
+static double row_lse(const vdnn_op_desc *d, const void *x, size_t r, int k)
+{
+    const size_t o = r * (size_t)k;
+    float m = get(d, x, o);
+    for (int c = 1; c < k; c++) m = get(d, x, o + (size_t)c) > m ? get(d, x, o + (size_t)c) : m;
+    double s = 0.0;
+    for (int c = 0; c < k; c++) s += exp((double)get(d, x, o + (size_t)c) - (double)m);
+    return (double)m + log(s);
+}
+
 static vdnn_status xent_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     vdnn_status st = need_fwd(op, a, "softmax_xent", err);
     if (st) return st;
-    int n = op->d.out.n;
-    int k = (int)(count(op->d.out) / (size_t)n);
+    const vdnn_op_desc *d = &op->d;
+    int n = d->out.n;
+    int k = (int)(count(d->out) / (size_t)n);
     if (a->loss) {
         if (!a->labels) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "softmax_xent forward: loss wanted but labels are NULL");
         st = check_labels(a->labels, n, k, "forward", err);
         if (st) return st;
     }
-    const float *x = a->x[0];
-    float *y = a->y;
     double loss = 0.0;
     /* Per-sample losses are summed in sample order below, so the result does not depend on threads. */
     double per[64];
@@ -290,16 +335,12 @@ static vdnn_status xent_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
         int nb = n - n0 < 64 ? n - n0 : 64;
 #pragma omp parallel for if ((ptrdiff_t)nb * k > PAR_MIN)
         for (int j = 0; j < nb; j++) {
-            const float *xr = x + (size_t)(n0 + j) * (size_t)k;
-            float *yr = y + (size_t)(n0 + j) * (size_t)k;
-            float m = xr[0];
-            for (int c = 1; c < k; c++) m = xr[c] > m ? xr[c] : m;
-            double s = 0.0;
-            for (int c = 0; c < k; c++) s += exp((double)xr[c] - (double)m);
-            double lse = (double)m + log(s);
-            if (a->loss) per[j] = lse - (double)xr[a->labels[n0 + j]];
-            /* Written after reading xr, in case y aliases x. */
-            for (int c = 0; c < k; c++) yr[c] = (float)exp((double)xr[c] - lse);
+            const size_t r = (size_t)(n0 + j), o = r * (size_t)k;
+            double lse = row_lse(d, a->x[0], r, k);
+            if (a->loss) per[j] = lse - (double)get(d, a->x[0], o + (size_t)a->labels[r]);
+            /* Written after reading the row, in case y aliases x. */
+            for (int c = 0; c < k; c++)
+                put(d, a->y, o + (size_t)c, (float)exp((double)get(d, a->x[0], o + (size_t)c) - lse));
         }
         if (a->loss)
             for (int j = 0; j < nb; j++) loss += per[j];
@@ -311,15 +352,32 @@ static vdnn_status xent_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
 static vdnn_status xent_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     if (!a->dx[0]) return VDNN_OK;
-    if (!a->y || !a->labels)
-        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "softmax_xent backward: %s is NULL", a->y ? "labels" : "y");
-    int n = op->d.out.n;
-    int k = (int)(count(op->d.out) / (size_t)n);
+    const vdnn_op_desc *d = &op->d;
+    const bool half = vdnn_cpu_is_bf16(d);
+    const void *in = half ? (const void *)a->x[0] : (const void *)a->y;
+    if (!in || !a->labels)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "softmax_xent backward: %s is NULL",
+                         in ? "labels" : half ? "x (bf16 recomputes the softmax from the logits)" : "y");
+    int n = d->out.n;
+    int k = (int)(count(d->out) / (size_t)n);
     vdnn_status st = check_labels(a->labels, n, k, "backward", err);
     if (st) return st;
+    float inv_n = 1.0f / (float)n;
+    if (half) {
+        /* The fp32 path's arithmetic on the fp32 softmax, never rounded to bf16 before the subtraction. */
+#pragma omp parallel for if ((ptrdiff_t)n * k > PAR_MIN)
+        for (int i = 0; i < n; i++) {
+            const size_t o = (size_t)i * (size_t)k;
+            const double lse = row_lse(d, in, (size_t)i, k);
+            for (int c = 0; c < k; c++) {
+                const float y = (float)exp((double)get(d, in, o + (size_t)c) - lse);
+                put(d, a->dx[0], o + (size_t)c, (y - (c == a->labels[i] ? 1.0f : 0.0f)) * inv_n);
+            }
+        }
+        return VDNN_OK;
+    }
     const float *y = a->y;
     float *dx = a->dx[0];
-    float inv_n = 1.0f / (float)n;
 #pragma omp parallel for if ((ptrdiff_t)n * k > PAR_MIN)
     for (int i = 0; i < n; i++) {
         const float *yr = y + (size_t)i * (size_t)k;

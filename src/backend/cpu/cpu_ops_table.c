@@ -30,7 +30,7 @@ vdnn_status vdnn_cpu_dnnl_check(dnnl_status_t s, const char *what, vdnn_error *e
 
 static bool shape_ok(vdnn_shape s) { return s.n > 0 && s.c > 0 && s.h > 0 && s.w > 0; }
 
-static vdnn_status lookup(const vdnn_op_desc *d, const cpu_op_impl **impl, vdnn_error *err)
+static vdnn_status lookup(const cpu_backend *be, const vdnn_op_desc *d, const cpu_op_impl **impl, vdnn_error *err)
 {
     if (!d) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cpu op: NULL op description");
     if ((int)d->kind < 0 || d->kind >= VDNN_LAYER_KIND_COUNT)
@@ -48,13 +48,13 @@ static vdnn_status lookup(const vdnn_op_desc *d, const cpu_op_impl **impl, vdnn_
     if (!shape_ok(d->out))
         return vdnn_fail(err, VDNN_ERR_SHAPE, "cpu op: output has shape %dx%dx%dx%d", d->out.n, d->out.c, d->out.h,
                          d->out.w);
-    return VDNN_OK;
+    return vdnn_cpu_check_dtype(be, d->dtype, vdnn_layer_kind_name(d->kind), err);
 }
 
 vdnn_status vdnn_cpu_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     const cpu_op_impl *impl;
-    vdnn_status st = lookup(d, &impl, err);
+    vdnn_status st = lookup((const cpu_backend *)be, d, &impl, err);
     if (st) return st;
     if (!info) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_query: NULL info");
     *info = (vdnn_op_info){0};
@@ -66,7 +66,7 @@ vdnn_status vdnn_cpu_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op
 vdnn_status vdnn_cpu_op_algos(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_algo *algos, int *n, vdnn_error *err)
 {
     const cpu_op_impl *impl;
-    vdnn_status st = lookup(d, &impl, err);
+    vdnn_status st = lookup((const cpu_backend *)be, d, &impl, err);
     if (st) return st;
     if (!algos || !n) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_algos: NULL output");
     if (!impl->algos) return vdnn_op_algos_single(be, d, algos, n, err);
@@ -78,7 +78,7 @@ vdnn_status vdnn_cpu_op_create(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_o
     if (!out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_create: NULL output pointer");
     *out = NULL;
     const cpu_op_impl *impl;
-    vdnn_status st = lookup(d, &impl, err);
+    vdnn_status st = lookup((const cpu_backend *)be, d, &impl, err);
     if (st) return st;
     vdnn_op *op = calloc(1, sizeof *op);
     if (!op) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "op_create: out of memory");

@@ -545,6 +545,8 @@ static const vdnn_backend_ops cuda_ops = {
     .scale = cuda_scale,
     .sgd_update = cuda_sgd_update,
     .poison = cuda_poison,
+    .convert = vdnn_cuda_convert,
+    .accumulate_typed = vdnn_cuda_accumulate_typed,
     .managed_alloc = cuda_managed_alloc,
     .managed_free = cuda_managed_free,
     .mem_prefetch = cuda_mem_prefetch,
@@ -683,6 +685,8 @@ static vdnn_status open_device(cuda_backend *b, vdnn_error *err)
     e = cudaGetDeviceProperties(&prop, b->device);
     if (e != cudaSuccess) return no_device(e, b->device, err);
     snprintf(b->device_name, sizeof b->device_name, "%s", prop.name);
+    b->cc_major = prop.major;
+    b->cc_minor = prop.minor;
     snprintf(b->cache_scope, sizeof b->cache_scope, "%.256s|sm%d%d|cudnn%zu|tf32 %d", prop.name, prop.major, prop.minor,
              cudnnGetVersion(), b->opt.tf32 ? 1 : 0);
     e = vdnn_cuda_k_probe();

@@ -64,7 +64,8 @@ vdnn_status vdnn_cuda_use(cuda_backend *b, vdnn_error *err)
     return vdnn_cuda_check(cudaSetDevice(b->device), err, "cudaSetDevice(%d)", b->device);
 }
 
-vdnn_status vdnn_cuda_tensor(cudnnTensorDescriptor_t *t, vdnn_shape s, const char *what, vdnn_error *err)
+vdnn_status vdnn_cuda_tensor(cudnnTensorDescriptor_t *t, vdnn_shape s, vdnn_dtype type, const char *what,
+                             vdnn_error *err)
 {
     *t = NULL;
     vdnn_status st = vdnn_cudnn_check(cudnnCreateTensorDescriptor(t), err, "cudnnCreateTensorDescriptor (%s)", what);
@@ -72,8 +73,9 @@ vdnn_status vdnn_cuda_tensor(cudnnTensorDescriptor_t *t, vdnn_shape s, const cha
         *t = NULL;
         return st;
     }
-    st = vdnn_cudnn_check(cudnnSetTensor4dDescriptor(*t, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w), err,
-                          "cudnnSetTensor4dDescriptor (%s, %dx%dx%dx%d)", what, s.n, s.c, s.h, s.w);
+    st = vdnn_cudnn_check(cudnnSetTensor4dDescriptor(*t, CUDNN_TENSOR_NCHW, vdnn_cudnn_type(type), s.n, s.c, s.h, s.w),
+                          err, "cudnnSetTensor4dDescriptor (%s, %s %dx%dx%dx%d)", what, vdnn_dtype_name(type), s.n,
+                          s.c, s.h, s.w);
     if (st) vdnn_cuda_tensor_free(t);
     return st;
 }
@@ -95,15 +97,15 @@ vdnn_status vdnn_cuda_chunks(const cuda_backend *b, const vdnn_op_desc *d, const
     return VDNN_OK;
 }
 
-vdnn_status vdnn_cuda_chunk_tensor(cuda_chunk_tensor *t, vdnn_shape s, const cuda_chunks *c, const char *what,
-                                   vdnn_error *err)
+vdnn_status vdnn_cuda_chunk_tensor(cuda_chunk_tensor *t, vdnn_shape s, vdnn_dtype type, const cuda_chunks *c,
+                                   const char *what, vdnn_error *err)
 {
     t->full = t->last = NULL;
     vdnn_shape f = s, l = s;
     f.n = c->per;
     l.n = c->last;
-    vdnn_status st = vdnn_cuda_tensor(&t->full, f, what, err);
-    if (!st && c->last != c->per) st = vdnn_cuda_tensor(&t->last, l, what, err);
+    vdnn_status st = vdnn_cuda_tensor(&t->full, f, type, what, err);
+    if (!st && c->last != c->per) st = vdnn_cuda_tensor(&t->last, l, type, what, err);
     if (!st && c->last == c->per) t->last = t->full;
     if (st) vdnn_cuda_chunk_tensor_free(t);
     return st;

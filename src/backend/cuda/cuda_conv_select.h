@@ -30,7 +30,7 @@ typedef struct vdnn_conv_cand {
 } vdnn_conv_cand;
 
 typedef struct vdnn_conv_rules {
-    bool tf32;
+    bool tf32;          /* tensor-core math allowed: TF32 on fp32 data (the backend's switch), always on 16-bit data */
     bool deterministic;
     size_t ws_limit;
 } vdnn_conv_rules;

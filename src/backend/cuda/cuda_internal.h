@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_conv_select.h"
+#include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_layout.h"
 
 typedef struct cuda_backend {
@@ -19,6 +20,7 @@ typedef struct cuda_backend {
     cudnnHandle_t cudnn;                   /* bound to the compute stream */
     cublasHandle_t cublas;                 /* bound to the compute stream */
     char device_name[256];
+    int cc_major, cc_minor;                /* compute capability: bf16 needs 8.0 */
     cudaEvent_t clock_ref;                 /* recorded on the compute stream by now(): ties GPU time to host time */
     double clock_ref_host;                 /* host monotonic seconds when clock_ref completed */
     char cache_scope[384];                 /* what measured conv algorithms depend on: device, cuDNN, TF32 */
@@ -78,8 +80,23 @@ vdnn_status vdnn_cublas_check(cublasStatus_t s, vdnn_error *err, const char *fmt
 /* Makes the backend's device current on the calling thread (the runtime keeps it per thread). */
 vdnn_status vdnn_cuda_use(cuda_backend *b, vdnn_error *err);
 
-/* An NCHW float tensor descriptor of shape s. On failure *t is NULL. */
-vdnn_status vdnn_cuda_tensor(cudnnTensorDescriptor_t *t, vdnn_shape s, const char *what, vdnn_error *err);
+/* Maps of the op's dtype: bytes of a value, the kernels' type, cuDNN's type. */
+static inline size_t vdnn_cuda_esize(const vdnn_op_desc *d) { return vdnn_dtype_size(d->dtype); }
+static inline vdnn_cuda_type vdnn_cuda_type_of(const vdnn_op_desc *d) { return (vdnn_cuda_type)d->dtype; }
+static inline bool vdnn_cuda_half(const vdnn_op_desc *d) { return d->dtype != VDNN_DTYPE_F32; }
+static inline cudnnDataType_t vdnn_cudnn_type(vdnn_dtype t)
+{
+    return t == VDNN_DTYPE_BF16 ? CUDNN_DATA_BFLOAT16 : t == VDNN_DTYPE_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+}
+/* p advanced by `values` values of the op's dtype. */
+static inline void *vdnn_cuda_at(const vdnn_op_desc *d, const void *p, size_t values)
+{
+    return (char *)p + values * vdnn_cuda_esize(d);
+}
+
+/* An NCHW tensor descriptor of shape s with values of type t. On failure *t is NULL. */
+vdnn_status vdnn_cuda_tensor(cudnnTensorDescriptor_t *t, vdnn_shape s, vdnn_dtype type, const char *what,
+                             vdnn_error *err);
 void vdnn_cuda_tensor_free(cudnnTensorDescriptor_t *t);
 
 /* A batch cut into chunks whose tensors cuDNN takes (VDNN_CUDA_MAX_TENSOR_VALUES, or the backend's lower
@@ -97,8 +114,8 @@ static inline int vdnn_cuda_chunk_images(const cuda_chunks *c, int i) { return i
 typedef struct cuda_chunk_tensor {
     cudnnTensorDescriptor_t full, last;
 } cuda_chunk_tensor;
-vdnn_status vdnn_cuda_chunk_tensor(cuda_chunk_tensor *t, vdnn_shape s, const cuda_chunks *c, const char *what,
-                                   vdnn_error *err);
+vdnn_status vdnn_cuda_chunk_tensor(cuda_chunk_tensor *t, vdnn_shape s, vdnn_dtype type, const cuda_chunks *c,
+                                   const char *what, vdnn_error *err);
 void vdnn_cuda_chunk_tensor_free(cuda_chunk_tensor *t);
 static inline cudnnTensorDescriptor_t vdnn_cuda_chunk_desc(const cuda_chunk_tensor *t, const cuda_chunks *c, int i)
 {
@@ -128,6 +145,12 @@ static inline vdnn_status vdnn_cuda_need_io(const vdnn_op_args *a, const char *n
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s forward: NULL %s", name, a->x[0] ? "output" : "input");
     return VDNN_OK;
 }
+
+/* The backend's convert and accumulate_typed entries (cuda_typed.c). */
+vdnn_status vdnn_cuda_convert(vdnn_backend_t *be, void *dst, vdnn_dtype dst_type, const void *src, vdnn_dtype src_type,
+                              size_t n, vdnn_error *err);
+vdnn_status vdnn_cuda_accumulate_typed(vdnn_backend_t *be, vdnn_dtype type, void *dst, const void *src, size_t n,
+                                       vdnn_error *err);
 
 /* The backend's op entries, dispatching by layer kind (cuda_ops_table.c). */
 vdnn_status vdnn_cuda_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err);

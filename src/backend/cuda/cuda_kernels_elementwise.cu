@@ -1,8 +1,9 @@
-// Element-wise CUDA kernels: fill, accumulate, scale, SGD, add, ReLU, dropout (with the counter-based mask of
-// backend.h).
+// Element-wise CUDA kernels: fill, accumulate, scale, SGD, type conversion, add, ReLU, dropout (with the
+// counter-based mask of backend.h). Kernels over maps are templates on the value type (cuda_types.cuh).
 #include "cuda_kernels.h"
 
 #include "cuda_launch.cuh"
+#include "cuda_types.cuh"
 
 namespace {
 
@@ -31,16 +32,22 @@ __global__ void k_sgd(float *w, const float *dw, float *v, size_t n, float lr, f
     }
 }
 
-struct add_inputs {
-    const float *p[VDNN_CUDA_MAX_ADD];
+template <typename D, typename S> __global__ void k_convert(D *dst, const S *src, size_t n, int add)
+{
+    for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads())
+        dst[i] = vdnn_st<D>(add ? vdnn_ld(dst[i]) + vdnn_ld(src[i]) : vdnn_ld(src[i]));
+}
+
+template <typename T> struct add_inputs {
+    const T *p[VDNN_CUDA_MAX_ADD];
 };
 
-__global__ void k_add(float *y, add_inputs x, int k, size_t n)
+template <typename T> __global__ void k_add(T *y, add_inputs<T> x, int k, size_t n)
 {
     for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads()) {
-        float s = x.p[0][i];
-        for (int j = 1; j < k; j++) s += x.p[j][i];
-        y[i] = s;
+        float s = vdnn_ld(x.p[0][i]);
+        for (int j = 1; j < k; j++) s += vdnn_ld(x.p[j][i]);
+        y[i] = vdnn_st<T>(s);
     }
 }
 
@@ -62,10 +69,10 @@ __device__ __forceinline__ bool dropout_keep(uint64_t seed, uint64_t i, float p)
     return u >= (double)p;
 }
 
-__global__ void k_dropout(float *out, const float *in, size_t n, uint64_t seed, float p, float scale)
+template <typename T> __global__ void k_dropout(T *out, const T *in, size_t n, uint64_t seed, float p, float scale)
 {
     for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads())
-        out[i] = dropout_keep(seed, (uint64_t)i, p) ? in[i] * scale : 0.0f;
+        out[i] = vdnn_st<T>(dropout_keep(seed, (uint64_t)i, p) ? vdnn_ld(in[i]) * scale : 0.0f);
 }
 
 __global__ void k_dropout_mask(unsigned char *mask, size_t n, uint64_t seed, float p)
@@ -76,9 +83,16 @@ __global__ void k_dropout_mask(unsigned char *mask, size_t n, uint64_t seed, flo
 // ReLU keeps NaN (as cuDNN's CUDNN_PROPAGATE_NAN did); backward passes dy where y > 0, which is where x > 0.
 __device__ __forceinline__ float relu1(float x) { return x > 0.0f || x != x ? x : 0.0f; }
 
-__global__ void k_relu_fwd(float *y, const float *x, size_t n)
+// The value itself or a zero: nothing is rounded, whatever the type.
+template <typename T> __device__ __forceinline__ T relu1_t(T x)
 {
-    for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads()) y[i] = relu1(x[i]);
+    const float v = vdnn_ld(x);
+    return v > 0.0f || v != v ? x : vdnn_st<T>(0.0f);
+}
+
+template <typename T> __global__ void k_relu_fwd(T *y, const T *x, size_t n)
+{
+    for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads()) y[i] = relu1_t(x[i]);
 }
 
 __global__ void k_relu_fwd4(float4 *y, const float4 *x, size_t n4)
@@ -89,9 +103,9 @@ __global__ void k_relu_fwd4(float4 *y, const float4 *x, size_t n4)
     }
 }
 
-__global__ void k_relu_bwd(float *dx, const float *y, const float *dy, size_t n)
+template <typename T> __global__ void k_relu_bwd(T *dx, const T *y, const T *dy, size_t n)
 {
-    for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads()) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads()) dx[i] = vdnn_ld(y[i]) > 0.0f ? dy[i] : vdnn_st<T>(0.0f);
 }
 
 __global__ void k_relu_bwd4(float4 *dx, const float4 *y, const float4 *dy, size_t n4)
@@ -144,21 +158,41 @@ extern "C" cudaError_t vdnn_cuda_k_sgd(cudaStream_t s, float *w, const float *dw
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_add(cudaStream_t s, float *y, const float *const *x, int k, size_t n)
+// The destination type is bound first, then the source type.
+template <typename D> static cudaError_t convert_to(cudaStream_t s, D *dst, const void *src, vdnn_cuda_type st,
+                                                   size_t n, int add)
 {
-    if (k < 1 || k > VDNN_CUDA_MAX_ADD) return cudaErrorInvalidValue;
-    if (!n) return cudaSuccess;
-    add_inputs in = {};
-    for (int j = 0; j < k; j++) in.p[j] = x[j];
-    k_add<<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>(y, in, k, n);
+    VDNN_TYPED(st, S, k_convert<D, S><<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>(dst, (const S *)src, n, add));
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_dropout(cudaStream_t s, float *out, const float *in, size_t n, uint64_t seed,
-                                           float p, float scale)
+extern "C" cudaError_t vdnn_cuda_k_convert(cudaStream_t s, void *dst, vdnn_cuda_type dt, const void *src,
+                                           vdnn_cuda_type st, size_t n, int add)
 {
     if (!n) return cudaSuccess;
-    k_dropout<<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>(out, in, n, seed, p, scale);
+    cudaError_t e = cudaSuccess;
+    VDNN_TYPED(dt, D, e = convert_to<D>(s, (D *)dst, src, st, n, add));
+    return e;
+}
+
+extern "C" cudaError_t vdnn_cuda_k_add(cudaStream_t s, vdnn_cuda_type t, void *y, const void *const *x, int k,
+                                       size_t n)
+{
+    if (k < 1 || k > VDNN_CUDA_MAX_ADD) return cudaErrorInvalidValue;
+    if (!n) return cudaSuccess;
+    VDNN_TYPED(t, T, {
+        add_inputs<T> in = {};
+        for (int j = 0; j < k; j++) in.p[j] = (const T *)x[j];
+        k_add<T><<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>((T *)y, in, k, n);
+    });
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t vdnn_cuda_k_dropout(cudaStream_t s, vdnn_cuda_type t, void *out, const void *in, size_t n,
+                                           uint64_t seed, float p, float scale)
+{
+    if (!n) return cudaSuccess;
+    VDNN_TYPED(t, T, k_dropout<T><<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>((T *)out, (const T *)in, n, seed, p, scale));
     return cudaGetLastError();
 }
 
@@ -169,22 +203,39 @@ extern "C" cudaError_t vdnn_cuda_k_dropout_mask(cudaStream_t s, unsigned char *m
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_relu_fwd(cudaStream_t s, float *y, const float *x, size_t n)
+static cudaError_t relu_fwd_f32(cudaStream_t s, float *y, const float *x, size_t n)
 {
-    if (!n) return cudaSuccess;
     // 16-byte loads where both ends allow them; the tail (n % 4) in plain floats.
     size_t n4 = aligned16(y) && aligned16(x) ? n / 4 : 0;
     if (n4) k_relu_fwd4<<<vdnn_blocks(n4), VDNN_THREADS, 0, s>>>((float4 *)y, (const float4 *)x, n4);
-    if (n > 4 * n4) k_relu_fwd<<<vdnn_blocks(n - 4 * n4), VDNN_THREADS, 0, s>>>(y + 4 * n4, x + 4 * n4, n - 4 * n4);
+    if (n > 4 * n4)
+        k_relu_fwd<float><<<vdnn_blocks(n - 4 * n4), VDNN_THREADS, 0, s>>>(y + 4 * n4, x + 4 * n4, n - 4 * n4);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_relu_bwd(cudaStream_t s, float *dx, const float *y, const float *dy, size_t n)
+static cudaError_t relu_bwd_f32(cudaStream_t s, float *dx, const float *y, const float *dy, size_t n)
 {
-    if (!n) return cudaSuccess;
     size_t n4 = aligned16(dx) && aligned16(y) && aligned16(dy) ? n / 4 : 0;
     if (n4) k_relu_bwd4<<<vdnn_blocks(n4), VDNN_THREADS, 0, s>>>((float4 *)dx, (const float4 *)y, (const float4 *)dy, n4);
     if (n > 4 * n4)
-        k_relu_bwd<<<vdnn_blocks(n - 4 * n4), VDNN_THREADS, 0, s>>>(dx + 4 * n4, y + 4 * n4, dy + 4 * n4, n - 4 * n4);
+        k_relu_bwd<float><<<vdnn_blocks(n - 4 * n4), VDNN_THREADS, 0, s>>>(dx + 4 * n4, y + 4 * n4, dy + 4 * n4,
+                                                                           n - 4 * n4);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t vdnn_cuda_k_relu_fwd(cudaStream_t s, vdnn_cuda_type t, void *y, const void *x, size_t n)
+{
+    if (!n) return cudaSuccess;
+    if (t == VDNN_CUDA_F32) return relu_fwd_f32(s, (float *)y, (const float *)x, n);
+    VDNN_TYPED(t, T, k_relu_fwd<T><<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>((T *)y, (const T *)x, n));
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t vdnn_cuda_k_relu_bwd(cudaStream_t s, vdnn_cuda_type t, void *dx, const void *y, const void *dy,
+                                            size_t n)
+{
+    if (!n) return cudaSuccess;
+    if (t == VDNN_CUDA_F32) return relu_bwd_f32(s, (float *)dx, (const float *)y, (const float *)dy, n);
+    VDNN_TYPED(t, T, k_relu_bwd<T><<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>((T *)dx, (const T *)y, (const T *)dy, n));
     return cudaGetLastError();
 }

@@ -1,15 +1,17 @@
-// CUDA kernels for average pooling's backward pass and for softmax with cross-entropy loss.
+// CUDA kernels for average pooling's backward pass and for softmax with cross-entropy loss, over maps of any value
+// type (cuda_types.cuh).
 #include <math.h>
 
 #include "cuda_kernels.h"
 
 #include "cuda_launch.cuh"
+#include "cuda_types.cuh"
 
 namespace {
 
 // Each input element gathers the output gradients of the windows that cover it: no atomics, one writer
 // per element, the same sum every run.
-__global__ void k_avgpool_bwd(float *dx, const float *dy, vdnn_cuda_pool_geom g, size_t total)
+template <typename T> __global__ void k_avgpool_bwd(T *dx, const T *dy, vdnn_cuda_pool_geom g, size_t total)
 {
     const float area = (float)(g.kh * g.kw);
     for (size_t i = vdnn_tid(); i < total; i += vdnn_nthreads()) {
@@ -21,35 +23,57 @@ __global__ void k_avgpool_bwd(float *dx, const float *dy, vdnn_cuda_pool_geom g,
         const int oh0 = ys < g.kh ? 0 : (ys - g.kh) / g.sh + 1;
         const int ow0 = xs < g.kw ? 0 : (xs - g.kw) / g.sw + 1;
         const int oh1 = min(ys / g.sh, g.oh - 1), ow1 = min(xs / g.sw, g.ow - 1);
-        const float *dyp = dy + plane * (size_t)g.oh * (size_t)g.ow;
+        const T *dyp = dy + plane * (size_t)g.oh * (size_t)g.ow;
         float s = 0.0f;
         for (int oh = oh0; oh <= oh1; oh++)
-            for (int ow = ow0; ow <= ow1; ow++) s += dyp[(size_t)oh * g.ow + ow];
-        dx[i] = s / area;
+            for (int ow = ow0; ow <= ow1; ow++) s += vdnn_ld(dyp[(size_t)oh * g.ow + ow]);
+        dx[i] = vdnn_st<T>(s / area);
     }
+}
+
+// log(sum exp) of one row of k values, from its maximum (one block per row; every thread gets it).
+template <typename T> __device__ double row_lse(const T *xr, int k)
+{
+    __shared__ double shd[VDNN_THREADS];
+    __shared__ float shf[VDNN_THREADS];
+    float m = -INFINITY;
+    for (int c = threadIdx.x; c < k; c += VDNN_THREADS) m = fmaxf(m, vdnn_ld(xr[c]));
+    m = vdnn_block_max(m, shf);
+    double acc = 0.0;
+    for (int c = threadIdx.x; c < k; c += VDNN_THREADS) acc += exp((double)vdnn_ld(xr[c]) - (double)m);
+    return (double)m + log(vdnn_block_sum(acc, shd));
 }
 
 // One block per row. Mirrors the CPU backend: max, sum of exp in double, lse = max + log(sum),
 // y = exp(x - lse), loss = lse - x[label].
-__global__ void k_softmax_xent_fwd(float *y, const float *x, const int32_t *labels, double *per_sample, int k)
+template <typename T>
+__global__ void k_softmax_xent_fwd(T *y, const T *x, const int32_t *labels, double *per_sample, int k)
 {
-    __shared__ double shd[VDNN_THREADS];
-    __shared__ float shf[VDNN_THREADS];
     const size_t row = blockIdx.x;
-    const float *xr = x + row * (size_t)k;
-    float *yr = y + row * (size_t)k;
-    float m = -INFINITY;
-    for (int c = threadIdx.x; c < k; c += VDNN_THREADS) m = fmaxf(m, xr[c]);
-    m = vdnn_block_max(m, shf);
-    double acc = 0.0;
-    for (int c = threadIdx.x; c < k; c += VDNN_THREADS) acc += exp((double)xr[c] - (double)m);
-    const double lse = (double)m + log(vdnn_block_sum(acc, shd));
+    const T *xr = x + row * (size_t)k;
+    T *yr = y + row * (size_t)k;
+    const double lse = row_lse(xr, k);
     if (per_sample && threadIdx.x == 0) {
         const int32_t lab = labels[row];
-        per_sample[row] = lab >= 0 && lab < k ? lse - (double)xr[lab] : (double)NAN;
+        per_sample[row] = lab >= 0 && lab < k ? lse - (double)vdnn_ld(xr[lab]) : (double)NAN;
     }
     __syncthreads(); // x[label] is read before any thread overwrites it when y aliases x
-    for (int c = threadIdx.x; c < k; c += VDNN_THREADS) yr[c] = (float)exp((double)xr[c] - lse);
+    for (int c = threadIdx.x; c < k; c += VDNN_THREADS) yr[c] = vdnn_st<T>((float)exp((double)vdnn_ld(xr[c]) - lse));
+}
+
+// From the logits: the float softmax of the forward pass, minus the one-hot label, over n; rounded once.
+template <typename T> __global__ void k_softmax_xent_bwd_logits(T *dx, const T *x, const int32_t *labels, int n, int k)
+{
+    const size_t row = blockIdx.x;
+    const T *xr = x + row * (size_t)k;
+    T *dr = dx + row * (size_t)k;
+    const double lse = row_lse(xr, k);
+    const int32_t lab = labels[row];
+    const float inv_n = 1.0f / (float)n;
+    for (int c = threadIdx.x; c < k; c += VDNN_THREADS) {
+        const float y = (float)exp((double)vdnn_ld(xr[c]) - lse);
+        dr[c] = lab < 0 || lab >= k ? vdnn_st<T>(NAN) : vdnn_st<T>((y - (c == lab ? 1.0f : 0.0f)) * inv_n);
+    }
 }
 
 __global__ void k_mean_loss(float *loss, const double *per, int n)
@@ -75,20 +99,31 @@ __global__ void k_softmax_xent_bwd(float *dx, const float *y, const int32_t *lab
 
 } // namespace
 
-extern "C" cudaError_t vdnn_cuda_k_avgpool_bwd(cudaStream_t s, float *dx, const float *dy, vdnn_cuda_pool_geom g)
+extern "C" cudaError_t vdnn_cuda_k_avgpool_bwd(cudaStream_t s, vdnn_cuda_type t, void *dx, const void *dy,
+                                               vdnn_cuda_pool_geom g)
 {
     size_t total = (size_t)g.n * (size_t)g.c * (size_t)g.h * (size_t)g.w;
     if (!total) return cudaSuccess;
     if (g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1) return cudaErrorInvalidValue;
-    k_avgpool_bwd<<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>(dx, dy, g, total);
+    VDNN_TYPED(t, T, k_avgpool_bwd<T><<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>((T *)dx, (const T *)dy, g, total));
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_softmax_xent_fwd(cudaStream_t s, float *y, const float *x, const int32_t *labels,
-                                                    double *per_sample, int n, int k)
+extern "C" cudaError_t vdnn_cuda_k_softmax_xent_fwd(cudaStream_t s, vdnn_cuda_type t, void *y, const void *x,
+                                                    const int32_t *labels, double *per_sample, int n, int k)
 {
     if (n <= 0 || k <= 0) return cudaSuccess;
-    k_softmax_xent_fwd<<<(unsigned)n, VDNN_THREADS, 0, s>>>(y, x, labels, per_sample, k);
+    VDNN_TYPED(t, T,
+               k_softmax_xent_fwd<T><<<(unsigned)n, VDNN_THREADS, 0, s>>>((T *)y, (const T *)x, labels, per_sample, k));
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t vdnn_cuda_k_softmax_xent_bwd_logits(cudaStream_t s, vdnn_cuda_type t, void *dx, const void *x,
+                                                           const int32_t *labels, int n, int k)
+{
+    if (n <= 0 || k <= 0) return cudaSuccess;
+    VDNN_TYPED(t, T,
+               k_softmax_xent_bwd_logits<T><<<(unsigned)n, VDNN_THREADS, 0, s>>>((T *)dx, (const T *)x, labels, n, k));
     return cudaGetLastError();
 }
 

@@ -1,33 +1,35 @@
 // Per-channel and per-plane CUDA kernels: bias add and gradient, global average pooling, batch norm's
-// parameter gradients. Sums run in double and in a fixed order, so results repeat bit for bit.
+// parameter gradients. Sums run in double and in a fixed order, so results repeat bit for bit. Maps are of any
+// value type (cuda_types.cuh); biases, gradients and statistics are float.
 #include "cuda_kernels.h"
 
 #include "cuda_launch.cuh"
+#include "cuda_types.cuh"
 
 namespace {
 
-__global__ void k_bias_add(float *y, const float *b, int c, size_t hw, size_t total)
+template <typename T> __global__ void k_bias_add(T *y, const float *b, int c, size_t hw, size_t total)
 {
-    for (size_t i = vdnn_tid(); i < total; i += vdnn_nthreads()) y[i] += b[(i / hw) % (size_t)c];
+    for (size_t i = vdnn_tid(); i < total; i += vdnn_nthreads()) y[i] = vdnn_st<T>(vdnn_ld(y[i]) + b[(i / hw) % (size_t)c]);
 }
 
 // One warp per plane.
-__global__ void k_gap_fwd(float *y, const float *x, size_t planes, size_t hw)
+template <typename T> __global__ void k_gap_fwd(T *y, const T *x, size_t planes, size_t hw)
 {
     const size_t warp = vdnn_tid() / 32;
     const unsigned lane = threadIdx.x % 32;
     if (warp >= planes) return; // whole warps leave together: blockDim is a multiple of 32
-    const float *xp = x + warp * hw;
+    const T *xp = x + warp * hw;
     double acc = 0.0;
-    for (size_t j = lane; j < hw; j += 32) acc += (double)xp[j];
+    for (size_t j = lane; j < hw; j += 32) acc += (double)vdnn_ld(xp[j]);
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, off);
-    if (lane == 0) y[warp] = (float)(acc / (double)hw);
+    if (lane == 0) y[warp] = vdnn_st<T>((float)(acc / (double)hw));
 }
 
-__global__ void k_gap_bwd(float *dx, const float *dy, size_t total, size_t hw)
+template <typename T> __global__ void k_gap_bwd(T *dx, const T *dy, size_t total, size_t hw)
 {
     const float inv = (float)hw;
-    for (size_t i = vdnn_tid(); i < total; i += vdnn_nthreads()) dx[i] = dy[i / hw] / inv;
+    for (size_t i = vdnn_tid(); i < total; i += vdnn_nthreads()) dx[i] = vdnn_st<T>(vdnn_ld(dy[i / hw]) / inv);
 }
 
 // Per-channel sums that fill the device: pass 1 gives each (split, channel) its own block, which adds one
@@ -41,8 +43,9 @@ struct vdnn_sum_geom {
 };
 
 // Sums of dy (and of dy*(x-mean) when x is given) over split s of channel ch.
-__device__ void split_sums(const vdnn_sum_geom g, int s, int ch, const float *dy, const float *x, double m,
-                           double *s1, double *s2)
+template <typename T>
+__device__ void split_sums(const vdnn_sum_geom g, int s, int ch, const T *dy, const T *x, double m, double *s1,
+                           double *s2)
 {
     const size_t per = (size_t)g.n * g.hw;
     const size_t len = (per + (size_t)g.splits - 1) / (size_t)g.splits;
@@ -53,9 +56,9 @@ __device__ void split_sums(const vdnn_sum_geom g, int s, int ch, const float *dy
         const size_t seg = g.hw - j0 < end - t ? g.hw - j0 : end - t;
         const size_t base = (ni * (size_t)g.c + (size_t)ch) * g.hw + j0;
         for (size_t j = threadIdx.x; j < seg; j += VDNN_THREADS) {
-            const double v = (double)dy[base + j];
+            const double v = (double)vdnn_ld(dy[base + j]);
             a1 += v;
-            if (x) a2 += v * ((double)x[base + j] - m);
+            if (x) a2 += v * ((double)vdnn_ld(x[base + j]) - m);
         }
         t += seg;
     }
@@ -63,7 +66,8 @@ __device__ void split_sums(const vdnn_sum_geom g, int s, int ch, const float *dy
     *s2 = a2;
 }
 
-__global__ void k_sum_partials(double *part, const float *dy, const float *x, const float *mean, vdnn_sum_geom g)
+template <typename T>
+__global__ void k_sum_partials(double *part, const T *dy, const T *x, const float *mean, vdnn_sum_geom g)
 {
     __shared__ double sh[VDNN_THREADS];
     const int s = blockIdx.x, ch = blockIdx.y;
@@ -78,7 +82,8 @@ __global__ void k_sum_partials(double *part, const float *dy, const float *x, co
 }
 
 // Small planes (hw below a warp, as after a fully connected layer): threads take channels, blocks take row ranges.
-__global__ void k_sum_partials_rows(double *part, const float *dy, const float *x, const float *mean, vdnn_sum_geom g)
+template <typename T>
+__global__ void k_sum_partials_rows(double *part, const T *dy, const T *x, const float *mean, vdnn_sum_geom g)
 {
     const int s = blockIdx.x;
     const int ch = blockIdx.y * VDNN_THREADS + threadIdx.x;
@@ -90,9 +95,9 @@ __global__ void k_sum_partials_rows(double *part, const float *dy, const float *
     for (int r = r0; r < r1; r++)
         for (size_t j = 0; j < g.hw; j++) {
             const size_t i = ((size_t)r * (size_t)g.c + (size_t)ch) * g.hw + j;
-            const double v = (double)dy[i];
+            const double v = (double)vdnn_ld(dy[i]);
             a1 += v;
-            if (x) a2 += v * ((double)x[i] - m);
+            if (x) a2 += v * ((double)vdnn_ld(x[i]) - m);
         }
     part[(size_t)ch * (size_t)g.splits + (size_t)s] = a1;
     if (x) part[(size_t)(g.c + ch) * (size_t)g.splits + (size_t)s] = a2;
@@ -114,19 +119,21 @@ __global__ void k_sum_finish(float *out1, float *out2, const double *part, const
 
 } // namespace
 
-extern "C" cudaError_t vdnn_cuda_k_bias_add(cudaStream_t s, float *y, const float *b, int n, int c, size_t hw)
+extern "C" cudaError_t vdnn_cuda_k_bias_add(cudaStream_t s, vdnn_cuda_type t, void *y, const float *b, int n, int c,
+                                            size_t hw)
 {
     size_t total = (size_t)n * (size_t)c * hw;
     if (!total) return cudaSuccess;
-    k_bias_add<<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>(y, b, c, hw, total);
+    VDNN_TYPED(t, T, k_bias_add<T><<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>((T *)y, b, c, hw, total));
     return cudaGetLastError();
 }
 
 // Launches the two passes; `sums` is 1 (bias) or 2 (batch norm), the partials need sums*c*splits doubles of
 // `scratch` (scratch_bytes in all).
+template <typename T>
 static cudaError_t channel_sums(cudaStream_t st, double *scratch, size_t scratch_bytes, float *out1, float *out2,
-                                const float *dy, const float *x, const float *mean, const float *scale, int n, int c,
-                                size_t hw, int sums)
+                                const T *dy, const T *x, const float *mean, const float *scale, int n, int c, size_t hw,
+                                int sums)
 {
     if (c <= 0) return cudaSuccess;
     const bool rows = hw < 32;
@@ -135,10 +142,10 @@ static cudaError_t channel_sums(cudaStream_t st, double *scratch, size_t scratch
     vdnn_sum_geom g = {n, c, hw, sp};
     if (rows) {
         dim3 grid((unsigned)sp, (unsigned)((c + VDNN_THREADS - 1) / VDNN_THREADS));
-        k_sum_partials_rows<<<grid, VDNN_THREADS, 0, st>>>(scratch, dy, x, mean, g);
+        k_sum_partials_rows<T><<<grid, VDNN_THREADS, 0, st>>>(scratch, dy, x, mean, g);
     } else {
         dim3 grid((unsigned)sp, (unsigned)c);
-        k_sum_partials<<<grid, VDNN_THREADS, 0, st>>>(scratch, dy, x, mean, g);
+        k_sum_partials<T><<<grid, VDNN_THREADS, 0, st>>>(scratch, dy, x, mean, g);
     }
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
@@ -147,33 +154,43 @@ static cudaError_t channel_sums(cudaStream_t st, double *scratch, size_t scratch
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_bias_grad(cudaStream_t s, double *scratch, size_t scratch_bytes, float *db,
-                                             const float *dy, int n, int c, size_t hw)
+extern "C" cudaError_t vdnn_cuda_k_bias_grad(cudaStream_t s, vdnn_cuda_type t, double *scratch, size_t scratch_bytes,
+                                             float *db, const void *dy, int n, int c, size_t hw)
 {
-    return channel_sums(s, scratch, scratch_bytes, db, NULL, dy, NULL, NULL, NULL, n, c, hw, 1);
+    cudaError_t e = cudaSuccess;
+    VDNN_TYPED(t, T,
+               e = channel_sums<T>(s, scratch, scratch_bytes, db, NULL, (const T *)dy, NULL, NULL, NULL, n, c, hw, 1));
+    return e;
 }
 
-extern "C" cudaError_t vdnn_cuda_k_gap_fwd(cudaStream_t s, float *y, const float *x, size_t planes, size_t hw)
+extern "C" cudaError_t vdnn_cuda_k_gap_fwd(cudaStream_t s, vdnn_cuda_type t, void *y, const void *x, size_t planes,
+                                           size_t hw)
 {
     if (!planes) return cudaSuccess;
     const size_t warps_per_block = VDNN_THREADS / 32;
     size_t blocks = (planes + warps_per_block - 1) / warps_per_block;
     if (blocks > 0x7fffffffu) return cudaErrorInvalidConfiguration;
-    k_gap_fwd<<<(unsigned)blocks, VDNN_THREADS, 0, s>>>(y, x, planes, hw);
+    VDNN_TYPED(t, T, k_gap_fwd<T><<<(unsigned)blocks, VDNN_THREADS, 0, s>>>((T *)y, (const T *)x, planes, hw));
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_gap_bwd(cudaStream_t s, float *dx, const float *dy, size_t planes, size_t hw)
+extern "C" cudaError_t vdnn_cuda_k_gap_bwd(cudaStream_t s, vdnn_cuda_type t, void *dx, const void *dy, size_t planes,
+                                           size_t hw)
 {
     size_t total = planes * hw;
     if (!total) return cudaSuccess;
-    k_gap_bwd<<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>(dx, dy, total, hw);
+    VDNN_TYPED(t, T, k_gap_bwd<T><<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>((T *)dx, (const T *)dy, total, hw));
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_bn_param_grad(cudaStream_t s, double *scratch, size_t scratch_bytes,
-                                                 float *dgamma, float *dbeta, const float *x, const float *dy,
-                                                 const float *mean, const float *inv_std, int n, int c, size_t hw)
+extern "C" cudaError_t vdnn_cuda_k_bn_param_grad(cudaStream_t s, vdnn_cuda_type t, double *scratch,
+                                                 size_t scratch_bytes, float *dgamma, float *dbeta, const void *x,
+                                                 const void *dy, const float *mean, const float *inv_std, int n, int c,
+                                                 size_t hw)
 {
-    return channel_sums(s, scratch, scratch_bytes, dbeta, dgamma, dy, x, mean, inv_std, n, c, hw, 2);
+    cudaError_t e = cudaSuccess;
+    VDNN_TYPED(t, T,
+               e = channel_sums<T>(s, scratch, scratch_bytes, dbeta, dgamma, (const T *)dy, (const T *)x, mean,
+                                   inv_std, n, c, hw, 2));
+    return e;
 }

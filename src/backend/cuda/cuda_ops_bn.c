@@ -1,6 +1,7 @@
 /* BATCHNORM on CUDA: cuDNN spatial batch normalization. Training keeps cuDNN's saved batch mean and inverse standard
  * deviation in aux for backward (each at a 256-byte boundary), and cuDNN updates the running statistics itself with
- * PyTorch's rule (factor = momentum, the variance unbiased). */
+ * PyTorch's rule (factor = momentum, the variance unbiased). With 16-bit maps cuDNN keeps gamma, beta and every
+ * statistic in fp32 (its derived BN descriptor), as the backend contract wants. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -85,7 +86,7 @@ static vdnn_status bn_create(cuda_backend *b, vdnn_op *op, vdnn_error *err)
     bn_state *s = calloc(1, sizeof *s);
     if (!s) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "batchnorm: out of memory");
     vdnn_status st = bn_check(&op->d, err);
-    if (!st) st = vdnn_cuda_tensor(&s->x, op->d.in[0], "batchnorm data", err);
+    if (!st) st = vdnn_cuda_tensor(&s->x, op->d.in[0], op->d.dtype, "batchnorm data", err);
     if (!st) st = VDNN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&s->bn), err, "batchnorm: cudnnCreateTensorDescriptor");
     if (!st)
         st = VDNN_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(s->bn, s->x, CUDNN_BATCHNORM_SPATIAL), err,
@@ -165,7 +166,7 @@ static vdnn_status bn_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args 
                          !a->x[0] ? "x" : !a->dy ? "dy" : !a->w ? "gamma" : !a->dw ? "dgamma" : "dbeta");
     if (!a->dx[0])
         /* cuDNN's backward always writes dx; with no buffer for it, the parameter gradients alone. */
-        return vdnn_cuda_check(vdnn_cuda_k_bn_param_grad(b->stream[VDNN_QUEUE_COMPUTE], b->sum_scratch,
+        return vdnn_cuda_check(vdnn_cuda_k_bn_param_grad(b->stream[VDNN_QUEUE_COMPUTE], vdnn_cuda_type_of(d), b->sum_scratch,
                                                          VDNN_CUDA_SUM_SCRATCH_BYTES, a->dw, a->db, a->x[0], a->dy,
                                                          a->aux, a->aux + bn_aux_second(in.c), in.n, in.c,
                                                          (size_t)in.h * (size_t)in.w),

@@ -1,7 +1,11 @@
 /* CONV on CUDA: cuDNN's convolution forward, backward-data and backward-filter (in batch chunks where a tensor
  * would exceed cuDNN's size; the filter gradient then sums the chunks' shares) with algorithms chosen once per op
  * (heuristics, or timed with cudnnFind* in benchmark mode), TF32 and determinism as the backend is set; bias by own kernels.
- * op_algos offers up to three candidates trading speed for workspace: fastest, lean, least workspace. */
+ * op_algos offers up to three candidates trading speed for workspace: fastest, lean, least workspace.
+ * 16-bit maps: bf16 or fp16 tensors and filter, fp32 compute (the convolution descriptor's type), tensor-core math;
+ * cuDNN's filter is of the maps' type, so the fp32 master weights are rounded into a copy placed after cuDNN's
+ * workspace, and the filter gradient of each chunk is computed into that room (backward-data being done with the
+ * copy by then) and added to dw in fp32. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,8 +102,10 @@ static void conv_free(conv_state *s)
     }
 }
 
-static cudnnMathType_t base_math(const cuda_backend *b)
+static cudnnMathType_t base_math(const cuda_backend *b, vdnn_dtype t)
 {
+    /* 16-bit data: tensor cores, accumulating in fp32 (what the TF32 switch is about does not arise). */
+    if (t != VDNN_DTYPE_F32) return CUDNN_TENSOR_OP_MATH;
     /* FP32 data: DEFAULT lets cuDNN use TF32 tensor cores on Ampere and newer (PyTorch's allow_tf32);
      * FMA keeps it to true FP32 arithmetic. */
     return b->opt.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
@@ -114,14 +120,14 @@ static vdnn_status conv_descriptors(cuda_backend *b, const vdnn_op_desc *d, conv
     st = vdnn_cuda_chunks(b, d, "conv", &s->ch, err);
     s->dc = *d;
     s->dc.in[0].n = s->dc.out.n = s->ch.per;
-    if (!st) st = vdnn_cuda_chunk_tensor(&s->xc, in, &s->ch, "conv input", err);
-    if (!st) st = vdnn_cuda_chunk_tensor(&s->yc, d->out, &s->ch, "conv output", err);
+    if (!st) st = vdnn_cuda_chunk_tensor(&s->xc, in, d->dtype, &s->ch, "conv input", err);
+    if (!st) st = vdnn_cuda_chunk_tensor(&s->yc, d->out, d->dtype, &s->ch, "conv output", err);
     s->x = s->xc.full;
     s->y = s->yc.full;
     if (!st) st = VDNN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&s->w), err, "conv: cudnnCreateFilterDescriptor");
     /* PyTorch's (filters, C/groups, kh, kw) layout is cuDNN's NCHW filter (K, C/groups, R, S). */
     if (!st)
-        st = VDNN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(s->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, p->filters,
+        st = VDNN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(s->w, vdnn_cudnn_type(d->dtype), CUDNN_TENSOR_NCHW, p->filters,
                                                          in.c / p->groups, p->kernel_h, p->kernel_w),
                               err, "conv: cudnnSetFilter4dDescriptor (%dx%dx%dx%d)", p->filters, in.c / p->groups,
                               p->kernel_h, p->kernel_w);
@@ -136,7 +142,7 @@ static vdnn_status conv_descriptors(cuda_backend *b, const vdnn_op_desc *d, conv
             st = VDNN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(s->cd[i], p->groups), err,
                                   "conv: cudnnSetConvolutionGroupCount(%d)", p->groups);
         if (!st)
-            st = VDNN_CUDNN_CHECK(cudnnSetConvolutionMathType(s->cd[i], base_math(b)), err,
+            st = VDNN_CUDNN_CHECK(cudnnSetConvolutionMathType(s->cd[i], base_math(b, d->dtype)), err,
                                   "conv: cudnnSetConvolutionMathType");
     }
     if (st) return st;
@@ -181,9 +187,10 @@ static cudnnMathType_t cudnn_math(vdnn_conv_math m)
         (dst).math = math_of((src).mathType);                                                                \
     } while (0)
 
-static vdnn_conv_rules rules_of(const cuda_backend *b)
+/* Tensor-core math is what 16-bit data is for, whatever the TF32 switch (which is about fp32 data) says. */
+static vdnn_conv_rules rules_of(const cuda_backend *b, vdnn_dtype t)
 {
-    return (vdnn_conv_rules){.tf32 = b->opt.tf32 != 0, .deterministic = b->opt.deterministic != 0,
+    return (vdnn_conv_rules){.tf32 = b->opt.tf32 != 0 || t != VDNN_DTYPE_F32, .deterministic = b->opt.deterministic != 0,
                              .ws_limit = b->opt.conv_ws_limit};
 }
 
@@ -194,7 +201,8 @@ static vdnn_status heuristic_list(cuda_backend *b, conv_state *s, vdnn_conv_pass
     cudnnHandle_t h = b->cudnn;
     cudnnConvolutionDescriptor_t cd = s->cd[pass];
     int got = 0;
-    vdnn_status st = VDNN_CUDNN_CHECK(cudnnSetConvolutionMathType(cd, base_math(b)), err, "conv: cudnnSetConvolutionMathType");
+    vdnn_status st = VDNN_CUDNN_CHECK(cudnnSetConvolutionMathType(cd, base_math(b, s->dc.dtype)), err,
+                                      "conv: cudnnSetConvolutionMathType");
     if (st) return st;
     if (pass == VDNN_CONV_FWD) {
         cudnnConvolutionFwdAlgoPerf_t perf[VDNN_CONV_CANDS];
@@ -270,9 +278,10 @@ static vdnn_status find_list(cuda_backend *b, const vdnn_op_desc *d, conv_state 
 {
     *ran = false;
     *n = 0;
-    const size_t xb = vdnn_shape_bytes(d->in[0]), yb = vdnn_shape_bytes(d->out);
-    const size_t wb = sizeof(float) * (size_t)d->p.filters * (size_t)(d->in[0].c / d->p.groups) *
-                      (size_t)d->p.kernel_h * (size_t)d->p.kernel_w;
+    const size_t es = vdnn_cuda_esize(d);
+    const size_t xb = vdnn_shape_count(d->in[0]) * es, yb = vdnn_shape_count(d->out) * es;
+    const size_t wb = es * (size_t)d->p.filters * (size_t)(d->in[0].c / d->p.groups) * (size_t)d->p.kernel_h *
+                      (size_t)d->p.kernel_w;
     if (xb + yb + wb > b->opt.conv_find_limit) return VDNN_OK;
     find_scratch f;
     /* fwd: x, w -> y; bwd data: w, dy -> dx; bwd filter: x, dy -> dw. */
@@ -283,7 +292,8 @@ static vdnn_status find_list(cuda_backend *b, const vdnn_op_desc *d, conv_state 
     cudnnHandle_t h = b->cudnn;
     cudnnConvolutionDescriptor_t cd = s->cd[pass];
     int got = 0;
-    vdnn_status st = VDNN_CUDNN_CHECK(cudnnSetConvolutionMathType(cd, base_math(b)), err, "conv: cudnnSetConvolutionMathType");
+    vdnn_status st = VDNN_CUDNN_CHECK(cudnnSetConvolutionMathType(cd, base_math(b, d->dtype)), err,
+                                      "conv: cudnnSetConvolutionMathType");
     if (!st && pass == VDNN_CONV_FWD) {
         cudnnConvolutionFwdAlgoPerf_t perf[VDNN_CONV_CANDS];
         st = VDNN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, s->x, f.in0, s->w, f.in1, cd, s->y, f.out,
@@ -315,9 +325,10 @@ static void conv_key(const vdnn_op_desc *d, vdnn_conv_pass pass, char *buf, size
 {
     const vdnn_layer_params *p = &d->p;
     vdnn_shape x = d->in[0];
-    snprintf(buf, len, "%s x%dx%dx%dx%d k%dx%dx%dx%d pad%dx%d stride%dx%d groups%d", pass_names[pass], x.n, x.c, x.h,
+    /* fp32 keys keep the form they had before maps had types, so existing caches stay valid. */
+    snprintf(buf, len, "%s x%dx%dx%dx%d k%dx%dx%dx%d pad%dx%d stride%dx%d groups%d%s%s", pass_names[pass], x.n, x.c, x.h,
              x.w, p->filters, x.c / p->groups, p->kernel_h, p->kernel_w, p->pad_h, p->pad_w, p->stride_h, p->stride_w,
-             p->groups);
+             p->groups, vdnn_cuda_half(d) ? " " : "", vdnn_cuda_half(d) ? vdnn_dtype_name(d->dtype) : "");
 }
 
 static vdnn_conv_cache *conv_cache(cuda_backend *b)
@@ -390,7 +401,8 @@ static vdnn_status pass_candidates(cuda_backend *b, const vdnn_op_desc *d, conv_
  * algorithms in. */
 static size_t lean_cap(const vdnn_op_desc *d)
 {
-    size_t cap = vdnn_cuda_max_sz(vdnn_shape_bytes(d->in[0]), vdnn_shape_bytes(d->out)) / 4;
+    const size_t es = vdnn_cuda_esize(d);
+    size_t cap = vdnn_cuda_max_sz(vdnn_shape_count(d->in[0]) * es, vdnn_shape_count(d->out) * es) / 4;
     return vdnn_cuda_max_sz(cap, (size_t)64 << 10);
 }
 
@@ -443,7 +455,7 @@ static vdnn_status conv_candidates(cuda_backend *b, const vdnn_op_desc *d, conv_
 {
     const int passes = d->training ? VDNN_CONV_PASS_COUNT : 1;
     const int nvar = b->opt.deterministic ? 1 : VDNN_CONV_VARIANTS;
-    const vdnn_conv_rules r = rules_of(b);
+    const vdnn_conv_rules r = rules_of(b, d->dtype);
     conv_pick all[VDNN_CONV_VARIANTS][VDNN_CONV_PASS_COUNT];
     memset(all, 0, sizeof all);
     for (int pass = 0; pass < passes; pass++) {
@@ -497,11 +509,30 @@ static vdnn_status conv_build(cuda_backend *b, const vdnn_op_desc *d, conv_state
 
 /* ---- op ---- */
 
+static size_t filter_values(const vdnn_op_desc *d)
+{
+    const vdnn_layer_params *p = &d->p;
+    return (size_t)p->filters * (size_t)(d->in[0].c / p->groups) * (size_t)p->kernel_h * (size_t)p->kernel_w;
+}
+
+/* The 16-bit filter copy (and later its gradient) after cuDNN's workspace of `ws` bytes: where it starts, and the
+ * workspace then needed (fp32 maps: no copy, cuDNN's alone). */
+static size_t copy_at(size_t ws) { return vdnn_cuda_align(ws); }
+static size_t with_copy(const vdnn_op_desc *d, size_t ws)
+{
+    return vdnn_cuda_half(d) ? copy_at(ws) + vdnn_cuda_align(filter_values(d) * vdnn_cuda_esize(d)) : ws;
+}
+
+static size_t bwd_cudnn_ws(const conv_pick *pick)
+{
+    return vdnn_cuda_max_sz(pick[VDNN_CONV_BWD_DATA].ws, pick[VDNN_CONV_BWD_FILTER].ws);
+}
+
 static vdnn_op_info info_of(const vdnn_op_desc *d, const conv_pick *pick)
 {
     return (vdnn_op_info){
-        .fwd_ws_bytes = pick[VDNN_CONV_FWD].ws,
-        .bwd_ws_bytes = d->training ? vdnn_cuda_max_sz(pick[VDNN_CONV_BWD_DATA].ws, pick[VDNN_CONV_BWD_FILTER].ws) : 0,
+        .fwd_ws_bytes = with_copy(d, pick[VDNN_CONV_FWD].ws),
+        .bwd_ws_bytes = d->training ? with_copy(d, bwd_cudnn_ws(pick)) : 0,
         .bwd_needs_x = true, /* for the filter gradient */
     };
 }
@@ -586,6 +617,21 @@ static vdnn_status need_ws(const conv_pick *p, const vdnn_op_args *a, vdnn_conv_
 /* Values from one chunk's start to the next's in a tensor of shape t. */
 static size_t chunk_step(const conv_state *s, vdnn_shape t) { return (size_t)s->ch.per * vdnn_cuda_image_values(t); }
 
+/* The filter cuDNN reads: the fp32 weights themselves, or (16-bit maps) their copy rounded into the workspace at
+ * `at`. */
+static vdnn_status filter_in(cuda_backend *b, const vdnn_op_desc *d, const vdnn_op_args *a, size_t at,
+                             const void **w, const char *what, vdnn_error *err)
+{
+    *w = a->w;
+    if (!vdnn_cuda_half(d)) return VDNN_OK;
+    if (!a->ws) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv %s: NULL workspace (the filter copy needs it)", what);
+    void *copy = (char *)a->ws + at;
+    *w = copy;
+    return vdnn_cuda_check(vdnn_cuda_k_convert(b->stream[VDNN_QUEUE_COMPUTE], copy, vdnn_cuda_type_of(d), a->w,
+                                               VDNN_CUDA_F32, filter_values(d), 0),
+                           err, "conv %s: filter copy kernel", what);
+}
+
 static vdnn_status conv_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     conv_state *s = op->state;
@@ -595,19 +641,22 @@ static vdnn_status conv_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv forward: NULL %s", !a->x[0] ? "input" : !a->w ? "weights" : "output");
     if (d->p.bias && !a->b) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv forward: NULL bias");
     vdnn_status st = need_ws(p, a, VDNN_CONV_FWD, err);
+    const void *w = NULL;
+    if (!st) st = filter_in(b, d, a, copy_at(p->ws), &w, "forward", err);
     if (st) return st;
     const float one = 1.0f, zero = 0.0f;
     const size_t xs = chunk_step(s, d->in[0]), ys = chunk_step(s, d->out);
     for (int i = 0; !st && i < s->ch.count; i++)
         st = VDNN_CUDNN_CHECK(cudnnConvolutionForward(b->cudnn, &one, vdnn_cuda_chunk_desc(&s->xc, &s->ch, i),
-                                                      a->x[0] + i * xs, s->w, a->w, s->cd[VDNN_CONV_FWD],
+                                                      vdnn_cuda_at(d, a->x[0], i * xs), s->w, w, s->cd[VDNN_CONV_FWD],
                                                       (cudnnConvolutionFwdAlgo_t)p->algo, a->ws, p->ws, &zero,
-                                                      vdnn_cuda_chunk_desc(&s->yc, &s->ch, i), a->y + i * ys),
+                                                      vdnn_cuda_chunk_desc(&s->yc, &s->ch, i),
+                                                      vdnn_cuda_at(d, a->y, i * ys)),
                               err, "cudnnConvolutionForward (%s, chunk %d of %d)", algo_name(VDNN_CONV_FWD, p->algo),
                               i + 1, s->ch.count);
     if (!st && d->p.bias)
-        st = vdnn_cuda_check(vdnn_cuda_k_bias_add(b->stream[VDNN_QUEUE_COMPUTE], a->y, a->b, d->out.n, d->out.c,
-                                                  (size_t)d->out.h * (size_t)d->out.w),
+        st = vdnn_cuda_check(vdnn_cuda_k_bias_add(b->stream[VDNN_QUEUE_COMPUTE], vdnn_cuda_type_of(d), a->y, a->b,
+                                                  d->out.n, d->out.c, (size_t)d->out.h * (size_t)d->out.w),
                              err, "conv forward: bias kernel");
     return st;
 }
@@ -624,37 +673,52 @@ static vdnn_status conv_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv backward: NULL %s", !a->x[0] ? "input" : "dy");
     const float one = 1.0f, zero = 0.0f;
     const size_t xs = chunk_step(s, d->in[0]), ys = chunk_step(s, d->out);
+    /* 16-bit maps: the filter copy, then the filter gradient's, after the larger of the two passes' workspaces. */
+    const size_t at = copy_at(bwd_cudnn_ws(s->pick));
+    const bool half = vdnn_cuda_half(d);
     vdnn_status st = VDNN_OK;
     if (a->dx[0]) {
         const conv_pick *p = &s->pick[VDNN_CONV_BWD_DATA];
         if (!a->w) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv backward: NULL weights");
         st = need_ws(p, a, VDNN_CONV_BWD_DATA, err);
+        const void *w = NULL;
+        if (!st) st = filter_in(b, d, a, at, &w, "backward-data", err);
         for (int i = 0; !st && i < s->ch.count; i++)
-            st = VDNN_CUDNN_CHECK(cudnnConvolutionBackwardData(b->cudnn, &one, s->w, a->w,
-                                                               vdnn_cuda_chunk_desc(&s->yc, &s->ch, i), a->dy + i * ys,
-                                                               s->cd[VDNN_CONV_BWD_DATA],
+            st = VDNN_CUDNN_CHECK(cudnnConvolutionBackwardData(b->cudnn, &one, s->w, w,
+                                                               vdnn_cuda_chunk_desc(&s->yc, &s->ch, i),
+                                                               vdnn_cuda_at(d, a->dy, i * ys), s->cd[VDNN_CONV_BWD_DATA],
                                                                (cudnnConvolutionBwdDataAlgo_t)p->algo, a->ws, p->ws,
                                                                &zero, vdnn_cuda_chunk_desc(&s->xc, &s->ch, i),
-                                                               a->dx[0] + i * xs),
+                                                               vdnn_cuda_at(d, a->dx[0], i * xs)),
                                   err, "cudnnConvolutionBackwardData (%s, chunk %d of %d)",
                                   algo_name(VDNN_CONV_BWD_DATA, p->algo), i + 1, s->ch.count);
     }
     if (!st) {
         const conv_pick *p = &s->pick[VDNN_CONV_BWD_FILTER];
         st = need_ws(p, a, VDNN_CONV_BWD_FILTER, err);
-        /* Chunks after the first add their share to the filter gradient (beta 1). */
-        for (int i = 0; !st && i < s->ch.count; i++)
+        if (!st && half && !a->ws)
+            st = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "conv backward-filter: NULL workspace (the gradient copy needs it)");
+        void *dw = half && a->ws ? (char *)a->ws + at : (void *)a->dw;
+        /* fp32: chunks after the first add their share to the filter gradient (beta 1). 16-bit: each chunk's share
+         * in the maps' type, added to dw in fp32 (the first one written). */
+        for (int i = 0; !st && i < s->ch.count; i++) {
             st = VDNN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(b->cudnn, &one, vdnn_cuda_chunk_desc(&s->xc, &s->ch, i),
-                                                                 a->x[0] + i * xs, vdnn_cuda_chunk_desc(&s->yc, &s->ch, i),
-                                                                 a->dy + i * ys, s->cd[VDNN_CONV_BWD_FILTER],
+                                                                 vdnn_cuda_at(d, a->x[0], i * xs),
+                                                                 vdnn_cuda_chunk_desc(&s->yc, &s->ch, i),
+                                                                 vdnn_cuda_at(d, a->dy, i * ys), s->cd[VDNN_CONV_BWD_FILTER],
                                                                  (cudnnConvolutionBwdFilterAlgo_t)p->algo, a->ws, p->ws,
-                                                                 i ? &one : &zero, s->w, a->dw),
+                                                                 i && !half ? &one : &zero, s->w, dw),
                                   err, "cudnnConvolutionBackwardFilter (%s, chunk %d of %d)",
                                   algo_name(VDNN_CONV_BWD_FILTER, p->algo), i + 1, s->ch.count);
+            if (!st && half)
+                st = vdnn_cuda_check(vdnn_cuda_k_convert(b->stream[VDNN_QUEUE_COMPUTE], a->dw, VDNN_CUDA_F32, dw,
+                                                         vdnn_cuda_type_of(d), filter_values(d), i > 0),
+                                     err, "conv backward-filter: gradient copy kernel (chunk %d)", i + 1);
+        }
     }
     /* Own kernel rather than cudnnConvolutionBackwardBias: its summation order is fixed. */
     if (!st && d->p.bias)
-        st = vdnn_cuda_check(vdnn_cuda_k_bias_grad(b->stream[VDNN_QUEUE_COMPUTE], b->sum_scratch,
+        st = vdnn_cuda_check(vdnn_cuda_k_bias_grad(b->stream[VDNN_QUEUE_COMPUTE], vdnn_cuda_type_of(d), b->sum_scratch,
                                                    VDNN_CUDA_SUM_SCRATCH_BYTES, a->db, a->dy, d->out.n, d->out.c,
                                                    (size_t)d->out.h * (size_t)d->out.w),
                              err, "conv backward: bias gradient kernel");
@@ -700,7 +764,7 @@ vdnn_status vdnn_cuda_conv_algos(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn
     vdnn_conv_cand c[VDNN_CONV_CANDS];
     int got = 0;
     bool measured = false;
-    const vdnn_conv_rules r = rules_of(b);
+    const vdnn_conv_rules r = rules_of(b, d->dtype);
     st = conv_descriptors(b, d, &s, err);
     if (!st) st = measure ? measured_list(b, &s.dc, &s, pass, c, &got, &measured, err) : heuristic_list(b, &s, pass, c, &got, err);
     for (int i = 0; !st && i < got && *n < cap; i++) {

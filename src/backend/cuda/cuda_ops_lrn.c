@@ -1,5 +1,6 @@
 /* LRN on CUDA: cuDNN cross-channel local response normalization (PyTorch LocalResponseNorm), in batch chunks where a
- * tensor would exceed cuDNN's size; backward reads x and y. */
+ * tensor would exceed cuDNN's size; backward reads x and y. 16-bit maps run own kernels instead (cuDNN's LRN is not
+ * documented for bf16), whose backward recomputes the window sums from x and reads no y. */
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_internal.h"
@@ -44,7 +45,7 @@ static vdnn_status lrn_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_inf
     cuda_chunks ch;
     vdnn_status st = lrn_check(d, err);
     if (!st) st = vdnn_cuda_chunks(b, d, "lrn", &ch, err);
-    if (!st) *info = (vdnn_op_info){.bwd_needs_x = true, .bwd_needs_y = true};
+    if (!st) *info = (vdnn_op_info){.bwd_needs_x = true, .bwd_needs_y = !vdnn_cuda_half(d)};
     return st;
 }
 
@@ -54,8 +55,12 @@ static vdnn_status lrn_create(cuda_backend *b, vdnn_op *op, vdnn_error *err)
     lrn_state *s = calloc(1, sizeof *s);
     if (!s) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "lrn: out of memory");
     vdnn_status st = lrn_check(&op->d, err);
+    if (!st && vdnn_cuda_half(&op->d)) { /* own kernels: nothing of cuDNN's to set up */
+        op->state = s;
+        return VDNN_OK;
+    }
     if (!st) st = vdnn_cuda_chunks(b, &op->d, "lrn", &s->ch, err);
-    if (!st) st = vdnn_cuda_chunk_tensor(&s->t, op->d.out, &s->ch, "lrn data", err);
+    if (!st) st = vdnn_cuda_chunk_tensor(&s->t, op->d.out, op->d.dtype, &s->ch, "lrn data", err);
     if (!st) st = VDNN_CUDNN_CHECK(cudnnCreateLRNDescriptor(&s->ld), err, "lrn: cudnnCreateLRNDescriptor");
     /* cuDNN, like PyTorch, divides alpha by the window size. */
     if (!st)
@@ -79,11 +84,22 @@ static void lrn_destroy(cuda_backend *b, vdnn_op *op)
     op->state = NULL;
 }
 
+static vdnn_cuda_lrn_geom lrn_geom(const vdnn_op_desc *d)
+{
+    const vdnn_shape s = d->in[0];
+    return (vdnn_cuda_lrn_geom){s.n, s.c, (size_t)s.h * (size_t)s.w, d->p.lrn_size, d->p.lrn_alpha, d->p.lrn_beta,
+                                d->p.lrn_k};
+}
+
 static vdnn_status lrn_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     lrn_state *s = op->state;
     vdnn_status st = vdnn_cuda_need_io(a, "lrn", err);
     if (st) return st;
+    if (vdnn_cuda_half(&op->d))
+        return vdnn_cuda_check(vdnn_cuda_k_lrn_fwd(b->stream[VDNN_QUEUE_COMPUTE], vdnn_cuda_type_of(&op->d), a->y, a->x[0],
+                                                   lrn_geom(&op->d)),
+                               err, "lrn forward kernel");
     const size_t step = (size_t)s->ch.per * vdnn_cuda_image_values(op->d.out);
     for (int i = 0; !st && i < s->ch.count; i++) {
         cudnnTensorDescriptor_t t = vdnn_cuda_chunk_desc(&s->t, &s->ch, i);
@@ -98,6 +114,12 @@ static vdnn_status lrn_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
 {
     lrn_state *s = op->state;
     if (!a->dx[0]) return VDNN_OK;
+    if (vdnn_cuda_half(&op->d)) {
+        if (!a->x[0] || !a->dy) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "lrn backward: NULL %s", a->x[0] ? "dy" : "x");
+        return vdnn_cuda_check(vdnn_cuda_k_lrn_bwd(b->stream[VDNN_QUEUE_COMPUTE], vdnn_cuda_type_of(&op->d), a->dx[0],
+                                                   a->x[0], a->dy, lrn_geom(&op->d)),
+                               err, "lrn backward kernel");
+    }
     if (!a->x[0] || !a->y || !a->dy)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "lrn backward: NULL %s", !a->x[0] ? "x" : !a->y ? "y" : "dy");
     const size_t step = (size_t)s->ch.per * vdnn_cuda_image_values(op->d.out);

@@ -1,6 +1,7 @@
-/* MAXPOOL and AVGPOOL on CUDA: cuDNN pooling, in batch chunks where a tensor would exceed cuDNN's size. cuDNN's
- * max-pooling backward finds the maxima again from x and y instead of keeping indices, so max pooling reports
- * bwd_needs_x and bwd_needs_y and no aux; average pooling's backward is an own gather kernel and needs neither. */
+/* MAXPOOL and AVGPOOL on CUDA: cuDNN pooling (maps of any type), in batch chunks where a tensor would exceed cuDNN's
+ * size. cuDNN's max-pooling backward finds the maxima again from x and y instead of keeping indices, so max pooling
+ * reports bwd_needs_x and bwd_needs_y and no aux; average pooling's backward is an own gather kernel and needs
+ * neither. */
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_internal.h"
@@ -59,8 +60,8 @@ static vdnn_status pool_build(cuda_backend *b, const vdnn_op_desc *d, pool_state
                               : b->opt.deterministic ? CUDNN_POOLING_MAX_DETERMINISTIC
                                                      : CUDNN_POOLING_MAX;
     st = vdnn_cuda_chunks(b, d, s->max ? "maxpool" : "avgpool", &s->ch, err);
-    if (!st) st = vdnn_cuda_chunk_tensor(&s->x, d->in[0], &s->ch, "pool input", err);
-    if (!st) st = vdnn_cuda_chunk_tensor(&s->y, d->out, &s->ch, "pool output", err);
+    if (!st) st = vdnn_cuda_chunk_tensor(&s->x, d->in[0], d->dtype, &s->ch, "pool input", err);
+    if (!st) st = vdnn_cuda_chunk_tensor(&s->y, d->out, d->dtype, &s->ch, "pool output", err);
     if (!st) st = VDNN_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&s->pd), err, "pool: cudnnCreatePoolingDescriptor");
     /* NaN propagates (as in PyTorch), so --poison shows reads of dead memory. */
     if (!st)
@@ -119,10 +120,11 @@ static vdnn_status pool_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
     if (st) return st;
     const size_t xs = (size_t)s->ch.per * vdnn_cuda_image_values(op->d.in[0]);
     const size_t ys = (size_t)s->ch.per * vdnn_cuda_image_values(op->d.out);
+    const vdnn_op_desc *d = &op->d;
     for (int i = 0; !st && i < s->ch.count; i++)
         st = VDNN_CUDNN_CHECK(cudnnPoolingForward(b->cudnn, s->pd, &one, vdnn_cuda_chunk_desc(&s->x, &s->ch, i),
-                                                  a->x[0] + i * xs, &zero, vdnn_cuda_chunk_desc(&s->y, &s->ch, i),
-                                                  a->y + i * ys),
+                                                  vdnn_cuda_at(d, a->x[0], i * xs), &zero,
+                                                  vdnn_cuda_chunk_desc(&s->y, &s->ch, i), vdnn_cuda_at(d, a->y, i * ys)),
                               err, "cudnnPoolingForward (%s, chunk %d of %d)", name, i + 1, s->ch.count);
     return st;
 }
@@ -133,18 +135,21 @@ static vdnn_status pool_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
     if (!a->dx[0]) return VDNN_OK; /* no parameters: nothing else to compute */
     if (!a->dy) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s backward: dy is NULL", s->max ? "maxpool" : "avgpool");
     if (!s->max)
-        return vdnn_cuda_check(vdnn_cuda_k_avgpool_bwd(b->stream[VDNN_QUEUE_COMPUTE], a->dx[0], a->dy, s->g), err,
-                               "avgpool backward kernel");
+        return vdnn_cuda_check(vdnn_cuda_k_avgpool_bwd(b->stream[VDNN_QUEUE_COMPUTE], vdnn_cuda_type_of(&op->d), a->dx[0],
+                                                       a->dy, s->g),
+                               err, "avgpool backward kernel");
     if (!a->x[0] || !a->y)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "maxpool backward: NULL %s (cuDNN finds the maxima again from x and y)",
                          a->x[0] ? "y" : "x");
     const size_t xs = (size_t)s->ch.per * vdnn_cuda_image_values(op->d.in[0]);
     const size_t ys = (size_t)s->ch.per * vdnn_cuda_image_values(op->d.out);
     vdnn_status st = VDNN_OK;
+    const vdnn_op_desc *d = &op->d;
     for (int i = 0; !st && i < s->ch.count; i++) {
         cudnnTensorDescriptor_t x = vdnn_cuda_chunk_desc(&s->x, &s->ch, i), y = vdnn_cuda_chunk_desc(&s->y, &s->ch, i);
-        st = VDNN_CUDNN_CHECK(cudnnPoolingBackward(b->cudnn, s->pd, &one, y, a->y + i * ys, y, a->dy + i * ys, x,
-                                                   a->x[0] + i * xs, &zero, x, a->dx[0] + i * xs),
+        st = VDNN_CUDNN_CHECK(cudnnPoolingBackward(b->cudnn, s->pd, &one, y, vdnn_cuda_at(d, a->y, i * ys), y,
+                                                   vdnn_cuda_at(d, a->dy, i * ys), x, vdnn_cuda_at(d, a->x[0], i * xs),
+                                                   &zero, x, vdnn_cuda_at(d, a->dx[0], i * xs)),
                               err, "cudnnPoolingBackward (maxpool, chunk %d of %d)", i + 1, s->ch.count);
     }
     return st;

@@ -1,5 +1,5 @@
 /* RELU on CUDA: own element-wise kernels (cuDNN's activation API is deprecated in cuDNN 9, and this needs none of
- * it); backward reads y (not x), so forward may run in place. */
+ * it) over maps of any type; backward reads y (not x), so forward may run in place. */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_kernels.h"
 
@@ -29,8 +29,8 @@ static vdnn_status relu_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
     vdnn_status st = vdnn_cuda_need_io(a, "relu", err);
     if (st) return st;
     size_t n = vdnn_shape_count(op->d.out);
-    return vdnn_cuda_check(vdnn_cuda_k_relu_fwd(b->stream[VDNN_QUEUE_COMPUTE], a->y, a->x[0], n), err,
-                           "relu forward kernel (%zu values)", n);
+    return vdnn_cuda_check(vdnn_cuda_k_relu_fwd(b->stream[VDNN_QUEUE_COMPUTE], vdnn_cuda_type_of(&op->d), a->y, a->x[0], n),
+                           err, "relu forward kernel (%zu values)", n);
 }
 
 static vdnn_status relu_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
@@ -39,8 +39,9 @@ static vdnn_status relu_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
     if (!a->y || !a->dy) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "relu backward: NULL %s", a->y ? "dy" : "y");
     /* y stands in for x: x itself may be gone (in place), and relu's derivative is the same read from either. */
     size_t n = vdnn_shape_count(op->d.out);
-    return vdnn_cuda_check(vdnn_cuda_k_relu_bwd(b->stream[VDNN_QUEUE_COMPUTE], a->dx[0], a->y, a->dy, n), err,
-                           "relu backward kernel (%zu values)", n);
+    return vdnn_cuda_check(vdnn_cuda_k_relu_bwd(b->stream[VDNN_QUEUE_COMPUTE], vdnn_cuda_type_of(&op->d), a->dx[0], a->y,
+                                                a->dy, n),
+                           err, "relu backward kernel (%zu values)", n);
 }
 
 const cuda_op_impl vdnn_cuda_op_relu = {

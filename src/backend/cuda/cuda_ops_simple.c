@@ -1,5 +1,6 @@
 /* Ops on CUDA with no cuDNN/cuBLAS counterpart that fits: dropout, concat, add, global average pooling, flatten,
- * softmax with cross-entropy. Own kernels (cuda_kernels_*.cu) and strided copies, all on the compute queue. */
+ * softmax with cross-entropy. Own kernels (cuda_kernels_*.cu) and strided copies, all on the compute queue, over
+ * maps of any type. */
 #include "backend/op_check.h"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -22,13 +23,14 @@ static vdnn_status need_dy(const vdnn_op_args *a, const char *name, vdnn_error *
     return VDNN_OK;
 }
 
-static vdnn_status copy_floats(const cuda_backend *b, float *dst, const float *src, size_t n, const char *what,
-                               vdnn_error *err)
+/* n values of the op's type. */
+static vdnn_status copy_values(const cuda_backend *b, const vdnn_op_desc *d, void *dst, const void *src, size_t n,
+                               const char *what, vdnn_error *err)
 {
     if (dst == src || !n) return VDNN_OK;
     /* Default, not DeviceToDevice: under policy um an operand may be managed memory; the runtime tells. */
-    return vdnn_cuda_check(cudaMemcpyAsync(dst, src, n * sizeof *dst, cudaMemcpyDefault, compute(b)), err,
-                           "%s: cudaMemcpyAsync of %zu floats", what, n);
+    return vdnn_cuda_check(cudaMemcpyAsync(dst, src, n * vdnn_cuda_esize(d), cudaMemcpyDefault, compute(b)), err,
+                           "%s: cudaMemcpyAsync of %zu values", what, n);
 }
 
 static vdnn_status one_input_same_count(const vdnn_op_desc *d, const char *name, vdnn_error *err)
@@ -57,14 +59,15 @@ static vdnn_status dropout_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op
 }
 
 /* out = in * keep(i) / (1-p): forward and backward are the same masked scaling, the mask recomputed from the seed. */
-static vdnn_status dropout_apply(const cuda_backend *b, const vdnn_op_desc *d, uint64_t seed, float *out,
-                                 const float *in, const char *what, vdnn_error *err)
+static vdnn_status dropout_apply(const cuda_backend *b, const vdnn_op_desc *d, uint64_t seed, void *out,
+                                 const void *in, const char *what, vdnn_error *err)
 {
     size_t n = count(d->out);
     float p = d->p.dropout_p;
-    if (!d->training || p == 0.0f) return copy_floats(b, out, in, n, what, err);
+    if (!d->training || p == 0.0f) return copy_values(b, d, out, in, n, what, err);
     float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-    return vdnn_cuda_check(vdnn_cuda_k_dropout(compute(b), out, in, n, seed, p, scale), err, "%s kernel", what);
+    return vdnn_cuda_check(vdnn_cuda_k_dropout(compute(b), vdnn_cuda_type_of(d), out, in, n, seed, p, scale), err,
+                           "%s kernel", what);
 }
 
 static vdnn_status dropout_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
@@ -92,14 +95,16 @@ static vdnn_status concat_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_
     return VDNN_OK;
 }
 
-/* Each sample's slice is one row of a 2-D copy: `len` floats per row, rows `dst_stride` / `src_stride` apart.
- * Direction Default, as in copy_floats: operands may be managed memory. */
-static vdnn_status copy_per_sample(const cuda_backend *b, float *dst, size_t dst_stride, const float *src,
-                                   size_t src_stride, size_t len, int n, const char *what, vdnn_error *err)
+/* Each sample's slice is one row of a 2-D copy: `len` values per row, rows `dst_stride` / `src_stride` values
+ * apart. Direction Default, as in copy_values: operands may be managed memory. */
+static vdnn_status copy_per_sample(const cuda_backend *b, const vdnn_op_desc *d, void *dst, size_t dst_stride,
+                                   const void *src, size_t src_stride, size_t len, int n, const char *what,
+                                   vdnn_error *err)
 {
-    return vdnn_cuda_check(cudaMemcpy2DAsync(dst, dst_stride * sizeof(float), src, src_stride * sizeof(float),
-                                             len * sizeof(float), (size_t)n, cudaMemcpyDefault, compute(b)),
-                           err, "%s: cudaMemcpy2DAsync (%d rows of %zu floats)", what, n, len);
+    const size_t es = vdnn_cuda_esize(d);
+    return vdnn_cuda_check(cudaMemcpy2DAsync(dst, dst_stride * es, src, src_stride * es, len * es, (size_t)n,
+                                             cudaMemcpyDefault, compute(b)),
+                           err, "%s: cudaMemcpy2DAsync (%d rows of %zu values)", what, n, len);
 }
 
 static vdnn_status concat_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
@@ -109,7 +114,7 @@ static vdnn_status concat_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_ar
     size_t hw = (size_t)d->out.h * (size_t)d->out.w, joined = (size_t)d->out.c * hw, off = 0;
     for (int i = 0; !st && i < d->n_inputs; i++) {
         size_t len = (size_t)d->in[i].c * hw;
-        st = copy_per_sample(b, a->y + off, joined, a->x[i], len, len, d->out.n, "concat forward", err);
+        st = copy_per_sample(b, d, vdnn_cuda_at(d, a->y, off), joined, a->x[i], len, len, d->out.n, "concat forward", err);
         off += len;
     }
     return st;
@@ -122,7 +127,9 @@ static vdnn_status concat_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_a
     size_t hw = (size_t)d->out.h * (size_t)d->out.w, joined = (size_t)d->out.c * hw, off = 0;
     for (int i = 0; !st && i < d->n_inputs; i++) {
         size_t len = (size_t)d->in[i].c * hw;
-        if (a->dx[i]) st = copy_per_sample(b, a->dx[i], len, a->dy + off, joined, len, d->out.n, "concat backward", err);
+        if (a->dx[i])
+            st = copy_per_sample(b, d, a->dx[i], len, vdnn_cuda_at(d, a->dy, off), joined, len, d->out.n,
+                                 "concat backward", err);
         off += len;
     }
     return st;
@@ -144,15 +151,16 @@ static vdnn_status add_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args 
 {
     vdnn_status st = need_fwd(op, a, "add", err);
     if (st) return st;
-    return vdnn_cuda_check(vdnn_cuda_k_add(compute(b), a->y, a->x, op->d.n_inputs, count(op->d.out)), err,
-                           "add forward kernel (%d inputs)", op->d.n_inputs);
+    return vdnn_cuda_check(vdnn_cuda_k_add(compute(b), vdnn_cuda_type_of(&op->d), a->y, (const void *const *)a->x,
+                                           op->d.n_inputs, count(op->d.out)),
+                           err, "add forward kernel (%d inputs)", op->d.n_inputs);
 }
 
 static vdnn_status add_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     vdnn_status st = need_dy(a, "add", err);
     for (int i = 0; !st && i < op->d.n_inputs; i++)
-        if (a->dx[i]) st = copy_floats(b, a->dx[i], a->dy, count(op->d.out), "add backward", err);
+        if (a->dx[i]) st = copy_values(b, &op->d, a->dx[i], a->dy, count(op->d.out), "add backward", err);
     return st;
 }
 
@@ -176,8 +184,8 @@ static vdnn_status gap_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args 
     vdnn_status st = need_fwd(op, a, "gap", err);
     if (st) return st;
     vdnn_shape s = op->d.in[0];
-    return vdnn_cuda_check(vdnn_cuda_k_gap_fwd(compute(b), a->y, a->x[0], (size_t)s.n * (size_t)s.c,
-                                               (size_t)s.h * (size_t)s.w),
+    return vdnn_cuda_check(vdnn_cuda_k_gap_fwd(compute(b), vdnn_cuda_type_of(&op->d), a->y, a->x[0],
+                                               (size_t)s.n * (size_t)s.c, (size_t)s.h * (size_t)s.w),
                            err, "gap forward kernel");
 }
 
@@ -186,8 +194,8 @@ static vdnn_status gap_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
     vdnn_status st = need_dy(a, "gap", err);
     if (st || !a->dx[0]) return st;
     vdnn_shape s = op->d.in[0];
-    return vdnn_cuda_check(vdnn_cuda_k_gap_bwd(compute(b), a->dx[0], a->dy, (size_t)s.n * (size_t)s.c,
-                                               (size_t)s.h * (size_t)s.w),
+    return vdnn_cuda_check(vdnn_cuda_k_gap_bwd(compute(b), vdnn_cuda_type_of(&op->d), a->dx[0], a->dy,
+                                               (size_t)s.n * (size_t)s.c, (size_t)s.h * (size_t)s.w),
                            err, "gap backward kernel");
 }
 
@@ -206,14 +214,14 @@ static vdnn_status flatten_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op
 static vdnn_status flatten_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     vdnn_status st = need_fwd(op, a, "flatten", err);
-    return st ? st : copy_floats(b, a->y, a->x[0], count(op->d.out), "flatten forward", err);
+    return st ? st : copy_values(b, &op->d, a->y, a->x[0], count(op->d.out), "flatten forward", err);
 }
 
 static vdnn_status flatten_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     vdnn_status st = need_dy(a, "flatten", err);
     if (st || !a->dx[0]) return st;
-    return copy_floats(b, a->dx[0], a->dy, count(op->d.out), "flatten backward", err);
+    return copy_values(b, &op->d, a->dx[0], a->dy, count(op->d.out), "flatten backward", err);
 }
 
 const cuda_op_impl vdnn_cuda_op_flatten = {flatten_query, no_create, no_destroy, flatten_forward, flatten_backward, NULL};
@@ -227,8 +235,10 @@ static vdnn_status xent_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_in
 {
     vdnn_status st = one_input_same_count(d, "softmax_xent", err);
     if (st) return st;
-    /* Per-sample losses (double), summed in a fixed order by a second kernel. */
-    *info = (vdnn_op_info){.bwd_needs_y = true, .fwd_ws_bytes = (size_t)d->out.n * sizeof(double)};
+    /* Per-sample losses (double), summed in a fixed order by a second kernel. 16-bit maps: backward recomputes the
+     * softmax from the logits (backend.h, "Precision"). */
+    const bool half = vdnn_cuda_half(d);
+    *info = (vdnn_op_info){.bwd_needs_x = half, .bwd_needs_y = !half, .fwd_ws_bytes = (size_t)d->out.n * sizeof(double)};
     return VDNN_OK;
 }
 
@@ -244,8 +254,9 @@ static vdnn_status xent_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
         if (!a->ws) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "softmax_xent forward: loss wanted but ws is NULL");
         per = (double *)(void *)a->ws;
     }
-    st = vdnn_cuda_check(vdnn_cuda_k_softmax_xent_fwd(compute(b), a->y, a->x[0], a->labels, per, n, k), err,
-                         "softmax_xent forward kernel (%d x %d)", n, k);
+    st = vdnn_cuda_check(vdnn_cuda_k_softmax_xent_fwd(compute(b), vdnn_cuda_type_of(&op->d), a->y, a->x[0], a->labels,
+                                                      per, n, k),
+                         err, "softmax_xent forward kernel (%d x %d)", n, k);
     if (!st && a->loss)
         st = vdnn_cuda_check(vdnn_cuda_k_mean_loss(compute(b), a->loss, per, n), err, "softmax_xent loss kernel");
     return st;
@@ -254,10 +265,17 @@ static vdnn_status xent_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
 static vdnn_status xent_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     if (!a->dx[0]) return VDNN_OK;
-    if (!a->y || !a->labels)
-        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "softmax_xent backward: %s is NULL", a->y ? "labels" : "y");
+    const bool half = vdnn_cuda_half(&op->d);
+    const void *in = half ? (const void *)a->x[0] : (const void *)a->y;
+    if (!in || !a->labels)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "softmax_xent backward: %s is NULL",
+                         in ? "labels" : half ? "x (16-bit maps recompute the softmax from the logits)" : "y");
     int n = op->d.out.n;
     int k = (int)(count(op->d.out) / (size_t)n);
+    if (half)
+        return vdnn_cuda_check(vdnn_cuda_k_softmax_xent_bwd_logits(compute(b), vdnn_cuda_type_of(&op->d), a->dx[0], in,
+                                                                   a->labels, n, k),
+                               err, "softmax_xent backward kernel (%d x %d, from the logits)", n, k);
     return vdnn_cuda_check(vdnn_cuda_k_softmax_xent_bwd(compute(b), a->dx[0], a->y, a->labels, n, k), err,
                            "softmax_xent backward kernel (%d x %d)", n, k);
 }

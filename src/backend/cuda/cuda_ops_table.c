@@ -1,6 +1,8 @@
 /* The CUDA backend's op entries: the table from layer kind to implementation and the checks common to all ops. */
 #include "backend/cuda/cuda_internal.h"
+#include "backend/op_check.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 static const cuda_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
@@ -20,9 +22,27 @@ static const cuda_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_SOFTMAX_XENT] = &vdnn_cuda_op_softmax_xent,
 };
 
+_Static_assert((int)VDNN_CUDA_F32 == (int)VDNN_DTYPE_F32 && (int)VDNN_CUDA_BF16 == (int)VDNN_DTYPE_BF16 &&
+                   (int)VDNN_CUDA_F16 == (int)VDNN_DTYPE_F16,
+               "the kernels' value types are numbered as vdnn_dtype");
+
 static bool shape_ok(vdnn_shape s) { return s.n > 0 && s.c > 0 && s.h > 0 && s.w > 0; }
 
-static vdnn_status lookup(const vdnn_op_desc *d, const cuda_op_impl **impl, vdnn_error *err)
+/* bf16 and fp16 maps, with fp32 accumulation, run where cuDNN has kernels for them: bf16 from Ampere (8.0) on. */
+static vdnn_status check_dtype(const cuda_backend *b, const vdnn_op_desc *d, vdnn_error *err)
+{
+    const char *kind = vdnn_layer_kind_name(d->kind);
+    char what[48];
+    snprintf(what, sizeof what, "cuda %s", kind);
+    vdnn_status st = vdnn_op_check_dtypes(d->dtype, d->dtype, what, err);
+    if (st) return st;
+    if (d->dtype == VDNN_DTYPE_BF16 && b->cc_major < 8)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda %s: bf16 needs compute capability 8.0 or newer; %s is %d.%d",
+                         kind, b->device_name, b->cc_major, b->cc_minor);
+    return VDNN_OK;
+}
+
+static vdnn_status lookup(const cuda_backend *b, const vdnn_op_desc *d, const cuda_op_impl **impl, vdnn_error *err)
 {
     if (!d) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda op: NULL op description");
     if ((int)d->kind < 0 || d->kind >= VDNN_LAYER_KIND_COUNT)
@@ -40,6 +60,8 @@ static vdnn_status lookup(const vdnn_op_desc *d, const cuda_op_impl **impl, vdnn
     if (!shape_ok(d->out))
         return vdnn_fail(err, VDNN_ERR_SHAPE, "cuda op: output has shape %dx%dx%dx%d", d->out.n, d->out.c, d->out.h,
                          d->out.w);
+    vdnn_status st = check_dtype(b, d, err);
+    if (st) return st;
     /* cuDNN's legacy tensors and cuBLAS take int sizes and strides. Convolution, pooling and LRN run larger batches
      * in chunks (each checks that one image fits); ReLU, dropout, add, concat, global average pooling and flatten
      * are own kernels with 64-bit indices. The rest take the whole tensor in one call. */
@@ -72,7 +94,7 @@ static vdnn_status lookup(const vdnn_op_desc *d, const cuda_op_impl **impl, vdnn
 vdnn_status vdnn_cuda_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     const cuda_op_impl *impl;
-    vdnn_status st = lookup(d, &impl, err);
+    vdnn_status st = lookup((const cuda_backend *)be, d, &impl, err);
     if (st) return st;
     if (!info) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_query: NULL info");
     *info = (vdnn_op_info){0};
@@ -86,7 +108,7 @@ vdnn_status vdnn_cuda_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_o
 vdnn_status vdnn_cuda_op_algos(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_algo *algos, int *n, vdnn_error *err)
 {
     const cuda_op_impl *impl;
-    vdnn_status st = lookup(d, &impl, err);
+    vdnn_status st = lookup((const cuda_backend *)be, d, &impl, err);
     if (st) return st;
     if (!algos || !n) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_algos: NULL output");
     *n = 0;
@@ -101,7 +123,7 @@ vdnn_status vdnn_cuda_op_create(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_
     if (!out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_create: NULL output pointer");
     *out = NULL;
     const cuda_op_impl *impl;
-    vdnn_status st = lookup(d, &impl, err);
+    vdnn_status st = lookup((const cuda_backend *)be, d, &impl, err);
     if (st) return st;
     cuda_backend *b = (cuda_backend *)be;
     st = vdnn_cuda_use(b, err);
