@@ -37,6 +37,7 @@ int vdnn_cmd_plan(int argc, char **argv)
     cli_defaults(&o);
     o.model = NULL;
     bool ok = cli_take_cost_flags(&n, args, &costs, "plan") && cli_refuse_flag(n, args, "--poison", NULL, "plan") &&
+              cli_refuse_flag(n, args, "--allow-oversubscribe", "a plan allocates nothing; train and profile take it", "plan") &&
               cli_parse(n, args, 2, OPT_SHAPE | OPT_BATCH | OPT_DEVICE | OPT_MEMORY | OPT_JSON, true, &o, "plan");
     free(args);
     if (!ok) return 2;
