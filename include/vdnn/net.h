@@ -42,7 +42,8 @@ VDNN_API vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, c
 VDNN_API vdnn_status vdnn_net_predict(vdnn_net_t *net, const float *images, int n, float *probs, vdnn_error *err);
 
 /* The parameters and buffers a checkpoint holds: weights, biases, running statistics and momentum, named
- * "LAYER.weight", "LAYER.bias", "LAYER.stats", "LAYER.weight_momentum", "LAYER.bias_momentum". */
+ * "LAYER.weight", "LAYER.bias", "LAYER.stats" (batch norm's running mean, then variance),
+ * "LAYER.weight.momentum", "LAYER.bias.momentum". */
 typedef struct vdnn_param_info {
     char name[96];
     char layer[64];
