@@ -3,7 +3,7 @@
 # zoo net at a small size, under every policy that trains on the CPU, the JSON `vdnn plan --json` prints is the
 # JSON of the plan `vdnn train` trains with (--plan-json), byte for byte. The profile-guided policies plan under
 # a budget halfway between the smallest one known and their in-core peak, where they have to choose (or, where the
-# planner finds nothing there, three quarters of the way).
+# planner finds nothing there, three quarters of the way, else the peak).
 # Policy um needs CUDA to train, so only its plan is made. VDNN_TEST_QUICK=1 (the sanitizer build) takes three nets.
 # Usage: cli_plan_same.sh PATH/TO/vdnn   (run from the repository root; CTest does both)
 set -uo pipefail
@@ -31,9 +31,11 @@ for n in "${nets[@]}"; do
             fi
             least=$(json_get "$TMP/free.json" min_budget_bytes)
             peak=$(json_get "$TMP/free.json" peak_device_bytes)
-            budget=(--budget $(((least + peak) / 2)))
-            "$VDNN" plan "$model" "${common[@]}" --policy "$p" "${budget[@]}" --json >/dev/null 2>&1
-            [ $? = 3 ] && budget=(--budget $(((least + 3 * peak) / 4)))
+            for b in $(((least + peak) / 2)) $(((least + 3 * peak) / 4)) "$peak"; do
+                budget=(--budget "$b")
+                "$VDNN" plan "$model" "${common[@]}" --policy "$p" "${budget[@]}" --json >/dev/null 2>&1
+                [ $? = 3 ] || break
+            done
             ;;
         esac
         if ! "$VDNN" plan "$model" "${common[@]}" --policy "$p" "${budget[@]}" --json >"$TMP/plan.json" 2>"$TMP/err"; then
