@@ -374,6 +374,14 @@ vdnn_net_options cli_net_options(const cli_options *o, vdnn_shape in, int classe
     return no;
 }
 
+void cli_progress(void *ctx, const vdnn_progress *p)
+{
+    FILE *f = ctx;
+    fprintf(f, "step %ld/%ld  epoch %.2f  loss %.4f  lr %.5f  %.1f img/s  elapsed %.1fs\n", p->step, p->total, p->epoch,
+            p->loss, p->lr, p->images_per_sec, p->elapsed_s);
+    fflush(f);
+}
+
 void cli_note_unstreamed(const char *cmd, const cli_options *o, int streamed_layers)
 {
     if (o->mem.stream_inputs && !streamed_layers)

@@ -93,6 +93,8 @@ vdnn_net_options cli_net_options(const cli_options *o, vdnn_shape in, int classe
 int cli_fail(const char *cmd, const vdnn_error *err);
 /* The message with each option field the library names ("memory.budget", a leading "batch:") as its flag. */
 void cli_flag_names(const char *msg, char *out, size_t n);
+/* The training loop's progress line, on the FILE * ctx (vdnn_train_options.progress). */
+void cli_progress(void *ctx, const vdnn_progress *p);
 /* Tells the user on stderr when --stream-inputs was asked for and no layer of the plan streams. */
 void cli_note_unstreamed(const char *cmd, const cli_options *o, int streamed_layers);
 

@@ -57,15 +57,6 @@ static void print_json(FILE *f, const vdnn_net_t *net, const vdnn_train_result *
             st.streamed_layers);
 }
 
-/* The loop's progress lines, as they have always read. */
-static void progress(void *ctx, const vdnn_progress *p)
-{
-    FILE *f = ctx;
-    fprintf(f, "step %ld/%ld  epoch %.2f  loss %.4f  lr %.5f  %.1f img/s  elapsed %.1fs\n", p->step, p->total, p->epoch,
-            p->loss, p->lr, p->images_per_sec, p->elapsed_s);
-    fflush(f);
-}
-
 typedef struct session {
     vdnn_profile_t *prof;
     vdnn_model_t *m;
@@ -158,7 +149,7 @@ int vdnn_cmd_train(int argc, char **argv)
     to.save_path = o.save;
     to.evaluate = !o.no_eval;
     FILE *log = o.json ? stderr : stdout;
-    to.progress = progress;
+    to.progress = cli_progress;
     to.progress_ctx = log;
     vdnn_status rc;
 

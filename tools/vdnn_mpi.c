@@ -258,15 +258,6 @@ static void report(const run *r, const vdnn_train_result *res)
     if (res->test_accuracy >= 0) printf("test accuracy: %.2f%% (loss %.4f)\n", 100.0 * res->test_accuracy, res->test_loss);
 }
 
-/* The loop's progress lines, as vdnn train prints them. */
-static void progress(void *ctx, const vdnn_progress *p)
-{
-    FILE *f = ctx;
-    fprintf(f, "step %ld/%ld  epoch %.2f  loss %.4f  lr %.5f  %.1f img/s  elapsed %.1fs\n", p->step, p->total, p->epoch,
-            p->loss, p->lr, p->images_per_sec, p->elapsed_s);
-    fflush(f);
-}
-
 static int train(int argc, char **argv, int rank)
 {
     run r;
@@ -285,7 +276,7 @@ static int train(int argc, char **argv, int rank)
     ro.train.save_path = r.o.save;
     ro.train.evaluate = !r.no_eval;
     FILE *log = r.o.json ? stderr : stdout;
-    ro.train.progress = progress;
+    ro.train.progress = cli_progress;
     ro.train.progress_ctx = log;
     vdnn_status rc = VDNN_OK;
     if (r.have_fault) {
