@@ -1,6 +1,6 @@
 # ONNX import: C code for onnx.proto generated at build time by protoc-c (from Debian's libonnx-dev) into the
-# build tree and compiled into libvdnn, which links libprotobuf-c. Included from the top-level CMakeLists.txt
-# after the vdnn target exists.
+# build tree. Sets VDNN_ONNX_GEN_C (to compile into the library), VDNN_ONNX_GEN_DIR and VDNN_PROTOBUF_C_INCLUDE
+# (its include paths) and VDNN_PROTOBUF_C_LIB (to link).
 
 find_program(VDNN_PROTOC_C NAMES protoc-c)
 find_file(VDNN_ONNX_PROTO NAMES onnx.proto PATHS /usr/include/onnx /usr/local/include/onnx NO_DEFAULT_PATH)
@@ -35,7 +35,4 @@ add_custom_command(
   COMMENT "protoc-c: generating C code for ${VDNN_ONNX_PROTO}"
   VERBATIM)
 
-target_sources(vdnn PRIVATE "${VDNN_ONNX_GEN_C}")
-target_include_directories(vdnn PRIVATE "${VDNN_ONNX_GEN_DIR}" "${VDNN_PROTOBUF_C_INCLUDE}")
-target_link_libraries(vdnn PUBLIC "${VDNN_PROTOBUF_C_LIB}")
 message(STATUS "vdnn: ONNX import from ${VDNN_ONNX_PROTO} (protoc-c ${VDNN_PROTOC_C})")

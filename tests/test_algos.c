@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/net.h"
+#include "exec/net_impl.h"
+#include "train/net_checkpoint.h"
 #include "plan/plan.h"
 #include "plan/planner.h"
 #include "testutil.h"
@@ -61,8 +62,12 @@ static int teardown(void **state)
 
 static vdnn_plan_request request(const env *e, vdnn_policy pol, size_t budget, int force_algo)
 {
-    return (vdnn_plan_request){.policy = pol, .training = true, .budget = budget, .host_budget = SIZE_MAX,
-                               .algos = e->algos, .force_algo = force_algo};
+    vdnn_plan_request rq = vdnn_plan_request_default();
+    rq.memory.policy = pol;
+    rq.memory.budget = budget;
+    rq.memory.conv_algo = force_algo;
+    rq.algos = e->algos;
+    return rq;
 }
 
 static size_t min_budget(const env *e, int force_algo)
@@ -99,10 +104,10 @@ typedef struct run {
 /* STEPS steps with poisoned free memory; the arena's high-water mark must be the planned peak. */
 static void train(const env *e, vdnn_policy pol, size_t budget, int algo, run *r)
 {
-    vdnn_net_config cfg;
-    vdnn_net_config_default(&cfg);
+    vdnn_net_options cfg;
+    cfg = vdnn_net_options_default();
     cfg.batch = BATCH, cfg.in_c = 3, cfg.in_h = SIDE, cfg.in_w = SIDE, cfg.classes = 10;
-    cfg.policy = pol, cfg.budget = budget, cfg.poison = true, cfg.seed = 5, cfg.algo = algo;
+    cfg.memory.policy = pol, cfg.memory.budget = budget, cfg.memory.poison = true, cfg.seed = 5, cfg.memory.conv_algo = algo;
     vdnn_net_t *net = NULL;
     vdnn_error err;
     vt_assert_ok(vdnn_net_create(e->g, e->be, &cfg, &net, &err), err);

@@ -16,7 +16,8 @@
 
 #ifdef VDNN_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
-#include "exec/net.h"
+#include "exec/net_impl.h"
+#include "train/net_checkpoint.h"
 #include "plan/plan.h"
 #endif
 
@@ -440,12 +441,12 @@ static void train_lenet(vdnn_backend_t *be, vdnn_policy pol, int steps, run_resu
     vdnn_error err;
     vdnn_graph_t *g = NULL;
     vt_assert_ok(vdnn_graph_load(VDNN_SOURCE_DIR "/models/lenet.cfg", &g, &err), err);
-    vdnn_net_config cfg;
-    vdnn_net_config_default(&cfg);
+    vdnn_net_options cfg;
+    cfg = vdnn_net_options_default();
     cfg.batch = 8;
     cfg.in_c = 1, cfg.in_h = 28, cfg.in_w = 28;
     cfg.classes = 10;
-    cfg.policy = pol;
+    cfg.memory.policy = pol;
     cfg.seed = 7;
     vdnn_net_t *net = NULL;
     vt_assert_ok(vdnn_net_create(g, be, &cfg, &net, &err), err);
@@ -555,14 +556,14 @@ static void test_um_oversubscription_refused(void **state)
     assert_true(len < cap);
     vdnn_graph_t *g = NULL;
     vt_assert_ok(vdnn_graph_parse(text, "um_big.cfg", &g, &err), err);
-    vdnn_net_config cfg;
-    vdnn_net_config_default(&cfg);
+    vdnn_net_options cfg;
+    cfg = vdnn_net_options_default();
     cfg.batch = 256;
     cfg.in_c = 16, cfg.in_h = 256, cfg.in_w = 256;
     cfg.classes = 10;
-    cfg.policy = VDNN_POLICY_UM;
+    cfg.memory.policy = VDNN_POLICY_UM;
     vdnn_net_t *net = (vdnn_net_t *)&net;
-    vt_assert_error(vdnn_net_create(g, be, &cfg, &net, &err), err, VDNN_ERR_BUDGET, "--allow-oversubscribe");
+    vt_assert_error(vdnn_net_create(g, be, &cfg, &net, &err), err, VDNN_ERR_BUDGET, "memory.allow_oversubscribe");
     assert_null(net);
     printf("%d layers, free %zu bytes: %s\n", layers, free0, err.msg);
     /* Nothing was allocated (some slack for what cuDNN's heuristics may load). */

@@ -92,7 +92,7 @@ static vdnn_layout_estimate layout(fixture *f, int devices, int stages)
     vdnn_layout_estimate e;
     vdnn_error err;
     f->c.devices = devices;
-    vt_assert_ok(vdnn_project_layout(f->g, &f->p, &f->c, stages, &e, &err), err);
+    vt_assert_ok(vdnn_project_estimate(f->g, &f->p, &f->c, stages, &e, &err), err);
     return e;
 }
 
@@ -146,7 +146,7 @@ static void pipelines_and_their_bubbles(void **state)
     vdnn_error err;
     f->c.devices = 6;
     vdnn_layout_estimate e;
-    vt_assert_error(vdnn_project_layout(f->g, &f->p, &f->c, 4, &e, &err), err, VDNN_ERR_INVALID_ARG, "6 devices");
+    vt_assert_error(vdnn_project_estimate(f->g, &f->p, &f->c, 4, &e, &err), err, VDNN_ERR_INVALID_ARG, "6 devices");
 }
 
 static void the_epochs_table_decides(void **state)

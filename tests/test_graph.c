@@ -463,9 +463,9 @@ static void test_parse_string(void **state)
                     "mem.cfg:57: layer 'loss': softmax input is 7x1x1, expected 9x1x1");
     assert_false(g->resolved);
     vt_assert_error(vdnn_graph_resolve(g, (vdnn_shape){0, 3, 16, 16}, 0, &err), err, VDNN_ERR_INVALID_ARG,
-                    "batch size 0");
+                    "batch: 0 is out of range (1 to 1000000)");
     vt_assert_error(vdnn_graph_resolve(g, (vdnn_shape){1, 3, 0, 16}, 0, &err), err, VDNN_ERR_INVALID_ARG,
-                    "input size 3x0x16");
+                    "input: 3x0x16 is out of range");
     vt_assert_error(vdnn_graph_resolve(g, (vdnn_shape){1, 3, 1, 1}, 0, &err), err, VDNN_ERR_SHAPE,
                     "mem.cfg:22: layer 'mp': input 1x1 is smaller than the 2x2 window");
     vdnn_graph_free(g);

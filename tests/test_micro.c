@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/net.h"
+#include "exec/net_impl.h"
+#include "train/net_checkpoint.h"
 #include "testutil.h"
 #include "train/checkpoint.h"
 
@@ -72,18 +73,18 @@ static vdnn_status make_net(const fixture *f, const char *cfg_text, net_opts o, 
                             vdnn_error *err)
 {
     vt_assert_ok(vdnn_graph_parse(cfg_text, "micro.cfg", g, err), *err);
-    vdnn_net_config c;
-    vdnn_net_config_default(&c);
+    vdnn_net_options c;
+    c = vdnn_net_options_default();
     c.batch = BATCH;
     c.in_c = 1;
     c.in_h = c.in_w = SIDE;
     c.classes = CLASSES;
     c.seed = 3;
-    c.micro_batches = o.micro;
-    c.pipelined = o.pipelined;
-    c.policy = o.policy;
-    c.poison = o.poison;
-    if (o.budget) c.budget = o.budget;
+    c.memory.micro_batches = o.micro > 1 ? o.micro : 1;
+    c.memory.pipelined = o.pipelined;
+    c.memory.policy = o.policy;
+    c.memory.poison = o.poison;
+    if (o.budget) c.memory.budget = o.budget;
     return vdnn_net_create(*g, f->be, &c, net, err);
 }
 
@@ -232,7 +233,7 @@ static void held_copies_are_planned(void **state)
     assert_non_null(at);
     size_t least = 0;
     assert_non_null(at = strchr(at, '('));
-    assert_int_equal(sscanf(at, "(%zu bytes) with --policy auto", &least), 1);
+    assert_int_equal(sscanf(at, "(%zu bytes) with memory.policy auto", &least), 1);
     vdnn_graph_t *ga;
     vdnn_net_t *fit = trained(f, bn_cfg, (net_opts){.micro = 4, .pipelined = true, .policy = VDNN_POLICY_AUTO, .budget = least}, &ga);
     assert_true(fit->arena.high_water <= least);

@@ -6,7 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "exec/net.h"
+#include "exec/net_impl.h"
+#include "train/net_checkpoint.h"
 #include "testutil.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
@@ -73,14 +74,14 @@ static vdnn_graph_t *small(void)
 
 static vdnn_net_t *make_net(vdnn_graph_t *g, vdnn_backend_t *be, int batch, int h, uint64_t seed, vdnn_policy pol)
 {
-    vdnn_net_config cfg;
-    vdnn_net_config_default(&cfg);
+    vdnn_net_options cfg;
+    cfg = vdnn_net_options_default();
     cfg.batch = batch;
     cfg.in_c = 1;
     cfg.in_h = cfg.in_w = h;
     cfg.classes = 10;
     cfg.seed = seed;
-    cfg.policy = pol;
+    cfg.memory.policy = pol;
     vdnn_net_t *net = NULL;
     vdnn_error err;
     vt_assert_ok(vdnn_net_create(g, be, &cfg, &net, &err), err);
@@ -91,11 +92,11 @@ static vdnn_net_t *make_net(vdnn_graph_t *g, vdnn_backend_t *be, int batch, int 
  * is given, so a run cut in two would see other rates). */
 static void train_until(vdnn_net_t *net, const vdnn_dataset_t *ds, long until)
 {
-    vdnn_train_options o;
-    memset(&o, 0, sizeof o);
+    vdnn_train_options o = vdnn_train_options_default();
     vdnn_error err;
-    vt_assert_ok(vdnn_lr_parse("constant", &o.lr, &err), err);
-    o.lr.base_lr = 0.05;
+    o.lr_schedule = "constant";
+    o.lr = 0.05;
+    o.evaluate = false;
     o.steps = until;
     vdnn_train_result r;
     vt_assert_ok(vdnn_train_run(net, ds, NULL, &o, &r, &err), err);
@@ -168,21 +169,21 @@ static void round_trip(fixture *f, vdnn_policy pol, long k, long total)
 
     vdnn_net_t *a = make_net(g, f->be, 64, h, 21, pol);
     train_until(a, ds, total);
-    vt_assert_ok(vdnn_train_save(a, full, &err), err);
+    vt_assert_ok(vdnn_net_save(a, full, &err), err);
 
     vdnn_net_t *b = make_net(g, f->be, 64, h, 21, pol);
     train_until(b, ds, k);
-    vt_assert_ok(vdnn_train_save(b, part, &err), err);
+    vt_assert_ok(vdnn_net_save(b, part, &err), err);
     vdnn_net_free(b);
 
     vdnn_net_t *c = make_net(g, f->be, 64, h, 21, pol);
-    vt_assert_ok(vdnn_train_resume(c, part, &err), err);
+    vt_assert_ok(vdnn_net_load(c, part, &err), err);
     assert_int_equal(c->step, k);
     train_until(c, ds, total);
     assert_int_equal(c->step, total);
     assert_int_equal(c->epoch, total / 16);
     assert_same_params(a, c);
-    vt_assert_ok(vdnn_train_save(c, resumed, &err), err);
+    vt_assert_ok(vdnn_net_save(c, resumed, &err), err);
     assert_same_file(full, resumed);
     vdnn_net_free(a);
     vdnn_net_free(c);
@@ -209,25 +210,25 @@ static void test_resume_refuses_other_models(void **state)
     snprintf(path, sizeof path, "%s/lenet.ckpt", f->dir);
     vdnn_graph_t *g = lenet();
     vdnn_net_t *net = make_net(g, f->be, 8, 28, 1, VDNN_POLICY_NONE);
-    vt_assert_ok(vdnn_train_save(net, path, &err), err);
+    vt_assert_ok(vdnn_net_save(net, path, &err), err);
     vdnn_net_free(net);
 
     /* Another model. */
     vdnn_graph_t *gs = small();
     vdnn_net_t *other = make_net(gs, f->be, 8, 28, 1, VDNN_POLICY_NONE);
-    vt_assert_error(vdnn_train_resume(other, path, &err), err, VDNN_ERR_MISMATCH, path);
+    vt_assert_error(vdnn_net_load(other, path, &err), err, VDNN_ERR_MISMATCH, path);
     assert_int_equal(other->step, 0);
     vdnn_net_free(other);
     vdnn_graph_free(gs);
 
     /* The same model at another input size has other fc1 weights: also refused. */
     vdnn_net_t *bigger = make_net(g, f->be, 8, 32, 1, VDNN_POLICY_NONE);
-    vt_assert_error(vdnn_train_resume(bigger, path, &err), err, VDNN_ERR_MISMATCH, "lenet");
+    vt_assert_error(vdnn_net_load(bigger, path, &err), err, VDNN_ERR_MISMATCH, "lenet");
     vdnn_net_free(bigger);
 
     /* Another batch size is the same model: accepted. */
     vdnn_net_t *wider = make_net(g, f->be, 4, 28, 1, VDNN_POLICY_NONE);
-    vt_assert_ok(vdnn_train_resume(wider, path, &err), err);
+    vt_assert_ok(vdnn_net_load(wider, path, &err), err);
     vdnn_net_free(wider);
     vdnn_graph_free(g);
 }
@@ -241,7 +242,7 @@ static void test_resume_refuses_damaged_files(void **state)
     vdnn_graph_t *g = small();
     vdnn_net_t *net = make_net(g, f->be, 4, 8, 2, VDNN_POLICY_NONE);
     train_until(net, f->train8, 2);
-    vt_assert_ok(vdnn_train_save(net, path, &err), err);
+    vt_assert_ok(vdnn_net_save(net, path, &err), err);
     size_t n;
     unsigned char *bytes = slurp(path, &n);
     vdnn_net_t *fresh = make_net(g, f->be, 4, 8, 2, VDNN_POLICY_NONE);
@@ -251,17 +252,17 @@ static void test_resume_refuses_damaged_files(void **state)
     size_t cuts[] = {0, 1, 7, 16, n / 3, n / 2, n - 5, n - 1};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         vt_write_file(f->dir, "cut.ckpt", bytes, cuts[i], bad, sizeof bad);
-        vdnn_status st = vdnn_train_resume(fresh, bad, &err);
+        vdnn_status st = vdnn_net_load(fresh, bad, &err);
         if (st != VDNN_ERR_FORMAT) fail_msg("cut at %zu of %zu: %s: %s", cuts[i], n, vdnn_status_name(st), err.msg);
         assert_non_null(strstr(err.msg, "cut.ckpt"));
     }
     /* A flipped bit in the payload. */
     bytes[n / 2] ^= 0x10;
     vt_write_file(f->dir, "flip.ckpt", bytes, n, bad, sizeof bad);
-    vt_assert_error(vdnn_train_resume(fresh, bad, &err), err, VDNN_ERR_FORMAT, "flip.ckpt");
+    vt_assert_error(vdnn_net_load(fresh, bad, &err), err, VDNN_ERR_FORMAT, "flip.ckpt");
     /* A missing file is an I/O error, not a format one. */
     snprintf(bad, sizeof bad, "%s/missing.ckpt", f->dir);
-    vt_assert_error(vdnn_train_resume(fresh, bad, &err), err, VDNN_ERR_IO, "missing.ckpt");
+    vt_assert_error(vdnn_net_load(fresh, bad, &err), err, VDNN_ERR_IO, "missing.ckpt");
     /* None of that changed the net. */
     assert_int_equal(fresh->step, 0);
     vdnn_checkpoint after;
@@ -287,7 +288,7 @@ static void test_seed_determines_checkpoint(void **state)
         snprintf(p[i], sizeof p[i], "%s/seed-%d.ckpt", f->dir, i);
         vdnn_net_t *net = make_net(g, f->be, 16, 28, seeds[i], VDNN_POLICY_NONE);
         train_until(net, f->train, 3);
-        vt_assert_ok(vdnn_train_save(net, p[i], &err), err);
+        vt_assert_ok(vdnn_net_save(net, p[i], &err), err);
         vdnn_net_free(net);
     }
     assert_same_file(p[0], p[1]);
@@ -358,7 +359,7 @@ static void test_eval_short_batch_counts_real_samples(void **state)
     for (int i = 0; i < test->count; i++) zero += test->labels[i] == 0;
     net = always_zero(g, f->be, 3);
     double acc = -1, loss = -1;
-    vt_assert_ok(vdnn_evaluate(net, test, &acc, &loss, &err), err);
+    vt_assert_ok(vdnn_net_evaluate(net, test, &acc, &loss, &err), err);
     if (acc != (double)zero / test->count) fail_msg("accuracy %.6f, want %d/%d", acc, zero, test->count);
     vdnn_net_free(net);
     vdnn_dataset_free(test);

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/net.h"
+#include "exec/net_impl.h"
+#include "train/net_checkpoint.h"
 #include "mem/offsets.h"
 #include "plan/plan.h"
 #include "plan/planner.h"
@@ -71,19 +72,19 @@ static void fixture_close(fixture *f)
     vdnn_graph_free(f->g);
 }
 
-static void config(const fixture *f, vdnn_policy pol, bool offload, size_t budget, bool poison, vdnn_net_config *cfg)
+static void config(const fixture *f, vdnn_policy pol, bool offload, size_t budget, bool poison, vdnn_net_options *cfg)
 {
-    vdnn_net_config_default(cfg);
+    *cfg = vdnn_net_options_default();
     cfg->batch = f->nc.batch;
     cfg->in_c = f->nc.c;
     cfg->in_h = f->nc.h;
     cfg->in_w = f->nc.w;
     cfg->classes = 10;
-    cfg->policy = pol;
-    cfg->budget = budget;
-    cfg->poison = poison;
+    cfg->memory.policy = pol;
+    cfg->memory.budget = budget;
+    cfg->memory.poison = poison;
     cfg->seed = 11;
-    cfg->offload_params = offload;
+    cfg->memory.offload_params = offload;
 }
 
 static void train_steps(const fixture *f, vdnn_net_t *net, int first, int n, float *loss)
@@ -103,7 +104,7 @@ static void train_steps(const fixture *f, vdnn_net_t *net, int first, int n, flo
 /* Trains nc.steps steps, exports, evaluates one batch; the measured high-water must be the planned peak. */
 static void run(const fixture *f, vdnn_policy pol, bool offload, size_t budget, bool poison, run_result *r)
 {
-    vdnn_net_config cfg;
+    vdnn_net_options cfg;
     config(f, pol, offload, budget, poison, &cfg);
     vdnn_net_t *net = NULL;
     vdnn_error err;
@@ -222,7 +223,7 @@ static void test_checkpoint_moves(void **state)
     fixture f;
     fixture_open(&f, &cases[0]);
     vdnn_error err;
-    vdnn_net_config cfg;
+    vdnn_net_options cfg;
     vdnn_net_t *dev = NULL, *home = NULL, *back = NULL;
     vdnn_checkpoint ck2, ck3, home3, back3;
     config(&f, VDNN_POLICY_NONE, false, SIZE_MAX, false, &cfg);
@@ -280,28 +281,29 @@ static void test_refusals(void **state)
     fixture f;
     fixture_open(&f, &cases[0]);
     vdnn_error err;
-    vdnn_net_config cfg;
+    vdnn_net_options cfg;
     vdnn_net_t *net = NULL;
     config(&f, VDNN_POLICY_ALL, true, SIZE_MAX, false, &cfg);
-    cfg.micro_batches = 2;
-    vt_assert_error(vdnn_net_create(f.g, f.be, &cfg, &net, &err), err, VDNN_ERR_UNSUPPORTED, "--offload-params");
-    assert_non_null(strstr(err.msg, "--micro-batches"));
+    cfg.memory.micro_batches = 2;
+    vt_assert_error(vdnn_net_create(f.g, f.be, &cfg, &net, &err), err, VDNN_ERR_UNSUPPORTED, "memory.offload_params");
+    assert_non_null(strstr(err.msg, "memory.micro_batches"));
     assert_null(net);
     config(&f, VDNN_POLICY_ALL, true, SIZE_MAX, false, &cfg);
-    cfg.keep_weight_grads = true;
-    vt_assert_error(vdnn_net_create(f.g, f.be, &cfg, &net, &err), err, VDNN_ERR_UNSUPPORTED, "keep_weight_grads");
+    const vdnn_net_extras keep = {.keep_weight_grads = true};
+    vt_assert_error(vdnn_net_create_ex(f.g, f.be, &cfg, &keep, &net, &err), err, VDNN_ERR_UNSUPPORTED, "keep_weight_grads");
     assert_null(net);
 
     vdnn_op_info *info = calloc((size_t)f.g->n_layers, sizeof *info);
     assert_non_null(info);
     vt_assert_ok(vdnn_plan_query_ops(f.g, f.be, true, info, &err), err);
-    vdnn_plan_request rq = {.policy = VDNN_POLICY_UM, .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX,
-                            .offload_params = true};
+    vdnn_plan_request rq = vdnn_plan_request_default();
+    rq.memory.policy = VDNN_POLICY_UM;
+    rq.memory.offload_params = true;
     vdnn_plan_t *p = NULL;
     vt_assert_error(vdnn_plan_build(f.g, info, &rq, &p, &err), err, VDNN_ERR_UNSUPPORTED, "policy um");
     assert_null(p);
     /* Inference: each weight comes in one layer ahead and leaves after its forward step. */
-    rq.policy = VDNN_POLICY_NONE;
+    rq.memory.policy = VDNN_POLICY_NONE;
     rq.training = false;
     vt_assert_ok(vdnn_plan_build(f.g, info, &rq, &p, &err), err);
     assert_true(p->home_bytes == param_bytes(f.g, false));
@@ -309,7 +311,7 @@ static void test_refusals(void **state)
     vdnn_plan_free(p);
     /* A host budget below the homes does not fit. */
     rq.training = true;
-    rq.host_budget = param_bytes(f.g, true) - 1;
+    rq.memory.host_budget = param_bytes(f.g, true) - 1;
     vt_assert_ok(vdnn_plan_build(f.g, info, &rq, &p, &err), err);
     assert_false(p->feasible);
     vdnn_plan_free(p);
@@ -325,7 +327,7 @@ static void test_budget_named(void **state)
     fixture f;
     fixture_open(&f, &cases[1]);
     vdnn_error err;
-    vdnn_net_config cfg;
+    vdnn_net_options cfg;
     vdnn_net_t *net = NULL;
     config(&f, VDNN_POLICY_ALL, true, SIZE_MAX, false, &cfg);
     vt_assert_ok(vdnn_net_create(f.g, f.be, &cfg, &net, &err), err);
@@ -338,9 +340,9 @@ static void test_budget_named(void **state)
     const char *paren = strchr(strstr(err.msg, "smallest budget that works is"), '(');
     unsigned long long n = 0;
     char pname[32] = "", opt[32] = "";
-    if (!paren || sscanf(paren, "(%llu bytes) with --policy %31s %31s", &n, pname, opt) != 3)
+    if (!paren || sscanf(paren, "(%llu bytes) with memory.policy %31s %31s", &n, pname, opt) != 3)
         fail_msg("cannot read the smallest budget from: %s", err.msg);
-    assert_string_equal(opt, "--offload-params");
+    assert_string_equal(opt, "memory.offload_params");
     vdnn_policy pol;
     assert_true(vdnn_policy_parse(pname, &pol));
     assert_true(n <= need);
@@ -361,10 +363,10 @@ static void test_budget_named(void **state)
     config(&f, VDNN_POLICY_ALL, false, need_dev - 1, false, &cfg);
     vt_assert_error(vdnn_net_create(f.g, f.be, &cfg, &net, &err), err, VDNN_ERR_BUDGET, "smallest budget that works is");
     paren = strchr(strstr(err.msg, "smallest budget that works is"), '(');
-    if (!paren || sscanf(paren, "(%llu bytes) with --policy %31s", &n, pname) != 2)
+    if (!paren || sscanf(paren, "(%llu bytes) with memory.policy %31s", &n, pname) != 2)
         fail_msg("cannot read the smallest budget from: %s", err.msg);
     assert_string_equal(pname, "auto");
-    assert_non_null(strstr(err.msg, "--offload-params"));
+    assert_non_null(strstr(err.msg, "memory.offload_params"));
     assert_true(n <= need_dev - 1);
     config(&f, VDNN_POLICY_AUTO, false, (size_t)n, false, &cfg);
     vt_assert_ok(vdnn_net_create(f.g, f.be, &cfg, &net, &err), err);
@@ -384,13 +386,13 @@ static void test_auto_homes(void **state)
     vdnn_op_info *info = calloc((size_t)f.g->n_layers, sizeof *info);
     assert_non_null(info);
     vt_assert_ok(vdnn_plan_query_ops(f.g, f.be, true, info, &err), err);
-    vdnn_plan_request rq = {.policy = VDNN_POLICY_NONE, .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX};
+    vdnn_plan_request rq = vdnn_plan_request_default();
     size_t on_device = 0, homed = 0, either = 0;
     vt_assert_ok(vdnn_plan_min_budget(f.g, info, &rq, &on_device, &err), err);
-    rq.offload_params = true;
+    rq.memory.offload_params = true;
     vt_assert_ok(vdnn_plan_min_budget(f.g, info, &rq, &homed, &err), err);
-    rq.offload_params = false;
-    rq.policy = VDNN_POLICY_AUTO;
+    rq.memory.offload_params = false;
+    rq.memory.policy = VDNN_POLICY_AUTO;
     vt_assert_ok(vdnn_plan_min_budget(f.g, info, &rq, &either, &err), err);
     free(info);
     print_message("alexnet smallest budgets: parameters on the device %zu, homed %zu, auto %zu\n", on_device, homed,
@@ -402,7 +404,7 @@ static void test_auto_homes(void **state)
     memset(&ref, 0, sizeof ref);
     memset(&got, 0, sizeof got);
     run(&f, VDNN_POLICY_NONE, false, SIZE_MAX, false, &ref);
-    vdnn_net_config cfg;
+    vdnn_net_options cfg;
     config(&f, VDNN_POLICY_AUTO, false, on_device - 1, true, &cfg);
     vdnn_net_t *net = NULL;
     vt_assert_ok(vdnn_net_create(f.g, f.be, &cfg, &net, &err), err);
@@ -437,7 +439,9 @@ static void test_vgg16_40(void **state)
     assert_non_null(info);
     vdnn_error err;
     vt_assert_ok(vdnn_plan_query_ops(f.g, f.be, true, info, &err), err);
-    vdnn_plan_request rq = {.policy = VDNN_POLICY_ALL, .training = true, .budget = budget, .host_budget = SIZE_MAX};
+    vdnn_plan_request rq = vdnn_plan_request_default();
+    rq.memory.policy = VDNN_POLICY_ALL;
+    rq.memory.budget = budget;
     vdnn_plan_t *p = NULL;
     vt_assert_ok(vdnn_plan_build(f.g, info, &rq, &p, &err), err);
     assert_false(p->feasible);

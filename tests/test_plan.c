@@ -126,8 +126,10 @@ static vdnn_plan_t *plan_of(vdnn_graph_t *g, vdnn_backend_t *be, vdnn_policy pol
     vdnn_op_info *info = calloc((size_t)g->n_layers, sizeof *info);
     assert_non_null(info);
     vt_assert_ok(vdnn_plan_query_ops(g, be, training, info, &err), err);
-    vdnn_plan_request rq = {.policy = pol, .training = training, .budget = SIZE_MAX, .host_budget = SIZE_MAX,
-                            .variable_base = variable_base};
+    vdnn_plan_request rq = vdnn_plan_request_default();
+    rq.memory.policy = pol;
+    rq.training = training;
+    rq.variable_base = variable_base;
     vdnn_plan_t *p = NULL;
     vt_assert_ok(vdnn_plan_build(g, info, &rq, &p, &err), err);
     assert_non_null(p);

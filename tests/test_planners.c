@@ -7,7 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "exec/net.h"
+#include "exec/net_impl.h"
+#include "train/net_checkpoint.h"
 #include "plan/plan.h"
 #include "plan/planner.h"
 #include "plan/simulate.h"
@@ -78,7 +79,11 @@ static vdnn_op_info *query_ops(const vdnn_graph_t *g, vdnn_backend_t *be)
 static vdnn_plan_t *plan_at(const vdnn_graph_t *g, const vdnn_op_info *info, vdnn_policy pol, size_t budget,
                             size_t host_budget, const vdnn_profile *prof)
 {
-    vdnn_plan_request rq = {.policy = pol, .training = true, .budget = budget, .host_budget = host_budget, .profile = prof};
+    vdnn_plan_request rq = vdnn_plan_request_default();
+    rq.memory.policy = pol;
+    rq.memory.budget = budget;
+    rq.memory.host_budget = host_budget;
+    rq.profile = prof;
     vdnn_plan_t *p = NULL;
     vdnn_error err;
     vt_assert_ok(vdnn_plan_build(g, info, &rq, &p, &err), err);
@@ -87,7 +92,7 @@ static vdnn_plan_t *plan_at(const vdnn_graph_t *g, const vdnn_op_info *info, vdn
 
 static size_t min_budget(const vdnn_graph_t *g, const vdnn_op_info *info)
 {
-    vdnn_plan_request rq = {.policy = VDNN_POLICY_NONE, .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX};
+    vdnn_plan_request rq = vdnn_plan_request_default();
     size_t mb = 0;
     vdnn_error err;
     vt_assert_ok(vdnn_plan_min_budget(g, info, &rq, &mb, &err), err);
@@ -148,17 +153,17 @@ static vdnn_status fast_poison(vdnn_backend_t *be, void *dst, size_t bytes, vdnn
     return VDNN_OK;
 }
 
-static void config(const train_env *e, vdnn_policy pol, size_t budget, bool poison, vdnn_net_config *cfg)
+static void config(const train_env *e, vdnn_policy pol, size_t budget, bool poison, vdnn_net_options *cfg)
 {
-    vdnn_net_config_default(cfg);
+    *cfg = vdnn_net_options_default();
     cfg->batch = e->nc->batch;
     cfg->in_c = e->nc->c;
     cfg->in_h = e->nc->h;
     cfg->in_w = e->nc->w;
     cfg->classes = 10;
-    cfg->policy = pol;
-    cfg->budget = budget;
-    cfg->poison = poison;
+    cfg->memory.policy = pol;
+    cfg->memory.budget = budget;
+    cfg->memory.poison = poison;
     cfg->seed = 11;
     cfg->profile = &e->prof;
 }
@@ -188,7 +193,7 @@ static void install_train_plan(vdnn_net_t *net)
     vdnn_arena_release(&net->arena);
     vdnn_arena_init(&net->arena, net->dev, need);
     vt_assert_ok(vdnn_arena_take(&net->arena, 0, p->persistent_bytes, -1, &err), err);
-    if (net->cfg.poison) vt_assert_ok(be->ops->poison(be, net->dev, need, &err), err);
+    if (net->opt.memory.poison) vt_assert_ok(be->ops->poison(be, net->dev, need, &err), err);
     vt_assert_ok(vdnn_net_import(net, &ck, "export", &err), err);
     vdnn_checkpoint_release(&ck);
 }
@@ -210,7 +215,7 @@ static void force_recompute(vdnn_net_t *net, int k)
 static void train_run(train_env *e, vdnn_policy pol, size_t budget, bool poison, int force_k, run_result *r)
 {
     const net_case *nc = e->nc;
-    vdnn_net_config cfg;
+    vdnn_net_options cfg;
     config(e, pol, budget, poison, &cfg);
     vdnn_net_t *net = NULL;
     vdnn_error err;

@@ -6,7 +6,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "exec/net.h"
+#include "exec/net_impl.h"
+#include "train/net_checkpoint.h"
 #include "plan/plan.h"
 #include "testutil.h"
 #include "train/data.h"
@@ -40,17 +41,17 @@ static bool quick(void)
     return q && *q && strcmp(q, "0");
 }
 
-static void config(const net_case *nc, vdnn_policy pol, size_t budget, bool poison, vdnn_net_config *cfg)
+static void config(const net_case *nc, vdnn_policy pol, size_t budget, bool poison, vdnn_net_options *cfg)
 {
-    vdnn_net_config_default(cfg);
+    *cfg = vdnn_net_options_default();
     cfg->batch = nc->batch;
     cfg->in_c = nc->c;
     cfg->in_h = nc->h;
     cfg->in_w = nc->w;
     cfg->classes = 10;
-    cfg->policy = pol;
-    cfg->budget = budget;
-    cfg->poison = poison;
+    cfg->memory.policy = pol;
+    cfg->memory.budget = budget;
+    cfg->memory.poison = poison;
     cfg->seed = 11;
 }
 
@@ -59,7 +60,7 @@ static void config(const net_case *nc, vdnn_policy pol, size_t budget, bool pois
 static void train_run(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_dataset_t *ds, const net_case *nc,
                       vdnn_policy pol, size_t budget, bool poison, run_result *r)
 {
-    vdnn_net_config cfg;
+    vdnn_net_options cfg;
     config(nc, pol, budget, poison, &cfg);
     vdnn_net_t *net = NULL;
     vdnn_error err;
@@ -109,11 +110,11 @@ static void assert_same_export(const net_case *nc, vdnn_policy pol, const run_re
 static size_t need_of(const run_result *r) { return r->train_peak > r->eval_peak ? r->train_peak : r->eval_peak; }
 
 /* vdnn_net_create must refuse `budget` before allocating anything, naming the smallest budget that
- * works as "... is SIZE (N bytes) with --policy P"; returns N and P. */
+ * works as "... is SIZE (N bytes) with memory.policy P"; returns N and P. */
 static void expect_budget_failure(vdnn_graph_t *g, vdnn_backend_t *be, const net_case *nc, vdnn_policy pol,
                                   size_t budget, size_t *named, vdnn_policy *named_pol)
 {
-    vdnn_net_config cfg;
+    vdnn_net_options cfg;
     config(nc, pol, budget, false, &cfg);
     vdnn_net_t *net = (vdnn_net_t *)&cfg; /* must come back NULL */
     vdnn_error err;
@@ -123,7 +124,7 @@ static void expect_budget_failure(vdnn_graph_t *g, vdnn_backend_t *be, const net
     const char *paren = strchr(at, '(');
     unsigned long long n = 0;
     char pname[32] = "";
-    if (!paren || sscanf(paren, "(%llu bytes) with --policy %31s", &n, pname) != 2 || !vdnn_policy_parse(pname, named_pol))
+    if (!paren || sscanf(paren, "(%llu bytes) with memory.policy %31s", &n, pname) != 2 || !vdnn_policy_parse(pname, named_pol))
         fail_msg("%s/%s: cannot read the smallest budget from: %s", nc->model, vdnn_policy_name(pol), err.msg);
     *named = (size_t)n;
 }
@@ -163,9 +164,12 @@ static void run_case(const net_case *nc)
     size_t need[N_SWAPPING], none_need = need_of(&ref), smallest = none_need;
     vdnn_op_info *info = calloc((size_t)g->n_layers, sizeof *info);
     assert_non_null(info);
+    /* Nets resolve copies of the model: the plans here need it resolved as theirs were. */
+    vt_assert_ok(vdnn_graph_resolve(g, (vdnn_shape){nc->batch, nc->c, nc->h, nc->w}, 10, &err), err);
     vt_assert_ok(vdnn_plan_query_ops(g, be, true, info, &err), err);
     for (int k = 0; k < N_SWAPPING; k++) {
-        vdnn_plan_request rq = {.policy = swapping[k], .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX};
+        vdnn_plan_request rq = vdnn_plan_request_default();
+        rq.memory.policy = swapping[k];
         vdnn_plan_t *p = NULL;
         vt_assert_ok(vdnn_plan_build(g, info, &rq, &p, &err), err);
         need[k] = p->peak_device_bytes > ref.eval_peak ? p->peak_device_bytes : ref.eval_peak;
@@ -173,7 +177,7 @@ static void run_case(const net_case *nc)
         assert_true(p->host_bytes > 0);
         assert_true(p->bytes_moved > 0);
         /* A static policy's plan does not depend on the budget: one byte less and it does not fit. */
-        rq.budget = p->peak_device_bytes - 1;
+        rq.memory.budget = p->peak_device_bytes - 1;
         vdnn_plan_t *q = NULL;
         vt_assert_ok(vdnn_plan_build(g, info, &rq, &q, &err), err);
         assert_false(q->feasible);
@@ -200,7 +204,7 @@ static void run_case(const net_case *nc)
     if (named > smallest)
         fail_msg("%s: the error names %zu bytes (--policy %s), but --policy %s needs only %zu", nc->model, named,
                  vdnn_policy_name(named_pol), smallest == need[0] ? "all" : "conv", smallest);
-    vdnn_net_config cfg;
+    vdnn_net_options cfg;
     config(nc, named_pol, named, false, &cfg);
     vdnn_net_t *net = NULL;
     vt_assert_ok(vdnn_net_create(g, be, &cfg, &net, &err), err);

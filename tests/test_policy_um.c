@@ -8,7 +8,8 @@
 #include "testutil.h"
 
 #include "backend/backend.h"
-#include "exec/net.h"
+#include "exec/net_impl.h"
+#include "train/net_checkpoint.h"
 #include "plan/plan.h"
 
 /* The stand-in's state. The ops get only the backend, so it lives here, one test at a time. */
@@ -94,13 +95,13 @@ typedef struct model {
 
 static const model lenet = {"lenet", {8, 1, 28, 28}, 3};
 
-static void config(const model *m, vdnn_policy pol, vdnn_net_config *cfg)
+static void config(const model *m, vdnn_policy pol, vdnn_net_options *cfg)
 {
-    vdnn_net_config_default(cfg);
+    *cfg = vdnn_net_options_default();
     cfg->batch = m->in.n;
     cfg->in_c = m->in.c, cfg->in_h = m->in.h, cfg->in_w = m->in.w;
     cfg->classes = 10;
-    cfg->policy = pol;
+    cfg->memory.policy = pol;
     cfg->seed = 11;
 }
 
@@ -117,15 +118,15 @@ static void train(vdnn_backend_t *be, const model *m, vdnn_policy pol, bool pois
 {
     vdnn_error err;
     vdnn_graph_t *g = vt_load_zoo(m->name);
-    vdnn_net_config cfg;
+    vdnn_net_options cfg;
     config(m, pol, &cfg);
-    cfg.poison = poison;
+    cfg.memory.poison = poison;
     vdnn_net_t *net = NULL;
     vt_assert_ok(vdnn_net_create(g, be, &cfg, &net, &err), err);
     memset(r, 0, sizeof *r);
     r->managed_bytes = net->managed_bytes;
     for (int i = 0; i < net->plan_train->n_storages; i++) r->swapped += net->plan_train->st[i].cls == VDNN_CLASS_SWAP;
-    size_t n = vdnn_shape_count(g->input);
+    size_t n = vdnn_shape_count(net->g->input);
     float *images = malloc(n * sizeof *images);
     int32_t *labels = malloc((size_t)m->in.n * sizeof *labels);
     assert_true(images && labels);
@@ -161,7 +162,7 @@ static void test_cpu_refuses_um(void **state)
     vdnn_backend_t *be = cpu_backend();
     assert_null(be->ops->managed_alloc);
     vdnn_graph_t *g = vt_load_zoo("lenet");
-    vdnn_net_config cfg;
+    vdnn_net_options cfg;
     config(&lenet, VDNN_POLICY_UM, &cfg);
     vdnn_net_t *net = (vdnn_net_t *)&net;
     vdnn_error err;
@@ -206,7 +207,7 @@ static void test_um_oversubscription(void **state)
 {
     vdnn_error err;
     vdnn_graph_t *g = vt_load_zoo("lenet");
-    vdnn_net_config cfg;
+    vdnn_net_options cfg;
     config(&lenet, VDNN_POLICY_UM, &cfg);
     /* What the net needs, from a run with room to spare. */
     vdnn_backend_t *be = um_backend((size_t)1 << 40);
@@ -228,7 +229,7 @@ static void test_um_oversubscription(void **state)
     /* One byte short: refused, and nothing allocated, neither managed memory nor the arena. */
     be = um_backend(need - 1);
     net = (vdnn_net_t *)&net;
-    vt_assert_error(vdnn_net_create(g, be, &cfg, &net, &err), err, VDNN_ERR_BUDGET, "--allow-oversubscribe");
+    vt_assert_error(vdnn_net_create(g, be, &cfg, &net, &err), err, VDNN_ERR_BUDGET, "memory.allow_oversubscribe");
     assert_non_null(strstr(err.msg, "policy 'um'"));
     assert_non_null(strstr(err.msg, "managed pool"));
     assert_null(net);
@@ -236,7 +237,7 @@ static void test_um_oversubscription(void **state)
     assert_int_equal(fake.dev_allocs, 0);
 
     /* Asked for: allowed, and said so. */
-    cfg.allow_oversubscribe = true;
+    cfg.memory.allow_oversubscribe = true;
     vt_assert_ok(vdnn_net_create(g, be, &cfg, &net, &err), err);
     assert_true(net->oversubscribed);
     assert_int_equal(fake.managed_allocs, 1);

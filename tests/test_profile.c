@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "backend/backend.h"
-#include "exec/net.h"
+#include "exec/net_impl.h"
 #include "exec/profiler.h"
 #include "plan/json.h"
 #include "plan/profile.h"
@@ -398,8 +398,8 @@ static void test_measure_busy(void **state)
     vdnn_error err;
     vt_assert_ok(vdnn_backend_cpu_create(&co, &be, &err), err);
     vdnn_graph_t *g = vt_load_zoo("lenet");
-    vdnn_net_config cfg;
-    vdnn_net_config_default(&cfg);
+    vdnn_net_options cfg;
+    cfg = vdnn_net_options_default();
     cfg.batch = 32;
     cfg.in_c = 1;
     cfg.in_h = cfg.in_w = 28;

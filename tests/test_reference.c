@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/net.h"
+#include "exec/net_impl.h"
 #include "op_exec.h"
 #include "testutil.h"
 
@@ -422,22 +422,21 @@ static int param_storages(const vdnn_graph_t *g, char names[][112], size_t *coun
  * statistics and zero momentum. */
 static vdnn_net_t *ref_net(ctx *c, vdnn_policy pol, bool poison)
 {
-    vdnn_net_config cfg;
-    vdnn_net_config_default(&cfg);
+    vdnn_net_options cfg;
+    cfg = vdnn_net_options_default();
     cfg.batch = c->batch;
     cfg.in_c = c->input.c;
     cfg.in_h = c->input.h;
     cfg.in_w = c->input.w;
     cfg.classes = c->classes;
-    cfg.policy = pol;
-    cfg.poison = poison;
+    cfg.memory.policy = pol;
+    cfg.memory.poison = poison;
     cfg.momentum = c->momentum;
     cfg.weight_decay = c->wd;
-    cfg.dropout_seed = ref_dropout_seed;
-    cfg.keep_weight_grads = !c->fused;
+    const vdnn_net_extras x = {.dropout_seed = ref_dropout_seed, .keep_weight_grads = !c->fused};
     vdnn_net_t *net = NULL;
     vdnn_error err;
-    vt_assert_ok(vdnn_net_create(c->g, c->be, &cfg, &net, &err), err);
+    vt_assert_ok(vdnn_net_create_ex(c->g, c->be, &cfg, &x, &net, &err), err);
     assert_int_equal(net->plan_train->policy, pol);
     if (pol != VDNN_POLICY_NONE) assert_true(net->plan_train->bytes_moved > 0);
 

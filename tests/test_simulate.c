@@ -60,7 +60,8 @@ static vdnn_op_info *infos(const vdnn_graph_t *g)
 
 static vdnn_plan_t *plan(const vdnn_graph_t *g, const vdnn_op_info *info, vdnn_policy pol)
 {
-    vdnn_plan_request rq = {.policy = pol, .training = true, .budget = SIZE_MAX, .host_budget = SIZE_MAX};
+    vdnn_plan_request rq = vdnn_plan_request_default();
+    rq.memory.policy = pol;
     vdnn_plan_t *p = NULL;
     vdnn_error err;
     vt_assert_ok(vdnn_plan_build(g, info, &rq, &p, &err), err);
@@ -316,8 +317,8 @@ static void test_chain_streamed(void **state)
     vdnn_op_info *info = infos(g);
     info[2].stream_ok = info[2].bwd_inplace_ok = true;
     info[2].chunk_images = 2;
-    vdnn_plan_request rq = {.policy = VDNN_POLICY_NONE, .training = true, .budget = SIZE_MAX,
-                            .host_budget = SIZE_MAX, .stream_inputs = true};
+    vdnn_plan_request rq = vdnn_plan_request_default();
+    rq.memory.stream_inputs = true;
     vdnn_plan_t *p = NULL;
     vdnn_error err;
     vt_assert_ok(vdnn_plan_build(g, info, &rq, &p, &err), err);

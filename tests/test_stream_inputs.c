@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/net.h"
+#include "exec/net_impl.h"
+#include "train/net_checkpoint.h"
 #include "plan/plan.h"
 #include "plan/planner.h"
 #include "testutil.h"
@@ -28,7 +29,7 @@ typedef struct fixture {
     vdnn_backend_t *be;
     vdnn_dataset_t *ds;
     net_case nc;
-    int algo; /* the nets' convolution algorithms (vdnn_net_config.algo) */
+    int algo; /* the nets' convolution algorithms (vdnn_net_options.algo) */
 } fixture;
 
 typedef struct run_result {
@@ -62,25 +63,25 @@ static void fixture_close(fixture *f)
     vdnn_graph_free(f->g);
 }
 
-static void config(const fixture *f, vdnn_policy pol, bool stream, size_t budget, vdnn_net_config *cfg)
+static void config(const fixture *f, vdnn_policy pol, bool stream, size_t budget, vdnn_net_options *cfg)
 {
-    vdnn_net_config_default(cfg);
+    *cfg = vdnn_net_options_default();
     cfg->batch = f->nc.batch;
     cfg->in_c = f->nc.c;
     cfg->in_h = f->nc.h;
     cfg->in_w = f->nc.w;
     cfg->classes = 10;
-    cfg->policy = pol;
-    cfg->budget = budget;
-    cfg->poison = stream;
+    cfg->memory.policy = pol;
+    cfg->memory.budget = budget;
+    cfg->memory.poison = stream;
     cfg->seed = 7;
-    cfg->stream_inputs = stream;
-    cfg->algo = f->algo;
+    cfg->memory.stream_inputs = stream;
+    cfg->memory.conv_algo = f->algo;
 }
 
 static void run(const fixture *f, vdnn_policy pol, bool stream, size_t budget, run_result *r)
 {
-    vdnn_net_config cfg;
+    vdnn_net_options cfg;
     config(f, pol, stream, budget, &cfg);
     vdnn_net_t *net = NULL;
     vdnn_error err;
@@ -168,11 +169,14 @@ static void test_auto_streams_where_nothing_else_fits(void **state)
     assert_non_null(algos);
     vt_assert_ok(vdnn_plan_query_algos(f.g, f.be, true, algos, info, &err), err);
     /* Without streaming: every mix, leanest algorithms, parameters homed (recompute adds no choice of its own). */
-    vdnn_plan_request rq = {.policy = VDNN_POLICY_RECOMPUTE, .training = true, .budget = SIZE_MAX,
-                            .host_budget = SIZE_MAX, .algos = algos, .force_algo = VDNN_ALGO_LEANEST, .offload_params = true};
+    vdnn_plan_request rq = vdnn_plan_request_default();
+    rq.memory.policy = VDNN_POLICY_RECOMPUTE;
+    rq.algos = algos;
+    rq.memory.conv_algo = VDNN_ALGO_LEANEST;
+    rq.memory.offload_params = true;
     size_t without = 0, with = 0;
     vt_assert_ok(vdnn_plan_min_budget(f.g, info, &rq, &without, &err), err);
-    rq.policy = VDNN_POLICY_AUTO;
+    rq.memory.policy = VDNN_POLICY_AUTO;
     vt_assert_ok(vdnn_plan_min_budget(f.g, info, &rq, &with, &err), err);
     if (with >= without) fail_msg("wide: smallest budget %zu with streaming, %zu without", with, without);
     /* The evaluation plan shares the arena: the budget must hold it too, so it is taken from a real net. */
@@ -180,7 +184,7 @@ static void test_auto_streams_where_nothing_else_fits(void **state)
     memset(&ref, 0, sizeof ref);
     memset(&got, 0, sizeof got);
     run(&f, VDNN_POLICY_NONE, false, SIZE_MAX, &ref);
-    vdnn_net_config cfg;
+    vdnn_net_options cfg;
     config(&f, VDNN_POLICY_AUTO, false, without - 1, &cfg);
     vdnn_net_t *net = NULL;
     vt_assert_ok(vdnn_net_create(f.g, f.be, &cfg, &net, &err), err);
@@ -188,7 +192,7 @@ static void test_auto_streams_where_nothing_else_fits(void **state)
     assert_true(vdnn_plan_streamed_layers(net->plan_train) > 0);
     assert_true(net->dev_bytes <= without - 1);
     vdnn_net_free(net);
-    cfg.poison = true;
+    cfg.memory.poison = true;
     run(&f, VDNN_POLICY_AUTO, false, without - 1, &got);
     assert_true(got.streamed > 0);
     assert_same_run("wide net auto below the smallest budget without streaming", &ref, &got);
@@ -206,13 +210,13 @@ static void test_refusals(void **state)
     fixture f;
     fixture_open(&f, &cases[0]);
     vdnn_error err;
-    vdnn_net_config cfg;
+    vdnn_net_options cfg;
     config(&f, VDNN_POLICY_ALL, true, SIZE_MAX, &cfg);
     cfg.batch = 4;
-    cfg.micro_batches = 2;
+    cfg.memory.micro_batches = 2;
     vdnn_net_t *net = NULL;
     assert_int_equal(vdnn_net_create(f.g, f.be, &cfg, &net, &err), VDNN_ERR_UNSUPPORTED);
-    assert_non_null(strstr(err.msg, "--stream-inputs"));
+    assert_non_null(strstr(err.msg, "memory.stream_inputs"));
     assert_non_null(strstr(err.msg, "micro-batches"));
     assert_null(net);
 

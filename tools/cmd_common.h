@@ -1,14 +1,12 @@
-/* Options shared by the vdnn subcommands, and setting up a model, data and backend from them. */
+/* Options shared by the vdnn subcommands, their flags, and setting up a model, data, backend and net from them
+ * through the public API (vdnn/vdnn.h) alone. */
 #ifndef VDNN_TOOLS_CMD_COMMON_H
 #define VDNN_TOOLS_CMD_COMMON_H
 
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "backend/backend.h"
-#include "exec/net.h"
-#include "graph/graph.h"
-#include "train/data.h"
+#include <vdnn/vdnn.h>
 
 typedef struct cli_options {
     const char *model;        /* NAME or FILE */
@@ -26,21 +24,14 @@ typedef struct cli_options {
     const char *device;       /* auto | cpu | cuda */
     bool no_tf32;             /* CUDA: strict FP32 (no TF32 tensor-core math); the CPU is strict FP32 anyway */
     bool deterministic;       /* CUDA: only bitwise-reproducible algorithms; the CPU backend always is */
-    bool allow_oversubscribe; /* policy um: a managed pool larger than the device's free memory */
-    size_t budget, host_budget;
-    vdnn_policy policy;
-    bool poison;
+    vdnn_memory_options mem;  /* every memory flag (the table in cmd_common.c) */
     const char *save, *resume;
     bool json;
     int log_every;
-    double link_d2h, link_h2d;  /* emulated link bandwidth on the CPU, bytes/s */
     const char *profile;      /* measured costs for the profile-guided policies */
     const char *trace;        /* Chrome trace of the last training iteration, real and simulated */
+    const char *plan_json;    /* train: the plan it trains with, as `vdnn plan --json` prints it */
     bool no_eval;             /* skip the evaluation on the test split after training */
-    int conv_algo;            /* vdnn_net_config.algo: 0 default, VDNN_ALGO_CHOOSE or VDNN_ALGO_LEANEST */
-    int micro_batches;        /* a step's batch in this many micro-batches, gradients summed over them */
-    bool offload_params;      /* parameters and momentum homed in host memory between their uses */
-    bool stream_inputs;       /* convolutions stream their inputs through host memory where they can */
 } cli_options;
 
 /* Help for --conv-algo, shared by the subcommands that plan. */
@@ -73,16 +64,18 @@ void cli_defaults(cli_options *o);
 bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool positional_model, cli_options *o,
                const char *cmd);
 
+/* Fills err (status s) as the library does: for the command's own failures. */
+vdnn_status cli_error(vdnn_error *err, vdnn_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Finds and loads the model: NAME -> models/NAME.cfg, else a file path. */
-vdnn_status cli_load_model(const char *model, vdnn_graph_t **g, vdnn_error *err);
-/* Input shape and class count from flags, else the data, else the model's defaults. */
-vdnn_status cli_shape(const cli_options *o, const vdnn_graph_t *g, const vdnn_dataset_t *ds, vdnn_shape *in,
+vdnn_status cli_load_model(const char *model, vdnn_model_t **m, vdnn_error *err);
+/* Input shape (n = batch) and class count from flags, else the data, else the model's defaults. */
+vdnn_status cli_shape(const cli_options *o, const vdnn_model_t *m, const vdnn_dataset_t *ds, vdnn_shape *in,
                       int *classes, vdnn_error *err);
 /* The backend for --device: auto tries CUDA and says in one line why it uses the CPU instead. */
 vdnn_status cli_backend(const cli_options *o, vdnn_backend_t **be, vdnn_error *err);
-/* The CUDA backend's options for device `device` from the flags (--threads, --no-tf32, --deterministic); the
- * environment decides what no flag says. */
-void cli_cuda_options(const cli_options *o, int device, vdnn_cuda_options *co);
+/* The backend options from --threads, --no-tf32, --deterministic (the environment decides what no flag says). */
+vdnn_backend_options cli_backend_options(const cli_options *o);
 /* Help text of the flags every command with --device takes besides it. */
 #define CLI_DEVICE_USAGE                                                                                          \
     "--no-tf32 keeps CUDA convolutions and matrix products in strict FP32 (TF32 tensor-core math is on by\n"    \
@@ -92,12 +85,17 @@ void cli_cuda_options(const cli_options *o, int device, vdnn_cuda_options *co);
     "VDNN_DETERMINISTIC=1); the CPU backend is deterministic already.\n"
 /* Prints the one warning of an oversubscribed managed pool (policy um with --allow-oversubscribe). */
 void cli_warn_oversubscribed(const char *cmd, const vdnn_net_t *net);
-/* net config from options */
-void cli_net_config(const cli_options *o, vdnn_shape in, int classes, vdnn_net_config *c);
+/* The net's options from the flags at this input (n = batch) and class count. */
+vdnn_net_options cli_net_options(const cli_options *o, vdnn_shape in, int classes);
 
-/* Prints "vdnn CMD: message" to stderr and returns exit code 1 (2 for usage errors). */
+/* Prints "vdnn CMD: message" to stderr, the library's option fields named as this command's flags, and returns
+ * exit code 1 (2 for invalid arguments). */
 int cli_fail(const char *cmd, const vdnn_error *err);
+/* The message with each option field the library names ("memory.budget", a leading "batch:") as its flag. */
+void cli_flag_names(const char *msg, char *out, size_t n);
+/* The training loop's progress line, on the FILE * ctx (vdnn_train_options.progress). */
+void cli_progress(void *ctx, const vdnn_progress *p);
 /* Tells the user on stderr when --stream-inputs was asked for and no layer of the plan streams. */
-void cli_note_unstreamed(const char *cmd, const cli_options *o, const vdnn_plan_t *plan);
+void cli_note_unstreamed(const char *cmd, const cli_options *o, int streamed_layers);
 
 #endif

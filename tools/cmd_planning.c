@@ -2,52 +2,56 @@
 #include "cmd_planning.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-vdnn_status cli_model_load(const cli_options *o, cli_model *m, vdnn_error *err)
+vdnn_status cli_model_load(const cli_options *o, const cli_cost_options *c, cli_model *m, vdnn_error *err)
 {
     memset(m, 0, sizeof *m);
-    vdnn_shape in;
-    int classes;
-    vdnn_backend_t *be = NULL;
-    vdnn_status rc = cli_load_model(o->model, &m->g, err);
-    if (rc == VDNN_OK) rc = cli_shape(o, m->g, NULL, &in, &classes, err);
-    if (rc == VDNN_OK) rc = vdnn_graph_resolve(m->g, in, classes, err);
-    /* Op info sizes workspaces and aux state. The CPU backend answers without a device; --device cuda plans with
-     * the CUDA backend's op info (what `vdnn train --device cuda` plans with), which needs the GPU. */
+    vdnn_status rc = cli_load_model(o->model, &m->m, err);
+    if (rc == VDNN_OK) rc = cli_shape(o, m->m, NULL, &m->in, &m->classes, err);
     cli_options co = *o;
     if (strcmp(co.device, "cuda")) co.device = "cpu";
-    if (rc == VDNN_OK) rc = cli_backend(&co, &be, err);
-    if (rc == VDNN_OK) {
-        m->info = calloc((size_t)m->g->n_layers, sizeof *m->info);
-        m->algos = calloc((size_t)m->g->n_layers, sizeof *m->algos);
-        m->force_algo = o->conv_algo;
-        m->offload_params = o->offload_params;
-        m->stream_inputs = o->stream_inputs;
-        if (!m->info || !m->algos) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
-    }
-    if (rc == VDNN_OK) rc = vdnn_plan_query_algos(m->g, be, true, m->algos, m->info, err);
-    vdnn_backend_destroy(be);
+    if (rc == VDNN_OK) rc = cli_backend(&co, &m->be, err);
+    if (rc == VDNN_OK && c) rc = cli_cost_profile(c, m->m, m->in, m->classes, &m->prof, err);
     if (rc != VDNN_OK) cli_model_free(m);
     return rc;
 }
 
 void cli_model_free(cli_model *m)
 {
-    free(m->info);
-    free(m->algos);
-    vdnn_graph_free(m->g);
+    vdnn_profile_free(m->prof);
+    vdnn_backend_free(m->be);
+    vdnn_model_free(m->m);
     memset(m, 0, sizeof *m);
 }
 
-vdnn_status cli_model_plan(const cli_model *m, vdnn_policy policy, size_t budget, size_t host_budget,
-                           const vdnn_profile *prof, vdnn_plan_t **plan, vdnn_error *err)
+vdnn_status cli_model_plan(const cli_model *m, const cli_options *o, vdnn_policy policy, vdnn_plan_t **plan,
+                           vdnn_error *err)
 {
-    vdnn_plan_request rq = {.policy = policy, .training = true, .budget = budget, .host_budget = host_budget,
-                            .variable_base = 0, .profile = prof, .algos = m->algos, .force_algo = m->force_algo,
-                            .offload_params = m->offload_params, .stream_inputs = m->stream_inputs};
-    return vdnn_plan_build(m->g, m->info, &rq, plan, err);
+    vdnn_memory_options mem = o->mem;
+    mem.policy = policy;
+    return vdnn_plan_create(m->m, m->be, m->prof, m->in, m->classes, &mem, plan, err);
+}
+
+vdnn_status cli_print_plan(const vdnn_plan_t *p, bool json, FILE *f, vdnn_error *err)
+{
+    size_t n = 0;
+    vdnn_status rc = json ? vdnn_plan_json(p, NULL, 0, &n, err) : vdnn_plan_table(p, NULL, 0, &n, err);
+    char *text = rc == VDNN_OK ? malloc(n + 1) : NULL;
+    if (rc == VDNN_OK && !text) rc = cli_error(err, VDNN_ERR_NO_MEMORY, "out of memory");
+    if (rc == VDNN_OK) rc = json ? vdnn_plan_json(p, text, n + 1, NULL, err) : vdnn_plan_table(p, text, n + 1, NULL, err);
+    /* The table's advice names option fields: this command's flags, for its reader. */
+    char *shown = rc == VDNN_OK && !json ? malloc(n + 256) : NULL;
+    if (shown) {
+        cli_flag_names(text, shown, n + 256);
+        n = strlen(shown);
+    }
+    if (rc == VDNN_OK && fwrite(shown ? shown : text, 1, n, f) != n) rc = cli_error(err, VDNN_ERR_IO, "cannot write the plan");
+    free(shown);
+    free(text);
+    return rc;
 }
 
 bool cli_take_flag(int *argc, char **argv, const char *flag, const char **value, const char *cmd)
@@ -105,15 +109,16 @@ static bool bad_value(const char *cmd, const char *flag, const char *v, const ch
 
 bool cli_take_cost_flags(int *argc, char **argv, cli_cost_options *c, const char *cmd)
 {
-    *c = (cli_cost_options){NULL, false, 1e12, 1e11, 16e9, 16e9};
+    *c = (cli_cost_options){NULL, false, VDNN_ESTIMATE_FLOPS_PER_S, VDNN_ESTIMATE_MEM_BYTES_PER_S,
+                            VDNN_ESTIMATE_LINK_BYTES_PER_S, VDNN_ESTIMATE_LINK_BYTES_PER_S};
     const char *prof, *flops, *bw, *link, *d2h, *h2d;
     if (!cli_take_flag(argc, argv, "--profile", &prof, cmd) || !cli_take_flag(argc, argv, "--estimate-flops", &flops, cmd) ||
         !cli_take_flag(argc, argv, "--estimate-bw", &bw, cmd) || !cli_take_flag(argc, argv, "--link-bandwidth", &link, cmd) ||
         !cli_take_flag(argc, argv, "--link-bandwidth-d2h", &d2h, cmd) ||
         !cli_take_flag(argc, argv, "--link-bandwidth-h2d", &h2d, cmd))
         return false;
-    if (flops && !parse_rate(flops, false, &c->flops)) return bad_value(cmd, "--estimate-flops", flops, "a positive number such as 1e12");
-    if (bw && !parse_rate(bw, true, &c->mem_bw)) return bad_value(cmd, "--estimate-bw", bw, "a bandwidth such as 1e11 or 100GB/s");
+    if (flops && !parse_rate(flops, false, &c->flops)) return bad_value(cmd, "--estimate-flops", flops, "a positive number such as 1e13");
+    if (bw && !parse_rate(bw, true, &c->mem_bw)) return bad_value(cmd, "--estimate-bw", bw, "a bandwidth such as 5e11 or 500GB/s");
     if (link && !parse_rate(link, true, &c->link_d2h)) return bad_value(cmd, "--link-bandwidth", link, "a bandwidth such as 16GB/s");
     if (link) c->link_h2d = c->link_d2h;
     if (d2h && !parse_rate(d2h, true, &c->link_d2h)) return bad_value(cmd, "--link-bandwidth-d2h", d2h, "a bandwidth such as 16GB/s");
@@ -127,13 +132,13 @@ bool cli_take_cost_flags(int *argc, char **argv, cli_cost_options *c, const char
     return true;
 }
 
-vdnn_status cli_cost_profile(const cli_cost_options *c, const vdnn_graph_t *g, vdnn_profile *p, vdnn_error *err)
+vdnn_status cli_cost_profile(const cli_cost_options *c, const vdnn_model_t *m, vdnn_shape in, int classes,
+                             vdnn_profile_t **p, vdnn_error *err)
 {
-    if (c->profile) return vdnn_profile_read(c->profile, g, p, err);
-    /* The estimate has one link rate; the two directions may differ. */
-    vdnn_status rc = vdnn_profile_estimate(g, c->flops, c->mem_bw, c->link_d2h, p, err);
-    if (rc == VDNN_OK) p->h2d.bytes_per_s = c->link_h2d;
-    return rc;
+    *p = NULL;
+    if (c->profile) return vdnn_profile_load(c->profile, m, in, classes, p, err);
+    if (!c->estimate_given) return VDNN_OK;
+    return vdnn_profile_estimate_model(m, in, classes, c->flops, c->mem_bw, c->link_d2h, c->link_h2d, p, err);
 }
 
 static const char *rate(double bytes_per_s, char *buf, size_t n)
@@ -143,16 +148,19 @@ static const char *rate(double bytes_per_s, char *buf, size_t n)
     return buf;
 }
 
-void cli_cost_describe(const cli_cost_options *c, const vdnn_profile *p, char *buf, size_t n)
+void cli_cost_describe(const cli_cost_options *c, const vdnn_profile_t *p, char *buf, size_t n)
 {
     if (c->profile) {
-        snprintf(buf, n, "profile %s (%s, %s)", c->profile, p->device, p->measured ? "measured" : "estimated");
+        vdnn_profile_summary ps;
+        vdnn_profile_summarize(p, &ps);
+        snprintf(buf, n, "profile %s (%s, %s)", c->profile, ps.device, ps.measured ? "measured" : "estimated");
         return;
     }
     char link[64], mem[24], l1[24], l2[24];
     if (c->link_d2h == c->link_h2d) snprintf(link, sizeof link, "link %s", rate(c->link_d2h, l1, sizeof l1));
     else snprintf(link, sizeof link, "link %s out, %s in", rate(c->link_d2h, l1, sizeof l1), rate(c->link_h2d, l2, sizeof l2));
-    snprintf(buf, n, "roofline estimate: %.4g Tflop/s, memory %s, %s", c->flops / 1e12, rate(c->mem_bw, mem, sizeof mem), link);
+    snprintf(buf, n, "roofline estimate%s: %.4g Tflop/s, memory %s, %s", c->estimate_given ? "" : " (the default)",
+             c->flops / 1e12, rate(c->mem_bw, mem, sizeof mem), link);
 }
 
 const char *cli_policy_list(char *buf, size_t n)

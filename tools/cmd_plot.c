@@ -4,8 +4,6 @@
 #include <string.h>
 
 #include "cmd_planning.h"
-#include "plan/simulate.h"
-#include "plan/svg.h"
 
 #define PLOT_MAX 8
 
@@ -99,44 +97,44 @@ int vdnn_cmd_plot(int argc, char **argv)
         return 2;
     }
 
-    vdnn_error err;
-    vdnn_error_clear(&err);
+    vdnn_error err = {VDNN_OK, ""};
     cli_model m;
-    vdnn_profile prof;
-    memset(&prof, 0, sizeof prof);
-    vdnn_timeline tls[PLOT_MAX];
-    memset(tls, 0, sizeof tls);
-    const vdnn_timeline *tl[PLOT_MAX];
+    vdnn_timeline_t *tls[PLOT_MAX] = {NULL};
+    vdnn_timeline_summary ts[PLOT_MAX];
+    const vdnn_timeline_t *tl[PLOT_MAX];
     char names[PLOT_MAX][96];
     const char *name_ptr[PLOT_MAX];
     bool fits[PLOT_MAX];
     size_t plan_peak[PLOT_MAX];
-    vdnn_status rc = cli_model_load(&o, &m, &err);
-    if (rc == VDNN_OK) rc = cli_cost_profile(&costs, m.g, &prof, &err);
+    vdnn_status rc = cli_model_load(&o, &costs, &m, &err);
     for (int i = 0; rc == VDNN_OK && i < n_pol; i++) {
         vdnn_plan_t *plan = NULL;
-        rc = cli_model_plan(&m, pols[i], o.budget, o.host_budget, &prof, &plan, &err);
-        if (rc == VDNN_OK) rc = vdnn_simulate(plan, m.g, &prof, &tls[i], &err);
+        rc = cli_model_plan(&m, &o, pols[i], &plan, &err);
+        if (rc == VDNN_OK) rc = vdnn_plan_simulate(plan, NULL, &tls[i], &err);
         if (rc == VDNN_OK) {
-            fits[i] = plan->feasible;
-            plan_peak[i] = plan->peak_device_bytes;
+            vdnn_plan_summary sum;
+            memset(&sum, 0, sizeof sum);
+            vdnn_timeline_summarize(tls[i], &ts[i]);
+            rc = vdnn_plan_summarize(plan, &sum, &err);
+            fits[i] = rc == VDNN_OK && sum.feasible;
+            plan_peak[i] = rc == VDNN_OK ? sum.peak_device_bytes : 0;
             /* The curve shows live bytes; placement can need more, so say what the plan needs. */
             char need[32];
-            if (plan->feasible) snprintf(names[i], sizeof names[i], "%s", vdnn_policy_name(pols[i]));
-            else if (plan->host_bytes > plan->host_budget)
+            if (sum.feasible) snprintf(names[i], sizeof names[i], "%s", vdnn_policy_name(pols[i]));
+            else if (rc == VDNN_OK && sum.host_bytes > sum.host_budget)
                 snprintf(names[i], sizeof names[i], "%s (over the host budget)", vdnn_policy_name(pols[i]));
             else
                 snprintf(names[i], sizeof names[i], "%s (over budget: needs %s)", vdnn_policy_name(pols[i]),
-                         vdnn_format_bytes(plan->peak_device_bytes, need, sizeof need));
+                         vdnn_format_bytes(sum.peak_device_bytes, need, sizeof need));
             name_ptr[i] = names[i];
-            tl[i] = &tls[i];
+            tl[i] = tls[i];
         }
         vdnn_plan_free(plan);
     }
     char desc[256], head[256], t1[400], t2[400];
     if (rc == VDNN_OK) {
-        cli_cost_describe(&costs, &prof, desc, sizeof desc);
-        snprintf(head, sizeof head, "%s, batch %d, input %dx%dx%d", m.g->name, m.g->input.n, m.g->input.c, m.g->input.h, m.g->input.w);
+        cli_cost_describe(&costs, m.prof, desc, sizeof desc);
+        snprintf(head, sizeof head, "%s, batch %d, input %dx%dx%d", vdnn_model_name(m.m), m.in.n, m.in.c, m.in.h, m.in.w);
         if (title) {
             snprintf(t1, sizeof t1, "%s", title);
             snprintf(t2, sizeof t2, "%s", title);
@@ -145,7 +143,7 @@ int vdnn_cmd_plot(int argc, char **argv)
             snprintf(t2, sizeof t2, "%s: compute and copy lanes", head);
         }
     }
-    if (rc == VDNN_OK && out) rc = vdnn_svg_memory(out, t1, desc, tl, name_ptr, n_pol, o.budget, &err);
+    if (rc == VDNN_OK && out) rc = vdnn_svg_memory(out, t1, desc, tl, name_ptr, n_pol, o.mem.budget, &err);
     if (rc == VDNN_OK && gantt) rc = vdnn_svg_gantt(gantt, t2, desc, tl, name_ptr, n_pol, &err);
     if (rc == VDNN_OK && trace) rc = vdnn_trace_write(trace, tl, name_ptr, n_pol, &err);
     if (rc == VDNN_OK) {
@@ -153,15 +151,14 @@ int vdnn_cmd_plot(int argc, char **argv)
         printf("%s; costs: %s\n", head, desc);
         printf("%-12s %12s %12s %12s %12s %5s\n", "policy", "iteration", "stall", "peak live", "plan peak", "fits");
         for (int i = 0; i < n_pol; i++)
-            printf("%-12s %9.3f ms %9.3f ms %12s %12s %5s\n", vdnn_policy_name(pols[i]), tls[i].iteration_s * 1e3, tls[i].stall_s * 1e3,
-                   vdnn_format_bytes(tls[i].peak_live_bytes, a, sizeof a), vdnn_format_bytes(plan_peak[i], b, sizeof b),
-                   fits[i] ? "yes" : "no");
+            printf("%-12s %9.3f ms %9.3f ms %12s %12s %5s\n", vdnn_policy_name(pols[i]), ts[i].iteration_s * 1e3,
+                   ts[i].stall_s * 1e3, vdnn_format_bytes(ts[i].peak_live_bytes, a, sizeof a),
+                   vdnn_format_bytes(plan_peak[i], b, sizeof b), fits[i] ? "yes" : "no");
         if (out) printf("memory chart: %s\n", out);
         if (gantt) printf("gantt chart:  %s\n", gantt);
         if (trace) printf("trace:        %s\n", trace);
     }
-    for (int i = 0; i < n_pol; i++) vdnn_timeline_release(&tls[i]);
-    vdnn_profile_release(&prof);
+    for (int i = 0; i < n_pol; i++) vdnn_timeline_free(tls[i]);
     cli_model_free(&m);
     return rc == VDNN_OK ? 0 : cli_fail("plot", &err);
 }

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "cmd_planning.h"
-#include "exec/profiler.h"
 
 static const char profile_usage[] =
     "usage: vdnn profile MODEL --out FILE [--batch N] [--input CxHxW] [--classes N] [--iterations K]\n"
@@ -49,78 +48,42 @@ int vdnn_cmd_profile(int argc, char **argv)
         fputs(profile_usage, stderr);
         return 2;
     }
-    vdnn_error err;
-    vdnn_error_clear(&err);
-    vdnn_graph_t *g = NULL;
+    vdnn_error err = {VDNN_OK, ""};
+    vdnn_model_t *m = NULL;
     vdnn_backend_t *be = NULL;
-    vdnn_net_t *net = NULL;
-    vdnn_profile prof;
-    memset(&prof, 0, sizeof prof);
-    float *images = NULL;
-    int32_t *labels = NULL;
+    vdnn_profile_t *prof = NULL;
     vdnn_shape in;
     int classes = 0;
-    vdnn_status rc = cli_load_model(o.model, &g, &err);
-    if (rc == VDNN_OK) rc = cli_shape(&o, g, NULL, &in, &classes, &err);
-    if (rc == VDNN_OK) rc = cli_backend(&o, &be, &err);
-    vdnn_net_config cfg;
-    if (rc == VDNN_OK) {
-        cli_net_config(&o, in, classes, &cfg);
-        rc = vdnn_net_create(g, be, &cfg, &net, &err);
-        if (rc == VDNN_OK) cli_warn_oversubscribed("profile", net);
-    }
-    if (rc == VDNN_OK) {
-        size_t n = vdnn_shape_count(g->input);
-        images = malloc(n * sizeof *images);
-        labels = malloc((size_t)in.n * sizeof *labels);
-        if (!images || !labels) rc = vdnn_fail(&err, VDNN_ERR_NO_MEMORY, "out of memory");
-        uint64_t z = 12345;
-        for (size_t i = 0; rc == VDNN_OK && i < n; i++) images[i] = (float)((double)(vdnn_mix64(z + i) >> 11) / 9007199254740992.0) - 0.5f;
-        for (int i = 0; rc == VDNN_OK && i < in.n; i++) labels[i] = (int32_t)(vdnn_mix64(z ^ (uint64_t)i) % (uint64_t)classes);
-    }
-    /* Copies up to the largest feature map: the sizes a plan will move. */
-    size_t max_copy = 64u << 10;
-    for (int l = 0; rc == VDNN_OK && l < g->n_layers; l++)
-        if (vdnn_shape_bytes(g->layers[l].out) > max_copy) max_copy = vdnn_shape_bytes(g->layers[l].out);
-    if (max_copy > (256u << 20)) max_copy = 256u << 20;
-    if (rc == VDNN_OK) rc = vdnn_profile_measure(net, images, labels, (int)k, max_copy, &prof, &err);
-    /* The other convolution algorithms, each on a net of its own once this one is gone. */
-    vdnn_net_free(net);
-    net = NULL;
-    if (rc == VDNN_OK) rc = vdnn_profile_measure_algos(g, be, &cfg, images, labels, (int)k, &prof, &err);
     bool busy = false;
-    if (rc == VDNN_OK) rc = vdnn_profile_measure_busy(g, be, &cfg, images, labels, (int)k, &prof, &busy, &err);
-    if (rc == VDNN_OK) rc = vdnn_profile_write(out, &prof, &err);
+    vdnn_status rc = cli_load_model(o.model, &m, &err);
+    if (rc == VDNN_OK) rc = cli_shape(&o, m, NULL, &in, &classes, &err);
+    if (rc == VDNN_OK) rc = cli_backend(&o, &be, &err);
+    if (rc == VDNN_OK) rc = vdnn_profile_measure_model(m, be, in, classes, &o.mem, (int)k, &prof, &busy, &err);
+    if (rc == VDNN_OK) rc = vdnn_profile_save(prof, out, &err);
     if (rc == VDNN_OK) {
-        double fwd = 0, bwd = 0;
-        for (int l = 1; l < g->n_layers; l++) {
-            fwd += prof.fwd_s[l];
-            bwd += prof.bwd_s[l];
-        }
+        vdnn_profile_summary ps;
+        vdnn_profile_summarize(prof, &ps);
+        const char *name = vdnn_model_name(m);
         if (o.json)
             printf("{\"profile\": \"%s\", \"device\": \"%s\", \"model\": \"%s\", \"batch\": %d, \"forward_s\": %.6f, "
                    "\"backward_s\": %.6f, \"d2h_bytes_per_s\": %.6g, \"h2d_bytes_per_s\": %.6g, \"d2h_latency_s\": %.6g, "
                    "\"h2d_latency_s\": %.6g, \"d2h_busy_bytes_per_s\": %.6g, \"h2d_busy_bytes_per_s\": %.6g, "
                    "\"copy_compute_slowdown\": %.6g}\n",
-                   out, prof.device, g->name, in.n, fwd, bwd, prof.d2h.bytes_per_s, prof.h2d.bytes_per_s,
-                   prof.d2h.latency_s, prof.h2d.latency_s, vdnn_profile_link(&prof, true)->bytes_per_s,
-                   vdnn_profile_link(&prof, false)->bytes_per_s, prof.copy_slowdown);
+                   out, ps.device, name, in.n, ps.forward_s, ps.backward_s, ps.d2h_bytes_per_s, ps.h2d_bytes_per_s,
+                   ps.d2h_latency_s, ps.h2d_latency_s, ps.d2h_busy_bytes_per_s, ps.h2d_busy_bytes_per_s, ps.copy_slowdown);
         else
             printf("profile of %s at batch %d on %s written to %s: forward %.3f ms, backward %.3f ms, link d2h %.2f GB/s "
                    "(latency %.1f us), h2d %.2f GB/s (latency %.1f us)\n",
-                   g->name, in.n, prof.device, out, fwd * 1e3, bwd * 1e3, prof.d2h.bytes_per_s / 1e9,
-                   prof.d2h.latency_s * 1e6, prof.h2d.bytes_per_s / 1e9, prof.h2d.latency_s * 1e6);
+                   name, in.n, ps.device, out, ps.forward_s * 1e3, ps.backward_s * 1e3, ps.d2h_bytes_per_s / 1e9,
+                   ps.d2h_latency_s * 1e6, ps.h2d_bytes_per_s / 1e9, ps.h2d_latency_s * 1e6);
         if (!o.json && busy)
             printf("while layers compute: link d2h %.2f GB/s, h2d %.2f GB/s; layers beside a copy %.1f%% slower\n",
-                   prof.d2h_busy.bytes_per_s / 1e9, prof.h2d_busy.bytes_per_s / 1e9, 100 * prof.copy_slowdown);
+                   ps.d2h_busy_bytes_per_s / 1e9, ps.h2d_busy_bytes_per_s / 1e9, 100 * ps.copy_slowdown);
         else if (!o.json)
             printf("the link while layers compute was not measured (no plan swapping every map could be made)\n");
     }
-    free(images);
-    free(labels);
-    vdnn_profile_release(&prof);
-    vdnn_net_free(net);
-    vdnn_backend_destroy(be);
-    vdnn_graph_free(g);
+    vdnn_profile_free(prof);
+    vdnn_backend_free(be);
+    vdnn_model_free(m);
     return rc == VDNN_OK ? 0 : cli_fail("profile", &err);
 }

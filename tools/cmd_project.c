@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "cmd_planning.h"
-#include "dist/project.h"
 
 static const char project_usage[] =
     "usage: vdnn project MODEL --devices N[,N...] --epochs-table FILE [--batch B] [--input CxHxW] [--classes N]\n"
@@ -134,7 +133,7 @@ static void layout_name(const vdnn_layout_estimate *e, char *buf, size_t n)
 }
 
 /* All layouts of one device count; returns how many were estimated (-1 on error). */
-static int project_devices(const vdnn_graph_t *g, const vdnn_profile *p, project_flags *f, int devices,
+static int project_devices(const vdnn_model_t *g, const vdnn_profile_t *p, project_flags *f, int devices,
                            vdnn_layout_estimate *out, int max, vdnn_error *err)
 {
     int ks[VDNN_MAX_STAGES + 1], nk = 0;
@@ -196,24 +195,27 @@ int vdnn_cmd_project(int argc, char **argv)
         return 2;
     }
     f.c.batch = o.batch;
-    vdnn_error err;
-    vdnn_error_clear(&err);
-    vdnn_graph_t *g = NULL;
-    vdnn_profile prof;
-    memset(&prof, 0, sizeof prof);
+    vdnn_error err = {VDNN_OK, ""};
     vdnn_epochs_table table;
     f.c.epochs = &table;
-    vdnn_shape in;
-    int classes = 0;
+    cli_model m;
+    memset(&m, 0, sizeof m);
+    o.device = "cpu";
     vdnn_status rc = vdnn_epochs_table_read(f.table, &table, &err);
-    if (rc == VDNN_OK) rc = cli_load_model(o.model, &g, &err);
-    if (rc == VDNN_OK) rc = cli_shape(&o, g, NULL, &in, &classes, &err);
-    if (rc == VDNN_OK) rc = vdnn_graph_resolve(g, in, classes, &err);
-    if (rc == VDNN_OK) rc = cli_cost_profile(&costs, g, &prof, &err);
+    if (rc == VDNN_OK) rc = cli_model_load(&o, &costs, &m, &err);
+    /* Projection needs per-layer times: without a profile or estimate flags, the default estimate's. */
+    if (rc == VDNN_OK && !m.prof) {
+        costs.estimate_given = true;
+        rc = cli_cost_profile(&costs, m.m, m.in, m.classes, &m.prof, &err);
+        costs.estimate_given = false;
+    }
+    const vdnn_model_t *g = m.m;
+    const vdnn_profile_t *prof = m.prof;
+    const vdnn_shape in = m.in;
     char desc[512] = "", a[32], b[32];
-    if (rc == VDNN_OK) cli_cost_describe(&costs, &prof, desc, sizeof desc);
+    if (rc == VDNN_OK) cli_cost_describe(&costs, prof, desc, sizeof desc);
     if (rc == VDNN_OK && !o.json) {
-        printf("projection for %s, input %dx%dx%d, batch %d per worker, %.0f images per epoch\n", g->name, in.c, in.h,
+        printf("projection for %s, input %dx%dx%d, batch %d per worker, %.0f images per epoch\n", vdnn_model_name(g), in.c, in.h,
                in.w, f.c.batch, f.c.dataset_images);
         printf("costs: %s\n", desc);
         printf("links: all-reduce %.4g GB/s per device (%.3g us per ring step), stages %.4g GB/s (%.3g us), "
@@ -226,16 +228,16 @@ int vdnn_cmd_project(int argc, char **argv)
     if (rc == VDNN_OK && o.json)
         printf("{\"model\": \"%s\", \"input\": \"%dx%dx%d\", \"batch_per_worker\": %d, \"micro_batches\": %d, "
                "\"dataset_images\": %.0f, \"results\": [",
-               g->name, in.c, in.h, in.w, f.c.batch, f.c.micro_batches, f.c.dataset_images);
+               vdnn_model_name(g), in.c, in.h, in.w, f.c.batch, f.c.micro_batches, f.c.dataset_images);
     for (int d = 0; rc == VDNN_OK && d < f.n_devices; d++) {
         vdnn_layout_estimate est[VDNN_MAX_STAGES + 1];
-        int ne = project_devices(g, &prof, &f, f.devices[d], est, VDNN_MAX_STAGES + 1, &err);
+        int ne = project_devices(g, prof, &f, f.devices[d], est, VDNN_MAX_STAGES + 1, &err);
         if (ne < 0) {
             rc = err.status;
             break;
         }
         if (ne == 0) {
-            rc = vdnn_fail(&err, VDNN_ERR_INVALID_ARG, "no layout of the --stages counts divides %d devices", f.devices[d]);
+            rc = cli_error(&err, VDNN_ERR_INVALID_ARG, "no layout of the --stages counts divides %d devices", f.devices[d]);
             break;
         }
         int bi = best_of(est, ne), dp = -1;
@@ -278,7 +280,6 @@ int vdnn_cmd_project(int argc, char **argv)
                    duration(est[dp].train_s, b, sizeof b));
     }
     if (rc == VDNN_OK && o.json) printf("]}\n");
-    vdnn_profile_release(&prof);
-    vdnn_graph_free(g);
+    cli_model_free(&m);
     return rc == VDNN_OK ? 0 : cli_fail("project", &err);
 }

@@ -4,8 +4,6 @@
 #include <string.h>
 
 #include "cmd_planning.h"
-#include "plan/planner.h"
-#include "plan/simulate.h"
 
 static const char simulate_usage_head[] =
     "usage: vdnn simulate MODEL [--batch N] [--input CxHxW] [--classes N] [--policy P] [--budget SIZE]\n"
@@ -27,13 +25,13 @@ static void usage(FILE *f)
     fputs(CLI_COST_USAGE, f);
 }
 
-static void print_text(const cli_model *m, const vdnn_plan_t *plan, const vdnn_timeline *t, const char *costs, double lb)
+static void print_text(const cli_model *m, const vdnn_plan_summary *p, const vdnn_timeline_summary *t, const char *costs)
 {
-    const vdnn_graph_t *g = m->g;
     char a[32], b[32];
     double it = t->iteration_s > 0 ? t->iteration_s : 1;
-    printf("simulated %s, batch %d, input %dx%dx%d, policy %s\n", g->name, g->input.n, g->input.c, g->input.h, g->input.w,
-           vdnn_policy_name(plan->policy));
+    const double lb = p->lower_bound_s;
+    printf("simulated %s, batch %d, input %dx%dx%d, policy %s\n", p->model, p->input.n, p->input.c, p->input.h,
+           p->input.w, vdnn_policy_name(p->policy));
     printf("costs: %s\n", costs);
     printf("iteration:        %10.3f ms\n", t->iteration_s * 1e3);
     printf("lower bound:      %10.3f ms (no plan at this budget is faster; iteration / bound = %.3f)\n", lb * 1e3,
@@ -42,33 +40,37 @@ static void print_text(const cli_model *m, const vdnn_plan_t *plan, const vdnn_t
     printf("stall:            %10.3f ms (compute waits for copies)\n", t->stall_s * 1e3);
     printf("device-to-host:   %10.3f ms busy\n", t->d2h_s * 1e3);
     printf("host-to-device:   %10.3f ms busy\n", t->h2d_s * 1e3);
-    printf("moved:            %s per iteration, both directions\n", vdnn_format_bytes(plan->bytes_moved, a, sizeof a));
+    printf("moved:            %s per iteration, both directions\n", vdnn_format_bytes(p->bytes_moved, a, sizeof a));
     printf("peak live memory: %s (%zu bytes)\n", vdnn_format_bytes(t->peak_live_bytes, a, sizeof a), t->peak_live_bytes);
-    printf("plan peak:        %s (%zu bytes, with placement)\n", vdnn_format_bytes(plan->peak_device_bytes, a, sizeof a),
-           plan->peak_device_bytes);
-    if (plan->budget != SIZE_MAX)
-        printf("budget:           %s: %s\n", vdnn_format_bytes(plan->budget, b, sizeof b), plan->feasible ? "fits" : "does NOT fit");
+    printf("plan peak:        %s (%zu bytes, with placement)\n", vdnn_format_bytes(p->peak_device_bytes, a, sizeof a),
+           p->peak_device_bytes);
+    if (p->budget != SIZE_MAX)
+        printf("budget:           %s: %s\n", vdnn_format_bytes(p->budget, b, sizeof b), p->feasible ? "fits" : "does NOT fit");
+    (void)m;
 }
 
-static void print_json(const cli_model *m, const vdnn_plan_t *plan, const vdnn_timeline *t, const cli_cost_options *c,
-                       const vdnn_profile *p, double lb)
+static void print_json(const vdnn_plan_summary *p, const vdnn_timeline_summary *t, const cli_cost_options *c,
+                       const vdnn_profile_t *prof)
 {
-    const vdnn_graph_t *g = m->g;
-    printf("{\"model\": \"%s\", \"batch\": %d, \"input\": \"%dx%dx%d\", \"classes\": %d, \"policy\": \"%s\", ", g->name, g->input.n,
-           g->input.c, g->input.h, g->input.w, g->classes, vdnn_policy_name(plan->policy));
-    if (c->profile) printf("\"costs\": \"profile\", \"device\": \"%s\", ", p->device);
-    else
+    printf("{\"model\": \"%s\", \"batch\": %d, \"input\": \"%dx%dx%d\", \"classes\": %d, \"policy\": \"%s\", ", p->model,
+           p->input.n, p->input.c, p->input.h, p->input.w, p->classes, vdnn_policy_name(p->policy));
+    if (c->profile) {
+        vdnn_profile_summary ps;
+        vdnn_profile_summarize(prof, &ps);
+        printf("\"costs\": \"profile\", \"device\": \"%s\", ", ps.device);
+    } else {
         printf("\"costs\": \"estimate\", \"flops_per_s\": %.6g, \"mem_bytes_per_s\": %.6g, \"link_d2h_bytes_per_s\": %.6g, "
                "\"link_h2d_bytes_per_s\": %.6g, ",
                c->flops, c->mem_bw, c->link_d2h, c->link_h2d);
-    printf("\"feasible\": %s, \"budget_bytes\": ", plan->feasible ? "true" : "false");
-    if (plan->budget == SIZE_MAX) printf("null");
-    else printf("%zu", plan->budget);
-    printf(", \"lower_bound_s\": %.9g", lb);
+    }
+    printf("\"feasible\": %s, \"budget_bytes\": ", p->feasible ? "true" : "false");
+    if (p->budget == SIZE_MAX) printf("null");
+    else printf("%zu", p->budget);
+    printf(", \"lower_bound_s\": %.9g", p->lower_bound_s);
     printf(", \"iteration_s\": %.9g, \"compute_s\": %.9g, \"stall_s\": %.9g, \"d2h_s\": %.9g, \"h2d_s\": %.9g, "
            "\"peak_live_bytes\": %zu, \"peak_device_bytes\": %zu, \"bytes_moved\": %zu, \"host_bytes\": %zu}\n",
-           t->iteration_s, t->compute_s, t->stall_s, t->d2h_s, t->h2d_s, t->peak_live_bytes, plan->peak_device_bytes,
-           plan->bytes_moved, plan->host_bytes);
+           t->iteration_s, t->compute_s, t->stall_s, t->d2h_s, t->h2d_s, t->peak_live_bytes, p->peak_device_bytes,
+           p->bytes_moved, p->host_bytes);
 }
 
 int vdnn_cmd_simulate(int argc, char **argv)
@@ -93,7 +95,7 @@ int vdnn_cmd_simulate(int argc, char **argv)
               cli_refuse_flag(n, args, "--poison", NULL, "simulate") &&
               cli_parse(n, args, 2, OPT_SHAPE | OPT_BATCH | OPT_DEVICE | OPT_MEMORY | OPT_JSON, true, &o, "simulate");
     free(args);
-    if (ok && policy && !vdnn_policy_parse(policy, &o.policy)) {
+    if (ok && policy && !vdnn_policy_parse(policy, &o.mem.policy)) {
         char pol[256];
         fprintf(stderr, "vdnn simulate: --policy: invalid value '%s' (%s)\n", policy, cli_policy_list(pol, sizeof pol));
         ok = false;
@@ -103,48 +105,45 @@ int vdnn_cmd_simulate(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    vdnn_error err;
-    vdnn_error_clear(&err);
+    vdnn_error err = {VDNN_OK, ""};
     cli_model m;
     vdnn_plan_t *plan = NULL;
-    vdnn_profile prof;
-    memset(&prof, 0, sizeof prof);
-    vdnn_timeline t;
-    memset(&t, 0, sizeof t);
-    vdnn_status rc = cli_model_load(&o, &m, &err);
-    if (rc == VDNN_OK) rc = cli_cost_profile(&costs, m.g, &prof, &err);
-    if (rc == VDNN_OK) rc = cli_model_plan(&m, o.policy, o.budget, o.host_budget, &prof, &plan, &err);
-    if (rc == VDNN_OK) rc = vdnn_simulate(plan, m.g, &prof, &t, &err);
+    vdnn_timeline_t *t = NULL;
+    vdnn_plan_summary sum;
+    vdnn_timeline_summary ts;
+    vdnn_status rc = cli_model_load(&o, &costs, &m, &err);
+    if (rc == VDNN_OK) rc = cli_model_plan(&m, &o, o.mem.policy, &plan, &err);
+    if (rc == VDNN_OK) rc = vdnn_plan_simulate(plan, NULL, &t, &err);
+    if (rc == VDNN_OK) rc = vdnn_plan_summarize(plan, &sum, &err);
     if (rc == VDNN_OK && trace) {
         char name[160];
-        snprintf(name, sizeof name, "%s, policy %s", m.g->name, vdnn_policy_name(plan->policy));
-        const vdnn_timeline *tl[1] = {&t};
+        snprintf(name, sizeof name, "%s, policy %s", sum.model, vdnn_policy_name(sum.policy));
+        const vdnn_timeline_t *tl[1] = {t};
         const char *names[1] = {name};
         rc = vdnn_trace_write(trace, tl, names, 1, &err);
     }
     int code = 0;
     if (rc == VDNN_OK) {
         char desc[256];
-        cli_cost_describe(&costs, &prof, desc, sizeof desc);
-        double lb = vdnn_plan_lower_bound(plan, m.g, &prof);
-        if (o.json) print_json(&m, plan, &t, &costs, &prof, lb);
-        else print_text(&m, plan, &t, desc, lb);
+        vdnn_timeline_summarize(t, &ts);
+        cli_cost_describe(&costs, m.prof, desc, sizeof desc);
+        if (o.json) print_json(&sum, &ts, &costs, m.prof);
+        else print_text(&m, &sum, &ts, desc);
         if (trace && !o.json) printf("trace:            %s\n", trace);
-        if (!plan->feasible) {
+        if (!sum.feasible) {
             char need[32], have[32];
-            if (plan->host_bytes > plan->host_budget)
+            if (sum.host_bytes > sum.host_budget)
                 fprintf(stderr, "vdnn simulate: infeasible: policy '%s' needs %s of host memory, the host budget is %s\n",
-                        vdnn_policy_name(plan->policy), vdnn_format_bytes(plan->host_bytes, need, sizeof need),
-                        vdnn_format_bytes(plan->host_budget, have, sizeof have));
+                        vdnn_policy_name(sum.policy), vdnn_format_bytes(sum.host_bytes, need, sizeof need),
+                        vdnn_format_bytes(sum.host_budget, have, sizeof have));
             else
                 fprintf(stderr, "vdnn simulate: infeasible: policy '%s' needs %s of device memory, the budget is %s\n",
-                        vdnn_policy_name(plan->policy), vdnn_format_bytes(plan->peak_device_bytes, need, sizeof need),
-                        vdnn_format_bytes(plan->budget, have, sizeof have));
+                        vdnn_policy_name(sum.policy), vdnn_format_bytes(sum.peak_device_bytes, need, sizeof need),
+                        vdnn_format_bytes(sum.budget, have, sizeof have));
             code = 3;
         }
     }
-    vdnn_timeline_release(&t);
-    vdnn_profile_release(&prof);
+    vdnn_timeline_free(t);
     vdnn_plan_free(plan);
     cli_model_free(&m);
     return rc == VDNN_OK ? code : cli_fail("simulate", &err);

@@ -3,9 +3,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cmd_common.h"
-#include "plan/simulate.h"
-#include "train/train.h"
+#include "cmd_planning.h"
 
 static const char train_usage[] =
     "usage: vdnn train [--model NAME|FILE] [--data fashion-mnist|cifar10:DIR|idx:DIR|synthetic]\n"
@@ -16,7 +14,7 @@ static const char train_usage[] =
     "                  [--offload-params] [--stream-inputs]\n"
     "                  [--conv-algo default|lean|choose] [--allow-oversubscribe] [--poison] [--link-bandwidth BW]\n"
     "                  [--save FILE] [--resume FILE] [--log-every N] [--trace FILE.json] [--micro-batches M]\n"
-    "                  [--no-eval] [--json]\n"
+    "                  [--plan-json FILE] [--no-eval] [--json]\n"
     "Trains MODEL (default lenet: models/NAME.cfg) on the data (default fashion-mnist), then evaluates\n"
     "on the test split. SIZE takes KiB/MiB/GiB suffixes. Defaults: batch 64, 2 epochs, lr 0.05 cosine,\n"
     "momentum 0.9, weight decay 5e-4, seed 1, policy none, unlimited budget.\n"
@@ -32,15 +30,19 @@ static const char train_usage[] =
     "budgeted at that size) and sums their gradients before one update: gradient accumulation. Batch norm\n"
     "then normalizes over each micro-batch, and dropout draws masks per micro-batch.\n"
     "--trace FILE.json writes the last step's real timeline (and, with --profile, the simulated one) as a\n"
-    "Chrome trace.\n" CLI_DEVICE_USAGE;
+    "Chrome trace.\n"
+    "--plan-json FILE writes the plan the net trains with, as `vdnn plan --json` prints it for the same flags.\n"
+    CLI_DEVICE_USAGE;
 
 static const char eval_usage[] =
     "usage: vdnn eval --resume FILE [--model NAME|FILE] [--data SPEC] [--input CxHxW] [--classes N]\n"
     "                 [--batch N] [--threads N] [--device auto|cpu|cuda] [--no-tf32] [--deterministic] [--json]\n"
     "Evaluates a checkpoint on the test split of the data and prints accuracy and loss.\n" CLI_DEVICE_USAGE;
 
-static void print_json(FILE *f, const cli_options *o, const vdnn_net_t *net, const vdnn_train_result *r)
+static void print_json(FILE *f, const vdnn_net_t *net, const vdnn_train_result *r)
 {
+    vdnn_net_stats st;
+    vdnn_net_get_stats(net, &st);
     fprintf(f,
             "{\"model\": \"%s\", \"batch\": %d, \"micro_batches\": %d, \"input\": \"%dx%dx%d\", \"classes\": %d, \"policy\": \"%s\", "
             "\"device\": \"%s\", \"steps\": %ld, \"steps_run\": %ld, \"test_accuracy\": %.6f, \"test_loss\": %.6f, "
@@ -48,18 +50,16 @@ static void print_json(FILE *f, const cli_options *o, const vdnn_net_t *net, con
             "\"elapsed_seconds\": %.3f, "
             "\"peak_device_bytes\": %zu, \"planned_peak_device_bytes\": %zu, \"host_bytes\": %zu, "
             "\"bytes_moved_per_step\": %zu, \"offload_params\": %s, \"streamed_layers\": %d}\n",
-            net->g->name, net->cfg.batch, net->cfg.micro_batches, net->g->input.c, net->g->input.h, net->g->input.w, net->g->classes,
-            vdnn_policy_name(net->cfg.policy), net->be->ops->name, r->steps, r->steps_run, r->test_accuracy,
-            r->test_loss, r->final_loss, r->images_per_sec, r->step_seconds, r->train_seconds, r->elapsed_seconds,
-            r->peak_device_bytes, net->dev_bytes, net->plan_train->host_bytes, net->plan_train->bytes_moved,
-            net->plan_train->offload_params ? "true" : "false", vdnn_plan_streamed_layers(net->plan_train));
-    (void)o;
+            st.model, st.batch, st.micro_batches, st.input.c, st.input.h, st.input.w, st.classes,
+            vdnn_policy_name(st.policy), st.backend, r->steps, r->steps_run, r->test_accuracy, r->test_loss,
+            r->final_loss, r->images_per_sec, r->step_seconds, r->train_seconds, r->elapsed_seconds,
+            r->peak_device_bytes, st.device_bytes, st.host_bytes, st.bytes_moved, st.offload_params ? "true" : "false",
+            st.streamed_layers);
 }
 
 typedef struct session {
-    vdnn_profile prof;
-    bool have_prof;
-    vdnn_graph_t *g;
+    vdnn_profile_t *prof;
+    vdnn_model_t *m;
     vdnn_backend_t *be;
     vdnn_dataset_t *train, *test;
     vdnn_net_t *net;
@@ -70,44 +70,56 @@ static void session_free(session *s)
     vdnn_net_free(s->net);
     vdnn_dataset_free(s->train);
     vdnn_dataset_free(s->test);
-    vdnn_backend_destroy(s->be);
-    vdnn_graph_free(s->g);
-    if (s->have_prof) vdnn_profile_release(&s->prof);
+    vdnn_backend_free(s->be);
+    vdnn_model_free(s->m);
+    vdnn_profile_free(s->prof);
+}
+
+static vdnn_status write_plan(const vdnn_plan_t *plan, const char *path, vdnn_error *err)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return cli_error(err, VDNN_ERR_IO, "--plan-json %s: cannot write it", path);
+    vdnn_status rc = cli_print_plan(plan, true, f, err);
+    if (fclose(f) != 0 && rc == VDNN_OK) rc = cli_error(err, VDNN_ERR_IO, "--plan-json %s: cannot write it", path);
+    return rc;
 }
 
 static vdnn_status session_open(const cli_options *o, bool need_train, session *s, vdnn_error *err)
 {
     memset(s, 0, sizeof *s);
-    vdnn_status rc = cli_load_model(o->model, &s->g, err);
+    vdnn_status rc = cli_load_model(o->model, &s->m, err);
     /* n: synthetic data makes at least one batch of training images. */
     vdnn_shape syn = {o->batch, o->in_c, o->in_h, o->in_w};
     int syn_classes = o->classes;
     if (rc == VDNN_OK && !strcmp(o->data, "synthetic")) {
-        if (!syn.c) syn = (vdnn_shape){o->batch, s->g->default_input.c, s->g->default_input.h, s->g->default_input.w};
-        if (!syn_classes) syn_classes = s->g->default_classes;
+        vdnn_shape def;
+        int def_classes;
+        vdnn_model_defaults(s->m, &def, &def_classes);
+        if (!syn.c) syn = (vdnn_shape){o->batch, def.c, def.h, def.w};
+        if (!syn_classes) syn_classes = def_classes;
         if (!syn.c || syn_classes < 2)
-            rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "--data synthetic needs --input CxHxW and --classes N");
+            rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--data synthetic needs --input CxHxW and --classes N");
     }
     if (rc == VDNN_OK && need_train)
         rc = vdnn_dataset_open(o->data, VDNN_SPLIT_TRAIN, syn, syn_classes, (uint64_t)o->seed, &s->train, err);
     if (rc == VDNN_OK) rc = vdnn_dataset_open(o->data, VDNN_SPLIT_TEST, syn, syn_classes, (uint64_t)o->seed, &s->test, err);
     vdnn_shape in;
     int classes = 0;
-    if (rc == VDNN_OK) rc = cli_shape(o, s->g, s->train ? s->train : s->test, &in, &classes, err);
+    if (rc == VDNN_OK) rc = cli_shape(o, s->m, s->train ? s->train : s->test, &in, &classes, err);
     if (rc == VDNN_OK) rc = cli_backend(o, &s->be, err);
-    if (rc == VDNN_OK && o->profile) {
-        rc = vdnn_graph_resolve(s->g, in, classes, err);
-        if (rc == VDNN_OK) rc = vdnn_profile_read(o->profile, s->g, &s->prof, err);
-        s->have_prof = rc == VDNN_OK;
-    }
-    vdnn_net_config cfg;
+    if (rc == VDNN_OK && o->profile) rc = vdnn_profile_load(o->profile, s->m, in, classes, &s->prof, err);
     if (rc == VDNN_OK) {
-        cli_net_config(o, in, classes, &cfg);
-        if (s->have_prof) cfg.profile = &s->prof;
-        rc = vdnn_net_create(s->g, s->be, &cfg, &s->net, err);
-        if (rc == VDNN_OK) cli_note_unstreamed("train", o, s->net->plan_train);
+        vdnn_net_options no = cli_net_options(o, in, classes);
+        no.profile = s->prof;
+        rc = vdnn_net_create(s->m, s->be, &no, &s->net, err);
     }
-    if (rc == VDNN_OK && o->resume) rc = vdnn_train_resume(s->net, o->resume, err);
+    if (rc == VDNN_OK) {
+        vdnn_net_stats st;
+        vdnn_net_get_stats(s->net, &st);
+        cli_note_unstreamed("train", o, st.streamed_layers);
+    }
+    if (rc == VDNN_OK && o->plan_json) rc = write_plan(vdnn_net_plan(s->net), o->plan_json, err);
+    if (rc == VDNN_OK && o->resume) rc = vdnn_net_load(s->net, o->resume, err);
     return rc;
 }
 
@@ -123,23 +135,23 @@ int vdnn_cmd_train(int argc, char **argv)
             return 0;
         }
     if (!cli_parse(argc, argv, 2, ~0u, false, &o, "train")) return 2;
-    if (o.trace && o.micro_batches > 1) {
+    if (o.trace && o.mem.micro_batches > 1) {
         fprintf(stderr, "vdnn train: --trace records one whole iteration: it does not take --micro-batches\n");
         return 2;
     }
-    vdnn_error err;
-    vdnn_error_clear(&err);
-    vdnn_train_options to;
-    memset(&to, 0, sizeof to);
-    vdnn_status rc = vdnn_lr_parse(o.lr_schedule, &to.lr, &err);
-    if (rc != VDNN_OK) return cli_fail("train", &err);
-    to.lr.base_lr = o.lr;
+    vdnn_error err = {VDNN_OK, ""};
+    vdnn_train_options to = vdnn_train_options_default();
+    to.lr = o.lr;
+    to.lr_schedule = o.lr_schedule;
     to.epochs = o.epochs;
     to.steps = o.steps;
     to.log_every = o.log_every;
     to.save_path = o.save;
     to.evaluate = !o.no_eval;
-    to.log = o.json ? stderr : stdout;
+    FILE *log = o.json ? stderr : stdout;
+    to.progress = cli_progress;
+    to.progress_ctx = log;
+    vdnn_status rc;
 
     if (o.save) {
         /* Fail before training, not after it, when the checkpoint cannot be written there. */
@@ -159,34 +171,36 @@ int vdnn_cmd_train(int argc, char **argv)
     rc = session_open(&o, true, &s, &err);
     if (rc == VDNN_OK) {
         cli_warn_oversubscribed("train", s.net);
+        vdnn_net_stats st;
+        vdnn_net_get_stats(s.net, &st);
         char pk[32];
         char micro[64] = "";
-        if (s.net->cfg.micro_batches > 1)
-            snprintf(micro, sizeof micro, " (%d micro-batches of %d)", s.net->cfg.micro_batches, s.g->input.n);
-        fprintf(to.log, "vdnn train: model %s, %d%s x %dx%dx%d, %d classes, %s, policy %s, device memory %s, %d train images\n",
-                s.g->name, s.net->cfg.batch, micro, s.g->input.c, s.g->input.h, s.g->input.w, s.g->classes, s.be->ops->name,
-                vdnn_policy_name(s.net->cfg.policy), vdnn_format_bytes(s.net->dev_bytes, pk, sizeof pk), s.train->count);
+        if (st.micro_batches > 1) snprintf(micro, sizeof micro, " (%d micro-batches of %d)", st.micro_batches, st.input.n);
+        fprintf(log, "vdnn train: model %s, %d%s x %dx%dx%d, %d classes, %s, policy %s, device memory %s, %d train images\n",
+                st.model, st.batch, micro, st.input.c, st.input.h, st.input.w, st.classes, st.backend,
+                vdnn_policy_name(st.policy), vdnn_format_bytes(st.device_bytes, pk, sizeof pk),
+                vdnn_dataset_shape(s.train).n);
         vdnn_train_result r;
-        vdnn_timeline measured, simulated;
-        memset(&measured, 0, sizeof measured);
-        memset(&simulated, 0, sizeof simulated);
+        vdnn_timeline_t *measured = NULL, *simulated = NULL;
         if (o.trace) to.record_last = &measured;
         rc = vdnn_train_run(s.net, s.train, s.test, &to, &r, &err);
         if (rc == VDNN_OK && o.trace) {
-            const vdnn_timeline *tls[2] = {&measured, &simulated};
+            const vdnn_timeline_t *tls[2] = {measured, NULL};
             const char *names[2] = {"measured (last training step)", "simulated (from --profile)"};
             int n = 1;
-            if (s.have_prof) {
-                rc = vdnn_simulate(s.net->plan_train, s.g, &s.prof, &simulated, &err);
+            if (s.prof) {
+                rc = vdnn_plan_simulate(vdnn_net_plan(s.net), s.prof, &simulated, &err);
+                tls[1] = simulated;
                 n = 2;
             }
+            if (rc == VDNN_OK && !measured) rc = cli_error(&err, VDNN_ERR_INVALID_ARG, "--trace: no step was run to record");
             if (rc == VDNN_OK) rc = vdnn_trace_write(o.trace, tls, names, n, &err);
         }
-        vdnn_timeline_release(&measured);
-        vdnn_timeline_release(&simulated);
+        vdnn_timeline_free(measured);
+        vdnn_timeline_free(simulated);
         if (rc == VDNN_OK) {
             if (o.json) {
-                print_json(stdout, &o, s.net, &r);
+                print_json(stdout, s.net, &r);
             } else {
                 printf("done: %ld steps, final loss %.4f, %.1f images/s, peak device memory %s (%zu bytes), %.1f s\n",
                        r.steps, r.final_loss, r.images_per_sec, vdnn_format_bytes(r.peak_device_bytes, pk, sizeof pk),
@@ -211,8 +225,7 @@ int vdnn_cmd_eval(int argc, char **argv)
     if (!cli_parse(argc, argv, 2, OPT_MODEL | OPT_DATA | OPT_SHAPE | OPT_BATCH | OPT_DEVICE | OPT_CKPT | OPT_JSON,
                    false, &o, "eval"))
         return 2;
-    vdnn_error err;
-    vdnn_error_clear(&err);
+    vdnn_error err = {VDNN_OK, ""};
     if (!o.resume) {
         fprintf(stderr, "vdnn eval: --resume FILE is required (the checkpoint to evaluate)\n");
         return 2;
@@ -220,15 +233,18 @@ int vdnn_cmd_eval(int argc, char **argv)
     session s;
     vdnn_status rc = session_open(&o, false, &s, &err);
     double acc = 0, loss = 0;
-    if (rc == VDNN_OK) rc = vdnn_evaluate(s.net, s.test, &acc, &loss, &err);
+    if (rc == VDNN_OK) rc = vdnn_net_evaluate(s.net, s.test, &acc, &loss, &err);
     if (rc == VDNN_OK) {
+        vdnn_net_stats st;
+        vdnn_net_get_stats(s.net, &st);
+        const int count = vdnn_dataset_shape(s.test).n;
         if (o.json)
             printf("{\"model\": \"%s\", \"checkpoint\": \"%s\", \"step\": %ld, \"test_accuracy\": %.6f, \"test_loss\": %.6f, "
                    "\"test_images\": %d}\n",
-                   s.g->name, o.resume, (long)s.net->step, acc, loss, s.test->count);
+                   st.model, o.resume, (long)st.step, acc, loss, count);
         else
             printf("test accuracy: %.2f%% (loss %.4f) on %d images, checkpoint %s at step %ld\n", 100 * acc, loss,
-                   s.test->count, o.resume, (long)s.net->step);
+                   count, o.resume, (long)st.step);
     }
     session_free(&s);
     return rc == VDNN_OK ? 0 : cli_fail("eval", &err);

@@ -6,9 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cmd_common.h"
+#include <vdnn/dist.h>
+
 #include "cmd_planning.h"
-#include "dist/dist.h"
 
 static const char usage[] =
     "usage: mpirun -np N vdnn-mpi train [vdnn train flags] [--stages K] [--micro-batches M] [--balance]\n"
@@ -77,26 +77,23 @@ static bool take_bool(int *argc, char **argv, const char *flag)
 
 typedef struct run {
     cli_options o;
-    vdnn_dist_config dc;
+    vdnn_dist_options dc;
     bool no_eval;
     int sync_bn;                 /* 1 --sync-bn, 0 --no-sync-bn, -1 neither: the backend's default */
     fault fault;
     bool have_fault;
-    vdnn_graph_t *g;
+    vdnn_model_t *m;
     vdnn_backend_t *be;
     vdnn_dataset_t *train, *test;
-    vdnn_profile prof;
-    bool have_prof;
-    vdnn_dist_worker *w;
+    vdnn_profile_t *prof;
+    vdnn_dist_t *w;
 } run;
 
 /* Returns 0, or the exit code for a usage error (printed on rank 0 only: every rank sees the same argv). */
 static int parse(int argc, char **argv, int rank, run *r)
 {
     cli_defaults(&r->o);
-    r->dc.stages = 1;
-    r->dc.bucket_bytes = 4u << 20;
-    r->dc.timeout_s = 300;
+    r->dc = vdnn_dist_options_default();
     const char *stages = NULL, *bucket = NULL, *timeout = NULL;
     FILE *say = rank == 0 ? stderr : fopen("/dev/null", "w");
     int code = 0;
@@ -159,12 +156,13 @@ static vdnn_status open_backend(const cli_options *o, vdnn_backend_t **be, vdnn_
         MPI_Comm_rank(node, &local);
         MPI_Comm_free(&node);
     }
+    char name[32];
+    snprintf(name, sizeof name, "cuda:%d", local);
+    const vdnn_backend_options bo = cli_backend_options(o);
     vdnn_error cerr;
-    vdnn_cuda_options cuo;
-    cli_cuda_options(o, local, &cuo);
-    vdnn_status rc = vdnn_backend_cuda_create_ex(&cuo, be, &cerr);
+    vdnn_status rc = vdnn_backend_open_ex(name, &bo, &o->mem, be, &cerr);
     if (rc == VDNN_OK) return VDNN_OK;
-    if (!strcmp(o->device, "cuda")) return vdnn_fail(err, rc, "--device cuda (GPU %d of this machine): %s", local, cerr.msg);
+    if (!strcmp(o->device, "cuda")) return cli_error(err, rc, "--device cuda (GPU %d of this machine): %s", local, cerr.msg);
     if (local == 0) fprintf(stderr, "vdnn-mpi: %s; using the CPU backend\n", cerr.msg);
     cli_options co = *o;
     co.device = "cpu";
@@ -174,20 +172,23 @@ static vdnn_status open_backend(const cli_options *o, vdnn_backend_t **be, vdnn_
 static vdnn_status setup(run *r, vdnn_error *err)
 {
     const cli_options *o = &r->o;
-    vdnn_status rc = cli_load_model(o->model, &r->g, err);
+    vdnn_status rc = cli_load_model(o->model, &r->m, err);
     vdnn_shape syn = {0, o->in_c, o->in_h, o->in_w};
     int syn_classes = o->classes;
     if (rc == VDNN_OK && !strcmp(o->data, "synthetic")) {
-        if (!syn.c) syn = r->g->default_input;
-        if (!syn_classes) syn_classes = r->g->default_classes;
+        vdnn_shape def;
+        int def_classes;
+        vdnn_model_defaults(r->m, &def, &def_classes);
+        if (!syn.c) syn = def;
+        if (!syn_classes) syn_classes = def_classes;
         if (!syn.c || syn_classes < 2)
-            rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "--data synthetic needs --input CxHxW and --classes N");
+            rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--data synthetic needs --input CxHxW and --classes N");
     }
     if (rc == VDNN_OK) rc = vdnn_dataset_open(o->data, VDNN_SPLIT_TRAIN, syn, syn_classes, (uint64_t)o->seed, &r->train, err);
     if (rc == VDNN_OK) rc = vdnn_dataset_open(o->data, VDNN_SPLIT_TEST, syn, syn_classes, (uint64_t)o->seed, &r->test, err);
     vdnn_shape in;
     int classes = 0;
-    if (rc == VDNN_OK) rc = cli_shape(o, r->g, r->train, &in, &classes, err);
+    if (rc == VDNN_OK) rc = cli_shape(o, r->m, r->train, &in, &classes, err);
     if (rc == VDNN_OK) rc = open_backend(o, &r->be, err);
     /* Synchronized batch norm unless asked otherwise, where the backend has it (vdnn_dist_create refuses
      * an explicit --sync-bn elsewhere, naming the flag). */
@@ -195,35 +196,28 @@ static vdnn_status setup(run *r, vdnn_error *err)
     if (rc == VDNN_OK && r->sync_bn < 0) {
         /* Decided together: with --device auto a rank without a GPU runs the CPU backend, and all ranks must
          * agree. A rank that failed above aborts the job instead of reaching this. */
-        int cpu = !strcmp(r->be->ops->name, "cpu");
+        int cpu = !strcmp(vdnn_backend_name(r->be), "cpu");
         if (MPI_Allreduce(MPI_IN_PLACE, &cpu, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
-            rc = vdnn_fail(err, VDNN_ERR_IO, "MPI_Allreduce failed choosing between --sync-bn and --no-sync-bn");
+            rc = cli_error(err, VDNN_ERR_IO, "MPI_Allreduce failed choosing between --sync-bn and --no-sync-bn");
         r->dc.sync_bn = cpu;
     }
-    vdnn_net_config cfg;
-    if (rc == VDNN_OK) cli_net_config(o, in, classes, &cfg);
     int n_ranks = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &n_ranks);
-    if (rc == VDNN_OK && o->offload_params && n_ranks > 1)
-        rc = vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
+    if (rc == VDNN_OK && o->mem.offload_params && n_ranks > 1)
+        rc = cli_error(err, VDNN_ERR_UNSUPPORTED,
                        "--offload-params is not supported with more than one rank: data and stage parallelism keep "
                        "every gradient until a separate update step, while homed parameters are updated in their "
                        "layer's backward step (one rank trains with it as vdnn train does)");
+    vdnn_net_options no = cli_net_options(o, in, classes);
     if (rc == VDNN_OK && o->profile) {
         /* A profile describes the whole model at one group's batch. */
-        int size = 1;
-        MPI_Comm_size(MPI_COMM_WORLD, &size);
-        int groups = size / r->dc.stages > 0 ? size / r->dc.stages : 1;
+        int groups = n_ranks / r->dc.stages > 0 ? n_ranks / r->dc.stages : 1;
         vdnn_shape pin = {in.n / groups, in.c, in.h, in.w};
-        rc = vdnn_graph_resolve(r->g, pin, classes, err);
-        if (rc == VDNN_OK) rc = vdnn_profile_read(o->profile, r->g, &r->prof, err);
-        r->have_prof = rc == VDNN_OK;
-        if (r->have_prof) {
-            r->dc.profile = &r->prof;
-            cfg.profile = &r->prof;
-        }
+        rc = vdnn_profile_load(o->profile, r->m, pin, classes, &r->prof, err);
+        r->dc.profile = r->prof;
+        no.profile = r->prof;
     }
-    if (rc == VDNN_OK) rc = vdnn_dist_create(MPI_COMM_WORLD, r->g, r->be, &cfg, &r->dc, &r->w, err);
+    if (rc == VDNN_OK) rc = vdnn_dist_create(MPI_COMM_WORLD, r->m, r->be, &no, &r->dc, &r->w, err);
     if (rc == VDNN_OK && o->resume) rc = vdnn_dist_resume(r->w, o->resume, err);
     return rc;
 }
@@ -233,18 +227,16 @@ static void teardown(run *r)
     vdnn_dist_free(r->w);
     vdnn_dataset_free(r->train);
     vdnn_dataset_free(r->test);
-    vdnn_backend_destroy(r->be);
-    vdnn_graph_free(r->g);
-    if (r->have_prof) vdnn_profile_release(&r->prof);
+    vdnn_backend_free(r->be);
+    vdnn_model_free(r->m);
+    vdnn_profile_free(r->prof);
 }
 
 static void report(const run *r, const vdnn_train_result *res)
 {
-    const vdnn_dist_worker *w = r->w;
-    char split[1024] = "", pk[32];
-    if (w->stages > 1) vdnn_stage_split_format(w->full, &w->split, split, sizeof split);
-    double hook_s = 0, wait_s = 0;
-    if (w->dp) vdnn_dp_times(w->dp, &hook_s, &wait_s);
+    vdnn_dist_info w;
+    vdnn_dist_get_info(r->w, &w);
+    char pk[32];
     if (r->o.json) {
         printf("{\"model\": \"%s\", \"ranks\": %d, \"stages\": %d, \"groups\": %d, \"batch\": %d, \"group_batch\": %d, "
                "\"micro_batches\": %d, "
@@ -253,12 +245,11 @@ static void report(const run *r, const vdnn_train_result *res)
                "\"step_seconds\": %.6f, \"train_seconds\": %.3f, \"elapsed_seconds\": %.3f, \"peak_device_bytes\": %zu, "
                "\"gradient_buckets\": %d, \"gradient_bytes\": %zu, \"gradient_hook_seconds\": %.6f, "
                "\"gradient_wait_seconds\": %.6f, \"split\": \"%s\"}\n",
-               w->full->name, w->comm.size, w->stages, w->groups, w->global_batch, w->cfg.batch, w->cfg.micro_batches,
-               w->full->input.c,
-               w->full->input.h, w->full->input.w, w->full->classes, r->o.threads, res->steps, res->steps_run,
+               w.model, w.ranks, w.stages, w.groups, w.global_batch, w.group_batch, w.micro_batches, w.input.c,
+               w.input.h, w.input.w, w.classes, r->o.threads, res->steps, res->steps_run,
                res->test_accuracy, res->test_loss, res->final_loss, res->images_per_sec, res->step_seconds,
-               res->train_seconds, res->elapsed_seconds, res->peak_device_bytes, w->dp ? vdnn_dp_buckets(w->dp) : 0,
-               w->dp ? vdnn_dp_bytes(w->dp) : 0, hook_s, wait_s, split);
+               res->train_seconds, res->elapsed_seconds, res->peak_device_bytes, w.gradient_buckets, w.gradient_bytes,
+               w.gradient_hook_s, w.gradient_wait_s, w.split);
         return;
     }
     printf("done: %ld steps, final loss %.4f, %.1f images/s, largest device memory of a rank %s, %.1f s\n", res->steps,
@@ -273,46 +264,48 @@ static int train(int argc, char **argv, int rank)
     memset(&r, 0, sizeof r);
     int code = parse(argc, argv, rank, &r);
     if (code) return code;
-    vdnn_error err;
-    vdnn_error_clear(&err);
+    vdnn_error err = {VDNN_OK, ""};
     vdnn_dist_run_options ro;
     memset(&ro, 0, sizeof ro);
-    vdnn_status rc = vdnn_lr_parse(r.o.lr_schedule, &ro.train.lr, &err);
-    ro.train.lr.base_lr = r.o.lr;
+    ro.train = vdnn_train_options_default();
+    ro.train.lr = r.o.lr;
+    ro.train.lr_schedule = r.o.lr_schedule;
     ro.train.epochs = r.o.epochs;
     ro.train.steps = r.o.steps;
     ro.train.log_every = r.o.log_every;
     ro.train.save_path = r.o.save;
     ro.train.evaluate = !r.no_eval;
-    ro.train.log = r.o.json ? stderr : stdout;
+    FILE *log = r.o.json ? stderr : stdout;
+    ro.train.progress = cli_progress;
+    ro.train.progress_ctx = log;
+    vdnn_status rc = VDNN_OK;
     if (r.have_fault) {
         ro.after_step = after_step;
         ro.ctx = &r.fault;
     }
     if (rc == VDNN_OK) rc = setup(&r, &err);
     if (rc == VDNN_OK && rank == 0) {
-        const vdnn_dist_worker *w = r.w;
-        char split[1024] = "";
-        if (w->stages > 1) vdnn_stage_split_format(w->full, &w->split, split, sizeof split);
+        vdnn_dist_info w;
+        vdnn_dist_get_info(r.w, &w);
         char micro[64] = "";
-        if (w->cfg.micro_batches > 1)
-            snprintf(micro, sizeof micro, " in %d micro-batches of %d", w->cfg.micro_batches,
-                     w->cfg.batch / w->cfg.micro_batches);
-        fprintf(ro.train.log,
+        if (w.micro_batches > 1)
+            snprintf(micro, sizeof micro, " in %d micro-batches of %d", w.micro_batches, w.group_batch / w.micro_batches);
+        fprintf(log,
                 "vdnn-mpi train: model %s, %d ranks = %d data-parallel group%s x %d stage%s, global batch %d (%d per "
                 "group%s), %dx%dx%d, %d classes, %s%s%s%s%s%s\n",
-                w->full->name, w->comm.size, w->groups, w->groups > 1 ? "s" : "", w->stages, w->stages > 1 ? "s" : "",
-                w->global_batch, w->cfg.batch, micro, w->full->input.c, w->full->input.h, w->full->input.w, w->full->classes,
-                r.be->ops->name, w->sync_bn ? ", batch norm synchronized over the groups" : "",
-                w->dp_nccl ? ", gradients summed by NCCL" : "", w->pipe_nccl ? ", stage messages by NCCL" : "",
-                w->stages > 1 ? ", stages " : "", split);
-        fflush(ro.train.log);
+                w.model, w.ranks, w.groups, w.groups > 1 ? "s" : "", w.stages, w.stages > 1 ? "s" : "", w.global_batch,
+                w.group_batch, micro, w.input.c, w.input.h, w.input.w, w.classes, vdnn_backend_name(r.be),
+                w.sync_bn ? ", batch norm synchronized over the groups" : "", w.dp_nccl ? ", gradients summed by NCCL" : "",
+                w.pipe_nccl ? ", stage messages by NCCL" : "", w.stages > 1 ? ", stages " : "", w.split);
+        fflush(log);
     }
     vdnn_train_result res;
     if (rc == VDNN_OK) rc = vdnn_dist_train_run(r.w, r.train, r.test, &ro, &res, &err);
     if (rc == VDNN_OK && rank == 0) report(&r, &res);
     if (rc != VDNN_OK) {
-        fprintf(stderr, "vdnn-mpi train: rank %d: %s\n", rank, err.msg[0] ? err.msg : vdnn_status_name(err.status));
+        char msg[sizeof err.msg + 256];
+        cli_flag_names(err.msg[0] ? err.msg : vdnn_status_name(err.status), msg, sizeof msg);
+        fprintf(stderr, "vdnn-mpi train: rank %d: %s\n", rank, msg);
         fflush(stderr);
         int size = 1;
         MPI_Comm_size(MPI_COMM_WORLD, &size);

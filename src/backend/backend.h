@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "graph/graph.h"
+#include "vdnn/backend.h"
 
 /* Queues. Ops run on the compute queue; each copy direction has its own queue
  * (its own engine on a GPU, a worker thread on the CPU). */
@@ -199,6 +200,8 @@ typedef struct vdnn_backend_ops {
 struct vdnn_backend {
     const vdnn_backend_ops *ops;
     int threads;
+    size_t total_bytes;      /* device memory in all (0: not known; the CPU's is unlimited) */
+    char fallback[256];      /* opened as "auto" but not on CUDA: why ("" otherwise) */
 };
 
 /* Backends compiled into this build. */

@@ -14,7 +14,7 @@ typedef struct ck_head {
 } ck_head;
 
 /* Stage k of group 0 sends its tensors to stage 0 of group 0 (world rank 0). */
-static vdnn_status send_part(vdnn_dist_worker *w, vdnn_error *err)
+static vdnn_status send_part(vdnn_dist_t *w, vdnn_error *err)
 {
     vdnn_checkpoint ck;
     vdnn_status rc = vdnn_net_export(w->net, &ck, err);
@@ -43,7 +43,7 @@ static vdnn_status send_part(vdnn_dist_worker *w, vdnn_error *err)
     return rc;
 }
 
-static vdnn_status take_part(vdnn_dist_worker *w, int stage, vdnn_checkpoint *ck, vdnn_error *err)
+static vdnn_status take_part(vdnn_dist_t *w, int stage, vdnn_checkpoint *ck, vdnn_error *err)
 {
     const vdnn_comm *c = &w->comm;
     int peer = vdnn_comm_world_rank(c, w->pipe_comm, stage), n = 0;
@@ -83,7 +83,7 @@ static vdnn_status take_part(vdnn_dist_worker *w, int stage, vdnn_checkpoint *ck
 }
 
 /* Group 0 only: on world rank 0, *ck gets the whole model's parameters, named as a one-device net names them. */
-static vdnn_status gather(vdnn_dist_worker *w, vdnn_checkpoint *ck, vdnn_error *err)
+static vdnn_status gather(vdnn_dist_t *w, vdnn_checkpoint *ck, vdnn_error *err)
 {
     memset(ck, 0, sizeof *ck);
     if (w->stage > 0) return send_part(w, err);
@@ -96,7 +96,7 @@ static vdnn_status gather(vdnn_dist_worker *w, vdnn_checkpoint *ck, vdnn_error *
 }
 
 /* World rank 0's outcome, on every rank. */
-static vdnn_status share_outcome(vdnn_dist_worker *w, vdnn_status rc, vdnn_error *err, double *vals, int n_vals)
+static vdnn_status share_outcome(vdnn_dist_t *w, vdnn_status rc, vdnn_error *err, double *vals, int n_vals)
 {
     struct {
         int status;
@@ -120,7 +120,7 @@ static vdnn_status share_outcome(vdnn_dist_worker *w, vdnn_status rc, vdnn_error
     return VDNN_OK;
 }
 
-vdnn_status vdnn_dist_save(vdnn_dist_worker *w, const char *path, vdnn_error *err)
+vdnn_status vdnn_dist_save(vdnn_dist_t *w, const char *path, vdnn_error *err)
 {
     vdnn_status rc = VDNN_OK;
     /* Synchronized batch norm keeps the statistics equal on every group: nothing to average. */
@@ -139,8 +139,10 @@ vdnn_status vdnn_dist_save(vdnn_dist_worker *w, const char *path, vdnn_error *er
             vdnn_checkpoint ck;
             rc = gather(w, &ck, err);
             if (rc == VDNN_OK && w->comm.rank == 0) {
-                ck.step = w->net->step;
-                ck.epoch = w->net->epoch;
+                vdnn_net_stats st;
+                vdnn_net_get_stats(w->net, &st);
+                ck.step = st.step;
+                ck.epoch = st.epoch;
                 rc = vdnn_checkpoint_write(path, &ck, err);
             }
             vdnn_checkpoint_release(&ck);
@@ -150,7 +152,7 @@ vdnn_status vdnn_dist_save(vdnn_dist_worker *w, const char *path, vdnn_error *er
     return share_outcome(w, rc, err, NULL, 0);
 }
 
-vdnn_status vdnn_dist_resume(vdnn_dist_worker *w, const char *path, vdnn_error *err)
+vdnn_status vdnn_dist_resume(vdnn_dist_t *w, const char *path, vdnn_error *err)
 {
     vdnn_checkpoint ck;
     memset(&ck, 0, sizeof ck);
@@ -171,7 +173,7 @@ vdnn_status vdnn_dist_resume(vdnn_dist_worker *w, const char *path, vdnn_error *
 }
 
 /* Stages: world rank 0 evaluates the gathered model as one net; the others wait for its figures. */
-static vdnn_status evaluate_gathered(vdnn_dist_worker *w, const vdnn_dataset_t *ds, double *vals, vdnn_error *err)
+static vdnn_status evaluate_gathered(vdnn_dist_t *w, const vdnn_dataset_t *ds, double *vals, vdnn_error *err)
 {
     vdnn_status rc = VDNN_OK;
     if (w->group != 0) return share_outcome(w, rc, err, vals, 2);
@@ -182,21 +184,17 @@ static vdnn_status evaluate_gathered(vdnn_dist_worker *w, const vdnn_dataset_t *
         return rc;
     }
     if (w->comm.rank == 0) {
-        vdnn_net_config fc = w->full_cfg;
-        fc.hooks = NULL;
-        fc.hooks_ctx = NULL;
-        fc.keep_weight_grads = false;
         vdnn_net_t *net = NULL;
-        if (rc == VDNN_OK) rc = vdnn_net_create(w->full, w->net->be, &fc, &net, err);
+        if (rc == VDNN_OK) rc = vdnn_net_create(w->full, vdnn_net_backend(w->net), &w->full_opt, &net, err);
         if (rc == VDNN_OK) rc = vdnn_net_import(net, &ck, "the gathered model", err);
-        if (rc == VDNN_OK) rc = vdnn_evaluate(net, ds, &vals[0], &vals[1], err);
+        if (rc == VDNN_OK) rc = vdnn_net_evaluate(net, ds, &vals[0], &vals[1], err);
         vdnn_net_free(net);
     }
     vdnn_checkpoint_release(&ck);
     return share_outcome(w, rc, err, vals, 2);
 }
 
-vdnn_status vdnn_dist_evaluate(vdnn_dist_worker *w, const vdnn_dataset_t *ds, double *accuracy, double *loss,
+vdnn_status vdnn_dist_evaluate(vdnn_dist_t *w, const vdnn_dataset_t *ds, double *accuracy, double *loss,
                                vdnn_error *err)
 {
     double vals[3] = {0, 0, 0};
@@ -216,7 +214,7 @@ vdnn_status vdnn_dist_evaluate(vdnn_dist_worker *w, const vdnn_dataset_t *ds, do
         view.images = ds->images + (size_t)lo * img;
         view.labels = ds->labels + lo;
         double acc = 0, ls = 0;
-        if (view.count > 0) rc = vdnn_evaluate(w->net, &view, &acc, &ls, err);
+        if (view.count > 0) rc = vdnn_net_evaluate(w->net, &view, &acc, &ls, err);
         /* correct, loss sum, images; a local failure still joins the sum so nobody waits for it */
         double part[3] = {acc * view.count, ls * view.count, rc == VDNN_OK ? view.count : -1e18};
         vdnn_error e2;

@@ -59,11 +59,11 @@ vdnn_status vdnn_comm_waitall(const vdnn_comm *c, int n, MPI_Request *reqs, cons
             if (peer >= 0)
                 return vdnn_fail(err, VDNN_ERR_IO,
                                  "rank %d: timed out after %.0f s waiting for %s from rank %d: that rank has died or "
-                                 "stalled (see --comm-timeout)",
+                                 "stalled (see dist.timeout_s)",
                                  c->rank, c->timeout_s, what, peer);
             return vdnn_fail(err, VDNN_ERR_IO,
                              "rank %d: timed out after %.0f s waiting for %s: another rank has died or stalled (see "
-                             "--comm-timeout)",
+                             "dist.timeout_s)",
                              c->rank, c->timeout_s, what);
         }
         if (nap_ns == 0 && t - start < 0.25) {

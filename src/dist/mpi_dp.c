@@ -63,10 +63,11 @@ vdnn_status vdnn_dp_create(const vdnn_comm *c, MPI_Comm dp_comm, vdnn_nccl *nccl
                            vdnn_dp **out, vdnn_error *err)
 {
     *out = NULL;
-    if (!net->cfg.keep_weight_grads || net->plan_train->fused_update)
+    const vdnn_plan_t *p = vdnn_net_plan(net);
+    if (!vdnn_net_extras_of(net)->keep_weight_grads || p->fused_update)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "data parallelism needs a net created with gradient hooks");
-    const int L = net->g->n_layers;
-    const vdnn_plan_t *p = net->plan_train;
+    const vdnn_graph_t *g = vdnn_net_graph(net);
+    const int L = g->n_layers;
     vdnn_dp *dp = calloc(1, sizeof *dp);
     if (!dp) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
     dp->c = c;
@@ -80,7 +81,7 @@ vdnn_status vdnn_dp_create(const vdnn_comm *c, MPI_Comm dp_comm, vdnn_nccl *nccl
     dp->buckets = calloc((size_t)L, sizeof *dp->buckets);
     dp->nccl = nccl;
     /* In place: host gradients for MPI (the CPU backend), device gradients for NCCL. */
-    dp->in_place = nccl || !strcmp(net->be->ops->name, "cpu");
+    dp->in_place = nccl || !strcmp(vdnn_net_backend(net)->ops->name, "cpu");
     dp->reqs = malloc((size_t)2 * (size_t)L * sizeof *dp->reqs);
     dp->nccl_bufs = malloc((size_t)2 * (size_t)L * sizeof *dp->nccl_bufs);
     dp->nccl_counts = malloc((size_t)2 * (size_t)L * sizeof *dp->nccl_counts);
@@ -96,7 +97,7 @@ vdnn_status vdnn_dp_create(const vdnn_comm *c, MPI_Comm dp_comm, vdnn_nccl *nccl
         int a = add_grad(dp, p, p->ls[l].dw), b = add_grad(dp, p, p->ls[l].db);
         if (a < 0 || b < 0) {
             rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "layer '%s': its gradients are not kept until the update",
-                           net->g->layers[l].name);
+                           g->layers[l].name);
             break;
         }
         dp->layer_n[l] = a + b;
@@ -155,7 +156,7 @@ static vdnn_status start_bucket(vdnn_dp *dp, int b, vdnn_error *err)
 {
     dp_bucket *bk = &dp->buckets[b];
     char what[64];
-    snprintf(what, sizeof what, "gradient bucket %d of step %lld", b, (long long)dp->net->step);
+    snprintf(what, sizeof what, "gradient bucket %d of step %lld", b, (long long)vdnn_net_step(dp->net));
     if (dp->nccl) {
         /* One NCCL group per bucket, on NCCL's stream once the compute queue has produced the gradients. */
         int k = 0;
@@ -188,7 +189,7 @@ vdnn_status vdnn_dp_grads_ready(vdnn_dp *dp, int layer, vdnn_error *err)
     int b = dp->layer_bucket[layer];
     if (b < 0) return VDNN_OK;
     const double t0 = now_s();
-    vdnn_backend_t *be = dp->net->be;
+    vdnn_backend_t *be = vdnn_net_backend(dp->net);
     for (int i = dp->layer_first[layer]; !dp->in_place && i < dp->layer_first[layer] + dp->layer_n[layer]; i++) {
         const dp_item *it = &dp->items[i];
         vdnn_status rc = be->ops->download(be, dp->buf + it->offset, it->grad, it->count * sizeof(float), err);
@@ -214,12 +215,12 @@ vdnn_status vdnn_dp_before_update(vdnn_dp *dp, vdnn_error *err)
                              dp->c->rank, b);
     const double t0 = now_s();
     char what[64];
-    snprintf(what, sizeof what, "the gradient sums of step %lld", (long long)dp->net->step);
+    snprintf(what, sizeof what, "the gradient sums of step %lld", (long long)vdnn_net_step(dp->net));
     vdnn_status rc = dp->nccl ? vdnn_nccl_wait(dp->nccl, what, err) : vdnn_comm_waitall(dp->c, dp->n_reqs, dp->reqs, what, -1, err);
     if (rc) return rc;
     /* The loss is a mean over each rank's share of the batch: the mean over ranks is that over the whole. */
     const float scale = 1.0f / (float)dp->ranks;
-    vdnn_backend_t *be = dp->net->be;
+    vdnn_backend_t *be = vdnn_net_backend(dp->net);
     for (int i = 0; dp->nccl && i < dp->n_items && rc == VDNN_OK; i++)
         rc = be->ops->scale(be, dp->items[i].grad, scale, dp->items[i].count, err);
     for (int i = 0; !dp->nccl && i < dp->n_items && rc == VDNN_OK; i++) {
@@ -241,8 +242,8 @@ vdnn_status vdnn_dp_average_stats(const vdnn_comm *c, MPI_Comm dp_comm, vdnn_net
 {
     int ranks = 1;
     vdnn_status rc = vdnn_comm_check(c, MPI_Comm_size(dp_comm, &ranks), "MPI_Comm_size", err);
-    const vdnn_plan_t *p = net->plan_train;
-    for (int l = 1; rc == VDNN_OK && ranks > 1 && l < net->g->n_layers; l++) {
+    const vdnn_plan_t *p = vdnn_net_plan(net);
+    for (int l = 1; rc == VDNN_OK && ranks > 1 && l < p->n_layers; l++) {
         int st = p->ls[l].stats;
         if (st < 0) continue;
         size_t n = p->st[st].bytes / sizeof(float);

@@ -39,13 +39,14 @@ vdnn_status vdnn_pipe_create(const vdnn_comm *c, MPI_Comm pipe_comm, vdnn_nccl *
                              int stages, vdnn_pipe **out, vdnn_error *err)
 {
     *out = NULL;
-    const vdnn_graph_t *g = net->g;
-    const vdnn_plan_t *pl = net->plan_train;
+    const vdnn_graph_t *g = vdnn_net_graph(net);
+    const vdnn_plan_t *pl = vdnn_net_plan(net);
+    const vdnn_memory_options *mem = &vdnn_net_options_of(net)->memory;
     const bool last = stage == stages - 1;
-    if (!net->cfg.hooks || g->n_layers < VDNN_STAGE_PREFIX + 1 + (last ? 0 : VDNN_STAGE_TAIL) ||
+    if (!vdnn_net_extras_of(net)->hooks || g->n_layers < VDNN_STAGE_PREFIX + 1 + (last ? 0 : VDNN_STAGE_TAIL) ||
         strcmp(g->layers[1].name, VDNN_STAGE_INPUT))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "stage %d: the net does not run a stage graph with hooks", stage);
-    if (net->cfg.micro_batches > 1 && !net->cfg.pipelined)
+    if (mem->micro_batches > 1 && !mem->pipelined)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "stage %d: a stage with micro-batches must hold them all", stage);
     vdnn_pipe *p = calloc(1, sizeof *p);
     if (!p) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
@@ -55,7 +56,7 @@ vdnn_status vdnn_pipe_create(const vdnn_comm *c, MPI_Comm pipe_comm, vdnn_nccl *
     p->net = net;
     p->stage = stage;
     p->stages = stages;
-    p->m = net->cfg.micro_batches;
+    p->m = mem->micro_batches;
     p->prev_world = stage > 0 ? vdnn_comm_world_rank(c, pipe_comm, stage - 1) : -1;
     p->next_world = !last ? vdnn_comm_world_rank(c, pipe_comm, stage + 1) : -1;
     p->tail = p->out_layer = p->out_storage = p->tail_dx = -1;
@@ -86,7 +87,7 @@ vdnn_status vdnn_pipe_create(const vdnn_comm *c, MPI_Comm pipe_comm, vdnn_nccl *
         if (rc == VDNN_OK && (p->tail_dx < 0 || p->out_storage < 0))
             rc = vdnn_fail(err, VDNN_ERR_BACKEND, "stage %d: the plan has no gradient for the stage output", stage);
     }
-    vdnn_backend_t *be = net->be;
+    vdnn_backend_t *be = vdnn_net_backend(net);
     if (rc == VDNN_OK && nccl && stage > 0) {
         rc = be->ops->dev_alloc(be, m * p->in_count * sizeof(float), (void **)&p->d_act_in, err);
         if (rc == VDNN_OK) rc = be->ops->dev_alloc(be, m * p->in_count * sizeof(float), (void **)&p->d_grad_out, err);
@@ -104,7 +105,7 @@ void vdnn_pipe_free(vdnn_pipe *p)
 {
     if (!p) return;
     /* Requests still in flight belong to an aborted step; MPI_Abort or MPI_Finalize ends them. */
-    vdnn_backend_t *be = p->net->be;
+    vdnn_backend_t *be = vdnn_net_backend(p->net);
     if (p->d_act_in) be->ops->dev_free(be, p->d_act_in);
     if (p->d_grad_out) be->ops->dev_free(be, p->d_grad_out);
     if (p->d_act_out) be->ops->dev_free(be, p->d_act_out);
@@ -121,7 +122,7 @@ void vdnn_pipe_progress(vdnn_pipe *p) { vdnn_comm_progress(N_KINDS * p->m, p->re
 static vdnn_status post_receives(vdnn_pipe *p, vdnn_error *err)
 {
     char what[96];
-    snprintf(what, sizeof what, "posting stage %d's receives of step %lld", p->stage, (long long)p->net->step);
+    snprintf(what, sizeof what, "posting stage %d's receives of step %lld", p->stage, (long long)vdnn_net_step(p->net));
     vdnn_status rc = VDNN_OK;
     for (int j = 0; rc == VDNN_OK && !p->nccl && j < p->m; j++) {
         if (p->stage > 0)
@@ -140,20 +141,20 @@ static vdnn_status post_receives(vdnn_pipe *p, vdnn_error *err)
 static vdnn_status send_output(vdnn_pipe *p, int j, vdnn_error *err)
 {
     vdnn_net_t *net = p->net;
+    vdnn_backend_t *be = vdnn_net_backend(net);
     float *dst = p->act_out + (size_t)j * p->out_count;
+    const float *out = vdnn_exec_storage_ptr(net, p->out_storage);
     vdnn_status rc = VDNN_OK;
-    if (net->ptr[p->out_storage] && !p->nccl)
-        rc = net->be->ops->download(net->be, dst, net->ptr[p->out_storage], p->out_count * sizeof(float), err);
-    net->fetch_storage = -1;
+    if (out && !p->nccl) rc = be->ops->download(be, dst, out, p->out_count * sizeof(float), err);
+    vdnn_exec_fetch(net, -1, NULL);
     if (rc) return rc;
     char what[112];
     snprintf(what, sizeof what, "sending stage %d's output of micro-batch %d of step %lld", p->stage, j,
-             (long long)net->step);
+             (long long)vdnn_net_step(net));
     if (p->nccl) {
         /* Staged on the device (the plan may reuse the output's block before the send is done). */
         float *d = p->d_act_out + (size_t)j * p->out_count;
-        rc = net->ptr[p->out_storage] ? net->be->ops->upload(net->be, d, net->ptr[p->out_storage], p->out_count * sizeof(float), err)
-                                      : net->be->ops->upload(net->be, d, dst, p->out_count * sizeof(float), err);
+        rc = be->ops->upload(be, d, out ? out : dst, p->out_count * sizeof(float), err);
         return rc ? rc : vdnn_nccl_send(p->nccl, d, p->out_count, p->stage + 1, what, err);
     }
     return vdnn_comm_check(p->c, MPI_Isend(dst, (int)p->out_count, MPI_FLOAT, p->stage + 1, tag_act(j), p->comm,
@@ -164,39 +165,40 @@ static vdnn_status send_output(vdnn_pipe *p, int j, vdnn_error *err)
 static vdnn_status take_output_grad(vdnn_pipe *p, vdnn_error *err)
 {
     vdnn_net_t *net = p->net;
-    const int j = net->micro;
+    vdnn_backend_t *be = vdnn_net_backend(net);
+    const int j = vdnn_net_current_micro(net);
     char what[112];
     snprintf(what, sizeof what, "the gradient of stage %d's output of micro-batch %d of step %lld", p->stage, j,
-             (long long)net->step);
-    if (!net->ptr[p->tail_dx])
-        return vdnn_fail(err, VDNN_ERR_BACKEND, "stage %d: the output gradient is not on the device", p->stage);
+             (long long)vdnn_net_step(net));
+    float *dx = vdnn_exec_storage_ptr(net, p->tail_dx);
+    if (!dx) return vdnn_fail(err, VDNN_ERR_BACKEND, "stage %d: the output gradient is not on the device", p->stage);
     if (p->nccl) {
         /* Straight into the block the softmax wrote; the compute queue waits for it. */
-        vdnn_status rc = vdnn_nccl_recv(p->nccl, (float *)net->ptr[p->tail_dx], p->out_count, p->stage + 1, what, err);
+        vdnn_status rc = vdnn_nccl_recv(p->nccl, dx, p->out_count, p->stage + 1, what, err);
         return rc ? rc : vdnn_nccl_wait(p->nccl, what, err);
     }
     vdnn_status rc = vdnn_comm_waitall(p->c, 1, req(p, RECV_GRAD, j), what, p->next_world, err);
     if (rc) return rc;
-    return net->be->ops->upload(net->be, net->ptr[p->tail_dx], p->grad_in + (size_t)j * p->out_count,
-                                p->out_count * sizeof(float), err);
+    return be->ops->upload(be, dx, p->grad_in + (size_t)j * p->out_count, p->out_count * sizeof(float), err);
 }
 
 static vdnn_status send_input_grad(vdnn_pipe *p, vdnn_error *err)
 {
     vdnn_net_t *net = p->net;
-    const int j = net->micro;
+    vdnn_backend_t *be = vdnn_net_backend(net);
+    const int j = vdnn_net_current_micro(net);
     float *src = p->grad_out + (size_t)j * p->in_count;
-    if (!net->ptr[p->in_grad])
-        return vdnn_fail(err, VDNN_ERR_BACKEND, "stage %d: the input gradient is not on the device", p->stage);
+    const float *dx = vdnn_exec_storage_ptr(net, p->in_grad);
+    if (!dx) return vdnn_fail(err, VDNN_ERR_BACKEND, "stage %d: the input gradient is not on the device", p->stage);
     char what[112];
     snprintf(what, sizeof what, "sending stage %d's input gradient of micro-batch %d of step %lld", p->stage, j,
-             (long long)net->step);
+             (long long)vdnn_net_step(net));
     if (p->nccl) {
         float *d = p->d_grad_out + (size_t)j * p->in_count;
-        vdnn_status rc = net->be->ops->upload(net->be, d, net->ptr[p->in_grad], p->in_count * sizeof(float), err);
+        vdnn_status rc = be->ops->upload(be, d, dx, p->in_count * sizeof(float), err);
         return rc ? rc : vdnn_nccl_send(p->nccl, d, p->in_count, p->stage - 1, what, err);
     }
-    vdnn_status rc = net->be->ops->download(net->be, src, net->ptr[p->in_grad], p->in_count * sizeof(float), err);
+    vdnn_status rc = be->ops->download(be, src, dx, p->in_count * sizeof(float), err);
     if (rc) return rc;
     return vdnn_comm_check(p->c, MPI_Isend(src, (int)p->in_count, MPI_FLOAT, p->stage - 1, tag_grad(j), p->comm,
                                            req(p, SEND_GRAD, j)),
@@ -217,7 +219,7 @@ vdnn_status vdnn_pipe_train_step(vdnn_pipe *p, const float *images, const int32_
 {
     vdnn_net_t *net = p->net;
     const int b = vdnn_net_micro_batch(net);
-    const long long step = (long long)net->step;
+    const long long step = (long long)vdnn_net_step(net);
     char what[112];
     double sum = 0;
     vdnn_status rc = post_receives(p, err);
@@ -237,8 +239,7 @@ vdnn_status vdnn_pipe_train_step(vdnn_pipe *p, const float *images, const int32_
         if (p->out_storage >= 0) {
             /* The executor copies the output out just before it frees it: it survives even when the plan
              * frees or offloads it before the forward pass ends. */
-            net->fetch_storage = p->out_storage;
-            net->fetch_dst = p->act_out + (size_t)j * p->out_count;
+            vdnn_exec_fetch(net, p->out_storage, p->act_out + (size_t)j * p->out_count);
         }
         float l = 0;
         if (rc == VDNN_OK) rc = vdnn_net_forward(net, j, in, labels + (size_t)j * (size_t)b, &l, err);
@@ -248,7 +249,7 @@ vdnn_status vdnn_pipe_train_step(vdnn_pipe *p, const float *images, const int32_
     }
     for (int j = 0; rc == VDNN_OK && j < p->m; j++) rc = vdnn_net_backward(net, j, err);
     if (rc == VDNN_OK) rc = vdnn_net_update(net, lr, err);
-    net->fetch_storage = -1;
+    vdnn_exec_fetch(net, -1, NULL);
     if (rc == VDNN_OK) {
         snprintf(what, sizeof what, "stage %d's sends of step %lld to be received", p->stage, step);
         rc = p->nccl ? vdnn_nccl_wait(p->nccl, what, err) : vdnn_comm_waitall(p->c, 2 * p->m, req(p, SEND_ACT, 0), what, -1, err);

@@ -8,10 +8,10 @@
 #include "dist/dist.h"
 
 /* One training step of this rank on the global batch (x, y). */
-static vdnn_status step(vdnn_dist_worker *w, const float *x, const int32_t *y, const int32_t *zeros, float lr,
+static vdnn_status train_step(vdnn_dist_t *w, const float *x, const int32_t *y, const int32_t *zeros, float lr,
                         float *loss, vdnn_error *err)
 {
-    const int b = w->cfg.batch;
+    const int b = w->opt.batch;
     const size_t img = (size_t)w->full->input.c * (size_t)w->full->input.h * (size_t)w->full->input.w;
     const float *in = x + (size_t)w->group * (size_t)b * img;
     const int32_t *labels = w->stage == w->stages - 1 ? y + (size_t)w->group * (size_t)b : zeros;
@@ -19,7 +19,7 @@ static vdnn_status step(vdnn_dist_worker *w, const float *x, const int32_t *y, c
     return vdnn_net_train_step(w->net, in, labels, lr, loss, err);
 }
 
-vdnn_status vdnn_dist_train_run(vdnn_dist_worker *w, const vdnn_dataset_t *train, const vdnn_dataset_t *test,
+vdnn_status vdnn_dist_train_run(vdnn_dist_t *w, const vdnn_dataset_t *train, const vdnn_dataset_t *test,
                                 const vdnn_dist_run_options *ro, vdnn_train_result *r, vdnn_error *err)
 {
     const vdnn_train_options *o = &ro->train;
@@ -27,22 +27,23 @@ vdnn_status vdnn_dist_train_run(vdnn_dist_worker *w, const vdnn_dataset_t *train
     r->test_accuracy = -1;
     vdnn_net_t *net = w->net;
     const int batch = w->global_batch;
-    const bool talk = w->comm.rank == 0 && o->log;
+    const bool talk = w->comm.rank == 0;
     vdnn_loader *ld = NULL;
     vdnn_status rc = vdnn_loader_create(train, batch, true, w->seed, &ld, err);
     if (rc != VDNN_OK) return rc;
     const long per_epoch = vdnn_loader_batches_per_epoch(ld);
     const long total = o->steps > 0 ? o->steps : (long)o->epochs * per_epoch;
-    vdnn_lr_schedule lr = o->lr;
-    lr.total_steps = total;
+    vdnn_lr_schedule lr;
+    rc = vdnn_train_schedule(o, total, &lr, err);
     const int log_every = o->log_every > 0 ? o->log_every : 100;
-    rc = vdnn_loader_seek(ld, (long)net->step, err);
-    int32_t *zeros = calloc((size_t)w->cfg.batch, sizeof *zeros);
-    double *times = malloc(sizeof(double) * (size_t)(total > net->step ? total - net->step : 1));
+    long step = (long)vdnn_net_step(net);
+    if (rc == VDNN_OK) rc = vdnn_loader_seek(ld, step, err);
+    int32_t *zeros = calloc((size_t)w->opt.batch, sizeof *zeros);
+    double *times = malloc(sizeof(double) * (size_t)(total > step ? total - step : 1));
     if (rc == VDNN_OK && (!zeros || !times)) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
     double t0 = vdnn_now_seconds(), train_time = 0, window_loss = 0;
     long window_n = 0, n_times = 0;
-    while (rc == VDNN_OK && net->step < total) {
+    while (rc == VDNN_OK && step < total) {
         const float *x;
         const int32_t *y;
         int n;
@@ -50,40 +51,38 @@ vdnn_status vdnn_dist_train_run(vdnn_dist_worker *w, const vdnn_dataset_t *train
         if (rc != VDNN_OK) break;
         double t1 = vdnn_now_seconds();
         float loss = 0;
-        rc = step(w, x, y, zeros, (float)vdnn_lr_at(&lr, (long)net->step), &loss, err);
+        rc = train_step(w, x, y, zeros, (float)vdnn_lr_at(&lr, step), &loss, err);
         double dt = vdnn_now_seconds() - t1;
         train_time += dt;
         if (r->steps_run > 0) times[n_times++] = dt;
         if (rc != VDNN_OK) break;
+        step = (long)vdnn_net_step(net);
         r->steps_run++;
         window_loss += loss;
         window_n++;
-        if (ro->after_step) ro->after_step(ro->ctx, (long)net->step, w->comm.rank);
-        if (net->step % per_epoch == 0) net->epoch = net->step / per_epoch;
-        bool epoch_end = net->step % per_epoch == 0;
-        if (net->step % log_every == 0 || net->step == total || epoch_end) {
+        if (ro->after_step) ro->after_step(ro->ctx, step, w->comm.rank);
+        bool epoch_end = step % per_epoch == 0;
+        if (epoch_end) vdnn_net_set_position(net, step, step / per_epoch);
+        if (step % log_every == 0 || step == total || epoch_end) {
             /* The model's loss lives on the last stages: average it over the groups. */
             double sum[2] = {window_loss, (double)window_n};
             rc = vdnn_comm_allreduce(&w->comm, w->comm.world, sum, 2, MPI_DOUBLE, MPI_SUM, "the loss", err);
             if (rc != VDNN_OK) break;
             r->final_loss = sum[0] / (sum[1] / w->stages);
-            if (talk) {
-                fprintf(o->log, "step %ld/%ld  epoch %.2f  loss %.4f  lr %.5f  %.1f img/s  elapsed %.1fs\n", (long)net->step,
-                        total, (double)net->step / (double)per_epoch, r->final_loss, vdnn_lr_at(&lr, (long)net->step - 1),
-                        (double)(r->steps_run * batch) / train_time, vdnn_now_seconds() - t0);
-                fflush(o->log);
-            }
+            if (talk)
+                vdnn_train_report(o, step, total, per_epoch, r->final_loss, &lr, (double)(r->steps_run * batch) / train_time,
+                                  vdnn_now_seconds() - t0);
             window_loss = 0;
             window_n = 0;
         }
-        if (o->save_path && (epoch_end || net->step == total)) rc = vdnn_dist_save(w, o->save_path, err);
+        if (o->save_path && (epoch_end || step == total)) rc = vdnn_dist_save(w, o->save_path, err);
     }
     vdnn_loader_free(ld);
     free(zeros);
     r->step_seconds = vdnn_median(times, n_times);
     free(times);
     if (rc != VDNN_OK) return rc;
-    r->steps = (long)net->step;
+    r->steps = step;
     r->train_seconds = train_time;
     r->images_per_sec = train_time > 0 ? (double)(r->steps_run * batch) / train_time : 0;
     if (o->evaluate && test) {
@@ -91,7 +90,9 @@ vdnn_status vdnn_dist_train_run(vdnn_dist_worker *w, const vdnn_dataset_t *train
         if (rc != VDNN_OK) return rc;
     }
     /* The largest device arena of any rank, and the slowest rank's throughput. */
-    double peak[2] = {(double)net->arena.high_water, -r->images_per_sec};
+    vdnn_net_stats st;
+    vdnn_net_get_stats(net, &st);
+    double peak[2] = {(double)st.peak_device_bytes, -r->images_per_sec};
     rc = vdnn_comm_allreduce(&w->comm, w->comm.world, peak, 2, MPI_DOUBLE, MPI_MAX, "the memory peaks", err);
     r->peak_device_bytes = (size_t)peak[0];
     r->images_per_sec = -peak[1];

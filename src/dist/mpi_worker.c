@@ -32,23 +32,24 @@ static uint64_t stage_dropout_seed(uint64_t packed, int64_t step, int layer)
 
 static vdnn_status hook_grads_ready(void *ctx, vdnn_net_t *net, int layer, vdnn_error *err)
 {
-    vdnn_dist_worker *w = ctx;
+    vdnn_dist_t *w = ctx;
     vdnn_status rc = w->pipe ? vdnn_pipe_grads_ready(w->pipe, layer, err) : VDNN_OK;
     /* A layer's gradients are final in the last micro-batch's backward pass. */
-    if (rc == VDNN_OK && w->dp && net->micro == net->cfg.micro_batches - 1) rc = vdnn_dp_grads_ready(w->dp, layer, err);
+    if (rc == VDNN_OK && w->dp && vdnn_net_current_micro(net) == w->opt.memory.micro_batches - 1)
+        rc = vdnn_dp_grads_ready(w->dp, layer, err);
     return rc;
 }
 
 static vdnn_status hook_forward_done(void *ctx, vdnn_net_t *net, int layer, vdnn_error *err)
 {
-    vdnn_dist_worker *w = ctx;
+    vdnn_dist_t *w = ctx;
     if (w->pipe) vdnn_pipe_progress(w->pipe);
     return VDNN_OK;
 }
 
 static vdnn_status hook_before_update(void *ctx, vdnn_net_t *net, vdnn_error *err)
 {
-    vdnn_dist_worker *w = ctx;
+    vdnn_dist_t *w = ctx;
     return w->dp ? vdnn_dp_before_update(w->dp, err) : VDNN_OK;
 }
 
@@ -57,7 +58,7 @@ static vdnn_status hook_before_update(void *ctx, vdnn_net_t *net, vdnn_error *er
  * whose plans diverged (a recompute on one, not another) fail loudly instead of mixing layers' statistics. */
 static vdnn_status bn_sum(void *ctx, int key, double *buf, size_t n, vdnn_error *err)
 {
-    vdnn_dist_worker *w = ctx;
+    vdnn_dist_t *w = ctx;
     if (n + 2 > w->bn_cap) {
         double *nb = realloc(w->bn_buf, (n + 2) * sizeof *nb);
         if (!nb) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
@@ -69,10 +70,11 @@ static vdnn_status bn_sum(void *ctx, int key, double *buf, size_t n, vdnn_error 
     t[n] = (double)key;
     t[n + 1] = (double)key * (double)key;
     const int layer = key / 4;
-    const char *name = w->net && layer < w->net->g->n_layers ? w->net->g->layers[layer].name : "?";
+    const vdnn_graph_t *ng = w->net ? vdnn_net_graph(w->net) : NULL;
+    const char *name = ng && layer < ng->n_layers ? ng->layers[layer].name : "?";
     char what[160];
     snprintf(what, sizeof what, "the batch-norm sums of layer '%.64s' (step %lld)", name,
-             w->net ? (long long)w->net->step : 0LL);
+             w->net ? (long long)vdnn_net_step(w->net) : 0LL);
     if (n + 2 > INT_MAX) return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "%s: %zu values, too many for one message", what, n);
     vdnn_status rc = vdnn_comm_allreduce(&w->comm, w->bn_comm, t, (int)(n + 2), MPI_DOUBLE, MPI_SUM, what, err);
     if (rc) return rc;
@@ -97,7 +99,7 @@ static bool has_batchnorm(const vdnn_graph_t *g)
 typedef struct fit_ctx {
     const vdnn_graph_t *g;
     vdnn_backend_t *be;
-    const vdnn_net_config *cfg;
+    const vdnn_net_options *opt;
     int stages;
 } fit_ctx;
 
@@ -119,15 +121,18 @@ static bool stage_fits(void *ctx, int first, int last)
     if (vdnn_stage_graph(f->g, &s, 0, &sg, &e) == VDNN_OK) {
         vdnn_shape in = vdnn_stage_input_shape(f->g, &s, 0);
         info = calloc((size_t)sg->n_layers, sizeof *info);
-        vdnn_plan_request rq = {.policy = f->cfg->policy, .training = true, .budget = f->cfg->budget,
-                                .host_budget = f->cfg->host_budget, .keep_weight_grads = true};
         /* Planned as the stage net will be: at the micro-batch size, every micro-batch held. */
-        const int m = f->cfg->micro_batches > 1 ? f->cfg->micro_batches : 1;
-        in.n /= m;
-        rq.micro_batches = rq.held_batches = m;
+        vdnn_memory_options mem = vdnn_memory_options_default();
+        mem.policy = f->opt->memory.policy;
+        mem.budget = f->opt->memory.budget;
+        mem.host_budget = f->opt->memory.host_budget;
+        mem.micro_batches = f->opt->memory.micro_batches;
+        mem.pipelined = true;
+        in.n /= mem.micro_batches;
         if (info && vdnn_graph_resolve(sg, in, vdnn_stage_classes(f->g, &s, 0), &e) == VDNN_OK &&
-            vdnn_plan_query_ops(sg, f->be, true, info, &e) == VDNN_OK && vdnn_plan_build(sg, info, &rq, &plan, &e) == VDNN_OK)
-            ok = plan->feasible && plan->peak_device_bytes <= f->cfg->budget;
+            vdnn_plan_query_ops(sg, f->be, true, info, &e) == VDNN_OK &&
+            vdnn_plan_training(sg, info, NULL, &mem, NULL, true, &plan, &e) == VDNN_OK)
+            ok = plan->feasible && plan->peak_device_bytes <= mem.budget;
     }
     vdnn_plan_free(plan);
     free(info);
@@ -135,7 +140,7 @@ static bool stage_fits(void *ctx, int first, int last)
     return ok;
 }
 
-static vdnn_status choose_split(vdnn_dist_worker *w, vdnn_backend_t *be, const vdnn_dist_config *dc, vdnn_error *err)
+static vdnn_status choose_split(vdnn_dist_t *w, vdnn_backend_t *be, const vdnn_dist_options *dc, vdnn_error *err)
 {
     const vdnn_graph_t *g = w->full;
     if (vdnn_graph_has_stages(g) && !dc->balance) return vdnn_stage_split_from_model(g, w->stages, &w->split, err);
@@ -153,15 +158,17 @@ static vdnn_status choose_split(vdnn_dist_worker *w, vdnn_backend_t *be, const v
     double *cost = rc == VDNN_OK ? malloc((size_t)g->n_layers * sizeof *cost) : NULL;
     if (rc == VDNN_OK && !cost) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
     for (int l = 0; rc == VDNN_OK && l < g->n_layers; l++) cost[l] = l ? p->fwd_s[l] + p->bwd_s[l] : 0;
-    fit_ctx f = {g, be, &w->cfg, w->stages};
+    fit_ctx f = {g, be, &w->opt, w->stages};
     if (rc == VDNN_OK)
-        rc = vdnn_stage_split_balance(g, cost, w->stages, w->cfg.budget == SIZE_MAX ? NULL : stage_fits, &f, &w->split, err);
-    if (rc == VDNN_ERR_BUDGET && err && w->cfg.micro_batches > 1) {
+        rc = vdnn_stage_split_balance(g, cost, w->stages, w->opt.memory.budget == SIZE_MAX ? NULL : stage_fits, &f,
+                                      &w->split, err);
+    const int m = w->opt.memory.micro_batches;
+    if (rc == VDNN_ERR_BUDGET && err && m > 1) {
         /* Say what each stage had to hold: the memory check planned every micro-batch at once. */
         char msg[sizeof err->msg];
         snprintf(msg, sizeof msg, "%s", err->msg);
-        rc = vdnn_fail(err, rc, "%.400s (--policy %s, each stage holding %d micro-batches of %d)", msg,
-                       vdnn_policy_name(w->cfg.policy), w->cfg.micro_batches, w->cfg.batch / w->cfg.micro_batches);
+        rc = vdnn_fail(err, rc, "%.400s (memory.policy %s, each stage holding %d micro-batches of %d)", msg,
+                       vdnn_policy_name(w->opt.memory.policy), m, w->opt.batch / m);
     }
     free(cost);
     if (p == &est) vdnn_profile_release(&est);
@@ -169,24 +176,17 @@ static vdnn_status choose_split(vdnn_dist_worker *w, vdnn_backend_t *be, const v
 }
 
 /* Stage nets start from the parameters a one-device net of the same seed would have. */
-static vdnn_status init_from_full(vdnn_dist_worker *w, vdnn_backend_t *be, const vdnn_net_config *cfg, vdnn_error *err)
+static vdnn_status init_from_full(vdnn_dist_t *w, vdnn_backend_t *be, vdnn_error *err)
 {
-    vdnn_net_config fc = *cfg;
+    vdnn_net_options fo = w->full_opt;
     /* Small, but batch norm in training mode needs two values per channel even after global pooling. */
-    fc.batch = w->cfg.batch < 2 ? w->cfg.batch : 2;
-    fc.budget = SIZE_MAX;
-    fc.host_budget = SIZE_MAX;
-    fc.policy = VDNN_POLICY_NONE;
-    fc.hooks = NULL;
-    fc.bn_reduce = NULL;
-    fc.keep_weight_grads = false;
-    fc.profile = NULL;
-    fc.micro_batches = 1;
-    fc.pipelined = false;
+    fo.batch = w->opt.batch < 2 ? w->opt.batch : 2;
+    fo.memory = vdnn_memory_options_default();
+    fo.profile = NULL;
     vdnn_net_t *full = NULL;
     vdnn_checkpoint ck;
     memset(&ck, 0, sizeof ck);
-    vdnn_status rc = vdnn_net_create(w->full, be, &fc, &full, err);
+    vdnn_status rc = vdnn_net_create(w->full, be, &fo, &full, err);
     if (rc == VDNN_OK) rc = vdnn_net_export(full, &ck, err);
     vdnn_net_free(full);
     if (rc == VDNN_OK) {
@@ -199,7 +199,7 @@ static vdnn_status init_from_full(vdnn_dist_worker *w, vdnn_backend_t *be, const
 
 /* NCCL over comm when every rank of it can use it (a rank whose GPU was missing may run the CPU backend):
  * decided together, so all or none join. */
-static vdnn_status open_nccl(vdnn_dist_worker *w, vdnn_backend_t *be, const vdnn_dist_config *dc, MPI_Comm comm,
+static vdnn_status open_nccl(vdnn_dist_t *w, vdnn_backend_t *be, const vdnn_dist_options *dc, MPI_Comm comm,
                              vdnn_nccl **out, vdnn_error *err)
 {
     int can = !dc->no_nccl && vdnn_nccl_built() && !strcmp(be->ops->name, "cuda");
@@ -208,7 +208,7 @@ static vdnn_status open_nccl(vdnn_dist_worker *w, vdnn_backend_t *be, const vdnn
     return rc;
 }
 
-static vdnn_status split_comms(vdnn_dist_worker *w, vdnn_error *err)
+static vdnn_status split_comms(vdnn_dist_t *w, vdnn_error *err)
 {
     vdnn_status rc = vdnn_comm_check(&w->comm, MPI_Comm_split(w->comm.world, w->stage, w->group, &w->dp_comm),
                                      "MPI_Comm_split", err);
@@ -221,99 +221,97 @@ static vdnn_status split_comms(vdnn_dist_worker *w, vdnn_error *err)
     return rc;
 }
 
-vdnn_status vdnn_dist_create(MPI_Comm world, vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_config *cfg,
-                             const vdnn_dist_config *dc, vdnn_dist_worker **out, vdnn_error *err)
+vdnn_dist_options vdnn_dist_options_default(void)
+{
+    return (vdnn_dist_options){.stages = 1, .bucket_bytes = 4u << 20, .timeout_s = 300};
+}
+
+vdnn_status vdnn_dist_create(MPI_Comm world, const vdnn_model_t *model, vdnn_backend_t *be, const vdnn_net_options *o,
+                             const vdnn_dist_options *dc, vdnn_dist_t **out, vdnn_error *err)
 {
     *out = NULL;
-    vdnn_dist_worker *w = calloc(1, sizeof *w);
+    vdnn_status rc = vdnn_memory_options_check(&o->memory, err);
+    if (rc != VDNN_OK) return rc;
+    if (o->batch < 1 || o->batch > VDNN_MAX_BATCH)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batch: %d is out of range (1 to %d)", o->batch, VDNN_MAX_BATCH);
+    vdnn_dist_t *w = calloc(1, sizeof *w);
     if (!w) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
     w->dp_comm = w->pipe_comm = w->bn_comm = MPI_COMM_NULL;
-    w->full = g;
-    w->seed = cfg->seed;
-    w->global_batch = cfg->batch;
-    vdnn_status rc = vdnn_comm_init(&w->comm, world, dc->timeout_s, err);
+    w->seed = o->seed;
+    w->global_batch = o->batch;
+    rc = vdnn_comm_init(&w->comm, world, dc->timeout_s, err);
     const int n = w->comm.size;
     w->stages = dc->stages > 0 ? dc->stages : 1;
     if (rc == VDNN_OK && (w->stages > VDNN_MAX_STAGES || n % w->stages))
         rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG,
-                       "--stages %d: the %d ranks (mpirun -np) must be a multiple of the stage count (at most %d)",
+                       "dist.stages %d: the %d ranks (mpirun -np) must be a multiple of the stage count (at most %d)",
                        w->stages, n, VDNN_MAX_STAGES);
     if (rc == VDNN_OK) {
         w->groups = n / w->stages;
         w->group = w->comm.rank / w->stages;
         w->stage = w->comm.rank % w->stages;
-        if (cfg->batch % w->groups)
+        if (o->batch % w->groups)
             rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG,
-                           "--batch %d is not a multiple of the %d data-parallel groups (%d ranks / %d stages)",
-                           cfg->batch, w->groups, n, w->stages);
+                           "batch %d is not a multiple of the %d data-parallel groups (%d ranks / %d stages)",
+                           o->batch, w->groups, n, w->stages);
     }
-    if (rc == VDNN_OK && (w->groups >> SEED_GROUP_BITS || (g->n_layers + VDNN_STAGE_PREFIX) >> SEED_FIRST_BITS))
+    if (rc == VDNN_OK && (w->groups >> SEED_GROUP_BITS || (model->n_layers + VDNN_STAGE_PREFIX) >> SEED_FIRST_BITS))
         rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "distributed runs take fewer than %d groups and %d layers (%d, %d)",
-                       1 << SEED_GROUP_BITS, (1 << SEED_FIRST_BITS) - VDNN_STAGE_PREFIX, w->groups, g->n_layers);
-    if (rc == VDNN_OK && cfg->seed >> (64 - SEED_SHIFT))
-        rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "--seed %llu: distributed runs take seeds below 2^%d",
-                       (unsigned long long)cfg->seed, 64 - SEED_SHIFT);
+                       1 << SEED_GROUP_BITS, (1 << SEED_FIRST_BITS) - VDNN_STAGE_PREFIX, w->groups, model->n_layers);
+    if (rc == VDNN_OK && o->seed >> (64 - SEED_SHIFT))
+        rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "seed: %llu is out of range (distributed runs take 0 to 2^%d - 1)",
+                       (unsigned long long)o->seed, 64 - SEED_SHIFT);
     /* One group has the whole batch already: nothing to synchronize. */
-    w->sync_bn = dc->sync_bn && w->groups > 1 && has_batchnorm(g);
+    w->sync_bn = dc->sync_bn && w->groups > 1 && has_batchnorm(model);
     if (rc == VDNN_OK && w->sync_bn && strcmp(be->ops->name, "cpu"))
         rc = vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
-                       "--sync-bn: synchronized batch norm runs on the CPU backend only, not on %s (use --no-sync-bn: "
-                       "each data-parallel group then normalizes over its own share of the batch)",
+                       "dist.sync_bn: synchronized batch norm runs on the CPU backend only, not on %s (without it each "
+                       "data-parallel group normalizes over its own share of the batch)",
                        be->ops->name);
     if (rc == VDNN_OK) rc = split_comms(w, err);
-    w->cfg = *cfg;
-    w->cfg.batch = cfg->batch / (w->groups ? w->groups : 1);
-    const int m = cfg->micro_batches > 1 ? cfg->micro_batches : 1;
-    if (rc == VDNN_OK && w->cfg.batch % m)
+    w->opt = *o;
+    w->opt.batch = o->batch / (w->groups ? w->groups : 1);
+    const int m = o->memory.micro_batches;
+    if (rc == VDNN_OK && w->opt.batch % m)
         rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG,
-                       "--micro-batches %d: each data-parallel group's %d images (--batch %d / %d groups) do not split "
-                       "into %d micro-batches",
-                       m, w->cfg.batch, cfg->batch, w->groups, m);
-    w->cfg.micro_batches = m;
+                       "memory.micro_batches %d: each data-parallel group's %d images (batch %d / %d groups) do not "
+                       "split into %d micro-batches",
+                       m, w->opt.batch, o->batch, w->groups, m);
     /* Stages run GPipe: all of a step's micro-batches through forward before any goes through backward. Data
      * parallelism alone sums gradients over micro-batches one after another. */
-    w->cfg.pipelined = w->stages > 1;
-    w->full_cfg = w->cfg;
-    w->full_cfg.micro_batches = 1;
-    w->full_cfg.pipelined = false;
+    w->opt.memory.pipelined = w->stages > 1;
+    w->full_opt = w->opt;
+    w->full_opt.memory.micro_batches = 1;
+    w->full_opt.memory.pipelined = false;
     w->hooks = (vdnn_grad_hooks){hook_grads_ready, hook_before_update, hook_forward_done};
     if (w->sync_bn) {
         w->bn_reduce = (vdnn_reduce){bn_sum, w};
-        w->cfg.bn_reduce = &w->bn_reduce;
+        w->x.bn_reduce = &w->bn_reduce;
     }
     if (w->groups > 1 || w->stages > 1) {
-        w->cfg.hooks = &w->hooks;
-        w->cfg.hooks_ctx = w;
+        w->x.hooks = &w->hooks;
+        w->x.hooks_ctx = w;
     }
-    vdnn_shape in = {w->cfg.batch, cfg->in_c, cfg->in_h, cfg->in_w};
-    if (rc == VDNN_OK) rc = vdnn_graph_resolve(g, in, cfg->classes, err);
-    if (rc == VDNN_OK) {
-        vdnn_net_t tmp;
-        memset(&tmp, 0, sizeof tmp);
-        tmp.g = g;
-        w->model_hash = vdnn_net_model_hash(&tmp);
-    }
+    vdnn_shape in = {w->opt.batch, o->in_c, o->in_h, o->in_w};
+    if (rc == VDNN_OK) rc = vdnn_graph_resolved_copy(model, in, o->classes, &w->full, err);
+    if (rc == VDNN_OK) w->model_hash = vdnn_graph_hash(w->full);
     if (rc == VDNN_OK && w->stages > 1) {
         rc = choose_split(w, be, dc, err);
-        if (rc == VDNN_OK) rc = vdnn_stage_graph(g, &w->split, w->stage, &w->sub, err);
+        if (rc == VDNN_OK) rc = vdnn_stage_graph(w->full, &w->split, w->stage, &w->sub, err);
         if (rc == VDNN_OK) {
-            vdnn_shape sin = vdnn_stage_input_shape(g, &w->split, w->stage);
-            w->cfg.in_c = sin.c;
-            w->cfg.in_h = sin.h;
-            w->cfg.in_w = sin.w;
-            w->cfg.classes = vdnn_stage_classes(g, &w->split, w->stage);
-            w->cfg.profile = NULL; /* a profile describes the full graph, not a stage */
+            vdnn_shape sin = vdnn_stage_input_shape(w->full, &w->split, w->stage);
+            w->opt.in_c = sin.c;
+            w->opt.in_h = sin.h;
+            w->opt.in_w = sin.w;
+            w->opt.classes = vdnn_stage_classes(w->full, &w->split, w->stage);
+            w->opt.profile = NULL; /* a profile describes the full graph, not a stage */
         }
     }
     /* Parameters come from the run's seed, the same on every rank (a stage net's from the full graph's);
      * only then does the net's seed take the group and stage in. */
-    if (rc == VDNN_OK) rc = vdnn_net_create(w->sub ? w->sub : g, be, &w->cfg, &w->net, err);
-    if (rc == VDNN_OK && w->sub) {
-        rc = init_from_full(w, be, cfg, err);
-        /* init_from_full resolved the full graph at its own batch. */
-        if (rc == VDNN_OK) rc = vdnn_graph_resolve(g, in, cfg->classes, err);
-    }
-    if (rc == VDNN_OK) rc = vdnn_dist_set_seed(w, cfg->seed, err);
+    if (rc == VDNN_OK) rc = vdnn_net_create_ex(w->sub ? w->sub : w->full, be, &w->opt, &w->x, &w->net, err);
+    if (rc == VDNN_OK && w->sub) rc = init_from_full(w, be, err);
+    if (rc == VDNN_OK) rc = vdnn_dist_set_seed(w, o->seed, err);
     if (rc == VDNN_OK && w->groups > 1) rc = open_nccl(w, be, dc, w->dp_comm, &w->dp_nccl, err);
     if (rc == VDNN_OK && w->groups > 1)
         rc = vdnn_dp_create(&w->comm, w->dp_comm, w->dp_nccl, w->net, dc->bucket_bytes, &w->dp, err);
@@ -328,24 +326,47 @@ vdnn_status vdnn_dist_create(MPI_Comm world, vdnn_graph_t *g, vdnn_backend_t *be
     return VDNN_OK;
 }
 
-vdnn_status vdnn_dist_set_seed(vdnn_dist_worker *w, uint64_t seed, vdnn_error *err)
+vdnn_status vdnn_dist_set_seed(vdnn_dist_t *w, uint64_t seed, vdnn_error *err)
 {
     if (seed >> (64 - SEED_SHIFT))
-        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "seed %llu: distributed runs take seeds below 2^%d",
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "seed: %llu is out of range (distributed runs take 0 to 2^%d - 1)",
                          (unsigned long long)seed, 64 - SEED_SHIFT);
     w->seed = seed;
-    w->full_cfg.seed = seed;
+    w->full_opt.seed = seed;
     const bool packed = w->sub || w->groups > 1;
-    w->cfg.seed = packed ? pack_seed(seed, w->group, w->sub ? w->split.first[w->stage] : VDNN_STAGE_PREFIX) : seed;
-    if (packed) w->cfg.dropout_seed = stage_dropout_seed;
-    if (w->net) {
-        w->net->cfg.seed = w->cfg.seed;
-        w->net->cfg.dropout_seed = w->cfg.dropout_seed ? w->cfg.dropout_seed : vdnn_net_dropout_seed;
-    }
+    w->opt.seed = packed ? pack_seed(seed, w->group, w->sub ? w->split.first[w->stage] : VDNN_STAGE_PREFIX) : seed;
+    if (packed) w->x.dropout_seed = stage_dropout_seed;
+    if (w->net) vdnn_net_set_seed(w->net, w->opt.seed, w->x.dropout_seed);
     return VDNN_OK;
 }
 
-void vdnn_dist_free(vdnn_dist_worker *w)
+void vdnn_dist_get_info(const vdnn_dist_t *w, vdnn_dist_info *i)
+{
+    memset(i, 0, sizeof *i);
+    snprintf(i->model, sizeof i->model, "%s", w->full->name);
+    i->ranks = w->comm.size;
+    i->rank = w->comm.rank;
+    i->stages = w->stages;
+    i->groups = w->groups;
+    i->stage = w->stage;
+    i->group = w->group;
+    i->global_batch = w->global_batch;
+    i->group_batch = w->opt.batch;
+    i->micro_batches = w->opt.memory.micro_batches;
+    i->input = w->full->input;
+    i->classes = w->full->classes;
+    i->sync_bn = w->sync_bn;
+    i->dp_nccl = w->dp_nccl != NULL;
+    i->pipe_nccl = w->pipe_nccl != NULL;
+    if (w->stages > 1) vdnn_stage_split_format(w->full, &w->split, i->split, sizeof i->split);
+    if (w->dp) {
+        i->gradient_buckets = vdnn_dp_buckets(w->dp);
+        i->gradient_bytes = vdnn_dp_bytes(w->dp);
+        vdnn_dp_times(w->dp, &i->gradient_hook_s, &i->gradient_wait_s);
+    }
+}
+
+void vdnn_dist_free(vdnn_dist_t *w)
 {
     if (!w) return;
     vdnn_pipe_free(w->pipe);
@@ -354,6 +375,7 @@ void vdnn_dist_free(vdnn_dist_worker *w)
     vdnn_nccl_free(w->pipe_nccl);
     vdnn_net_free(w->net);
     vdnn_graph_free(w->sub);
+    vdnn_graph_free(w->full);
     if (w->dp_comm != MPI_COMM_NULL) MPI_Comm_free(&w->dp_comm);
     if (w->pipe_comm != MPI_COMM_NULL) MPI_Comm_free(&w->pipe_comm);
     if (w->bn_comm != MPI_COMM_NULL) MPI_Comm_free(&w->bn_comm);

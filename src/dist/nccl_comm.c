@@ -48,7 +48,7 @@ static vdnn_status settle(vdnn_nccl *n, ncclResult_t r, const char *what, vdnn_e
             n->aborted = true;
             return vdnn_fail(err, VDNN_ERR_IO,
                              "rank %d: timed out after %.0f s in NCCL (%s): another rank has died or stalled (see "
-                             "--comm-timeout)",
+                             "dist.timeout_s)",
                              n->c->rank, n->c->timeout_s, what);
         }
         sched_yield();
@@ -184,7 +184,7 @@ vdnn_status vdnn_nccl_wait(vdnn_nccl *n, const char *what, vdnn_error *err)
             n->aborted = true;
             return vdnn_fail(err, VDNN_ERR_IO,
                              "rank %d: timed out after %.0f s waiting for %s (NCCL): another rank has died or "
-                             "stalled (see --comm-timeout)",
+                             "stalled (see dist.timeout_s)",
                              n->c->rank, n->c->timeout_s, what);
         }
         if (t - start < 0.25) {

@@ -132,7 +132,7 @@ static vdnn_status check_config(const vdnn_graph_t *g, const vdnn_profile *p, co
     return VDNN_OK;
 }
 
-vdnn_status vdnn_project_layout(const vdnn_graph_t *g, const vdnn_profile *p, const vdnn_project_config *c, int stages,
+vdnn_status vdnn_project_estimate(const vdnn_graph_t *g, const vdnn_profile *p, const vdnn_project_config *c, int stages,
                                 vdnn_layout_estimate *e, vdnn_error *err)
 {
     memset(e, 0, sizeof *e);

@@ -93,7 +93,7 @@ vdnn_status vdnn_stage_split_from_model(const vdnn_graph_t *g, int stages, vdnn_
     int top = g->layers[n - 1].stage;
     if (top + 1 != stages)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
-                         "%s places layers on %d stages (stage= keys), but %d were asked for (--balance places them "
+                         "%s places layers on %d stages (stage= keys), but %d were asked for (dist.balance places them "
                          "by cost instead)",
                          g->source, top + 1, stages);
     if (stages > VDNN_MAX_STAGES)

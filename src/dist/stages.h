@@ -6,14 +6,9 @@
 #include <stdbool.h>
 
 #include "graph/graph.h"
+#include "vdnn/project.h"
 
-#define VDNN_MAX_STAGES 64
-
-/* Stage k runs layers first[k]..last[k] of the full graph (layer 0, the data, belongs to none). */
-typedef struct vdnn_stage_split {
-    int stages;
-    int first[VDNN_MAX_STAGES], last[VDNN_MAX_STAGES];
-} vdnn_stage_split;
+/* vdnn_stage_split (public, vdnn/project.h): stage k runs layers first[k]..last[k] of the full graph. */
 
 /* A stage's graph starts with the data (the previous stage's output) and an identity layer named
  * VDNN_STAGE_INPUT whose output gradient is the one sent back; the stage's own layers follow, so full
@@ -45,8 +40,6 @@ vdnn_status vdnn_stage_split_balance(const vdnn_graph_t *g, const double *cost, 
 /* Ranges cover layers 1..n-1 in order, none empty, every boundary a valid cut. */
 vdnn_status vdnn_stage_split_check(const vdnn_graph_t *g, const vdnn_stage_split *s, vdnn_error *err);
 
-/* "conv1..layer2.1.relu | layer3.0.conv1..loss" into buf. */
-const char *vdnn_stage_split_format(const vdnn_graph_t *g, const vdnn_stage_split *s, char *buf, size_t len);
 
 /* The graph of stage k of a resolved graph (unresolved; resolve with the stage's input shape, from
  * vdnn_stage_input_shape, and class count, from vdnn_stage_classes). fc layers keep their resolved

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "exec/net.h"
+#include "exec/net_impl.h"
 
 #define BE_CALL(call)                               \
     do {                                            \
@@ -112,7 +112,7 @@ static vdnn_status stream_begin(vdnn_net_t *net, const vdnn_plan_t *plan, int l,
 /* Dropout masks: each micro-batch of a step draws its own; without micro-batches the step alone numbers them. */
 static uint64_t mask_seed(const vdnn_net_t *net, int l)
 {
-    return net->cfg.dropout_seed(net->cfg.seed, net->step * net->cfg.micro_batches + net->micro, l);
+    return net->x.dropout_seed(net->opt.seed, net->step * net->opt.memory.micro_batches + net->micro, l);
 }
 
 /* Forward of layer l into its current blocks. A recompute (ws_st given) must not update statistics:
@@ -138,7 +138,7 @@ static vdnn_status compute_forward(vdnn_net_t *net, const vdnn_plan_t *plan, vdn
     a.update_stats = plan->training && !recompute;
     a.seed = mask_seed(net, l);
     /* A recompute sums again, so it normalizes with the same statistics as the first forward. */
-    a.reduce = plan->training ? net->cfg.bn_reduce : NULL;
+    a.reduce = plan->training ? net->x.bn_reduce : NULL;
     a.reduce_key = l;
     stream_run r;
     vdnn_stream sm = {.x_read = stream_nothing_to_save};
@@ -180,7 +180,7 @@ static vdnn_status compute_backward(vdnn_net_t *net, const vdnn_plan_t *plan, vd
     RES(later ? s->dbm : s->db, a.db);
     if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) RES(plan->labels, a.labels);
     a.seed = mask_seed(net, l);
-    a.reduce = net->cfg.bn_reduce;
+    a.reduce = net->x.bn_reduce;
     a.reduce_key = l;
     stream_run r;
     vdnn_stream sm;
@@ -219,11 +219,11 @@ static vdnn_status update(vdnn_net_t *net, const vdnn_plan_t *plan, int first, i
         const vdnn_layer *ly = &net->g->layers[l];
         if (s->w >= 0)
             BE_CALL(o->sgd_update(net->be, (float *)net->ptr[s->w], (const float *)net->ptr[s->dw],
-                                  (float *)net->ptr[s->vw], ly->n_weight, lr, net->cfg.momentum,
-                                  net->cfg.weight_decay, err));
+                                  (float *)net->ptr[s->vw], ly->n_weight, lr, net->opt.momentum,
+                                  net->opt.weight_decay, err));
         if (s->b >= 0)
             BE_CALL(o->sgd_update(net->be, (float *)net->ptr[s->b], (const float *)net->ptr[s->db],
-                                  (float *)net->ptr[s->vb], ly->n_bias, lr, net->cfg.momentum, net->cfg.weight_decay,
+                                  (float *)net->ptr[s->vb], ly->n_bias, lr, net->opt.momentum, net->opt.weight_decay,
                                   err));
     }
     return VDNN_OK;
@@ -239,21 +239,21 @@ static vdnn_status compute(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **o
         return be->ops->upload(be, net->ptr[plan->labels], labels, sizeof(int32_t) * (size_t)net->g->input.n, err);
     case VDNN_STEP_FWD:
         BE_CALL(compute_forward(net, plan, ops, st->layer, false, -1, err));
-        if (net->cfg.hooks && net->cfg.hooks->forward_done)
-            BE_CALL(net->cfg.hooks->forward_done(net->cfg.hooks_ctx, net, st->layer, err));
+        if (net->x.hooks && net->x.hooks->forward_done)
+            BE_CALL(net->x.hooks->forward_done(net->x.hooks_ctx, net, st->layer, err));
         return VDNN_OK;
     case VDNN_STEP_BWD:
         BE_CALL(compute_backward(net, plan, ops, st, err));
         if (plan->micro_batches > 1) BE_CALL(sum_micro(net, plan, st->layer, err));
-        if (net->cfg.hooks && net->cfg.hooks->grads_ready)
-            BE_CALL(net->cfg.hooks->grads_ready(net->cfg.hooks_ctx, net, st->layer, err));
+        if (net->x.hooks && net->x.hooks->grads_ready)
+            BE_CALL(net->x.hooks->grads_ready(net->x.hooks_ctx, net, st->layer, err));
         /* The layer's weights have no later use in this iteration: update them now and let the
          * gradients go (the same arithmetic as a separate update step). */
         return plan->fused_update ? update(net, plan, st->layer, st->layer, lr, err) : VDNN_OK;
     case VDNN_STEP_UPDATE:
         if (plan->fused_update) return VDNN_OK;
-        if (net->cfg.hooks && net->cfg.hooks->before_update)
-            BE_CALL(net->cfg.hooks->before_update(net->cfg.hooks_ctx, net, err));
+        if (net->x.hooks && net->x.hooks->before_update)
+            BE_CALL(net->x.hooks->before_update(net->x.hooks_ctx, net, err));
         return update(net, plan, 1, net->g->n_layers - 1, lr, err);
     }
     return vdnn_fail(err, VDNN_ERR_BACKEND, "executor: unknown step kind");
@@ -345,14 +345,14 @@ static vdnn_status run_action(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op 
         const size_t shift = b->held ? (size_t)net->slot * plan->held_stride : 0;
         BE_CALL(vdnn_arena_take(&net->arena, b->offset + shift, b->bytes, vdnn_exec_block_id(net, plan, a->a), err));
         net->ptr[b->storage] = (char *)net->dev + b->offset + shift;
-        if (net->cfg.poison) BE_CALL(be->ops->poison(be, net->ptr[b->storage], b->bytes, err));
+        if (net->opt.memory.poison) BE_CALL(be->ops->poison(be, net->ptr[b->storage], b->bytes, err));
         return VDNN_OK;
     }
     case VDNN_ACT_FREE: {
         const vdnn_block *b = &plan->blocks[a->a];
         if (b->storage == net->fetch_storage)
             BE_CALL(be->ops->download(be, net->fetch_dst, net->ptr[b->storage], plan->st[b->storage].bytes, err));
-        if (net->cfg.poison) BE_CALL(be->ops->poison(be, net->ptr[b->storage], b->bytes, err));
+        if (net->opt.memory.poison) BE_CALL(be->ops->poison(be, net->ptr[b->storage], b->bytes, err));
         BE_CALL(vdnn_arena_give(&net->arena, vdnn_exec_block_id(net, plan, a->a), err));
         net->ptr[b->storage] = NULL;
         return VDNN_OK;

@@ -2,7 +2,7 @@
  * can hold several micro-batches between their passes (GPipe) and a device can sum gradients over them. */
 #include <string.h>
 
-#include "exec/net.h"
+#include "exec/net_impl.h"
 
 int vdnn_net_micro_batch(const vdnn_net_t *net) { return net->g->input.n; }
 
@@ -36,16 +36,16 @@ static vdnn_status out_of_order(vdnn_net_t *net, const char *what, int micro, vd
     vdnn_status rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG,
                                "%s of micro-batch %d out of order: of %d micro-batches, %d are through forward and %d "
                                "through backward%s; the step is abandoned",
-                               what, micro, net->cfg.micro_batches, net->fwd_done, net->bwd_done,
-                               net->cfg.pipelined ? "" : " (the net holds one micro-batch at a time)");
+                               what, micro, net->opt.memory.micro_batches, net->fwd_done, net->bwd_done,
+                               net->opt.memory.pipelined ? "" : " (the net holds one micro-batch at a time)");
     return abandon(net, rc);
 }
 
 vdnn_status vdnn_net_forward(vdnn_net_t *net, int micro, const float *images, const int32_t *labels, float *loss,
                              vdnn_error *err)
 {
-    const int m = net->cfg.micro_batches, b = net->g->input.n;
-    if (micro != net->fwd_done || micro >= m || (!net->cfg.pipelined && net->bwd_done != micro))
+    const int m = net->opt.memory.micro_batches, b = net->g->input.n;
+    if (micro != net->fwd_done || micro >= m || (!net->opt.memory.pipelined && net->bwd_done != micro))
         return out_of_order(net, "forward", micro, err);
     for (int i = 0; i < b; i++)
         if (labels[i] < 0 || labels[i] >= net->g->classes)
@@ -53,10 +53,10 @@ vdnn_status vdnn_net_forward(vdnn_net_t *net, int micro, const float *images, co
                                           micro * b + i, net->g->classes - 1));
     const vdnn_plan_t *p = net->plan_train;
     net->micro = micro;
-    net->slot = net->cfg.pipelined ? micro : 0;
+    net->slot = net->opt.memory.pipelined ? micro : 0;
     if (micro == 0) net->micro_loss = 0;
     bind_slot(net, p, false);
-    if (net->cfg.pipelined)
+    if (net->opt.memory.pipelined)
         memcpy(net->micro_labels + (size_t)micro * (size_t)b, labels, sizeof *labels * (size_t)b);
     vdnn_status rc = vdnn_exec_steps(net, p, net->ops_train, 0, p->bwd_begin, images, labels, 0.0f, err);
     float l = 0;
@@ -74,9 +74,9 @@ vdnn_status vdnn_net_backward(vdnn_net_t *net, int micro, vdnn_error *err)
     const vdnn_plan_t *p = net->plan_train;
     const int b = net->g->input.n;
     net->micro = micro;
-    net->slot = net->cfg.pipelined ? micro : 0;
+    net->slot = net->opt.memory.pipelined ? micro : 0;
     vdnn_status rc = VDNN_OK;
-    if (net->cfg.pipelined) {
+    if (net->opt.memory.pipelined) {
         /* Other micro-batches ran since this one's forward pass: its held blocks are where its slot is, and the
          * labels (one persistent storage) are another micro-batch's. */
         bind_slot(net, p, true);
@@ -92,7 +92,7 @@ vdnn_status vdnn_net_backward(vdnn_net_t *net, int micro, vdnn_error *err)
 
 vdnn_status vdnn_net_update(vdnn_net_t *net, float lr, vdnn_error *err)
 {
-    const int m = net->cfg.micro_batches;
+    const int m = net->opt.memory.micro_batches;
     if (net->bwd_done != m) return out_of_order(net, "update after the backward pass", net->bwd_done, err);
     const vdnn_plan_t *p = net->plan_train;
     net->micro = m - 1;
@@ -107,15 +107,15 @@ vdnn_status vdnn_net_update(vdnn_net_t *net, float lr, vdnn_error *err)
 vdnn_status vdnn_net_micro_step(vdnn_net_t *net, const float *images, const int32_t *labels, float lr, float *loss,
                                 vdnn_error *err)
 {
-    const int m = net->cfg.micro_batches, b = net->g->input.n;
+    const int m = net->opt.memory.micro_batches, b = net->g->input.n;
     const size_t img = vdnn_shape_bytes(net->g->input) / sizeof(float) / (size_t)b;
     vdnn_status rc = VDNN_OK;
     /* Pipelined, as a GPipe stage runs them: every forward pass, then every backward pass. */
     for (int j = 0; rc == VDNN_OK && j < m; j++) {
         rc = vdnn_net_forward(net, j, images + (size_t)j * (size_t)b * img, labels + (size_t)j * (size_t)b, NULL, err);
-        if (rc == VDNN_OK && !net->cfg.pipelined) rc = vdnn_net_backward(net, j, err);
+        if (rc == VDNN_OK && !net->opt.memory.pipelined) rc = vdnn_net_backward(net, j, err);
     }
-    for (int j = 0; rc == VDNN_OK && net->cfg.pipelined && j < m; j++) rc = vdnn_net_backward(net, j, err);
+    for (int j = 0; rc == VDNN_OK && net->opt.memory.pipelined && j < m; j++) rc = vdnn_net_backward(net, j, err);
     if (rc == VDNN_OK && loss) *loss = (float)(net->micro_loss / m);
     return rc == VDNN_OK ? vdnn_net_update(net, lr, err) : rc;
 }

@@ -1,4 +1,5 @@
-/* A trainable network: a resolved graph on a backend, its ops, its plans, the device arena and host pool. */
+/* A trainable network as the code around the executor sees it (training loops, checkpoints, distributed
+ * runtimes): declared functions only. Its fields are in exec/net_impl.h, for the executor and the net itself. */
 #ifndef VDNN_EXEC_NET_H
 #define VDNN_EXEC_NET_H
 
@@ -10,7 +11,7 @@
 #include "exec/record.h"
 #include "mem/arena.h"
 #include "plan/plan.h"
-#include "train/checkpoint.h"
+#include "vdnn/net.h"
 
 /* Seed of a dropout layer's mask at an optimizer step. */
 typedef uint64_t (*vdnn_dropout_seed_fn)(uint64_t run_seed, int64_t step, int layer);
@@ -25,95 +26,26 @@ typedef struct vdnn_grad_hooks {
     vdnn_status (*forward_done)(void *ctx, vdnn_net_t *net, int layer, vdnn_error *err);
 } vdnn_grad_hooks;
 
-typedef struct vdnn_net_config {
-    int batch;
-    int in_c, in_h, in_w;
-    int classes;
-    vdnn_policy policy;
-    size_t budget;          /* device bytes, SIZE_MAX: the device's free memory / unlimited */
-    size_t host_budget;     /* host pool bytes, SIZE_MAX: unlimited */
-    bool poison;            /* fill freed and offloaded memory with NaN */
-    uint64_t seed;
-    float momentum;
-    float weight_decay;
-    vdnn_dropout_seed_fn dropout_seed; /* NULL: vdnn_net_dropout_seed; tests replay other masks */
-    const struct vdnn_profile *profile; /* costs for the profile-guided policies (NULL: estimated) */
+/* What a distributed runtime or a test sets beyond the public vdnn_net_options. */
+typedef struct vdnn_net_extras {
+    vdnn_dropout_seed_fn dropout_seed;  /* NULL: vdnn_net_dropout_seed; tests replay other masks */
     bool keep_weight_grads;             /* keep gradients until a separate update step, readable with
                                            vdnn_net_get (tests); default: update in each layer's backward */
-    int algo;                           /* convolution algorithms: 0 the backend's defaults (every policy then
-                                           gives bitwise the same results), k > 0 each layer's k-th candidate
-                                           (or its last), VDNN_ALGO_LEANEST the smallest workspaces,
-                                           VDNN_ALGO_CHOOSE: the dyn and auto planners choose */
     const vdnn_grad_hooks *hooks;       /* set: keep_weight_grads is implied, and the hooks are called */
+    void *hooks_ctx;
     const vdnn_reduce *bn_reduce;       /* set: training batch norm takes its statistics over every rank that
                                            calls it (synchronized batch norm); NULL: over this net's batch */
-    void *hooks_ctx;
-    bool allow_oversubscribe;           /* policy um: allocate the managed pool even when it and the arena need
-                                           more than the device has free (refused otherwise: on a shared GPU that
-                                           can hang the device) */
-    int micro_batches;                  /* M > 1: a step's `batch` images are M micro-batches of batch/M, planned
-                                           and run at that size; their gradients are summed (keep_weight_grads
-                                           implied) and the update runs once per step */
-    bool pipelined;                     /* with M > 1: the device holds every micro-batch between its forward
-                                           and backward passes (GPipe: all forwards, then all backwards), planned
-                                           as M copies of the blocks live across; otherwise one at a time */
-    bool offload_params;                /* weights, biases and momentum homed in the host pool between their uses
-                                           (vdnn_plan_request.offload_params); the homes are the authoritative
-                                           copy that checkpoints, vdnn_net_get/set and evaluation read */
-    bool stream_inputs;                 /* convolutions stream their inputs through host memory where they can
-                                           (vdnn_plan_request.stream_inputs) */
-} vdnn_net_config;
+} vdnn_net_extras;
 
-/* Defaults: momentum 0.9, weight decay 5e-4, policy none, unlimited budgets, seed 1, no micro-batches. */
-void vdnn_net_config_default(vdnn_net_config *c);
-
-struct vdnn_net {
-    vdnn_graph_t *g;                  /* borrowed; resolved to the config's sizes */
-    vdnn_backend_t *be;               /* borrowed */
-    vdnn_net_config cfg;
-    vdnn_op_info *info_train, *info_eval;
-    vdnn_layer_algos *algos_train, *algos_eval; /* each layer's candidate algorithms */
-    vdnn_op **ops_train, **ops_eval;  /* ops_eval created on first evaluation */
-    vdnn_plan_t *plan_train, *plan_eval;
-    void *dev;                        /* the arena's backend block */
-    size_t dev_bytes;
-    void *host;                       /* the host pool */
-    size_t host_bytes;
-    void *managed;                    /* policy um: the Unified Memory pool of the swapped storages */
-    size_t managed_bytes;
-    bool oversubscribed;              /* the managed pool and the arena exceed the device's free memory (allowed
-                                         by cfg.allow_oversubscribe); callers may warn */
-    vdnn_arena arena;
-    vdnn_event **events;              /* plan_train's copy events, then one compute marker */
-    int n_events;
-    char **ptr;                       /* current device address of each storage of the running plan */
-    int64_t step;                     /* optimizer steps done */
-    int64_t epoch;
-    float *host_scratch;              /* probabilities of one batch */
-    vdnn_recorder rec;                /* rec.tl set: iterations record their real timeline there */
-    int fetch_storage;                /* storage copied to fetch_dst before its block is freed, or -1 */
-    void *fetch_dst;
-    /* Micro-batches (micro.c) */
-    int micro;                        /* the micro-batch the executor runs (0 without micro-batches) */
-    int slot;                         /* its copy of the held blocks and host pool (0 unless several are held) */
-    int fwd_done, bwd_done;           /* micro-batches of the current step through forward / backward */
-    int32_t *micro_labels;            /* held micro-batches' labels, uploaded again before their backward */
-    double micro_loss;                /* sum of the current step's micro-batch losses */
-};
-
-/* Resolves g to the configured sizes, plans under the budget (VDNN_ERR_BUDGET, naming the smallest
- * budget that works, if it does not fit), creates ops, allocates the arena and host pool and
- * initialises parameters from the seed. Policy um needs a backend with managed memory (VDNN_ERR_UNSUPPORTED
- * otherwise) and is refused (VDNN_ERR_BUDGET) before anything is allocated when the managed pool and the arena
- * need more than the device has free, unless cfg.allow_oversubscribe. */
-vdnn_status vdnn_net_create(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_config *cfg, vdnn_net_t **out,
-                            vdnn_error *err);
-void vdnn_net_free(vdnn_net_t *net);
-
-/* One SGD iteration on a batch of cfg.batch images (host memory); with micro-batches, their forward and
- * backward passes one after another (or all forwards first when pipelined), then one update. */
-vdnn_status vdnn_net_train_step(vdnn_net_t *net, const float *images, const int32_t *labels, float lr, float *loss,
-                                vdnn_error *err);
+/* vdnn_net_create with the extras (x may be NULL). The net resolves its own copy of g to the options' sizes,
+ * plans under the budget (VDNN_ERR_BUDGET, naming the smallest budget that works, if it does not fit), creates
+ * ops, allocates the arena and host pool and initialises parameters from the seed. Policy um needs a backend
+ * with managed memory (VDNN_ERR_UNSUPPORTED otherwise) and is refused (VDNN_ERR_BUDGET) before anything is
+ * allocated when the managed pool and the arena need more than the device has free, unless
+ * memory.allow_oversubscribe. A step with micro-batches runs their forward and backward passes one after another
+ * (or all forwards first when pipelined), then one update. */
+vdnn_status vdnn_net_create_ex(const vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_options *o,
+                               const vdnn_net_extras *x, vdnn_net_t **out, vdnn_error *err);
 
 /* A step in separate calls (micro.c), for pipelines of stages: forward passes of micro-batches 0..M-1 in
  * order (batch/M images each; loss, if not NULL, gets the micro-batch's mean loss), backward passes in
@@ -129,28 +61,36 @@ vdnn_status vdnn_net_micro_step(vdnn_net_t *net, const float *images, const int3
                                 vdnn_error *err);
 /* Images per micro-batch (the batch the graph and plans are made for). */
 int vdnn_net_micro_batch(const vdnn_net_t *net);
-/* Forward in inference mode on n <= batch images; counts correct predictions and sums the loss. */
-vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int32_t *labels, int n, int *correct,
-                                double *loss_sum, vdnn_error *err);
-
 /* Device pointer of a persistent storage by name (parameters, their gradients with keep_weight_grads), or
  * NULL (also for a parameter homed in host memory); *count gets its float count. For distributed runtimes
  * that reduce gradients in place. */
 float *vdnn_net_param_ptr(vdnn_net_t *net, const char *name, size_t *count);
 
-/* Parameters and optimizer state as checkpoint tensors (copies to host; caller releases with
- * vdnn_checkpoint_release). */
-vdnn_status vdnn_net_export(vdnn_net_t *net, vdnn_checkpoint *ck, vdnn_error *err);
-/* Loads parameters, momentum and statistics; fails with VDNN_ERR_MISMATCH on another model. */
-vdnn_status vdnn_net_import(vdnn_net_t *net, const vdnn_checkpoint *ck, const char *path, vdnn_error *err);
-/* Reads or writes one named parameter-like storage ("conv1.weight", "bn1.stats", ...). */
-vdnn_status vdnn_net_get(vdnn_net_t *net, const char *name, float *host, size_t count, vdnn_error *err);
-vdnn_status vdnn_net_set(vdnn_net_t *net, const char *name, const float *host, size_t count, vdnn_error *err);
 /* Hash of the model's structure (layer names, kinds, parameters, shapes without batch). */
 uint64_t vdnn_net_model_hash(const vdnn_net_t *net);
 
 /* The default dropout seed: a hash of the run's seed, the step and the layer. */
 uint64_t vdnn_net_dropout_seed(uint64_t run_seed, int64_t step, int layer);
+
+/* What the code around the executor reads and sets instead of the net's fields. */
+const vdnn_graph_t *vdnn_net_graph(const vdnn_net_t *net);
+vdnn_backend_t *vdnn_net_backend(const vdnn_net_t *net);
+const vdnn_net_options *vdnn_net_options_of(const vdnn_net_t *net);
+const vdnn_net_extras *vdnn_net_extras_of(const vdnn_net_t *net);
+int64_t vdnn_net_step(const vdnn_net_t *net);
+/* Where a checkpoint or a training loop puts the run: optimizer steps done and epochs completed. */
+void vdnn_net_set_position(vdnn_net_t *net, int64_t step, int64_t epoch);
+/* Replaces the run's seed and the dropout seed function (NULL: vdnn_net_dropout_seed). */
+void vdnn_net_set_seed(vdnn_net_t *net, uint64_t seed, vdnn_dropout_seed_fn dropout_seed);
+/* Records the coming iterations' real timeline into tl (NULL: stop). */
+void vdnn_net_record(vdnn_net_t *net, struct vdnn_timeline *tl);
+/* The micro-batch the executor runs (0 without micro-batches). */
+int vdnn_net_current_micro(const vdnn_net_t *net);
+/* Current device address of a storage of the running plan (NULL: not on the device now). */
+float *vdnn_exec_storage_ptr(const vdnn_net_t *net, int storage);
+/* Has the executor copy `storage` to host dst just before it frees the storage's block in the iterations to
+ * come (storage -1: no more). */
+void vdnn_exec_fetch(vdnn_net_t *net, int storage, float *dst);
 
 /* Runs a plan's actions (exec.c): all of them, or steps [first, last) in the held copy net->slot. A failure
  * ends every non-persistent block. */

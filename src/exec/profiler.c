@@ -1,6 +1,7 @@
 /* Measuring a profile on the real backend: per-layer times from recorded iterations (medians), and the
  * copy link's latency and bandwidth fitted to copies of growing size in each direction. */
 #include "exec/profiler.h"
+#include "exec/net_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -231,17 +232,17 @@ static vdnn_copy_model busy_model(const size_t *bytes, const double *secs, int n
     return t > 0 ? (vdnn_copy_model){idle->latency_s, b / t} : (vdnn_copy_model){0, 0};
 }
 
-vdnn_status vdnn_profile_measure_busy(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_config *cfg,
+vdnn_status vdnn_profile_measure_busy(const vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_options *cfg,
                                       const float *images, const int32_t *labels, int iterations, vdnn_profile *out,
                                       bool *measured, vdnn_error *err)
 {
     *measured = false;
     if (!be->ops->now || !be->ops->event_time) return VDNN_OK;
-    vdnn_net_config c = *cfg;
-    c.policy = VDNN_POLICY_ALL;
-    c.budget = SIZE_MAX;
+    vdnn_net_options c = *cfg;
+    c.memory.policy = VDNN_POLICY_ALL;
+    c.memory.budget = SIZE_MAX;
     c.profile = NULL;
-    c.poison = false;
+    c.memory.poison = false;
     vdnn_net_t *net = NULL;
     vdnn_status rc = vdnn_net_create(g, be, &c, &net, err);
     if (rc == VDNN_ERR_BUDGET || rc == VDNN_ERR_NO_MEMORY) {
@@ -300,7 +301,7 @@ vdnn_status vdnn_profile_measure(vdnn_net_t *net, const float *images, const int
     return rc;
 }
 
-vdnn_status vdnn_profile_measure_algos(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_config *cfg,
+vdnn_status vdnn_profile_measure_algos(const vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_options *cfg,
                                        const float *images, const int32_t *labels, int iterations,
                                        vdnn_profile *out, vdnn_error *err)
 {
@@ -316,8 +317,8 @@ vdnn_status vdnn_profile_measure_algos(vdnn_graph_t *g, vdnn_backend_t *be, cons
         bool any = false;
         for (int l = 1; l < g->n_layers; l++) any |= algos[l].n > k;
         if (!any) break;
-        vdnn_net_config c = *cfg;
-        c.algo = k;
+        vdnn_net_options c = *cfg;
+        c.memory.conv_algo = k;
         vdnn_net_t *net = NULL;
         vdnn_profile tmp;
         memset(&tmp, 0, sizeof tmp);

@@ -15,7 +15,7 @@ vdnn_status vdnn_profile_measure(vdnn_net_t *net, const float *images, const int
 /* Times every layer's other algorithms: for each k >= 1 that some layer offers, a net made with cfg but
  * algo k (one at a time, after the caller freed its own) runs `iterations` recorded steps, and each layer
  * with a k-th candidate gets its times in out's algo arrays (out already holds the defaults'). */
-vdnn_status vdnn_profile_measure_algos(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_config *cfg,
+vdnn_status vdnn_profile_measure_algos(const vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_options *cfg,
                                        const float *images, const int32_t *labels, int iterations,
                                        vdnn_profile *out, vdnn_error *err);
 
@@ -24,7 +24,7 @@ vdnn_status vdnn_profile_measure_algos(vdnn_graph_t *g, vdnn_backend_t *be, cons
  * and copy_slowdown to how much longer the layers that copies overlapped took than out's times (less the
  * drift of the layers no copy overlapped). Where that plan cannot be made or moves nothing, out is left as
  * it is and *measured is false. Call it after the caller's own net is freed. */
-vdnn_status vdnn_profile_measure_busy(vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_config *cfg,
+vdnn_status vdnn_profile_measure_busy(const vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_options *cfg,
                                       const float *images, const int32_t *labels, int iterations, vdnn_profile *out,
                                       bool *measured, vdnn_error *err);
 

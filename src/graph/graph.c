@@ -48,6 +48,78 @@ void vdnn_graph_free(vdnn_graph_t *g)
     free(g);
 }
 
+vdnn_status vdnn_graph_clone(const vdnn_graph_t *g, vdnn_graph_t **out, vdnn_error *err)
+{
+    *out = NULL;
+    vdnn_graph_t *c = malloc(sizeof *c);
+    vdnn_layer *layers = malloc(sizeof *layers * (size_t)(g->n_layers ? g->n_layers : 1));
+    if (!c || !layers) {
+        free(c);
+        free(layers);
+        return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory copying model %s", g->name);
+    }
+    *c = *g;
+    memcpy(layers, g->layers, sizeof *layers * (size_t)g->n_layers);
+    c->layers = layers;
+    /* The initial values (a model file's trained parameters) are owned by each copy. */
+    c->init = NULL;
+    c->n_init = 0;
+    if (g->n_init) {
+        c->init = calloc((size_t)g->n_init, sizeof *c->init);
+        if (!c->init) {
+            vdnn_graph_free(c);
+            return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory copying model %s", g->name);
+        }
+        for (int i = 0; i < g->n_init; i++, c->n_init++) {
+            c->init[i] = g->init[i];
+            c->init[i].values = malloc(sizeof(float) * (g->init[i].count ? g->init[i].count : 1));
+            if (!c->init[i].values) {
+                vdnn_graph_free(c);
+                return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory copying model %s", g->name);
+            }
+            memcpy(c->init[i].values, g->init[i].values, sizeof(float) * g->init[i].count);
+        }
+    }
+    *out = c;
+    return VDNN_OK;
+}
+
+vdnn_status vdnn_graph_resolved_copy(const vdnn_graph_t *g, vdnn_shape input, int classes, vdnn_graph_t **out,
+                                     vdnn_error *err)
+{
+    vdnn_status rc = vdnn_graph_clone(g, out, err);
+    if (rc == VDNN_OK) rc = vdnn_graph_resolve(*out, input, classes, err);
+    if (rc != VDNN_OK) {
+        vdnn_graph_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+uint64_t vdnn_graph_hash(const vdnn_graph_t *g)
+{
+    uint64_t h = 1469598103934665603ULL;
+#define MIX(v)                                          \
+    do {                                                \
+        h ^= (uint64_t)(v);                             \
+        h *= 1099511628211ULL;                          \
+    } while (0)
+    for (int l = 0; l < g->n_layers; l++) {
+        const vdnn_layer *ly = &g->layers[l];
+        for (const char *c = ly->name; *c; c++) MIX((unsigned char)*c);
+        MIX(ly->kind);
+        MIX(ly->out.c);
+        MIX(ly->out.h);
+        MIX(ly->out.w);
+        MIX(ly->n_weight);
+        MIX(ly->n_bias);
+        MIX(ly->n_stats);
+        for (int i = 0; i < ly->n_inputs; i++) MIX(ly->inputs[i]);
+    }
+#undef MIX
+    return h;
+}
+
 /* A shape error at a layer: "file:line: layer 'x': ...". */
 VDNN_PRINTF(4, 5)
 static vdnn_status layer_fail(const vdnn_graph_t *g, const vdnn_layer *L, vdnn_error *err, const char *fmt, ...)
@@ -231,10 +303,12 @@ vdnn_status vdnn_graph_resolve(vdnn_graph_t *g, vdnn_shape input, int classes, v
         input.h = g->default_input.h;
         input.w = g->default_input.w;
     }
-    if (input.n < 1) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batch size %d must be at least 1", input.n);
-    if (!shape_ok(input))
-        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "input size %dx%dx%d is empty or too large", input.c,
-                         input.h, input.w);
+    if (input.n < 1 || input.n > VDNN_MAX_BATCH)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "batch: %d is out of range (1 to %d)", input.n, VDNN_MAX_BATCH);
+    if (!shape_ok(input) || input.c > VDNN_MAX_SIDE || input.h > VDNN_MAX_SIDE || input.w > VDNN_MAX_SIDE)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
+                         "input: %dx%dx%d is out of range (each of C, H and W 1 to %d, C*H*W at most %d)", input.c,
+                         input.h, input.w, VDNN_MAX_SIDE, INT_MAX);
     if (classes < 0) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "class count %d is negative", classes);
     /* Classes come from the caller, else [net] classes=, else (0 here) the width of what the
      * softmax reads, so a file with only explicit fc sizes needs no class count. */

@@ -4,13 +4,17 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/error.h"
-#include "vdnn/vdnn.h"
+#include "vdnn/model.h"
 
-#define VDNN_MAX_INPUTS 8
+/* Inside the library a model is a graph: resolved copies of it carry shapes for one batch and input. */
+typedef struct vdnn_graph vdnn_graph_t;
+
+#define VDNN_MAX_INPUTS VDNN_LAYER_MAX_INPUTS
 #define VDNN_MAX_ALGOS 4   /* candidate algorithms of one op (convolutions) */
-#define VDNN_NAME_LEN 64
+#define VDNN_NAME_LEN VDNN_LAYER_NAME_LEN
 
 typedef enum vdnn_layer_kind {
     VDNN_LAYER_INPUT = 0, /* the data; always layer 0, named "data" */
@@ -101,11 +105,20 @@ vdnn_status vdnn_graph_parse(const char *text, const char *source, vdnn_graph_t 
 void vdnn_graph_free(vdnn_graph_t *g);
 /* Sets g->name to the file name without directory and extensions. */
 void vdnn_graph_name_from_source(vdnn_graph_t *g, const char *src);
+/* A copy with its own layers, to resolve without touching g (models are immutable to their users). */
+vdnn_status vdnn_graph_clone(const vdnn_graph_t *g, vdnn_graph_t **out, vdnn_error *err);
+/* A resolved copy: input.n is the batch; classes 0 takes the model's default. Errors name the file. */
+vdnn_status vdnn_graph_resolved_copy(const vdnn_graph_t *g, vdnn_shape input, int classes, vdnn_graph_t **out,
+                                     vdnn_error *err);
 
 /* Sets batch, input CxHxW (input.n = batch) and class count, infers every output shape,
  * parameter counts, consumer counts and FLOPs. Errors (shape mismatch, a dimension that
  * shrinks to zero) name the file and the layer's line. Can be called again with new sizes. */
 vdnn_status vdnn_graph_resolve(vdnn_graph_t *g, vdnn_shape input, int classes, vdnn_error *err);
+
+/* Hash of the model's structure at its resolved input (layer names, kinds, parameter counts, shapes without the
+ * batch): a checkpoint names the model it belongs to by it. */
+uint64_t vdnn_graph_hash(const vdnn_graph_t *g);
 
 /* Index of the layer with this name, or -1. */
 int vdnn_graph_find(const vdnn_graph_t *g, const char *name);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "mem/offsets.h"
+#include "plan/profile.h"
 #include "plan/policy.h"
 
 const char *vdnn_storage_kind_name(vdnn_storage_kind k)
@@ -86,10 +87,10 @@ bool vdnn_plan_offload_supported(const vdnn_plan_request *req, const char **why)
     if (!req->training) return true;
     /* A home is written back once, right after the layer's fused update; the other schedules keep
      * gradients until a separate update step, with every parameter on the device. */
-    if (req->micro_batches > 1 || req->held_batches > 1) *why = "micro-batches (--micro-batches)";
+    if (req->memory.micro_batches > 1) *why = "micro-batches (memory.micro_batches)";
     else if (req->keep_weight_grads) *why = "weight gradients kept until a separate update step (keep_weight_grads, "
                                            "as the distributed runtimes need)";
-    else if (req->policy == VDNN_POLICY_UM) *why = "policy um (it has no pinned host pool)";
+    else if (req->memory.policy == VDNN_POLICY_UM) *why = "policy um (memory.policy; it has no pinned host pool)";
     return !*why;
 }
 
@@ -98,8 +99,8 @@ bool vdnn_plan_stream_supported(const vdnn_plan_request *req, const char **why)
     *why = NULL;
     if (!req->training) return true;
     /* The host copy of a streamed input is one per step, at a place of the host pool. */
-    if (req->micro_batches > 1 || req->held_batches > 1) *why = "micro-batches (--micro-batches)";
-    else if (req->policy == VDNN_POLICY_UM) *why = "policy um (it has no pinned host pool)";
+    if (req->memory.micro_batches > 1) *why = "micro-batches (memory.micro_batches)";
+    else if (req->memory.policy == VDNN_POLICY_UM) *why = "policy um (memory.policy; it has no pinned host pool)";
     return !*why;
 }
 
@@ -776,7 +777,8 @@ static vdnn_status init_algos(vdnn_plan_t *p, const vdnn_plan_request *req)
     p->algo = calloc((size_t)p->n_layers, sizeof *p->algo);
     p->cands = calloc((size_t)p->n_layers, sizeof *p->cands);
     if (!p->algo || !p->cands) return VDNN_ERR_NO_MEMORY;
-    p->choose_algos = req->algos && req->force_algo == VDNN_ALGO_CHOOSE;
+    const int force = req->memory.conv_algo;
+    p->choose_algos = req->algos && force == VDNN_ALGO_CHOOSE;
     for (int l = 0; l < p->n_layers; l++) {
         if (req->algos && req->algos[l].n >= 1) {
             p->cands[l] = req->algos[l];
@@ -784,8 +786,8 @@ static vdnn_status init_algos(vdnn_plan_t *p, const vdnn_plan_request *req)
             p->cands[l].n = 1;
             p->cands[l].a[0].info = p->info[l];
         }
-        int k = req->force_algo > 0 ? req->force_algo : 0;
-        if (req->force_algo == VDNN_ALGO_LEANEST) k = vdnn_plan_leanest_algo(p, l);
+        int k = force > 0 ? force : 0;
+        if (force == VDNN_ALGO_LEANEST) k = vdnn_plan_leanest_algo(p, l);
         p->algo[l] = k < p->cands[l].n ? k : p->cands[l].n - 1;
         p->info[l] = p->cands[l].a[p->algo[l]].info;
     }
@@ -821,53 +823,49 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
 {
     *out = NULL;
     if (!g->resolved) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "plan: the graph has no resolved shapes");
-    if (req->policy >= VDNN_POLICY_COUNT) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "plan: unknown policy");
-    vdnn_plan_t *p = calloc(1, sizeof *p);
-    if (!p) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
-    p->policy = req->training ? req->policy : VDNN_POLICY_NONE;
-    p->training = req->training;
-    p->micro_batches = req->training && req->micro_batches > 1 ? req->micro_batches : 1;
-    p->held_batches = req->training && req->held_batches > 1 ? req->held_batches : 1;
-    p->fused_update = req->training && !req->keep_weight_grads && p->micro_batches == 1;
+    vdnn_status rc = vdnn_memory_options_check(&req->memory, err);
+    if (rc != VDNN_OK) return rc;
     const char *why = NULL;
-    if (req->offload_params && !vdnn_plan_offload_supported(req, &why)) {
-        free(p);
+    if (req->memory.offload_params && !vdnn_plan_offload_supported(req, &why))
         return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
-                         "--offload-params: parameters homed in host memory are updated in their layer's backward "
+                         "memory.offload_params: parameters homed in host memory are updated in their layer's backward "
                          "step and written back there; that does not combine with %s", why);
+    if (req->memory.stream_inputs && !vdnn_plan_stream_supported(req, &why))
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
+                         "memory.stream_inputs: a streamed input has one host copy per step; that does not combine "
+                         "with %s", why);
+    vdnn_plan_t *p = calloc(1, sizeof *p);
+    if (p) p->figures = vdnn_plan_figures_new();
+    if (!p || !p->figures) {
+        free(p);
+        return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
     }
+    p->req = *req;
+    p->policy = req->training ? req->memory.policy : VDNN_POLICY_NONE;
+    p->training = req->training;
+    p->micro_batches = req->training && req->memory.micro_batches > 1 ? req->memory.micro_batches : 1;
+    p->held_batches = vdnn_plan_request_held(req);
+    p->fused_update = req->training && !req->keep_weight_grads && p->micro_batches == 1;
     p->bwd_begin = req->training ? g->n_layers : -1;
     p->g = g;
-    p->req.variable_base = req->variable_base;
-    p->req.profile = req->profile;
-    p->req.algos = req->algos;
-    p->req.force_algo = req->force_algo;
-    if (req->stream_inputs && !vdnn_plan_stream_supported(req, &why)) {
-        free(p);
-        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
-                         "--stream-inputs: a streamed input has one host copy per step; that does not combine with %s",
-                         why);
-    }
-    p->stream_inputs = req->stream_inputs;
-    p->budget = req->budget;
-    p->host_budget = req->host_budget;
+    p->stream_inputs = req->memory.stream_inputs;
     p->n_layers = g->n_layers;
     p->info = calloc((size_t)g->n_layers, sizeof *p->info);
-    p->req.info = calloc((size_t)g->n_layers, sizeof *p->info);
+    p->req_info = calloc((size_t)g->n_layers, sizeof *p->info);
     p->ls = calloc((size_t)g->n_layers, sizeof *p->ls);
-    if (!p->info || !p->ls || !p->req.info) {
+    if (!p->info || !p->ls || !p->req_info) {
         vdnn_plan_free(p);
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
     }
     memcpy(p->info, info, sizeof *p->info * (size_t)g->n_layers);
-    memcpy(p->req.info, info, sizeof *p->info * (size_t)g->n_layers);
+    memcpy(p->req_info, info, sizeof *p->info * (size_t)g->n_layers);
     if (init_algos(p, req) != VDNN_OK) {
         vdnn_plan_free(p);
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
     }
     for (int l = 0; l < g->n_layers; l++)
         p->ls[l] = (vdnn_layer_storage){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false};
-    vdnn_status rc = build_storages(p, g, err);
+    rc = build_storages(p, g, err);
     if (rc == VDNN_OK) rc = build_steps(p, g, err);
     if (rc != VDNN_OK) {
         vdnn_plan_free(p);
@@ -882,7 +880,7 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
                        s->last_fwd_use >= 0 && s->first_bwd_use > s->last_fwd_use + 1;
     }
     p->n_storages_analyzed = p->n_storages;
-    vdnn_plan_set_offload_params(p, req->offload_params);
+    vdnn_plan_set_offload_params(p, req->memory.offload_params);
     *out = p;
     return VDNN_OK;
 }
@@ -1016,8 +1014,8 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
         p->host_bytes *= (size_t)p->held_batches;
     }
     /* Managed pages wait in host memory while they are offloaded: the host budget bounds them too. */
-    p->feasible = p->peak_device_bytes <= p->budget && p->host_bytes <= p->host_budget &&
-                  p->managed_bytes <= p->host_budget - p->host_bytes;
+    p->feasible = p->peak_device_bytes <= p->req.memory.budget && p->host_bytes <= p->req.memory.host_budget &&
+                  p->managed_bytes <= p->req.memory.host_budget - p->host_bytes;
     return VDNN_OK;
 }
 
@@ -1036,11 +1034,30 @@ vdnn_status vdnn_plan_build(const vdnn_graph_t *g, const vdnn_op_info *info, con
     return VDNN_OK;
 }
 
+vdnn_plan_request vdnn_plan_request_default(void)
+{
+    return (vdnn_plan_request){.memory = vdnn_memory_options_default(), .training = true};
+}
+
+vdnn_status vdnn_plan_training(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_layer_algos *algos,
+                               const vdnn_memory_options *memory, const struct vdnn_profile *prof,
+                               bool keep_weight_grads, vdnn_plan_t **out, vdnn_error *err)
+{
+    vdnn_plan_request rq = vdnn_plan_request_default();
+    rq.memory = *memory;
+    rq.profile = prof;
+    rq.keep_weight_grads = keep_weight_grads;
+    rq.algos = algos;
+    return vdnn_plan_build(g, info, &rq, out, err);
+}
+
 void vdnn_plan_free(vdnn_plan_t *p)
 {
     if (!p) return;
+    vdnn_plan_figures_free(p->figures);
+    vdnn_graph_free(p->own_g);
     free(p->info);
-    free(p->req.info);
+    free(p->req_info);
     free(p->algo);
     free(p->cands);
     free(p->ls);

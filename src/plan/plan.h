@@ -8,21 +8,9 @@
 
 #include "backend/backend.h"
 #include "graph/graph.h"
+#include "vdnn/memory.h"
+#include "vdnn/plan.h"
 
-typedef enum vdnn_policy {
-    VDNN_POLICY_NONE = 0, /* in-core, with liveness reuse */
-    VDNN_POLICY_ALL,      /* vDNN_all: offload every feature map needed by backward */
-    VDNN_POLICY_CONV,     /* vDNN_conv: offload only the inputs of convolutions */
-    VDNN_POLICY_RECOMPUTE,/* Chen et al.: keep about sqrt(n) checkpoints, recompute the rest */
-    VDNN_POLICY_DYN,      /* vDNN_dyn: from fastest to most memory-saving until it fits */
-    VDNN_POLICY_POOCH,    /* PoocH: keep/swap search, then swap-to-recompute by r(X) */
-    VDNN_POLICY_AUTO,     /* ours: the fastest simulated plan that fits */
-    VDNN_POLICY_UM,       /* OC-DNN: all's classes, swapped maps in Unified Memory, migrated by prefetches */
-    VDNN_POLICY_COUNT
-} vdnn_policy;
-
-const char *vdnn_policy_name(vdnn_policy p);
-bool vdnn_policy_parse(const char *s, vdnn_policy *out);
 
 typedef enum vdnn_storage_kind {
     VDNN_ST_WEIGHT,   /* conv/fc weights, BN gamma */
@@ -43,8 +31,6 @@ typedef enum vdnn_storage_kind {
 } vdnn_storage_kind;
 
 const char *vdnn_storage_kind_name(vdnn_storage_kind k);
-
-typedef enum vdnn_tensor_class { VDNN_CLASS_KEEP = 0, VDNN_CLASS_SWAP, VDNN_CLASS_RECOMPUTE } vdnn_tensor_class;
 
 const char *vdnn_class_name(vdnn_tensor_class c);
 
@@ -124,11 +110,6 @@ typedef struct vdnn_layer_algos {
     vdnn_op_algo a[VDNN_MAX_ALGOS];
 } vdnn_layer_algos;
 
-/* vdnn_plan_request.force_algo: the planner chooses each layer's algorithm; each layer takes the
- * candidate with the smallest workspace. */
-#define VDNN_ALGO_CHOOSE (-1)
-#define VDNN_ALGO_LEANEST (-2)
-
 /* Per layer: which storage holds what. -1 where the layer has none. */
 typedef struct vdnn_layer_storage {
     int out, aux, grad;
@@ -139,6 +120,33 @@ typedef struct vdnn_layer_storage {
     bool in_place;   /* stream_inputs: the layer's op writes its output over its input a chunk at a time */
 } vdnn_layer_storage;
 
+typedef struct vdnn_plan_request {
+    vdnn_memory_options memory;        /* policy, budgets, conv_algo, offload_params, stream_inputs, micro_batches
+                                          and pipelined plan; the others ride along. micro_batches > 1: a step sums
+                                          the weight gradients of that many micro-batches (the graph's batch),
+                                          which implies keep_weight_grads; pipelined: the device holds every one
+                                          between its forward and backward passes (a GPipe stage). offload_params
+                                          and stream_inputs: see vdnn_storage; policy auto turns each on by itself
+                                          where nothing fits without it (offload_params also where it is faster) */
+    bool training;                     /* false: forward only (evaluation) */
+    size_t variable_base;              /* non-persistent blocks start at or above this offset, so an
+                                          evaluation plan never touches a training plan's state */
+    const struct vdnn_profile *profile;/* costs for the profile-guided policies (NULL: the default estimate) */
+    bool keep_weight_grads;            /* weight gradients persist until a separate update step (for
+                                          tests that read them); otherwise each layer's parameters are
+                                          updated right after its backward and its gradients are transient */
+    const vdnn_layer_algos *algos;     /* per layer, from vdnn_plan_query_algos (NULL: the default only) */
+} vdnn_plan_request;
+
+/* A training request with the default memory options; every request starts from it. */
+vdnn_plan_request vdnn_plan_request_default(void);
+
+/* Held micro-batches of a request: all of them when pipelined, else one. */
+static inline int vdnn_plan_request_held(const vdnn_plan_request *r)
+{
+    return r->training && r->memory.pipelined && r->memory.micro_batches > 1 ? r->memory.micro_batches : 1;
+}
+
 struct vdnn_plan {
     vdnn_policy policy;
     bool training;
@@ -146,13 +154,9 @@ struct vdnn_plan {
     bool offload_params;               /* parameters and momentum homed in the host pool (see vdnn_storage) */
     bool stream_inputs;                /* convolutions that can run in place over a streamed input do */
     const vdnn_graph_t *g;             /* borrowed: the graph must outlive the plan */
-    struct vdnn_plan_request_copy {
-        size_t variable_base;
-        const struct vdnn_profile *profile;
-        const vdnn_layer_algos *algos; /* borrowed: valid while vdnn_plan_build runs (auto analyzes again) */
-        int force_algo;
-        vdnn_op_info *info;            /* the caller's op info, copied */
-    } req;
+    struct vdnn_plan_request req;      /* as asked for; req.algos is borrowed: valid while vdnn_plan_build runs
+                                          (auto analyzes again), later p->cands holds them */
+    vdnn_op_info *req_info;            /* the caller's op info, copied */
     int n_layers;
     vdnn_op_info *info;                /* per layer (index 0 unused), under its chosen algorithm */
     int *algo;                         /* per layer: the chosen candidate of cands */
@@ -186,51 +190,24 @@ struct vdnn_plan {
                                           order, so a training plan and its evaluation plan share them */
     size_t managed_bytes;              /* policy um: the Unified Memory pool, each swapped storage at its own range */
     size_t bytes_moved;                /* per iteration, both directions */
-    size_t budget, host_budget;        /* SIZE_MAX: unlimited */
-    bool feasible;
+    bool feasible;                     /* within req.memory.budget and req.memory.host_budget */
+    vdnn_graph_t *own_g;               /* made by the public vdnn_plan_create: the resolved copy of the model that g
+                                          points at (NULL otherwise) */
+    struct vdnn_plan_figures *figures; /* vdnn_plan_summarize's cache, filled when first asked (not thread-safe) */
 };
-
-typedef struct vdnn_plan_request {
-    vdnn_policy policy;
-    bool training;                     /* false: forward only (evaluation) */
-    size_t budget;                     /* device bytes; SIZE_MAX unlimited */
-    size_t host_budget;
-    size_t variable_base;              /* non-persistent blocks start at or above this offset, so an
-                                          evaluation plan never touches a training plan's state */
-    const struct vdnn_profile *profile;/* costs for the profile-guided policies (NULL: estimated) */
-    bool keep_weight_grads;            /* weight gradients persist until a separate update step (for
-                                          tests that read them); otherwise each layer's parameters are
-                                          updated right after its backward and its gradients are transient */
-    const vdnn_layer_algos *algos;     /* per layer, from vdnn_plan_query_algos (NULL: the default only) */
-    int force_algo;                    /* k >= 0: every layer uses candidate min(k, n-1) (0: the defaults, whose
-                                          results are those of every other plan with the defaults);
-                                          VDNN_ALGO_LEANEST: the smallest workspaces;
-                                          VDNN_ALGO_CHOOSE: the profile-guided planners choose */
-    int micro_batches;                 /* > 1: a step sums the weight gradients of this many micro-batches (the
-                                          graph's batch); implies keep_weight_grads, and each layer gets a
-                                          transient storage for a micro-batch's gradients before they are added */
-    int held_batches;                  /* > 1: the device holds this many micro-batches between their forward and
-                                          backward passes (a GPipe stage: all of a step's). Blocks live from
-                                          forward into backward get one copy per micro-batch, the other blocks
-                                          share one region above them; the host pool gets one copy each */
-    bool offload_params;               /* weights, biases and momentum live in the host pool between their uses
-                                          (ZeRO-Offload style); training needs the fused update (no
-                                          keep_weight_grads, micro-batches or policy um: VDNN_ERR_UNSUPPORTED).
-                                          Policy auto turns it on by itself where it fits only so or is faster */
-    bool stream_inputs;                /* every convolution whose backend can (op_info.stream_ok), whose input has
-                                          it as its only consumer and the input's shape, runs in place: forward
-                                          saves each batch chunk of the input to the host pool before writing
-                                          its output there, and backward reads the input back a chunk at a time
-                                          through two chunk buffers. Same results bit for bit; not with
-                                          micro-batches or policy um. Policy auto turns it on by itself where
-                                          nothing else fits */
-} vdnn_plan_request;
 
 /* Builds a plan for a resolved graph. `info` holds each layer's op info (from the backend's
  * op_query; index 0 ignored). Never fails for a too small budget: `feasible` says. */
 vdnn_status vdnn_plan_build(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_plan_request *req,
                             vdnn_plan_t **out, vdnn_error *err);
 void vdnn_plan_free(vdnn_plan_t *p);
+
+/* The training plan of a resolved graph (one micro-batch's sizes) under memory options, with the costs of prof
+ * (NULL: the default estimate): the one request that vdnn_plan_create (`vdnn plan`) and a net's creation
+ * (`vdnn train`) both make, so that they make the same plan. */
+vdnn_status vdnn_plan_training(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_layer_algos *algos,
+                               const vdnn_memory_options *memory, const struct vdnn_profile *prof,
+                               bool keep_weight_grads, vdnn_plan_t **out, vdnn_error *err);
 
 /* The two halves of vdnn_plan_build, for planners that try many classifications:
  * analyze finds storages and liveness with every storage kept; finalize turns the current
@@ -278,6 +255,13 @@ bool vdnn_plan_algos_change_numerics(const vdnn_plan_t *p);
 
 /* Device bytes live during each step (array of n_steps), for tables and plots. */
 void vdnn_plan_live_bytes(const vdnn_plan_t *p, size_t *live);
+
+/* The summary's cache of a plan (api/plan_summary.c). */
+struct vdnn_plan_figures *vdnn_plan_figures_new(void);
+void vdnn_plan_figures_free(struct vdnn_plan_figures *f);
+
+/* The storages the table, the JSON and vdnn_plan_tensor list: feature maps, state and homed parameters. */
+int vdnn_plan_listed_count(const vdnn_plan_t *p);
 
 /* Writes the per-storage table or one JSON object. */
 void vdnn_plan_print_table(const vdnn_plan_t *p, const vdnn_graph_t *g, FILE *f);

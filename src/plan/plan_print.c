@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "plan/plan.h"
+#include "core/error.h"
 
 static const char *step_name(const vdnn_plan_t *p, const vdnn_graph_t *g, int s, char *buf, size_t n)
 {
@@ -55,6 +56,34 @@ static bool managed(const vdnn_plan_t *p, const vdnn_storage *s)
     return p->policy == VDNN_POLICY_UM && s->cls == VDNN_CLASS_SWAP;
 }
 
+int vdnn_plan_listed_count(const vdnn_plan_t *p)
+{
+    int n = 0;
+    for (int i = 0; i < p->n_storages; i++) n += listed(&p->st[i]);
+    return n;
+}
+
+vdnn_status vdnn_plan_tensor(const vdnn_plan_t *p, int i, vdnn_tensor_info *out, vdnn_error *err)
+{
+    int k = 0, left = i;
+    for (; k < p->n_storages && (left > 0 || !listed(&p->st[k])); k++) left -= listed(&p->st[k]);
+    if (i < 0 || k >= p->n_storages)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "tensor index %d is out of range (0 to %d)", i,
+                         vdnn_plan_listed_count(p) - 1);
+    const vdnn_storage *s = &p->st[k];
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", s->name);
+    snprintf(out->kind, sizeof out->kind, "%s", vdnn_storage_kind_name(s->kind));
+    snprintf(out->cls, sizeof out->cls, "%s", managed(p, s) ? "managed" : class_name(s));
+    out->class_id = s->cls;
+    out->layer = s->layer;
+    out->bytes = s->bytes;
+    step_name(p, p->g, out_after(s), out->out_after, sizeof out->out_after);
+    step_name(p, p->g, back_from(s), out->back_from, sizeof out->back_from);
+    step_name(p, p->g, s->homed ? s->need_step : s->first_bwd_use, out->first_use, sizeof out->first_use);
+    return VDNN_OK;
+}
+
 void vdnn_plan_print_table(const vdnn_plan_t *p, const vdnn_graph_t *g, FILE *f)
 {
     char a[96], b[96], c[96], x[32], y[32];
@@ -92,8 +121,8 @@ void vdnn_plan_print_table(const vdnn_plan_t *p, const vdnn_graph_t *g, FILE *f)
                 vdnn_format_bytes(p->managed_bytes, x, sizeof x), p->managed_bytes);
     fprintf(f, "moved per iteration:   %s (%zu bytes, both directions)\n", vdnn_format_bytes(p->bytes_moved, x, sizeof x),
             p->bytes_moved);
-    if (p->budget != SIZE_MAX)
-        fprintf(f, "budget:                %s: %s\n", vdnn_format_bytes(p->budget, y, sizeof y),
+    if (p->req.memory.budget != SIZE_MAX)
+        fprintf(f, "budget:                %s: %s\n", vdnn_format_bytes(p->req.memory.budget, y, sizeof y),
                 p->feasible ? "fits" : "does NOT fit");
     int other = 0;
     for (int l = 1; l < p->n_layers; l++) {
@@ -105,7 +134,7 @@ void vdnn_plan_print_table(const vdnn_plan_t *p, const vdnn_graph_t *g, FILE *f)
     if (other)
         fprintf(f, "\n%s\n", vdnn_plan_algos_change_numerics(p)
                                  ? "  (these round differently: results match in-core training up to float rounding; "
-                                   "--conv-algo default keeps them bit-identical)"
+                                   "memory.conv_algo default keeps them bit-identical)"
                                  : "  (same results as the defaults, bit for bit)");
 }
 
@@ -128,8 +157,8 @@ void vdnn_plan_print_json(const vdnn_plan_t *p, const vdnn_graph_t *g, size_t mi
     fprintf(f, ", \"batch\": %d, \"input\": \"%dx%dx%d\", \"policy\": \"%s\", \"feasible\": %s, ", g->input.n,
             g->input.c, g->input.h, g->input.w, vdnn_policy_name(p->policy), p->feasible ? "true" : "false");
     fprintf(f, "\"budget_bytes\": ");
-    if (p->budget == SIZE_MAX) fprintf(f, "null");
-    else fprintf(f, "%zu", p->budget);
+    if (p->req.memory.budget == SIZE_MAX) fprintf(f, "null");
+    else fprintf(f, "%zu", p->req.memory.budget);
     fprintf(f, ", \"peak_device_bytes\": %zu, \"avg_device_bytes\": %zu, \"persistent_bytes\": %zu, \"host_bytes\": %zu, "
                "\"managed_bytes\": %zu, \"bytes_moved\": %zu, \"min_budget_bytes\": %zu, \"offload_params\": %s, "
                "\"streamed_layers\": %d, \"home_bytes\": %zu, \"steps\": %d, \"tensors\": [",

@@ -75,7 +75,7 @@ vdnn_status vdnn_search_begin(vdnn_search *s, vdnn_plan_t *p, const vdnn_graph_t
     s->prof = p->req.profile;
     if (!s->prof) {
         /* No measurements: a generic GPU on a PCIe gen3 link, the papers' setting. */
-        vdnn_status rc = vdnn_profile_estimate(g, 1e13, 5e11, 16e9, &s->own_profile, err);
+        vdnn_status rc = vdnn_profile_estimate_default(g, &s->own_profile, err);
         if (rc != VDNN_OK) return rc;
         s->prof = &s->own_profile;
     }
@@ -84,12 +84,12 @@ vdnn_status vdnn_search_begin(vdnn_search *s, vdnn_plan_t *p, const vdnn_graph_t
     size_t persistent = 0;
     for (int i = 0; i < p->n_storages_analyzed; i++)
         if (p->st[i].persistent) persistent += vdnn_align_up(p->st[i].bytes);
-    if (p->budget != SIZE_MAX && p->budget > persistent) {
+    if (p->req.memory.budget != SIZE_MAX && p->req.memory.budget > persistent) {
         /* Persistent blocks are packed back to back and fragment nothing: where they take most of the
          * budget, a share of the whole budget would leave nothing to plan with. */
-        double whole = (double)p->budget * FRAGMENTATION_MARGIN, variable = (double)(p->budget - persistent) * 0.1;
+        double whole = (double)p->req.memory.budget * FRAGMENTATION_MARGIN, variable = (double)(p->req.memory.budget - persistent) * 0.1;
         s->margin = (size_t)(whole < variable ? whole : variable);
-        s->max_margin = (p->budget - persistent) / 2;
+        s->max_margin = (p->req.memory.budget - persistent) / 2;
     }
     return VDNN_OK;
 }
@@ -114,7 +114,7 @@ static vdnn_status place_check(vdnn_search *s, vdnn_error *err)
     s->placed_blocks += p->n_blocks;
     s->last_fit = rc == VDNN_OK && p->feasible;
     s->last_placed = true;
-    if (rc == VDNN_OK && p->peak_device_bytes > s->last_live + s->margin && s->last_live + s->margin <= p->budget) {
+    if (rc == VDNN_OK && p->peak_device_bytes > s->last_live + s->margin && s->last_live + s->margin <= p->req.memory.budget) {
         size_t grown = p->peak_device_bytes - s->last_live;
         s->margin = grown < s->max_margin ? grown : s->max_margin;
     }
@@ -126,13 +126,13 @@ static vdnn_status place_check(vdnn_search *s, vdnn_error *err)
 static int margin_fit(const vdnn_search *s)
 {
     const vdnn_plan_t *p = s->p;
-    if (s->last_live > p->budget) return 0;
+    if (s->last_live > p->req.memory.budget) return 0;
     size_t host = 0; /* before packing: the sum of swapped bytes, at least the packed pool */
     for (int i = 0; i < p->n_storages_analyzed; i++)
         if (p->st[i].cls == VDNN_CLASS_SWAP) host += vdnn_align_up(p->st[i].bytes);
     host *= (size_t)p->held_batches; /* every held micro-batch has its own host copies */
     host += p->home_bytes;
-    return s->last_live + s->margin <= p->budget && host <= p->host_budget ? 1 : -1;
+    return s->last_live + s->margin <= p->req.memory.budget && host <= p->req.memory.host_budget ? 1 : -1;
 }
 
 vdnn_status vdnn_search_fits(vdnn_search *s, bool *fits, vdnn_error *err)
@@ -315,7 +315,7 @@ static int by_need(const void *a, const void *b)
 
 vdnn_status vdnn_schedule_prefetch_early(vdnn_plan_t *p, size_t margin, vdnn_error *err)
 {
-    if (p->budget == SIZE_MAX || p->n_steps < 1) return VDNN_OK;
+    if (p->req.memory.budget == SIZE_MAX || p->n_steps < 1) return VDNN_OK;
     const int n_steps = p->n_steps;
     size_t *live = calloc((size_t)n_steps, sizeof(size_t));
     need_order *order = malloc(sizeof *order * (size_t)p->n_storages + 1);
@@ -329,7 +329,7 @@ vdnn_status vdnn_schedule_prefetch_early(vdnn_plan_t *p, size_t margin, vdnn_err
     }
     vdnn_plan_live_bytes(p, live);
     mt_build(&t, 1, 0, n_steps - 1, live);
-    size_t limit = p->budget > margin ? p->budget - margin : 0;
+    size_t limit = p->req.memory.budget > margin ? p->req.memory.budget - margin : 0;
     /* The earliest-needed first (ties in storage order): they gain most from an early start. */
     int n = 0;
     for (int i = 0; i < p->n_storages; i++)
@@ -397,7 +397,7 @@ double vdnn_plan_lower_bound(const vdnn_plan_t *p, const vdnn_graph_t *g, const 
     /* Compute every plan runs. */
     double compute = prof->load_s + prof->update_s;
     for (int l = 1; l < g->n_layers; l++) compute += fastest(p, prof, l, false) + fastest(p, prof, l, true);
-    if (p->budget == SIZE_MAX) return compute;
+    if (p->req.memory.budget == SIZE_MAX) return compute;
     const int n = p->n_storages_analyzed;
     size_t *live = calloc((size_t)p->n_steps + 1, sizeof(size_t));
     lb_item *items = calloc((size_t)n + 1, sizeof *items);
@@ -437,8 +437,8 @@ double vdnn_plan_lower_bound(const vdnn_plan_t *p, const vdnn_graph_t *g, const 
     double extra = 0, t_before = 0;
     for (int s = 0; s < p->n_steps; s++) {
         const vdnn_step *st = &p->steps[s];
-        if (live[s] > p->budget) {
-            double over = (double)(live[s] - p->budget);
+        if (live[s] > p->req.memory.budget) {
+            double over = (double)(live[s] - p->req.memory.budget);
             double free_copy = t_before / copy_rate; /* bytes the link could move in the time before s */
             double need = over > free_copy ? over - free_copy : 0, cost = 0;
             for (int k = 0; k < n_items && need > 0; k++) {
@@ -499,12 +499,13 @@ vdnn_status vdnn_plan_min_budget(const vdnn_graph_t *g, const vdnn_op_info *info
     size_t best = SIZE_MAX;
     /* Policy auto streams convolution inputs by itself where nothing else fits. */
     const char *why;
-    const bool stream_too = req->policy == VDNN_POLICY_AUTO && vdnn_plan_stream_supported(req, &why);
+    const bool stream_too = req->memory.policy == VDNN_POLICY_AUTO && vdnn_plan_stream_supported(req, &why);
+    const bool asked = req->memory.stream_inputs;
     vdnn_status rc = VDNN_OK;
-    for (int stream = req->stream_inputs; rc == VDNN_OK && stream <= (req->stream_inputs || stream_too); stream++) {
+    for (int stream = asked; rc == VDNN_OK && stream <= (asked || stream_too); stream++) {
         size_t b = SIZE_MAX;
         vdnn_plan_request r = *req;
-        r.stream_inputs = stream;
+        r.memory.stream_inputs = stream;
         rc = min_budget_of(g, info, &r, &b, err);
         if (b < best) best = b;
     }
@@ -517,22 +518,23 @@ static vdnn_status min_budget_of(const vdnn_graph_t *g, const vdnn_op_info *info
                                  size_t *out, vdnn_error *err)
 {
     vdnn_plan_request r = *req;
-    r.budget = SIZE_MAX;
-    r.host_budget = SIZE_MAX;
-    r.policy = VDNN_POLICY_NONE;
+    r.memory.budget = SIZE_MAX;
+    r.memory.host_budget = SIZE_MAX;
+    r.memory.policy = VDNN_POLICY_NONE;
     vdnn_plan_t *p = NULL;
     vdnn_status rc = vdnn_plan_analyze(g, info, &r, &p, err);
     if (rc != VDNN_OK) return rc;
     size_t best = SIZE_MAX;
-    if (r.stream_inputs && !vdnn_plan_streamed_layers(p)) {
+    if (r.memory.stream_inputs && !vdnn_plan_streamed_layers(p)) {
         vdnn_plan_free(p);
         *out = best;
         return VDNN_OK;
     }
     /* Policy auto homes the parameters in host memory by itself where that is what fits. */
     const char *why;
-    const bool home_too = req->policy == VDNN_POLICY_AUTO && vdnn_plan_offload_supported(req, &why);
-    for (int home = req->offload_params; home <= (req->offload_params || home_too); home++) {
+    const bool home_too = req->memory.policy == VDNN_POLICY_AUTO && vdnn_plan_offload_supported(req, &why);
+    const bool homed = req->memory.offload_params;
+    for (int home = homed; home <= (homed || home_too); home++) {
         vdnn_plan_set_offload_params(p, home);
         /* With a choice of algorithms, the leanest ones too. */
         for (int lean = 0; lean < (p->choose_algos ? 2 : 1); lean++) {

@@ -116,15 +116,15 @@ static bool evicts(const vdnn_plan_t *p)
  * other storages: analyzed afresh); its plan replaces p's if it fits, or comes closer. */
 static vdnn_status try_streaming(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
 {
-    const vdnn_plan_request rq = {.policy = p->policy, .training = true, .budget = p->budget,
-                                  .host_budget = p->host_budget, .variable_base = p->req.variable_base,
-                                  .profile = p->req.profile, .keep_weight_grads = !p->fused_update,
-                                  .algos = p->req.algos, .force_algo = p->req.force_algo,
-                                  .offload_params = p->offload_params, .stream_inputs = true};
+    vdnn_plan_request rq = p->req;
+    rq.memory.policy = p->policy;
+    rq.memory.offload_params = p->offload_params;
+    rq.memory.stream_inputs = true;
+    rq.keep_weight_grads = !p->fused_update;
     const char *why;
     if (!vdnn_plan_stream_supported(&rq, &why)) return VDNN_OK;
     vdnn_plan_t *q = NULL;
-    vdnn_status rc = vdnn_plan_analyze(g, p->req.info, &rq, &q, err);
+    vdnn_status rc = vdnn_plan_analyze(g, p->req_info, &rq, &q, err);
     if (rc == VDNN_OK && !vdnn_plan_streamed_layers(q)) {
         vdnn_plan_free(q);
         return VDNN_OK;
@@ -142,7 +142,7 @@ static vdnn_status try_streaming(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_err
 vdnn_status vdnn_planner_auto(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
 {
     vdnn_status rc = auto_plan(p, g, err);
-    if (rc == VDNN_OK && !p->feasible && !p->stream_inputs && p->budget != SIZE_MAX) rc = try_streaming(p, g, err);
+    if (rc == VDNN_OK && !p->feasible && !p->stream_inputs && p->req.memory.budget != SIZE_MAX) rc = try_streaming(p, g, err);
     return rc;
 }
 
@@ -154,7 +154,7 @@ static vdnn_status auto_plan(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *
      * them on the device does not fit, or fits only by evicting maps, which the room they leave may spare.
      * Kept if that fits where the other does not, or is faster by the simulation. */
     const bool can_home = p->training && p->fused_update && p->held_batches == 1 && p->policy != VDNN_POLICY_UM;
-    if (rc != VDNN_OK || p->offload_params || !can_home || p->budget == SIZE_MAX || (p->feasible && !evicts(p)))
+    if (rc != VDNN_OK || p->offload_params || !can_home || p->req.memory.budget == SIZE_MAX || (p->feasible && !evicts(p)))
         return rc;
     const bool dev_fits = p->feasible;
     const size_t dev_peak = p->peak_device_bytes;

@@ -12,7 +12,7 @@ vdnn_status vdnn_policy_classify(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_err
 void vdnn_policy_static(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_policy policy);
 
 /* Profile-guided planners (planner_*.c). Each leaves p finalized with the fastest plan it found
- * under p->budget and p->host_budget, or the most memory-saving one if none fits. */
+ * under p->req.memory.budget and p->req.memory.host_budget, or the most memory-saving one if none fits. */
 vdnn_status vdnn_planner_recompute(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err);
 vdnn_status vdnn_planner_dyn(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err);
 vdnn_status vdnn_planner_pooch(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err);

@@ -98,6 +98,12 @@ vdnn_status vdnn_profile_estimate(const vdnn_graph_t *g, double flops_per_s, dou
     return VDNN_OK;
 }
 
+vdnn_status vdnn_profile_estimate_default(const vdnn_graph_t *g, vdnn_profile *p, vdnn_error *err)
+{
+    return vdnn_profile_estimate(g, VDNN_ESTIMATE_FLOPS_PER_S, VDNN_ESTIMATE_MEM_BYTES_PER_S,
+                                 VDNN_ESTIMATE_LINK_BYTES_PER_S, p, err);
+}
+
 /* seconds = latency + bytes / bandwidth, least squares. A negative intercept means the latency is below
  * what the samples resolve: the constrained optimum then lies on latency = 0, a line through the origin.
  * Times that do not grow with size (noise) fall back to that line too, which keeps the bandwidth finite. */

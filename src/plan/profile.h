@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "graph/graph.h"
+#include "vdnn/plan.h"
 
 /* A copy of B bytes takes latency_s + B / bytes_per_s. */
 typedef struct vdnn_copy_model {
@@ -81,6 +82,10 @@ void vdnn_profile_release(vdnn_profile *p);
  * (bytes = its inputs and outputs), copies run at link_bytes_per_s with 10 us latency. */
 vdnn_status vdnn_profile_estimate(const vdnn_graph_t *g, double flops_per_s, double mem_bytes_per_s,
                                   double link_bytes_per_s, vdnn_profile *p, vdnn_error *err);
+
+/* The estimate plans use when they are given no profile (VDNN_ESTIMATE_* in vdnn/plan.h): one default, so that
+ * every caller that plans without measurements plans alike. */
+vdnn_status vdnn_profile_estimate_default(const vdnn_graph_t *g, vdnn_profile *p, vdnn_error *err);
 
 /* Least-squares fit of latency and bandwidth to the samples of one direction. */
 vdnn_copy_model vdnn_copy_model_fit(const size_t *bytes, const double *seconds, int n);

@@ -305,3 +305,15 @@ void vdnn_timeline_release(vdnn_timeline *t)
     free(t->mem);
     memset(t, 0, sizeof *t);
 }
+
+void vdnn_timeline_free(vdnn_timeline *t)
+{
+    if (!t) return;
+    vdnn_timeline_release(t);
+    free(t);
+}
+
+void vdnn_timeline_summarize(const vdnn_timeline *t, vdnn_timeline_summary *s)
+{
+    *s = (vdnn_timeline_summary){t->iteration_s, t->compute_s, t->stall_s, t->d2h_s, t->h2d_s, t->peak_live_bytes};
+}

@@ -61,9 +61,11 @@ vdnn_status vdnn_simulate(const vdnn_plan_t *plan, const vdnn_graph_t *g, const 
                           vdnn_timeline *out, vdnn_error *err);
 void vdnn_timeline_release(vdnn_timeline *t);
 
-/* Chrome trace-event JSON (viewable in Perfetto / chrome://tracing): one process per timeline
- * (name given), lanes compute / device-to-host / host-to-device as threads, device memory as a counter. */
-vdnn_status vdnn_trace_write(const char *path, const vdnn_timeline *const *tl, const char *const *names, int n,
-                             vdnn_error *err);
+/* vdnn_trace_write (public): one process per timeline, lanes compute / device-to-host / host-to-device as
+ * threads, device memory as a counter. */
+
+/* The costs a plan was made with: its request's profile, else the default estimate (kept with the plan).
+ * NULL (err filled) when the estimate cannot be made. */
+const vdnn_profile *vdnn_plan_costs(const vdnn_plan_t *p, vdnn_error *err);
 
 #endif

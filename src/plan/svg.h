@@ -7,20 +7,11 @@
 
 #include "plan/simulate.h"
 
-/* Both charts take a title and a subtitle (NULL: none) for the top of the picture. */
-
-/* Device memory over one iteration, one step line per timeline on shared axes (time in ms, memory in MiB
- * or GiB), a legend with each one's peak and iteration time, and a dashed line at `budget` (SIZE_MAX or 0:
- * none). Written to PATH.tmp, then renamed. */
-vdnn_status vdnn_svg_memory(const char *path, const char *title, const char *subtitle,
-                            const vdnn_timeline *const *tl, const char *const *names,
-                            int n, size_t budget, vdnn_error *err);
-
-/* The three lanes of each timeline on a shared time axis: forward, backward, recompute and other compute
- * in their own colours, offloads and prefetches, and stalls hatched in red. Hover shows each span's label
- * and times. */
-vdnn_status vdnn_svg_gantt(const char *path, const char *title, const char *subtitle,
-                            const vdnn_timeline *const *tl, const char *const *names,
-                           int n, vdnn_error *err);
+/* vdnn_svg_memory and vdnn_svg_gantt are public (vdnn/plan.h). Both take a title and a subtitle (NULL: none) and
+ * are written to PATH.tmp, then renamed. The memory chart draws one step line per timeline on shared axes (time in
+ * ms, memory in MiB or GiB), a legend with each one's peak and iteration time, and a dashed line at the budget
+ * (SIZE_MAX or 0: none). The Gantt chart puts the three lanes of each timeline on a shared time axis: forward,
+ * backward, recompute and other compute in their own colours, offloads and prefetches, and stalls hatched in red;
+ * hovering shows each span's label and times. */
 
 #endif

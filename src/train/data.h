@@ -7,9 +7,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "vdnn/vdnn.h"
-
-typedef enum vdnn_split { VDNN_SPLIT_TRAIN = 0, VDNN_SPLIT_TEST = 1 } vdnn_split;
+#include "vdnn/train.h"
 
 /* A whole split held in host memory as float32 NCHW, already normalised
  * (pixel/255 - mean) / std with per-channel mean/std of the training split
@@ -23,18 +21,8 @@ struct vdnn_dataset {
     char source[512];      /* for messages */
 };
 
-/* Opens a data spec for one split:
- *   "fashion-mnist"       Debian's dataset-fashion-mnist files (IDX, gzip)
- *   "idx:DIR"             DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
- *   "cifar10:DIR"         DIR/data_batch_{1..5}.bin, DIR/test_batch.bin
- *   "synthetic"           deterministic random images of shape `synthetic_shape`
- *                         (c,h,w) and `synthetic_classes` classes, 1024 train / 256 test, from `seed`;
- *                         the train split has synthetic_shape.n images instead when that is more
- *                         (a batch larger than 1024 then fits).
- * Truncated or corrupt files give VDNN_ERR_FORMAT naming the file and what is wrong. */
-vdnn_status vdnn_dataset_open(const char *spec, vdnn_split split, vdnn_shape synthetic_shape,
-                              int synthetic_classes, uint64_t seed, vdnn_dataset_t **out, vdnn_error *err);
-void vdnn_dataset_free(vdnn_dataset_t *ds);
+/* vdnn_dataset_open (public): "synthetic" makes synthetic_shape.n training images when that is more than 1024,
+ * so a batch larger than that fits. */
 
 /* Low-level readers, used by vdnn_dataset_open and the tests. Images come back as
  * uint8 (count*rows*cols), labels as uint8. Either file may be gzip-compressed. */

@@ -214,3 +214,9 @@ vdnn_status vdnn_dataset_open(const char *spec, vdnn_split split, vdnn_shape syn
     return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
                      "unknown data spec \"%s\" (expected fashion-mnist, idx:DIR, cifar10:DIR or synthetic)", spec);
 }
+
+vdnn_shape vdnn_dataset_shape(const vdnn_dataset_t *ds) { return (vdnn_shape){ds->count, ds->c, ds->h, ds->w}; }
+int vdnn_dataset_classes(const vdnn_dataset_t *ds) { return ds->classes; }
+const char *vdnn_dataset_source(const vdnn_dataset_t *ds) { return ds->source; }
+const float *vdnn_dataset_images(const vdnn_dataset_t *ds) { return ds->images; }
+const int32_t *vdnn_dataset_labels(const vdnn_dataset_t *ds) { return ds->labels; }

@@ -1,4 +1,5 @@
-/* The training loop: batches from a loader, the learning-rate schedule, progress lines, evaluation and checkpoints. */
+/* The training loop's parts that the distributed loop shares: the schedule of a run, and the check that
+ * data fits a net. The loop itself and evaluation are public (vdnn/train.h). */
 #ifndef VDNN_TRAIN_TRAIN_H
 #define VDNN_TRAIN_TRAIN_H
 
@@ -8,40 +9,16 @@
 #include "exec/net.h"
 #include "train/data.h"
 #include "train/schedule.h"
+#include "vdnn/train.h"
 
-typedef struct vdnn_train_options {
-    int epochs;                  /* train until this epoch count, unless steps > 0 */
-    long steps;                  /* train until this global step count */
-    vdnn_lr_schedule lr;         /* base_lr set; total_steps filled in by the loop */
-    int log_every;               /* steps between progress lines (0: 100) */
-    const char *save_path;       /* checkpoint after every epoch and at the end (NULL: none) */
-    bool evaluate;               /* evaluate on the test split at the end */
-    FILE *log;                   /* progress lines; NULL: quiet */
-    vdnn_timeline *record_last;  /* if set, the last training step's real timeline is recorded here */
-} vdnn_train_options;
+/* The learning-rate schedule of a run of `total` steps from o's lr and lr_schedule (errors name the field). */
+vdnn_status vdnn_train_schedule(const vdnn_train_options *o, long total, vdnn_lr_schedule *out, vdnn_error *err);
 
-typedef struct vdnn_train_result {
-    long steps;                  /* global steps done at the end */
-    long steps_run;              /* steps run by this call */
-    double final_loss;           /* mean training loss over the last logging window */
-    double test_accuracy;        /* -1 when not evaluated */
-    double test_loss;
-    double images_per_sec;       /* training throughput, evaluation excluded */
-    double step_seconds;         /* median time of one training step, the first (warm-up) excluded */
-    double train_seconds;
-    double elapsed_seconds;
-    size_t peak_device_bytes;    /* the arena's measured high-water mark */
-} vdnn_train_result;
+/* VDNN_ERR_SHAPE unless the dataset's images and classes fit the net. */
+vdnn_status vdnn_train_check_data(const vdnn_net_t *net, const vdnn_dataset_t *ds, vdnn_error *err);
 
-vdnn_status vdnn_train_run(vdnn_net_t *net, const vdnn_dataset_t *train, const vdnn_dataset_t *test,
-                           const vdnn_train_options *o, vdnn_train_result *r, vdnn_error *err);
-
-/* Accuracy and mean loss over a whole split. */
-vdnn_status vdnn_evaluate(vdnn_net_t *net, const vdnn_dataset_t *ds, double *accuracy, double *loss, vdnn_error *err);
-
-/* Saves the net's parameters and optimizer state to path (atomically). */
-vdnn_status vdnn_train_save(vdnn_net_t *net, const char *path, vdnn_error *err);
-/* Loads a checkpoint written by vdnn_train_save into a net of the same model. */
-vdnn_status vdnn_train_resume(vdnn_net_t *net, const char *path, vdnn_error *err);
+/* Reports progress (when o has a callback). */
+void vdnn_train_report(const vdnn_train_options *o, long step, long total, long per_epoch, double loss,
+                       const vdnn_lr_schedule *lr, double images_per_sec, double elapsed_s);
 
 #endif

@@ -749,6 +749,8 @@ vdnn_status vdnn_backend_cuda_create_ex(const vdnn_cuda_options *opt, vdnn_backe
         free(b); /* nothing was created on the device yet */
         return st;
     }
+    size_t free_b = 0;
+    if (cudaMemGetInfo(&free_b, &b->base.total_bytes) != cudaSuccess) (void)cudaGetLastError();
     st = open_libraries(b, err);
     if (st) {
         cuda_destroy(&b->base);

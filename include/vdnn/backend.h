@@ -1,0 +1,40 @@
+/* Backends: compute devices opened by name. */
+#ifndef VDNN_BACKEND_PUBLIC_H
+#define VDNN_BACKEND_PUBLIC_H
+
+#include "vdnn/base.h"
+#include "vdnn/memory.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Tri-state switches: -1 takes the environment's value, 0 off, 1 on. */
+typedef struct vdnn_backend_options {
+    int threads;        /* host threads; 0: every core */
+    int tf32;           /* CUDA: TF32 tensor-core math in convolutions and FC (env VDNN_NO_TF32=1: off; default on) */
+    int deterministic;  /* CUDA: only bitwise-reproducible algorithms (env VDNN_DETERMINISTIC=1; default off) */
+} vdnn_backend_options;
+
+VDNN_API vdnn_backend_options vdnn_backend_options_default(void);
+
+/* name: "cpu"; "cuda" (GPU 0) or "cuda:N"; "auto": CUDA when a GPU is usable, else the CPU, and
+ * vdnn_backend_fallback says why. A missing GPU is VDNN_ERR_NO_DEVICE with a one-line reason. */
+VDNN_API vdnn_status vdnn_backend_open(const char *name, int threads, vdnn_backend_t **out, vdnn_error *err);
+/* The same with every option; the memory options the device honours when opened are its emulated link
+ * bandwidth (CPU). o and mem may be NULL (defaults). */
+VDNN_API vdnn_status vdnn_backend_open_ex(const char *name, const vdnn_backend_options *o,
+                                          const vdnn_memory_options *mem, vdnn_backend_t **out, vdnn_error *err);
+VDNN_API void vdnn_backend_free(vdnn_backend_t *be);
+
+VDNN_API const char *vdnn_backend_name(const vdnn_backend_t *be); /* "cpu", "cuda" */
+VDNN_API int vdnn_backend_threads(const vdnn_backend_t *be);
+/* Free and total device bytes (SIZE_MAX on the CPU, whose device memory is host memory capped by budgets). */
+VDNN_API void vdnn_backend_memory(vdnn_backend_t *be, size_t *free_bytes, size_t *total_bytes);
+/* For a backend opened as "auto" that is not CUDA: why CUDA was not used. NULL otherwise. */
+VDNN_API const char *vdnn_backend_fallback(const vdnn_backend_t *be);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,61 @@
+/* The memory options: one struct, with one default, that travels by value wherever options go (a net's options,
+ * a plan's request, the command's flags). A new option is a field here, a default in vdnn_memory_options_default,
+ * a line in the command's flag table and its use. */
+#ifndef VDNN_MEMORY_H
+#define VDNN_MEMORY_H
+
+#include "vdnn/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum vdnn_policy {
+    VDNN_POLICY_NONE = 0, /* in-core, with liveness reuse */
+    VDNN_POLICY_ALL,      /* vDNN_all: offload every feature map needed by backward */
+    VDNN_POLICY_CONV,     /* vDNN_conv: offload only the inputs of convolutions */
+    VDNN_POLICY_RECOMPUTE,/* Chen et al.: keep about sqrt(n) checkpoints, recompute the rest */
+    VDNN_POLICY_DYN,      /* vDNN_dyn: from fastest to most memory-saving until it fits */
+    VDNN_POLICY_POOCH,    /* PoocH: keep/swap search, then swap-to-recompute by r(X) */
+    VDNN_POLICY_AUTO,     /* ours: the fastest simulated plan that fits */
+    VDNN_POLICY_UM,       /* OC-DNN: all's classes, swapped maps in Unified Memory, migrated by prefetches */
+    VDNN_POLICY_COUNT
+} vdnn_policy;
+
+/* "none", "all", ... ("?" out of range); parse is the inverse. */
+VDNN_API const char *vdnn_policy_name(vdnn_policy p);
+VDNN_API bool vdnn_policy_parse(const char *s, vdnn_policy *out);
+
+/* vdnn_memory_options.conv_algo: besides k >= 0 (every layer its k-th candidate, or its last; 0 the backend's
+ * defaults, whose results are bitwise the same under every policy): */
+#define VDNN_ALGO_DEFAULT 0
+#define VDNN_ALGO_CHOOSE (-1)   /* the profile-guided planners choose per layer */
+#define VDNN_ALGO_LEANEST (-2)  /* every layer the candidate with the smallest workspace */
+
+#define VDNN_MAX_MICRO_BATCHES 4096
+
+typedef struct vdnn_memory_options {
+    vdnn_policy policy;          /* how feature maps are kept, swapped or recomputed (default none) */
+    size_t budget;               /* device bytes the plan may use; SIZE_MAX: unlimited (the default) */
+    size_t host_budget;          /* bytes of the pinned host pool; SIZE_MAX: unlimited (the default) */
+    int conv_algo;               /* VDNN_ALGO_*, or a candidate index (default VDNN_ALGO_DEFAULT) */
+    bool offload_params;         /* weights, biases and momentum homed in host memory between their uses */
+    bool stream_inputs;          /* convolutions that can stream their inputs through host memory do */
+    int micro_batches;           /* a step's batch in this many micro-batches, gradients summed (default 1) */
+    bool pipelined;              /* with micro_batches > 1: every micro-batch held between its forward and
+                                    backward passes (GPipe), planned as that many copies */
+    double link_bandwidth_d2h;   /* CPU backend: copies throttled to this many bytes/s (0: unthrottled) */
+    double link_bandwidth_h2d;
+    bool poison;                 /* fill freed and offloaded device memory with NaN */
+    bool allow_oversubscribe;    /* policy um: a managed pool beyond the device's free memory */
+} vdnn_memory_options;
+
+VDNN_API vdnn_memory_options vdnn_memory_options_default(void);
+
+/* Checks every field's range; a failure names the field ("memory.micro_batches") and its range. */
+VDNN_API vdnn_status vdnn_memory_options_check(const vdnn_memory_options *m, vdnn_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,51 @@
+/* Models: a parsed model file (layers as a DAG). Immutable: nets and plans resolve their own copy to their batch
+ * and input, so one model serves several of them at different sizes. */
+#ifndef VDNN_MODEL_H
+#define VDNN_MODEL_H
+
+#include "vdnn/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Reads a model file; errors name the file and line ("models/x.cfg:12: unknown layer type 'convv'"). */
+VDNN_API vdnn_status vdnn_model_load(const char *path, vdnn_model_t **out, vdnn_error *err);
+/* The same from text in memory; `source` names it in messages. */
+VDNN_API vdnn_status vdnn_model_parse(const char *text, const char *source, vdnn_model_t **out, vdnn_error *err);
+VDNN_API void vdnn_model_free(vdnn_model_t *m);
+
+VDNN_API const char *vdnn_model_name(const vdnn_model_t *m);
+/* The file (or source) it was read from. */
+VDNN_API const char *vdnn_model_source(const vdnn_model_t *m);
+/* Layers, the data input (layer 0) included. */
+VDNN_API int vdnn_model_layer_count(const vdnn_model_t *m);
+/* The [net] section's input=CxHxW (n 0) and classes=N; zeros where the file gives none. */
+VDNN_API void vdnn_model_defaults(const vdnn_model_t *m, vdnn_shape *input, int *classes);
+
+#define VDNN_LAYER_NAME_LEN 64
+#define VDNN_LAYER_MAX_INPUTS 8
+
+/* One layer at a given batch and input. */
+typedef struct vdnn_layer_info {
+    char name[VDNN_LAYER_NAME_LEN];
+    char type[16];                    /* "input", "conv", "maxpool", ... as in model files */
+    int n_inputs;
+    int inputs[VDNN_LAYER_MAX_INPUTS]; /* indices of earlier layers */
+    vdnn_shape out;                   /* output shape (n = batch) */
+    size_t weights, biases, stats;    /* parameter counts (floats); stats: batch norm's running mean and variance */
+    double flops_fwd, flops_bwd;      /* multiply-adds count as 2 */
+    size_t aux_bytes;                 /* state forward leaves for backward (from the backend; 0 without one) */
+    size_t fwd_ws_bytes, bwd_ws_bytes;/* the op's scratch in its default algorithm (likewise) */
+} vdnn_layer_info;
+
+/* Fills out[0 .. vdnn_model_layer_count) for this batch (input.n), input and class count (classes 0: the
+ * model's default). With a backend, each training op's state and scratch sizes too. Shape errors name the
+ * file and line. */
+VDNN_API vdnn_status vdnn_model_layers(const vdnn_model_t *m, vdnn_shape input, int classes, vdnn_backend_t *be,
+                                       vdnn_layer_info *out, vdnn_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,95 @@
+/* Nets: a model trained on a backend under a memory plan, its parameters in caller-readable form, checkpoints,
+ * and what a run measured. */
+#ifndef VDNN_NET_PUBLIC_H
+#define VDNN_NET_PUBLIC_H
+
+#include "vdnn/base.h"
+#include "vdnn/memory.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vdnn_net_options {
+    int batch;                     /* images per step (default 64); with memory.micro_batches M, M of batch/M */
+    int in_c, in_h, in_w;          /* input CxHxW; all 0: the model's default (the default) */
+    int classes;                   /* 0: the model's default (the default) */
+    uint64_t seed;                 /* initial parameters and dropout masks (default 1) */
+    float momentum;                /* SGD momentum (default 0.9) */
+    float weight_decay;            /* default 5e-4 */
+    vdnn_memory_options memory;    /* vdnn_memory_options_default() */
+    const vdnn_profile_t *profile; /* costs the plan is made with (NULL, the default: the default estimate);
+                                      borrowed: it must outlive the net */
+} vdnn_net_options;
+
+VDNN_API vdnn_net_options vdnn_net_options_default(void);
+
+/* Plans one training iteration with vdnn_plan_create's call, checks the budgets (VDNN_ERR_BUDGET naming the
+ * smallest budget that works), allocates the device arena and host pool and initialises the parameters from the
+ * seed. The net keeps its own copy of the model: the caller may free it. */
+VDNN_API vdnn_status vdnn_net_create(const vdnn_model_t *m, vdnn_backend_t *be, const vdnn_net_options *o,
+                                     vdnn_net_t **out, vdnn_error *err);
+VDNN_API void vdnn_net_free(vdnn_net_t *net);
+
+/* One SGD step on `batch` images (host memory, NCHW float) and their labels (0 .. classes-1); *loss (may be
+ * NULL) gets the mean training loss. */
+VDNN_API vdnn_status vdnn_net_train_step(vdnn_net_t *net, const float *images, const int32_t *labels, float lr,
+                                         float *loss, vdnn_error *err);
+/* Inference on n <= batch / micro_batches images: *correct predictions and the summed loss (either may be NULL).
+ * predict gives the n x classes softmax probabilities instead. */
+VDNN_API vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int32_t *labels, int n,
+                                         int *correct, double *loss_sum, vdnn_error *err);
+VDNN_API vdnn_status vdnn_net_predict(vdnn_net_t *net, const float *images, int n, float *probs, vdnn_error *err);
+
+/* The parameters and buffers a checkpoint holds: weights, biases, running statistics and momentum, named
+ * "LAYER.weight", "LAYER.bias", "LAYER.stats" (batch norm's running mean, then variance),
+ * "LAYER.weight.momentum", "LAYER.bias.momentum". */
+typedef struct vdnn_param_info {
+    char name[96];
+    char layer[64];
+    char kind[16];   /* "weight", "bias", "stats", "wmom", "bmom" */
+    size_t count;    /* floats */
+} vdnn_param_info;
+
+VDNN_API int vdnn_net_param_count(const vdnn_net_t *net);
+VDNN_API vdnn_status vdnn_net_param_info(const vdnn_net_t *net, int i, vdnn_param_info *out, vdnn_error *err);
+/* Copies one of them by name into host[0 .. count) or from it; count must be its size. */
+VDNN_API vdnn_status vdnn_net_get(vdnn_net_t *net, const char *name, float *host, size_t count, vdnn_error *err);
+VDNN_API vdnn_status vdnn_net_set(vdnn_net_t *net, const char *name, const float *host, size_t count,
+                                  vdnn_error *err);
+
+/* Checkpoints: parameters, momentum, statistics, the step and the seed; written atomically (a temporary file,
+ * then renamed), read back checked (VDNN_ERR_FORMAT for a damaged file, VDNN_ERR_MISMATCH for another model). */
+VDNN_API vdnn_status vdnn_net_save(vdnn_net_t *net, const char *path, vdnn_error *err);
+VDNN_API vdnn_status vdnn_net_load(vdnn_net_t *net, const char *path, vdnn_error *err);
+
+/* The training plan the net runs (owned by the net). */
+VDNN_API const vdnn_plan_t *vdnn_net_plan(const vdnn_net_t *net);
+
+typedef struct vdnn_net_stats {
+    char model[64];
+    char backend[16];
+    vdnn_policy policy;
+    int batch;                     /* a step's images */
+    int micro_batches;
+    vdnn_shape input;              /* n: one micro-batch */
+    int classes;
+    int64_t step, epoch;           /* optimizer steps done; epochs completed */
+    uint64_t seed;
+    size_t device_bytes;           /* the arena: the larger of the training and evaluation plans' peaks */
+    size_t peak_device_bytes;      /* measured: the arena's high-water mark so far */
+    size_t host_bytes;             /* the pinned host pool */
+    size_t managed_bytes;          /* policy um: the Unified Memory pool */
+    bool oversubscribed;           /* the managed pool and the arena exceed the device's free memory */
+    size_t bytes_moved;            /* per step, both directions (the plan's) */
+    double last_step_s;            /* wall time of the last training step */
+    bool offload_params;
+    int streamed_layers;
+} vdnn_net_stats;
+
+VDNN_API void vdnn_net_get_stats(const vdnn_net_t *net, vdnn_net_stats *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,148 @@
+/* Plans, profiles and simulation: which feature maps are kept, swapped or recomputed in one training
+ * iteration and what that costs, made before training (no device, no data needed). */
+#ifndef VDNN_PLAN_PUBLIC_H
+#define VDNN_PLAN_PUBLIC_H
+
+#include "vdnn/base.h"
+#include "vdnn/memory.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- profiles: the costs planners and the simulator see a device through ---- */
+
+/* A roofline estimate: every op takes max(flops / flops_per_s, bytes / mem_bytes_per_s), copies run at the
+ * link bandwidth per direction with 10 us latency. Plans made without a profile use the default estimate
+ * (a generic GPU on a PCIe gen3 link, the papers' setting); these are its numbers. */
+#define VDNN_ESTIMATE_FLOPS_PER_S 1e13
+#define VDNN_ESTIMATE_MEM_BYTES_PER_S 5e11
+#define VDNN_ESTIMATE_LINK_BYTES_PER_S 16e9
+
+/* Estimates for the model at batch input.n, that input and class count (0: the model's default). */
+VDNN_API vdnn_status vdnn_profile_estimate_model(const vdnn_model_t *m, vdnn_shape input, int classes,
+                                                 double flops_per_s, double mem_bytes_per_s, double link_d2h_bytes_per_s,
+                                                 double link_h2d_bytes_per_s, vdnn_profile_t **out, vdnn_error *err);
+/* Reads a profile written by vdnn_profile_save (or `vdnn profile`), checked against the model at that batch,
+ * input and class count: VDNN_ERR_MISMATCH names what differs. */
+VDNN_API vdnn_status vdnn_profile_load(const char *path, const vdnn_model_t *m, vdnn_shape input, int classes,
+                                       vdnn_profile_t **out, vdnn_error *err);
+/* Measures the model on a backend: `iterations` recorded training steps of random data with learning rate 0
+ * under net options' memory options (batch input.n), every convolution algorithm, and the copy link alone and
+ * while layers compute. *link_busy_measured (may be NULL) says whether the last part could be measured. */
+VDNN_API vdnn_status vdnn_profile_measure_model(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shape input,
+                                                int classes, const vdnn_memory_options *mem, int iterations,
+                                                vdnn_profile_t **out, bool *link_busy_measured, vdnn_error *err);
+/* Writes it as JSON (to PATH.tmp, then renamed). */
+VDNN_API vdnn_status vdnn_profile_save(const vdnn_profile_t *p, const char *path, vdnn_error *err);
+VDNN_API void vdnn_profile_free(vdnn_profile_t *p);
+
+typedef struct vdnn_profile_summary {
+    char device[64];             /* "cpu", "cuda:NVIDIA H100 ..." */
+    bool measured;               /* false: an estimate */
+    double forward_s, backward_s;/* sums over the layers */
+    double d2h_bytes_per_s, h2d_bytes_per_s, d2h_latency_s, h2d_latency_s; /* the link alone */
+    double d2h_busy_bytes_per_s, h2d_busy_bytes_per_s; /* while layers compute (the link alone where not measured) */
+    double copy_slowdown;        /* layers run 1 + this times longer beside a copy */
+} vdnn_profile_summary;
+
+VDNN_API void vdnn_profile_summarize(const vdnn_profile_t *p, vdnn_profile_summary *s);
+
+/* ---- plans ---- */
+
+typedef enum vdnn_tensor_class { VDNN_CLASS_KEEP = 0, VDNN_CLASS_SWAP, VDNN_CLASS_RECOMPUTE } vdnn_tensor_class;
+
+/* The training plan of the model at batch input.n (a step's images; with memory.micro_batches each micro-batch
+ * is planned), input CxHxW and class count (0: the model's default) under the memory options. The backend
+ * (NULL: the CPU backend's, which needs no device) says how much state and scratch each op needs; the profile
+ * (NULL: the default estimate) what ops and copies cost. This is the call `vdnn plan` and a net's creation both
+ * make. A budget too small is not an error: the summary says feasible false and the smallest budget known. */
+VDNN_API vdnn_status vdnn_plan_create(const vdnn_model_t *m, vdnn_backend_t *be, const vdnn_profile_t *prof,
+                                      vdnn_shape input, int classes, const vdnn_memory_options *mem,
+                                      vdnn_plan_t **out, vdnn_error *err);
+VDNN_API void vdnn_plan_free(vdnn_plan_t *p);
+
+typedef struct vdnn_plan_summary {
+    char model[64];
+    vdnn_policy policy;
+    bool training;
+    bool feasible;                 /* fits the device and host budgets */
+    vdnn_shape input;              /* n: the images one pass runs (one micro-batch) */
+    int classes;
+    int micro_batches;
+    size_t budget, host_budget;    /* SIZE_MAX: unlimited */
+    size_t peak_device_bytes;      /* the arena's high-water mark: live bytes plus fragmentation */
+    size_t max_live_bytes;         /* the largest total of blocks live at one step */
+    size_t avg_device_bytes;       /* averaged over steps */
+    size_t persistent_bytes;       /* parameters, their gradients and momentum, statistics (when on the device) */
+    size_t host_bytes;             /* the pinned host pool */
+    size_t home_bytes;             /* of which the homes of offloaded parameters */
+    size_t managed_bytes;          /* policy um: the Unified Memory pool */
+    size_t bytes_moved;            /* per iteration, both directions */
+    size_t min_budget_bytes;       /* the smallest device budget for which a plan with these options is known */
+    double lower_bound_s;          /* no plan at this budget runs an iteration faster (by the plan's costs) */
+    double simulated_s;            /* this plan's iteration, simulated with the plan's costs */
+    bool offload_params;           /* parameters homed in host memory (asked for, or chosen by policy auto) */
+    int streamed_layers;           /* convolutions streaming their input */
+    int steps;
+    int tensors;                   /* entries of vdnn_plan_tensor */
+    bool algorithms_change_numerics; /* some convolution uses an algorithm that rounds differently */
+} vdnn_plan_summary;
+
+/* Computes the smallest budget and simulates the first time it is called (then cached). */
+VDNN_API vdnn_status vdnn_plan_summarize(const vdnn_plan_t *p, vdnn_plan_summary *s, vdnn_error *err);
+
+/* One feature map, state or offloaded parameter of the plan (the rows of `vdnn plan`). */
+typedef struct vdnn_tensor_info {
+    char name[96];
+    char kind[16];              /* "fmap", "aux", "weight", ... */
+    char cls[16];               /* "keep", "swap", "recompute", "stream", "offloaded", "managed" */
+    vdnn_tensor_class class_id; /* keep / swap / recompute as the planner chose */
+    int layer;
+    size_t bytes;
+    char out_after[96];         /* the step after which it leaves the device ("fwd conv3"), or "-" */
+    char back_from[96];         /* the step whose start brings it back, or "-" */
+    char first_use[96];         /* its first backward use (homed: the first step needing it back), or "-" */
+} vdnn_tensor_info;
+
+VDNN_API vdnn_status vdnn_plan_tensor(const vdnn_plan_t *p, int i, vdnn_tensor_info *out, vdnn_error *err);
+
+/* The plan as one JSON object (what `vdnn plan --json` prints) or as the table `vdnn plan` prints, into a
+ * caller's buffer: like snprintf, *needed (may be NULL) gets the length without the terminating zero, and buf may
+ * be NULL with len 0 to ask for it. */
+VDNN_API vdnn_status vdnn_plan_json(const vdnn_plan_t *p, char *buf, size_t len, size_t *needed, vdnn_error *err);
+VDNN_API vdnn_status vdnn_plan_table(const vdnn_plan_t *p, char *buf, size_t len, size_t *needed, vdnn_error *err);
+
+/* ---- simulation ---- */
+
+/* Replays the plan on a model of the device: one compute queue and a copy queue per direction. prof NULL: the
+ * plan's own costs (its profile, or the default estimate). */
+VDNN_API vdnn_status vdnn_plan_simulate(const vdnn_plan_t *p, const vdnn_profile_t *prof, vdnn_timeline_t **out,
+                                        vdnn_error *err);
+VDNN_API void vdnn_timeline_free(vdnn_timeline_t *t);
+
+typedef struct vdnn_timeline_summary {
+    double iteration_s;         /* until every lane is idle */
+    double compute_s;           /* busy time of the compute lane */
+    double stall_s;             /* the compute lane waiting for copies */
+    double d2h_s, h2d_s;        /* busy time of each copy lane */
+    size_t peak_live_bytes;     /* the largest total of live blocks */
+} vdnn_timeline_summary;
+
+VDNN_API void vdnn_timeline_summarize(const vdnn_timeline_t *t, vdnn_timeline_summary *s);
+
+/* Chrome trace-event JSON of n timelines (one process each, named), for ui.perfetto.dev. */
+VDNN_API vdnn_status vdnn_trace_write(const char *path, const vdnn_timeline_t *const *tl, const char *const *names, int n,
+                                      vdnn_error *err);
+/* SVG: live device memory over the iteration for n timelines on shared axes (budget dashed; SIZE_MAX: none), and
+ * a Gantt chart of each one's lanes. */
+VDNN_API vdnn_status vdnn_svg_memory(const char *path, const char *title, const char *subtitle,
+                                     const vdnn_timeline_t *const *tl, const char *const *names, int n, size_t budget,
+                                     vdnn_error *err);
+VDNN_API vdnn_status vdnn_svg_gantt(const char *path, const char *title, const char *subtitle,
+                                    const vdnn_timeline_t *const *tl, const char *const *names, int n, vdnn_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

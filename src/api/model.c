@@ -1,0 +1,65 @@
+/* The public model calls: a model is a parsed graph that nothing resolves in place (nets and plans resolve
+ * copies), so one model serves any number of them at different sizes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "graph/graph.h"
+
+vdnn_status vdnn_model_load(const char *path, vdnn_model_t **out, vdnn_error *err)
+{
+    if (!path || !out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "model_load: no path or no place for the model");
+    return vdnn_graph_load(path, out, err);
+}
+
+vdnn_status vdnn_model_parse(const char *text, const char *source, vdnn_model_t **out, vdnn_error *err)
+{
+    if (!text || !out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "model_parse: no text or no place for the model");
+    return vdnn_graph_parse(text, source ? source : "<string>", out, err);
+}
+
+void vdnn_model_free(vdnn_model_t *m) { vdnn_graph_free(m); }
+const char *vdnn_model_name(const vdnn_model_t *m) { return m->name; }
+const char *vdnn_model_source(const vdnn_model_t *m) { return m->source; }
+int vdnn_model_layer_count(const vdnn_model_t *m) { return m->n_layers; }
+
+void vdnn_model_defaults(const vdnn_model_t *m, vdnn_shape *input, int *classes)
+{
+    if (input) *input = (vdnn_shape){0, m->default_input.c, m->default_input.h, m->default_input.w};
+    if (classes) *classes = m->default_classes;
+}
+
+vdnn_status vdnn_model_layers(const vdnn_model_t *m, vdnn_shape input, int classes, vdnn_backend_t *be,
+                              vdnn_layer_info *out, vdnn_error *err)
+{
+    if (!m || !out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "model_layers: no model or no place for the layers");
+    vdnn_graph_t *g = NULL;
+    vdnn_status rc = vdnn_graph_resolved_copy(m, input, classes, &g, err);
+    for (int l = 0; rc == VDNN_OK && l < g->n_layers; l++) {
+        const vdnn_layer *ly = &g->layers[l];
+        vdnn_layer_info *o = &out[l];
+        memset(o, 0, sizeof *o);
+        snprintf(o->name, sizeof o->name, "%s", ly->name);
+        snprintf(o->type, sizeof o->type, "%s", vdnn_layer_kind_name(ly->kind));
+        o->n_inputs = ly->n_inputs;
+        memcpy(o->inputs, ly->inputs, sizeof o->inputs);
+        o->out = ly->out;
+        o->weights = ly->n_weight;
+        o->biases = ly->n_bias;
+        o->stats = ly->n_stats;
+        o->flops_fwd = ly->flops_fwd;
+        o->flops_bwd = ly->flops_bwd;
+        if (be && l > 0) {
+            vdnn_op_desc d;
+            vdnn_op_info info;
+            vdnn_op_desc_from_layer(g, l, true, &d);
+            rc = be->ops->op_query(be, &d, &info, err);
+            o->aux_bytes = info.aux_bytes;
+            o->fwd_ws_bytes = info.fwd_ws_bytes;
+            o->bwd_ws_bytes = info.bwd_ws_bytes;
+        }
+    }
+    vdnn_graph_free(g);
+    return rc;
+}

@@ -1,0 +1,44 @@
+/* The memory options' one default and their range checks (messages name the field: callers map fields to
+ * their own names, as the command maps them to its flags). */
+#include <math.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "vdnn/memory.h"
+
+vdnn_memory_options vdnn_memory_options_default(void)
+{
+    return (vdnn_memory_options){
+        .policy = VDNN_POLICY_NONE,
+        .budget = SIZE_MAX,
+        .host_budget = SIZE_MAX,
+        .conv_algo = VDNN_ALGO_DEFAULT,
+        .micro_batches = 1,
+    };
+}
+
+vdnn_status vdnn_memory_options_check(const vdnn_memory_options *m, vdnn_error *err)
+{
+    if (!m) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "memory: no options given");
+    if ((unsigned)m->policy >= VDNN_POLICY_COUNT)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "memory.policy: %d is out of range (0 to %d)", (int)m->policy,
+                         VDNN_POLICY_COUNT - 1);
+    if (m->budget == 0)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "memory.budget: 0 is out of range (1 byte to unlimited)");
+    if (m->conv_algo < VDNN_ALGO_LEANEST)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
+                         "memory.conv_algo: %d is out of range (VDNN_ALGO_LEANEST, VDNN_ALGO_CHOOSE or a candidate "
+                         "index from 0)", m->conv_algo);
+    if (m->micro_batches < 1 || m->micro_batches > VDNN_MAX_MICRO_BATCHES)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "memory.micro_batches: %d is out of range (1 to %d)",
+                         m->micro_batches, VDNN_MAX_MICRO_BATCHES);
+    if (!(m->link_bandwidth_d2h >= 0) || !isfinite(m->link_bandwidth_d2h))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
+                         "memory.link_bandwidth_d2h: %g is out of range (0, unthrottled, or bytes per second)",
+                         m->link_bandwidth_d2h);
+    if (!(m->link_bandwidth_h2d >= 0) || !isfinite(m->link_bandwidth_h2d))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
+                         "memory.link_bandwidth_h2d: %g is out of range (0, unthrottled, or bytes per second)",
+                         m->link_bandwidth_h2d);
+    return VDNN_OK;
+}

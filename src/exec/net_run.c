@@ -1,0 +1,118 @@
+/* Running a net: a training step, and inference on a batch (accuracy and loss, or the probabilities). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/timing.h"
+#include "exec/net_impl.h"
+
+/* Points each persistent storage of `plan` at its fixed offset, and under policy um each swapped one at its
+ * range of the managed pool; forgets every other pointer. */
+void vdnn_net_bind_plan(vdnn_net_t *net, const vdnn_plan_t *plan)
+{
+    for (int i = 0; i < plan->n_storages; i++) net->ptr[i] = NULL;
+    for (int b = 0; b < plan->n_blocks; b++)
+        if (plan->st[plan->blocks[b].storage].persistent)
+            net->ptr[plan->blocks[b].storage] = (char *)net->dev + plan->blocks[b].offset;
+    if (plan->policy != VDNN_POLICY_UM || !net->managed) return;
+    for (int i = 0; i < plan->n_storages; i++)
+        if (plan->st[i].cls == VDNN_CLASS_SWAP) net->ptr[i] = (char *)net->managed + plan->st[i].host_offset;
+}
+
+
+vdnn_status vdnn_net_train_step(vdnn_net_t *net, const float *images, const int32_t *labels, float lr, float *loss,
+                                vdnn_error *err)
+{
+    if (!images || !labels) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "train_step: no images or labels");
+    for (int i = 0; i < net->opt.batch; i++)
+        if (labels[i] < 0 || labels[i] >= net->g->classes)
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", labels[i], i,
+                             net->g->classes - 1);
+    const double t0 = vdnn_now_seconds();
+    vdnn_status rc;
+    if (net->opt.memory.micro_batches > 1) {
+        rc = vdnn_net_micro_step(net, images, labels, lr, loss, err);
+    } else {
+        vdnn_net_bind_plan(net, net->plan_train);
+        rc = vdnn_exec_iteration(net, net->plan_train, net->ops_train, images, labels, lr, err);
+        if (rc == VDNN_OK && loss)
+            rc = net->be->ops->download(net->be, loss, net->ptr[net->plan_train->loss], sizeof(float), err);
+        if (rc == VDNN_OK) net->step++;
+    }
+    net->last_step_s = vdnn_now_seconds() - t0;
+    return rc;
+}
+
+/* Inference on n images, padded to the plan's batch with zero images (inference-mode layers treat samples
+ * independently): the probabilities end in net->host_scratch. */
+static vdnn_status infer(vdnn_net_t *net, const float *images, const int32_t *labels, int n, vdnn_error *err)
+{
+    const int N = net->g->input.n;
+    if (!images) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "evaluation: no images");
+    if (n <= 0 || n > N)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "evaluation batch: %d images is out of range (1 to %d)", n, N);
+    vdnn_status rc = VDNN_OK;
+    if (!net->ops_eval) rc = vdnn_net_create_ops(net, false, &net->ops_eval, err);
+    if (rc != VDNN_OK) return rc;
+    const size_t img = vdnn_shape_bytes(net->g->input) / (size_t)N;
+    const float *x = images;
+    int32_t *lab = calloc((size_t)N, sizeof *lab);
+    float *padded = n < N ? calloc((size_t)N, img) : NULL;
+    if (!lab || (n < N && !padded)) {
+        free(lab);
+        free(padded);
+        return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
+    }
+    if (labels) memcpy(lab, labels, sizeof *lab * (size_t)n);
+    if (padded) {
+        memcpy(padded, images, img * (size_t)n);
+        x = padded;
+    }
+    const vdnn_plan_t *p = net->plan_eval;
+    vdnn_net_bind_plan(net, p);
+    net->fetch_storage = p->ls[net->g->n_layers - 1].out;
+    net->fetch_dst = net->host_scratch;
+    rc = vdnn_exec_iteration(net, p, net->ops_eval, x, lab, 0.0f, err);
+    net->fetch_storage = -1;
+    free(lab);
+    free(padded);
+    vdnn_net_bind_plan(net, net->plan_train);
+    return rc;
+}
+
+vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int32_t *labels, int n, int *correct,
+                                double *loss_sum, vdnn_error *err)
+{
+    const int K = net->g->classes, N = net->g->input.n;
+    if (!labels) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "evaluation: no labels");
+    if (n <= 0 || n > N)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "evaluation batch: %d images is out of range (1 to %d)", n, N);
+    /* Checked here, not by the loss op: the counting below indexes the probabilities by label. */
+    for (int i = 0; i < n; i++)
+        if (labels[i] < 0 || labels[i] >= K)
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", labels[i], i, K - 1);
+    vdnn_status rc = infer(net, images, labels, n, err);
+    if (rc != VDNN_OK) return rc;
+    const float *probs = net->host_scratch;
+    int ok = 0;
+    double ls = 0;
+    for (int i = 0; i < n; i++) {
+        int best = 0;
+        for (int k = 1; k < K; k++)
+            if (probs[(size_t)i * K + k] > probs[(size_t)i * K + best]) best = k;
+        ok += best == labels[i];
+        double pl = probs[(size_t)i * K + labels[i]];
+        ls += -log(pl > 1e-30 ? pl : 1e-30);
+    }
+    if (correct) *correct = ok;
+    if (loss_sum) *loss_sum = ls;
+    return VDNN_OK;
+}
+
+vdnn_status vdnn_net_predict(vdnn_net_t *net, const float *images, int n, float *probs, vdnn_error *err)
+{
+    if (!probs) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "predict: no buffer for the probabilities");
+    vdnn_status rc = infer(net, images, NULL, n, err);
+    if (rc == VDNN_OK) memcpy(probs, net->host_scratch, sizeof *probs * (size_t)n * (size_t)net->g->classes);
+    return rc;
+}
