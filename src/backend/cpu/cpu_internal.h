@@ -55,6 +55,11 @@ extern const cpu_op_impl vdnn_cpu_op_add;
 extern const cpu_op_impl vdnn_cpu_op_gap;
 extern const cpu_op_impl vdnn_cpu_op_flatten;
 extern const cpu_op_impl vdnn_cpu_op_softmax_xent;
+/* Element-wise activations (cpu_ops_act.c), channel scaling (cpu_ops_chmul.c), and pooling of any window rule
+ * (cpu_ops_pool_windows.c, which hands the symmetric ones to vdnn_cpu_op_pool). */
+extern const cpu_op_impl vdnn_cpu_op_act;
+extern const cpu_op_impl vdnn_cpu_op_channel_mul;
+extern const cpu_op_impl vdnn_cpu_op_pooling;
 
 /* Turns a oneDNN status into a vdnn error naming `what`. */
 vdnn_status vdnn_cpu_dnnl_check(dnnl_status_t s, const char *what, vdnn_error *err);
