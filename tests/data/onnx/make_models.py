@@ -29,8 +29,8 @@ def save(model, name):
     return data
 
 
-def save_raw(data, name):
-    with open(os.path.join(HERE, name), "wb") as f:
+def save_raw(data, name, out_dir=HERE):
+    with open(os.path.join(out_dir, name), "wb") as f:
         f.write(data)
 
 
@@ -229,6 +229,8 @@ def calibrate(module, image_shape, batches=8):
     """Running statistics from batches of random images (their cumulative average), as training would leave them:
     evaluation then normalizes each channel to about unit variance, and logits stay of order one."""
     bns = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not bns:
+        return
     for m in bns:
         m.reset_running_stats()
         m.momentum = None
@@ -240,7 +242,7 @@ def calibrate(module, image_shape, batches=8):
         m.momentum = 0.1
 
 
-def export(module, x, name, training, dynamic, output):
+def export(module, x, name, training, dynamic, output, out_dir=HERE):
     f = io.BytesIO()
     kwargs = dict(input_names=["images"], output_names=[output], opset_version=13, do_constant_folding=not training)
     if dynamic:
@@ -249,7 +251,7 @@ def export(module, x, name, training, dynamic, output):
         kwargs["training"] = torch.onnx.TrainingMode.TRAINING
     torch.onnx.export(module, x, f, **kwargs)
     data = f.getvalue()
-    save_raw(data, name)
+    save_raw(data, name, out_dir)
     return data
 
 
