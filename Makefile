@@ -5,12 +5,16 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all setup build run test test-fast asan clean
+.PHONY: all setup setup-test build run test test-fast asan clean
 
 all: build
 
 setup:
 	@bash scripts/setup.sh
+
+# PyTorch, torchvision and ONNX for Python: test_torchvision's references (it skips without them).
+setup-test:
+	@bash scripts/setup.sh --test
 
 $(BUILD)/CMakeCache.txt: | setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
@@ -21,10 +25,10 @@ build: setup $(BUILD)/CMakeCache.txt
 run: build
 	./$(BUILD)/vdnn train
 
-test-fast: build
+test-fast: build setup-test
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
-asan: setup
+asan: setup setup-test
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DVDNN_SANITIZE=ON -DVDNN_CUDA=OFF $(CMAKE_ARGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Installs the Debian packages vdnn needs (only those missing), as root or through sudo.
+# Installs the Debian packages vdnn needs (only those missing), as root or through sudo. With --test, also what
+# `make test` needs beyond the build: PyTorch, torchvision and ONNX for Python, with which test_torchvision
+# exports torchvision's networks and computes their references (it skips without them).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config zlib1g-dev libdnnl-dev libopenblas-dev libcmocka-dev
       dataset-fashion-mnist libopenmpi-dev openmpi-bin python3
       libonnx-dev protobuf-c-compiler libprotobuf-c-dev)
+if [ "${1:-}" = "--test" ]; then
+  pkgs=(python3-torch python3-torchvision python3-onnx python3-numpy)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

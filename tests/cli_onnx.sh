@@ -32,7 +32,8 @@ run "train on an ONNX model" 0 -- train --model "$M/tiny_cnn.onnx" --data synthe
     --device cpu --no-eval
 run "unsupported attribute" 1 "$M/bad_dilation.onnx" "node 'conv' (Conv)" "dilations [2, 2]" -- \
     info "$M/bad_dilation.onnx"
-run "op not supported yet" 1 "node 'gate' (Sigmoid)" "not supported yet" -- plan "$M/bad_sigmoid.onnx"
+run "unsupported product" 1 "node 'product' (Mul)" "vdnn maps Mul only as" -- plan "$M/bad_mul_maps.onnx"
+run "plan on an ONNX model with activations and SE" 0 -- plan "$M/tiny_se.onnx" --batch 4 --policy all
 run "truncated file" 1 "$M/bad_truncated.onnx" "not a valid ONNX model" -- info "$M/bad_truncated.onnx"
 run "no such ONNX file" 1 "nothere.onnx" "cannot open" -- info nothere.onnx
 

@@ -19,13 +19,20 @@
 double vt_op_rtol(vdnn_layer_kind kind)
 {
     switch (kind) {
+    case VDNN_LAYER_CLIP:
     case VDNN_LAYER_RELU:
     case VDNN_LAYER_DROPOUT:
     case VDNN_LAYER_CONCAT:
     case VDNN_LAYER_ADD:
     case VDNN_LAYER_FLATTEN: return 0;
     case VDNN_LAYER_GAP:
+    case VDNN_LAYER_HARDSIGMOID:
+    case VDNN_LAYER_CHANNEL_MUL:
     case VDNN_LAYER_SOFTMAX_XENT: return 1e-6;
+    /* Own CUDA kernels against oneDNN's: expf and its polynomial differ by a few units in the last place. */
+    case VDNN_LAYER_SIGMOID:
+    case VDNN_LAYER_HARDSWISH:
+    case VDNN_LAYER_SILU: return 1e-5;
     default: return 1e-4;
     }
 }
@@ -39,6 +46,12 @@ double vt_op_ref_rtol(vdnn_layer_kind kind)
     case VDNN_LAYER_DROPOUT:
     case VDNN_LAYER_ADD:
     case VDNN_LAYER_GAP:
+    case VDNN_LAYER_SIGMOID:
+    case VDNN_LAYER_HARDSIGMOID:
+    case VDNN_LAYER_HARDSWISH:
+    case VDNN_LAYER_SILU:
+    case VDNN_LAYER_CLIP:
+    case VDNN_LAYER_CHANNEL_MUL:
     case VDNN_LAYER_SOFTMAX_XENT: return 1e-6;
     default: return 1e-4;
     }
@@ -156,6 +169,61 @@ static void add_pool(vt_op_cases *cs)
     add(cs, "avgpool 3x3 s1 p1 @14", vt_pool(AVGP, S(2, 16, 14, 14), 3, 1, 1));
     add(cs, "avgpool 2x2 s2 @8", vt_pool(AVGP, S(2, 8, 8, 8), 2, 2, 0));
     add(cs, "avgpool 7x7 32 @7", vt_pool(AVGP, S(2, 32, 7, 7), 7, 1, 0));
+}
+
+/* ceil_mode windows and padding left out of averages: PyTorch's rules, run on the backends' own window loops. */
+static void add_pool_windows(vt_op_cases *cs)
+{
+    add(cs, "maxpool 3x3 s2 ceil on 8x8", vt_pool_win(MAXP, S(2, 3, 8, 8), 3, 3, 2, 2, 0, 0, true, false));
+    add(cs, "maxpool 2x2 s2 ceil on 7x7", vt_pool_win(MAXP, S(2, 3, 7, 7), 2, 2, 2, 2, 0, 0, true, false));
+    add(cs, "maxpool 3x3 s2 p1 ceil on 6x6 (last window clipped)",
+        vt_pool_win(MAXP, S(1, 2, 6, 6), 3, 3, 2, 2, 1, 1, true, false));
+    /* Ceil would add a window starting in the right padding: PyTorch drops it, and the windows are floor's. */
+    add(cs, "maxpool 2x2 s2 p1 ceil on 5x5 (same as floor)", vt_pool_win(MAXP, S(1, 2, 5, 5), 2, 2, 2, 2, 1, 1, true, false));
+    add(cs, "maxpool 3x3 s1 p1 ceil (GoogLeNet branch)", vt_pool_win(MAXP, S(2, 4, 5, 5), 3, 3, 1, 1, 1, 1, true, false));
+    add(cs, "maxpool 3x2 s2x1 ceil on 6x5", vt_pool_win(MAXP, S(2, 3, 6, 5), 3, 2, 2, 1, 0, 0, true, false));
+    add(cs, "maxpool 3x3 s2 ceil 16 @28", vt_pool_win(MAXP, S(4, 16, 28, 28), 3, 3, 2, 2, 0, 0, true, false));
+    add(cs, "avgpool 3x3 s2 ceil on 8x8", vt_pool_win(AVGP, S(2, 3, 8, 8), 3, 3, 2, 2, 0, 0, true, false));
+    add(cs, "avgpool 3x3 s2 p1 ceil on 6x6 (padding counted)",
+        vt_pool_win(AVGP, S(2, 3, 6, 6), 3, 3, 2, 2, 1, 1, true, false));
+    add(cs, "avgpool 3x3 s2 p1 ceil on 6x6 (padding left out)",
+        vt_pool_win(AVGP, S(2, 3, 6, 6), 3, 3, 2, 2, 1, 1, true, true));
+    add(cs, "avgpool 3x3 s1 p1 (padding left out)", vt_pool_win(AVGP, S(2, 3, 5, 6), 3, 3, 1, 1, 1, 1, false, true));
+    add(cs, "avgpool 2x2 s2 ceil on 7x5", vt_pool_win(AVGP, S(1, 2, 7, 5), 2, 2, 2, 2, 0, 0, true, false));
+    add(cs, "avgpool 3x2 s2x1 p1x0 ceil on 6x7 (padding left out)",
+        vt_pool_win(AVGP, S(2, 2, 6, 7), 3, 2, 2, 1, 1, 0, true, true));
+    add(cs, "avgpool 3x3 s2 p1 ceil 16 @28", vt_pool_win(AVGP, S(4, 16, 28, 28), 3, 3, 2, 2, 1, 1, true, false));
+}
+
+/* The element-wise activations and the per-channel scaling (MobileNet, EfficientNet, squeeze-and-excitation). */
+static void add_act(vt_op_cases *cs)
+{
+    static const vdnn_layer_kind smooth[] = {VDNN_LAYER_SIGMOID, VDNN_LAYER_HARDSWISH, VDNN_LAYER_SILU};
+    char name[96];
+    for (int k = 0; k < 3; k++) {
+        const char *kn = vdnn_layer_kind_name(smooth[k]);
+        snprintf(name, sizeof name, "%s", kn);
+        add(cs, name, vt_act(smooth[k], S(2, 3, 5, 5)));
+        snprintf(name, sizeof name, "%s on 3x5x1x7", kn);
+        add(cs, name, vt_act(smooth[k], S(3, 5, 1, 7)));
+        snprintf(name, sizeof name, "%s on one value", kn);
+        add(cs, name, vt_act(smooth[k], S(1, 1, 1, 1)));
+        snprintf(name, sizeof name, "%s @14", kn);
+        add(cs, name, vt_act(smooth[k], S(4, 16, 14, 14)));
+    }
+    add(cs, "hardsigmoid (PyTorch's 1/6, 1/2)", vt_hardsigmoid(S(2, 3, 5, 5), 1.0f / 6.0f, 0.5f));
+    add(cs, "hardsigmoid (ONNX's default 0.2, 0.5) on 3x5x1x7", vt_hardsigmoid(S(3, 5, 1, 7), 0.2f, 0.5f));
+    add(cs, "hardsigmoid alpha -0.25 beta 0.4", vt_hardsigmoid(S(1, 4, 3, 3), -0.25f, 0.4f));
+    add(cs, "hardsigmoid @14", vt_hardsigmoid(S(4, 16, 14, 14), 1.0f / 6.0f, 0.5f));
+    add(cs, "clip 0..6 (relu6)", vt_clip(S(2, 3, 5, 5), 0.0f, 6.0f));
+    add(cs, "clip -0.5..0.75 on 3x5x1x7", vt_clip(S(3, 5, 1, 7), -0.5f, 0.75f));
+    add(cs, "clip 0..6 on one value", vt_clip(S(1, 1, 1, 1), 0.0f, 6.0f));
+    add(cs, "clip 0..6 @14", vt_clip(S(4, 16, 14, 14), 0.0f, 6.0f));
+    add(cs, "channel_mul", vt_channel_mul(S(2, 3, 5, 5)));
+    add(cs, "channel_mul on 1x1 maps", vt_channel_mul(S(2, 8, 1, 1)));
+    add(cs, "channel_mul on 3x5x1x7", vt_channel_mul(S(3, 5, 1, 7)));
+    add(cs, "channel_mul on one value", vt_channel_mul(S(1, 1, 1, 1)));
+    add(cs, "channel_mul @14", vt_channel_mul(S(4, 16, 14, 14)));
 }
 
 static void add_norm(vt_op_cases *cs)
@@ -301,7 +369,9 @@ void vt_op_cases_build(vt_op_cases *cs, bool quick)
     memset(cs, 0, sizeof *cs);
     add_conv(cs);
     add_pool(cs);
+    add_pool_windows(cs);
     add_norm(cs);
+    add_act(cs);
     add_fc_and_friends(cs);
     if (!quick) {
         add(cs, "dropout over 3000007 values", vt_dropout(S(1, 3000007, 1, 1), 0.25f, true));

@@ -64,7 +64,8 @@ bool vt_fd_linear(const vdnn_op_desc *d)
     case VDNN_LAYER_CONCAT:
     case VDNN_LAYER_ADD:
     case VDNN_LAYER_GAP:
-    case VDNN_LAYER_FLATTEN: return true;
+    case VDNN_LAYER_FLATTEN:
+    case VDNN_LAYER_CHANNEL_MUL: return true; /* in each tensor alone, which is how differences perturb them */
     default: return false;
     }
 }

@@ -33,8 +33,8 @@ vdnn_op_desc vt_xent(int n, int classes)
 static void window(vdnn_op_desc *d, int kh, int kw, int sh, int sw, int ph, int pw)
 {
     d->p.kernel_h = kh, d->p.kernel_w = kw, d->p.stride_h = sh, d->p.stride_w = sw, d->p.pad_h = ph, d->p.pad_w = pw;
-    d->out.h = (d->in[0].h + 2 * ph - kh) / sh + 1;
-    d->out.w = (d->in[0].w + 2 * pw - kw) / sw + 1;
+    d->out.h = vdnn_window_out(d->in[0].h, kh, sh, ph, d->p.ceil_mode);
+    d->out.w = vdnn_window_out(d->in[0].w, kw, sw, pw, d->p.ceil_mode);
 }
 
 vdnn_op_desc vt_conv_rect(vdnn_shape in, int filters, int kh, int kw, int sh, int sw, int ph, int pw, int groups,
@@ -61,6 +61,15 @@ vdnn_op_desc vt_pool_rect(vdnn_layer_kind kind, vdnn_shape in, int kh, int kw, i
 vdnn_op_desc vt_pool(vdnn_layer_kind kind, vdnn_shape in, int k, int stride, int pad)
 {
     return vt_pool_rect(kind, in, k, k, stride, stride, pad, pad);
+}
+
+vdnn_op_desc vt_pool_win(vdnn_layer_kind kind, vdnn_shape in, int kh, int kw, int sh, int sw, int ph, int pw,
+                         bool ceil_mode, bool exclude_pad)
+{
+    vdnn_op_desc d = vt_op(kind, in, vt_shape(in.n, in.c, 0, 0));
+    d.p.ceil_mode = ceil_mode, d.p.exclude_pad = exclude_pad;
+    window(&d, kh, kw, sh, sw, ph, pw);
+    return d;
 }
 
 vdnn_op_desc vt_lrn(vdnn_shape in, int size, float alpha, float beta, float k)
@@ -90,6 +99,30 @@ vdnn_op_desc vt_dropout(vdnn_shape in, float p, bool training)
     vdnn_op_desc d = vt_op(VDNN_LAYER_DROPOUT, in, in);
     d.p.dropout_p = p;
     d.training = training;
+    return d;
+}
+
+vdnn_op_desc vt_act(vdnn_layer_kind kind, vdnn_shape in) { return vt_op(kind, in, in); }
+
+vdnn_op_desc vt_hardsigmoid(vdnn_shape in, float alpha, float beta)
+{
+    vdnn_op_desc d = vt_op(VDNN_LAYER_HARDSIGMOID, in, in);
+    d.p.alpha = alpha, d.p.beta = beta;
+    return d;
+}
+
+vdnn_op_desc vt_clip(vdnn_shape in, float lo, float hi)
+{
+    vdnn_op_desc d = vt_op(VDNN_LAYER_CLIP, in, in);
+    d.p.clip_lo = lo, d.p.clip_hi = hi;
+    return d;
+}
+
+vdnn_op_desc vt_channel_mul(vdnn_shape in)
+{
+    vdnn_op_desc d = vt_op(VDNN_LAYER_CHANNEL_MUL, in, in);
+    d.n_inputs = 2;
+    d.in[1] = vt_shape(in.n, in.c, 1, 1);
     return d;
 }
 

@@ -22,10 +22,19 @@ vdnn_op_desc vt_conv_rect(vdnn_shape in, int filters, int kh, int kw, int sh, in
 vdnn_op_desc vt_conv(vdnn_shape in, int filters, int k, int stride, int pad, int groups, int bias);
 vdnn_op_desc vt_pool_rect(vdnn_layer_kind kind, vdnn_shape in, int kh, int kw, int sh, int sw, int ph, int pw);
 vdnn_op_desc vt_pool(vdnn_layer_kind kind, vdnn_shape in, int k, int stride, int pad);
+/* With ceil_mode and (average pooling) padding left out of the divisor; output sizes by PyTorch's rules. */
+vdnn_op_desc vt_pool_win(vdnn_layer_kind kind, vdnn_shape in, int kh, int kw, int sh, int sw, int ph, int pw,
+                         bool ceil_mode, bool exclude_pad);
 vdnn_op_desc vt_lrn(vdnn_shape in, int size, float alpha, float beta, float k);
 vdnn_op_desc vt_bn(vdnn_shape in, bool training);
 vdnn_op_desc vt_fc(vdnn_shape in, int outputs, int bias);
 vdnn_op_desc vt_dropout(vdnn_shape in, float p, bool training);
+/* sigmoid, hardswish and silu; hardsigmoid and clip with their parameters. */
+vdnn_op_desc vt_act(vdnn_layer_kind kind, vdnn_shape in);
+vdnn_op_desc vt_hardsigmoid(vdnn_shape in, float alpha, float beta);
+vdnn_op_desc vt_clip(vdnn_shape in, float lo, float hi);
+/* channel_mul of maps `in` by N x C x 1 x 1 scales. */
+vdnn_op_desc vt_channel_mul(vdnn_shape in);
 /* concat (output channels summed) or add (output shaped like the inputs) of n inputs. */
 vdnn_op_desc vt_multi(vdnn_layer_kind kind, int n, const vdnn_shape *in);
 

@@ -97,6 +97,36 @@ static void fill_spread(float *x, vdnn_shape s, uint64_t seed)
     free(perm);
 }
 
+/* Where a piecewise activation's slope jumps. */
+static int kinks(const vdnn_op_desc *d, double k[2])
+{
+    const vdnn_layer_params *p = &d->p;
+    if (d->kind == VDNN_LAYER_HARDSIGMOID && p->alpha != 0.0f) {
+        k[0] = -(double)p->beta / p->alpha, k[1] = (1.0 - p->beta) / p->alpha;
+        return 2;
+    }
+    if (d->kind == VDNN_LAYER_HARDSWISH) {
+        k[0] = -3.0, k[1] = 3.0;
+        return 2;
+    }
+    if (d->kind == VDNN_LAYER_CLIP) {
+        k[0] = p->clip_lo, k[1] = p->clip_hi;
+        return 2;
+    }
+    return 0;
+}
+
+static void fill_kinked(float *x, size_t n, const vdnn_op_desc *d, uint64_t seed)
+{
+    double k[2], r = 1.0;
+    const int nk = kinks(d, k);
+    for (int j = 0; j < nk; j++) r = fmax(r, fabs(k[j]) + 2.0);
+    vt_fill_uniform(x, n, seed, (float)-r, (float)r);
+    for (size_t i = 0; i < n; i++)
+        for (int j = 0; j < nk; j++)
+            if (fabs(x[i] - k[j]) < 0.05) x[i] = (float)(k[j] + (x[i] < k[j] ? -0.05 : 0.05));
+}
+
 void vt_op_data_random(vt_op_data *io, const char *name, const vdnn_op_desc *d, vt_fill fill, uint64_t seed)
 {
     vt_op_data_alloc(io, name, d);
@@ -105,6 +135,10 @@ void vt_op_data_random(vt_op_data *io, const char *name, const vdnn_op_desc *d, 
         uint64_t s = seed * 131 + 17 * (uint64_t)i;
         if (fill == VT_FILL_DISTINCT || fill == VT_FILL_SPREAD) {
             (fill == VT_FILL_DISTINCT ? fill_distinct : fill_spread)(io->x[i], d->in[i], s);
+            continue;
+        }
+        if (fill == VT_FILL_KINKED) {
+            fill_kinked(io->x[i], io->nx[i], d, s);
             continue;
         }
         vt_fill_uniform(io->x[i], io->nx[i], s, -1.f, 1.f);
@@ -143,6 +177,8 @@ vt_fill vt_fill_for(const vdnn_op_desc *d)
     if (d->kind == VDNN_LAYER_RELU) return VT_FILL_AWAY_FROM_ZERO;
     if (d->kind == VDNN_LAYER_MAXPOOL) return VT_FILL_DISTINCT;
     if (d->kind == VDNN_LAYER_BATCHNORM) return VT_FILL_SPREAD;
+    if (d->kind == VDNN_LAYER_HARDSIGMOID || d->kind == VDNN_LAYER_HARDSWISH || d->kind == VDNN_LAYER_CLIP)
+        return VT_FILL_KINKED;
     return VT_FILL_UNIFORM;
 }
 

@@ -19,6 +19,8 @@ typedef enum vt_fill {
     VT_FILL_DISTINCT,       /* every window of up to 3x3 holds values at least 0.03 apart: max pooling has no ties */
     VT_FILL_SPREAD,         /* each channel's values spread over [-1, 1]: no batchnorm channel has a variance near
                              * zero, where normalizing curves too sharply for finite differences */
+    VT_FILL_KINKED,         /* uniform over both sides of every kink of a piecewise activation (hardsigmoid's and
+                             * clip's bounds, hardswish's -3 and 3) and 2 beyond, at least 0.05 from each kink */
 } vt_fill;
 
 /* The host tensors of one op call (inputs only; results are in vt_op_result). */

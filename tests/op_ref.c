@@ -41,21 +41,39 @@ static double conv_at(const vt_op_data *in, pos o)
     return sum;
 }
 
-/* Padding never wins a max and counts in an average's divisor (count_include_pad). */
+/* PyTorch's pooling loops: a window starts at o * stride - pad and ends at the padded input's end at the latest;
+ * padding never wins a max, and counts in an average's divisor unless exclude_pad. */
 static double pool_at(const vt_op_data *in, pos o)
 {
     const vdnn_layer_params *p = &in->d.p;
     const vdnn_shape s = in->d.in[0];
     const bool max = in->d.kind == VDNN_LAYER_MAXPOOL;
+    const int h0 = o.h * p->stride_h - p->pad_h, w0 = o.w * p->stride_w - p->pad_w;
+    const int h1 = h0 + p->kernel_h < s.h + p->pad_h ? h0 + p->kernel_h : s.h + p->pad_h;
+    const int w1 = w0 + p->kernel_w < s.w + p->pad_w ? w0 + p->kernel_w : s.w + p->pad_w;
     double acc = max ? -INFINITY : 0.0;
-    for (int i = 0; i < p->kernel_h; i++)
-        for (int j = 0; j < p->kernel_w; j++) {
-            int ih = o.h * p->stride_h - p->pad_h + i, iw = o.w * p->stride_w - p->pad_w + j;
+    int seen = 0;
+    for (int ih = h0; ih < h1; ih++)
+        for (int iw = w0; iw < w1; iw++) {
             if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) continue;
             double v = in->x[0][IDX(s, o.n, o.c, ih, iw)];
             acc = max ? fmax(acc, v) : acc + v;
+            seen++;
         }
-    return max ? acc : acc / (p->kernel_h * p->kernel_w);
+    if (max) return acc;
+    return acc / (p->exclude_pad ? seen : (h1 - h0) * (w1 - w0));
+}
+
+static double act_at(const vdnn_op_desc *d, double x)
+{
+    const vdnn_layer_params *p = &d->p;
+    switch (d->kind) {
+    case VDNN_LAYER_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case VDNN_LAYER_HARDSIGMOID: return fmin(fmax(p->alpha * x + p->beta, 0.0), 1.0);
+    case VDNN_LAYER_HARDSWISH: return x * fmin(fmax(x + 3.0, 0.0), 6.0) / 6.0;
+    case VDNN_LAYER_SILU: return x / (1.0 + exp(-x));
+    default: return fmin(fmax(x, p->clip_lo), p->clip_hi);
+    }
 }
 
 static double lrn_at(const vt_op_data *in, pos o)
@@ -171,6 +189,12 @@ void vt_ref_forward(const vt_op_data *in, size_t step, double *y, double *loss)
             break;
         case VDNN_LAYER_GAP: y[i] = gap_at(in, o); break;
         case VDNN_LAYER_FLATTEN: y[i] = in->x[0][i]; break;
+        case VDNN_LAYER_SIGMOID:
+        case VDNN_LAYER_HARDSIGMOID:
+        case VDNN_LAYER_HARDSWISH:
+        case VDNN_LAYER_SILU:
+        case VDNN_LAYER_CLIP: y[i] = act_at(d, in->x[0][i]); break;
+        case VDNN_LAYER_CHANNEL_MUL: y[i] = (double)in->x[0][i] * in->x[1][(size_t)o.n * d->out.c + (size_t)o.c]; break;
         default: fail_msg("%s: no reference for layer kind %d", in->name, (int)d->kind);
         }
     }

@@ -471,6 +471,82 @@ static void test_parse_string(void **state)
     vdnn_graph_free(g);
 }
 
+/* The activations, channel scaling and pooling windows of MobileNet and GoogLeNet: keys, defaults, shapes. */
+static const char act_net[] = "[net]\ninput=3x9x9\n"
+                              "[mp]\ntype=maxpool\nsize=3\nstride=2\nceil_mode=1\n"       /* 4x4, floor 4 */
+                              "[ap]\ntype=avgpool\nsize=2\nceil_mode=1\ncount_include_pad=0\n" /* 2x2 */
+                              "[ap2]\ntype=avgpool\nsize=3\nstride=1\npad=1\ninput=data\ncount_include_pad=0\n"
+                              "[sg]\ntype=sigmoid\ninput=ap\n"
+                              "[hs]\ntype=hardsigmoid\n"
+                              "[hs2]\ntype=hardsigmoid\nalpha=0.2\nbeta=0.4\n"
+                              "[hw]\ntype=hardswish\n"
+                              "[si]\ntype=silu\n"
+                              "[r6]\ntype=relu6\n"
+                              "[cl]\ntype=clip\nmin=-1.5\nmax=2\n"
+                              "[g]\ntype=gap\ninput=ap2\n"
+                              "[se]\ntype=channel_mul\ninput=ap2,g\n"
+                              "[g2]\ntype=gap\n"
+                              "[g3]\ntype=gap\ninput=cl\n"
+                              "[cat]\ntype=concat\ninput=g3,g2\n"
+                              "[fc]\ntype=fc\noutputs=4\n"
+                              "[loss]\ntype=softmax\n";
+
+static void test_act_and_windows(void **state)
+{
+    (void)state;
+    vdnn_graph_t *g = parse_ok(act_net);
+    assert_int_equal(layer(g, "mp")->p.ceil_mode, 1);
+    assert_int_equal(layer(g, "mp")->p.exclude_pad, 0);
+    assert_int_equal(layer(g, "ap")->p.exclude_pad, 1);
+    assert_true(layer(g, "hs")->p.alpha == 1.0f / 6.0f && layer(g, "hs")->p.beta == 0.5f); /* PyTorch's */
+    assert_true(layer(g, "hs2")->p.alpha == 0.2f && layer(g, "hs2")->p.beta == 0.4f);
+    assert_int_equal(layer(g, "r6")->kind, VDNN_LAYER_CLIP);
+    assert_true(layer(g, "r6")->p.clip_lo == 0.0f && layer(g, "r6")->p.clip_hi == 6.0f);
+    assert_true(layer(g, "cl")->p.clip_lo == -1.5f && layer(g, "cl")->p.clip_hi == 2.0f);
+    assert_int_equal(layer(g, "se")->kind, VDNN_LAYER_CHANNEL_MUL);
+    assert_int_equal(layer(g, "se")->n_inputs, 2);
+    resolve_ok(g, 2, 0, 0, 0, 0);
+    /* 9 -> ceil((9 - 3) / 2) + 1 = 4 (floor too); 4 -> 2; ap2 keeps 9x9. */
+    assert_out(g, "mp", 3, 4, 4);
+    assert_out(g, "ap", 3, 2, 2);
+    assert_out(g, "ap2", 3, 9, 9);
+    assert_out(g, "cl", 3, 2, 2);
+    assert_out(g, "se", 3, 9, 9);
+    assert_true(layer(g, "se")->flops_fwd == 2.0 * 3 * 81);
+    assert_true(layer(g, "si")->flops_fwd > 0 && layer(g, "si")->flops_bwd > 0);
+    assert_int_equal(layer(g, "se")->n_weight + layer(g, "hs")->n_weight + layer(g, "cl")->n_bias, 0);
+    /* At 8x8 the ceil rule adds a third window where floor has two (8 - 3 = 5 over stride 2). */
+    resolve_ok(g, 1, 3, 8, 8, 0);
+    assert_out(g, "mp", 3, 4, 4);
+    resolve_ok(g, 1, 3, 7, 7, 0);
+    assert_out(g, "mp", 3, 3, 3);
+    vdnn_graph_free(g);
+
+    /* PyTorch's output sizes, including the window ceil_mode would start in the right padding. */
+    assert_int_equal(vdnn_window_out(8, 3, 2, 0, false), 3);
+    assert_int_equal(vdnn_window_out(8, 3, 2, 0, true), 4);
+    assert_int_equal(vdnn_window_out(5, 2, 2, 1, true), 3); /* ONNX's formula says 4 */
+    assert_int_equal(vdnn_window_out(6, 3, 2, 1, true), 4);
+    assert_int_equal(vdnn_window_out(2, 3, 1, 0, true), 0);
+    int lo, hi, size;
+    vdnn_window_span(3, 6, 3, 2, 1, &lo, &hi, &size); /* starts at 5, ends at the padded end 7 */
+    assert_int_equal(lo, 5);
+    assert_int_equal(hi, 6);
+    assert_int_equal(size, 2);
+    vdnn_window_span(0, 6, 3, 2, 1, &lo, &hi, &size);
+    assert_int_equal(lo, 0);
+    assert_int_equal(hi, 2);
+    assert_int_equal(size, 3);
+
+    /* The scales must be one value per channel of the maps. */
+    g = parse_ok("[net]\ninput=3x4x4\n[c]\ntype=conv\nfilters=2\nsize=1\n[g]\ntype=gap\n"
+                 "[se]\ntype=channel_mul\ninput=data,g\n[fc]\ntype=fc\noutputs=2\n[loss]\ntype=softmax\n");
+    vdnn_error err;
+    vt_assert_error(vdnn_graph_resolve(g, (vdnn_shape){1, 0, 0, 0}, 0, &err), err, VDNN_ERR_SHAPE,
+                    "channel_mul scales 'data' (3x4x4) by 'g', which is 2x1x1: expected 3x1x1");
+    vdnn_graph_free(g);
+}
+
 static void test_classes_and_defaults(void **state)
 {
     (void)state;
@@ -520,11 +596,13 @@ static void test_kind_names_and_find(void **state)
         if (k == VDNN_LAYER_MAXPOOL || k == VDNN_LAYER_AVGPOOL) extra = "size=1\n";
         if (k == VDNN_LAYER_FC) extra = "outputs=2\n";
         if (k == VDNN_LAYER_CONCAT || k == VDNN_LAYER_ADD) extra = "input=data,r\n";
+        if (k == VDNN_LAYER_CHANNEL_MUL) extra = "input=r,g\n";
         if (k == VDNN_LAYER_SOFTMAX_XENT) {
             snprintf(text, sizeof text, "[r]\ntype=relu\n[fc]\ntype=fc\noutputs=2\n[x]\ntype=softmax\n");
         } else {
-            snprintf(text, sizeof text, "[r]\ntype=relu\n[x]\ntype=%s\n%s[fc]\ntype=fc\noutputs=2\n[l]\ntype=softmax\n",
-                     vdnn_layer_kind_name((vdnn_layer_kind)k), extra);
+            snprintf(text, sizeof text, "[r]\ntype=relu\n%s[x]\ntype=%s\n%s[fc]\ntype=fc\noutputs=2\n[l]\ntype=softmax\n",
+                     k == VDNN_LAYER_CHANNEL_MUL ? "[g]\ntype=gap\n" : "", vdnn_layer_kind_name((vdnn_layer_kind)k),
+                     extra);
         }
         vdnn_graph_t *g = parse_ok(text);
         assert_int_equal(layer(g, "x")->kind, k);
@@ -579,6 +657,14 @@ static const string_case string_cases[] = {
     {"[c]\ntype=conv\nfilters=4\nsize=1\ngroups=0\n" TAIL, VDNN_ERR_PARSE, 5, "groups=0 is out of range"},
     {"[c]\ntype=conv\nfilters=4\nsize=1\nbias=2\n" TAIL, VDNN_ERR_PARSE, 5, "bias=2 is out of range"},
     {"[p]\ntype=maxpool\nsize=2\npad=2\n" TAIL, VDNN_ERR_PARSE, 1, "pad 2x2 is out of range"},
+    {"[p]\ntype=maxpool\nsize=2\nceil_mode=2\n" TAIL, VDNN_ERR_PARSE, 4, "ceil_mode=2 is out of range"},
+    {"[p]\ntype=maxpool\nsize=2\ncount_include_pad=0\n" TAIL, VDNN_ERR_PARSE, 4,
+     "unknown key 'count_include_pad' for a maxpool layer"},
+    {"[c]\ntype=clip\nmin=6\nmax=0\n" TAIL, VDNN_ERR_PARSE, 1, "layer 'c': min=6 is not below max=0"},
+    {"[c]\ntype=relu6\nalpha=1\n" TAIL, VDNN_ERR_PARSE, 3, "unknown key 'alpha' for a clip layer"},
+    {"[h]\ntype=hardsigmoid\nalpha=1e31\n" TAIL, VDNN_ERR_PARSE, 3, "alpha=1e31 is out of range"},
+    {"[s]\ntype=channel_mul\n" TAIL, VDNN_ERR_PARSE, 1, "needs input= with two layers"},
+    {"[r]\ntype=relu\n[s]\ntype=channel_mul\ninput=r\n" TAIL, VDNN_ERR_PARSE, 5, "takes exactly two inputs"},
     {"[d]\ntype=dropout\np=-0.1\n" TAIL, VDNN_ERR_PARSE, 3, "p=-0.1 is out of range (must be in [0, 1))"},
     {"[d]\ntype=dropout\np=x\n" TAIL, VDNN_ERR_PARSE, 3, "bad number 'x' for p="},
     {"[b]\ntype=batchnorm\neps=0\n" TAIL, VDNN_ERR_PARSE, 3, "eps=0 is out of range"},
@@ -674,7 +760,7 @@ int main(void)
         cmocka_unit_test(test_bad_fixtures),      cmocka_unit_test(test_load_io_error),
         cmocka_unit_test(test_parse_string),      cmocka_unit_test(test_classes_and_defaults),
         cmocka_unit_test(test_kind_names_and_find), cmocka_unit_test(test_string_errors),
-        cmocka_unit_test(test_mangled_texts),
+        cmocka_unit_test(test_mangled_texts),     cmocka_unit_test(test_act_and_windows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -138,6 +138,62 @@ static void test_pool(void **state)
     vdnn_graph_free(g);
 }
 
+/* The activations: Clip as ReLU6, as another clip and as a ReLU; x * Sigmoid(x) one SiLU layer and
+ * HardSigmoid(x) * x one hard-swish layer, each named after its first node; the squeeze-and-excitation product a
+ * channel_mul of the maps and the gate, whichever order the Mul lists them in. */
+static void test_act(void **state)
+{
+    vdnn_graph_t *g = load("act.onnx");
+    static const char *const names[] = {"sig",     "hsig",   "hswish",  "relu6",   "clip",   "clip0",
+                                        "silu_sigmoid", "hs_gate", "se_pool", "se_conv", "se_gate", "se_mul",
+                                        "gap",     "fc_flatten", "fc", "loss"};
+    static const vdnn_layer_kind kinds[] = {
+        VDNN_LAYER_SIGMOID, VDNN_LAYER_HARDSIGMOID, VDNN_LAYER_HARDSWISH, VDNN_LAYER_CLIP, VDNN_LAYER_CLIP,
+        VDNN_LAYER_RELU,    VDNN_LAYER_SILU,        VDNN_LAYER_HARDSWISH, VDNN_LAYER_GAP,  VDNN_LAYER_CONV,
+        VDNN_LAYER_SIGMOID, VDNN_LAYER_CHANNEL_MUL, VDNN_LAYER_GAP,       VDNN_LAYER_FLATTEN, VDNN_LAYER_FC,
+        VDNN_LAYER_SOFTMAX_XENT};
+    assert_layers(g, names, kinds, 16);
+    assert_true(layer(g, "hsig")->p.alpha == 0.25f && layer(g, "hsig")->p.beta == 0.4f);
+    assert_true(layer(g, "relu6")->p.clip_lo == 0.0f && layer(g, "relu6")->p.clip_hi == 6.0f);
+    assert_true(layer(g, "clip")->p.clip_lo == -0.5f && layer(g, "clip")->p.clip_hi == 0.75f);
+    const vdnn_layer *silu = layer(g, "silu_sigmoid"), *hs = layer(g, "hs_gate"), *se = layer(g, "se_mul");
+    assert_int_equal(silu->inputs[0], vdnn_graph_find(g, "clip0"));
+    assert_int_equal(hs->inputs[0], vdnn_graph_find(g, "silu_sigmoid"));
+    assert_int_equal(se->n_inputs, 2);
+    assert_int_equal(se->inputs[0], vdnn_graph_find(g, "hs_gate"));
+    assert_int_equal(se->inputs[1], vdnn_graph_find(g, "se_gate"));
+    resolve(g, 2);
+    assert_shape(g, "se_mul", 3, 8, 8);
+    assert_shape(g, "se_gate", 3, 1, 1);
+    vdnn_graph_free(g);
+
+    g = load("clip10.onnx"); /* opset 10: the bounds are attributes */
+    assert_int_equal(layer(g, "clip")->kind, VDNN_LAYER_CLIP);
+    assert_true(layer(g, "clip")->p.clip_lo == -1.0f && layer(g, "clip")->p.clip_hi == 2.5f);
+    vdnn_graph_free(g);
+}
+
+/* ceil_mode and count_include_pad: PyTorch's output sizes, padding left out only where the node has its own. */
+static void test_pool_ceil(void **state)
+{
+    vdnn_graph_t *g = load("pool_ceil.onnx");
+    resolve(g, 2);
+    const vdnn_layer *mp = layer(g, "mp"), *ap = layer(g, "ap"), *ex = layer(g, "ex"), *ap2 = layer(g, "ap2");
+    assert_window(mp, 3, 3, 2, 2, 0, 0);
+    assert_window(ap, 3, 3, 2, 2, 1, 1);
+    assert_window(ex, 3, 3, 1, 1, 1, 1);
+    assert_int_equal(mp->p.ceil_mode + ap->p.ceil_mode + ap2->p.ceil_mode, 3);
+    assert_int_equal(ex->p.ceil_mode, 0);
+    assert_int_equal(ap->p.exclude_pad, 0);
+    assert_int_equal(ex->p.exclude_pad, 1);  /* ONNX's default count_include_pad is 0 */
+    assert_int_equal(ap2->p.exclude_pad, 0); /* no pads: nothing to leave out */
+    assert_shape(g, "mp", 3, 4, 4);
+    assert_shape(g, "ap", 3, 3, 3);
+    assert_shape(g, "ex", 3, 3, 3);
+    assert_shape(g, "ap2", 3, 2, 2);
+    vdnn_graph_free(g);
+}
+
 static void test_bn_lrn_dropout_matmul(void **state)
 {
     vdnn_graph_t *g = load("bn.onnx");
@@ -378,6 +434,30 @@ static void assert_close(const char *what, const float *got, const float *want, 
             fail_msg("%s[%zu] = %.9g, want %.9g", what, i, (double)got[i], (double)want[i]);
 }
 
+/* The imported net's eval-mode class probabilities on the reference's 2 inputs against PyTorch's softmax of its
+ * logits (10 classes), and their logarithms, which are the logits up to a per-sample constant. */
+static void assert_eval_logits(imported *im)
+{
+    vdnn_error err;
+    float probs[20];
+    vt_assert_ok(vdnn_net_predict(im->net, ref_of(im, "input"), 2, probs, &err), err);
+    const float *logits = ref_of(im, "logits");
+    float want[20], logp[20], want_logp[20];
+    for (int s = 0; s < 2; s++) {
+        double mx = -INFINITY, sum = 0;
+        for (int k = 0; k < 10; k++) mx = fmax(mx, logits[s * 10 + k]);
+        for (int k = 0; k < 10; k++) sum += exp(logits[s * 10 + k] - mx);
+        for (int k = 0; k < 10; k++) {
+            want_logp[s * 10 + k] = (float)(logits[s * 10 + k] - mx - log(sum));
+            want[s * 10 + k] = expf(want_logp[s * 10 + k]);
+            logp[s * 10 + k] = logf(probs[s * 10 + k]);
+        }
+    }
+    assert_close("probability", probs, want, 20, 1e-6, 0);
+    /* Log-probabilities are the logits up to a per-sample constant, so this compares the logits themselves. */
+    assert_close("log-probability", logp, want_logp, 20, 1e-6, 1e-6);
+}
+
 /* The net starts from the initializers (read back from the net's own storages), and its eval-mode class
  * probabilities equal PyTorch's softmax of its logits. Tolerance: oneDNN and PyTorch sum in different orders,
  * so float32 results differ in the last bits (here about 1e-8); 1e-6 on probabilities and log-probabilities
@@ -398,23 +478,23 @@ static void test_tiny_cnn_forward(void **state)
     vt_assert_ok(vdnn_net_get(net, "fc_Gemm.bias", buf, 10, &err), err);
     assert_memory_equal(buf, ref_of(&im, "fc.bias"), 10 * sizeof *buf);
 
-    float probs[20];
-    vt_assert_ok(vdnn_net_predict(net, ref_of(&im, "input"), 2, probs, &err), err);
-    const float *logits = ref_of(&im, "logits");
-    float want[20], logp[20], want_logp[20];
-    for (int s = 0; s < 2; s++) {
-        double mx = -INFINITY, sum = 0;
-        for (int k = 0; k < 10; k++) mx = fmax(mx, logits[s * 10 + k]);
-        for (int k = 0; k < 10; k++) sum += exp(logits[s * 10 + k] - mx);
-        for (int k = 0; k < 10; k++) {
-            want_logp[s * 10 + k] = (float)(logits[s * 10 + k] - mx - log(sum));
-            want[s * 10 + k] = expf(want_logp[s * 10 + k]);
-            logp[s * 10 + k] = logf(probs[s * 10 + k]);
-        }
-    }
-    assert_close("probability", probs, want, 20, 1e-6, 0);
-    /* Log-probabilities are the logits up to a per-sample constant, so this compares the logits themselves. */
-    assert_close("log-probability", logp, want_logp, 20, 1e-6, 1e-6);
+    assert_eval_logits(&im);
+    release(&im);
+}
+
+/* The activations, squeeze-and-excitation and ceil-mode pooling of a PyTorch export (make_models.py's TinySE)
+ * compute what PyTorch does, within the same tolerance and for the same reason as test_tiny_cnn_forward. */
+static void test_tiny_se_forward(void **state)
+{
+    imported im;
+    import(*state, "tiny_se", 3, 16, 16, &im);
+    assert_int_equal(layer(im.g, "pool_MaxPool")->p.ceil_mode, 1);
+    assert_int_equal(layer(im.g, "avg_AveragePool")->p.exclude_pad, 1);
+    assert_int_equal(layer(im.g, "stem_stem.2_HardSigmoid")->kind, VDNN_LAYER_HARDSWISH);
+    assert_int_equal(layer(im.g, "conv2_conv2.1_Sigmoid")->kind, VDNN_LAYER_SILU);
+    assert_int_equal(layer(im.g, "conv3_conv3.1_Clip")->kind, VDNN_LAYER_CLIP);
+    assert_int_equal(layer(im.g, "se1_Mul")->kind, VDNN_LAYER_CHANNEL_MUL);
+    assert_eval_logits(&im);
     release(&im);
 }
 
@@ -489,11 +569,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv),
         cmocka_unit_test(test_pool),
+        cmocka_unit_test(test_act),
+        cmocka_unit_test(test_pool_ceil),
         cmocka_unit_test(test_bn_lrn_dropout_matmul),
         cmocka_unit_test(test_names_concat_add_reshape),
         cmocka_unit_test(test_from_memory),
         cmocka_unit_test(test_tiny_cnn_structure),
         cmocka_unit_test(test_tiny_cnn_forward),
+        cmocka_unit_test(test_tiny_se_forward),
         cmocka_unit_test(test_tiny_mlp_forward),
         cmocka_unit_test(test_tiny_cnn_trains),
         cmocka_unit_test(test_other_input_size),

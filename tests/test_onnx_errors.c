@@ -23,12 +23,17 @@ static const bad_case cases[] = {
     {"bad_dilation.onnx", VDNN_ERR_UNSUPPORTED, {"node 'conv' (Conv)", "dilations [2, 2]"}},
     {"bad_asym_pads.onnx", VDNN_ERR_UNSUPPORTED, {"node 'conv' (Conv)", "asymmetric pads [1, 1, 2, 2]"}},
     {"bad_conv_attr.onnx", VDNN_ERR_UNSUPPORTED, {"node 'conv' (Conv)", "attribute 'foo' is not supported"}},
-    {"bad_ceil_mode.onnx", VDNN_ERR_UNSUPPORTED, {"node 'pool' (MaxPool)", "ceil_mode=1", "not supported yet"}},
-    {"bad_count_include_pad.onnx", VDNN_ERR_UNSUPPORTED, {"node 'avg' (AveragePool)", "count_include_pad=0"}},
+    {"bad_ceil_in_padding.onnx", VDNN_ERR_UNSUPPORTED,
+     {"node 'pool' (MaxPool)", "ceil_mode=1 on height 7 gives 5 outputs by ONNX's formula", "(4 outputs)"}},
+    {"bad_avg_pad_exclude.onnx", VDNN_ERR_UNSUPPORTED,
+     {"node 'avg' (AveragePool)", "count_include_pad=0 with pads 1x1 after a Pad"}},
     {"bad_lrn_even.onnx", VDNN_ERR_UNSUPPORTED, {"node 'lrn' (LRN)", "even size (4)"}},
-    {"bad_sigmoid.onnx", VDNN_ERR_UNSUPPORTED, {"node 'gate' (Sigmoid)", "not supported yet"}},
-    {"bad_clip.onnx", VDNN_ERR_UNSUPPORTED, {"node 'relu6' (Clip)", "not supported yet", "ReLU6"}},
-    {"bad_silu.onnx", VDNN_ERR_UNSUPPORTED, {"node 'silu_sigmoid' (Sigmoid)", "not supported yet"}},
+    {"bad_clip_no_max.onnx", VDNN_ERR_UNSUPPORTED, {"node 'clip' (Clip)", "without a max bound"}},
+    {"bad_mul_maps.onnx", VDNN_ERR_UNSUPPORTED,
+     {"node 'product' (Mul)", "multiplies 'r' (3x8x8) by 'x' (3x8x8)", "N x C x 1 x 1 scales"}},
+    {"bad_mul_const.onnx", VDNN_ERR_UNSUPPORTED, {"node 'scale' (Mul)", "multiplying by the constant 'k'"}},
+    {"bad_hardswish_alpha.onnx", VDNN_ERR_UNSUPPORTED,
+     {"node 'hswish_mul' (Mul)", "x * HardSigmoid(x) with alpha=0.2, beta=0.5 is not supported"}},
     {"bad_dynamic_reshape.onnx", VDNN_ERR_UNSUPPORTED, {"node 'shape_of_x' (Shape)", "computed at run time"}},
     {"bad_reshape_3d.onnx", VDNN_ERR_UNSUPPORTED, {"node 'to3d' (Reshape)", "reshape to [0, 3, -1]"}},
     {"bad_gemm_transb0.onnx", VDNN_ERR_UNSUPPORTED, {"node 'fc_t' (Gemm)", "transB=0"}},
@@ -112,8 +117,8 @@ static bool quick(void) { return getenv("VDNN_TEST_QUICK") != NULL; }
 
 static void test_truncated(void **state)
 {
-    const char *models[] = {"conv.onnx", "bn.onnx", "tiny_cnn.onnx"};
-    for (int m = 0; m < 3; m++) {
+    const char *models[] = {"conv.onnx", "bn.onnx", "act.onnx", "tiny_cnn.onnx"};
+    for (int m = 0; m < 4; m++) {
         size_t len;
         uint8_t *data = read_all(models[m], &len);
         int loaded = 0;
@@ -144,12 +149,12 @@ static uint64_t next(uint64_t *s)
 
 static void test_flipped(void **state)
 {
-    static const char *const models[] = {"conv.onnx", "pool.onnx", "bn.onnx", "names.onnx", "tiny_mlp.onnx",
-                                         "tiny_cnn.onnx"};
+    static const char *const models[] = {"conv.onnx", "pool.onnx", "bn.onnx",       "names.onnx",
+                                         "act.onnx",  "pool_ceil.onnx", "tiny_mlp.onnx", "tiny_cnn.onnx"};
     static const uint8_t masks[] = {0xff, 0x01, 0x80};
     int loaded = 0;
     size_t len;
-    for (int m = 0; m < 6; m++) {
+    for (int m = 0; m < 8; m++) {
         uint8_t *data = read_all(models[m], &len);
         for (size_t i = 0; i < len; i++)
             for (int k = 0; k < (quick() ? 1 : 3); k++) {
@@ -159,21 +164,24 @@ static void test_flipped(void **state)
             }
         free(data);
     }
-    /* Several random bytes at once, in the PyTorch export. */
-    uint8_t *data = read_all("tiny_cnn.onnx", &len), *copy = malloc(len);
-    assert_non_null(copy);
-    uint64_t s = 0x9e3779b97f4a7c15ULL;
-    int rounds = quick() ? 2000 : 20000;
-    for (int r = 0; r < rounds; r++) {
-        memcpy(copy, data, len);
-        int changes = 1 + (int)(next(&s) % 4);
-        for (int c = 0; c < changes; c++) copy[next(&s) % len] = (uint8_t)next(&s);
-        try_parse(copy, len, &loaded);
+    /* Several random bytes at once, in the PyTorch exports. */
+    static const char *const exports[] = {"tiny_cnn.onnx", "tiny_se.onnx"};
+    for (int m = 0; m < 2; m++) {
+        uint8_t *data = read_all(exports[m], &len), *copy = malloc(len);
+        assert_non_null(copy);
+        uint64_t s = 0x9e3779b97f4a7c15ULL;
+        int rounds = quick() ? 1000 : 10000;
+        for (int r = 0; r < rounds; r++) {
+            memcpy(copy, data, len);
+            int changes = 1 + (int)(next(&s) % 4);
+            for (int c = 0; c < changes; c++) copy[next(&s) % len] = (uint8_t)next(&s);
+            try_parse(copy, len, &loaded);
+        }
+        free(copy);
+        free(data);
     }
     /* Most flips land in weight values, which load; the count shows both outcomes were exercised. */
     assert_true(loaded > 0);
-    free(copy);
-    free(data);
 }
 
 int main(void)

@@ -3,6 +3,7 @@
  * the descriptions and arguments the ops refuse, and what changes with bf16 maps (the sizes, and the refusal on a
  * CPU without AVX-512 BF16, simulated). The op harness (test_ops.c) checks that running ops keep what these
  * numbers promise. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,7 @@ static vdnn_backend_t *cpu(size_t conv_chunk_bytes)
 }
 
 /* One op of every kind (batch norm twice), with the flags its op_info must carry in fp32. */
-#define KIND_CASES 14
+#define KIND_CASES 22
 typedef struct kind_case {
     const char *name;
     vdnn_op_desc d;
@@ -53,6 +54,18 @@ static int kind_cases(kind_case *out)
         {"gap", vt_gap(s), false, false, false, false, true},
         {"flatten", vt_flatten(s), false, false, true, false, true},
         {"softmax_xent", vt_xent(2, 5), false, true, false, false, true},
+        /* Sigmoid, hard-sigmoid and clip find their slope from y; hard-swish and SiLU need x. */
+        {"sigmoid", vt_act(VDNN_LAYER_SIGMOID, s), false, true, true, false, false},
+        {"hardsigmoid", vt_hardsigmoid(s, 0.2f, 0.5f), false, true, true, false, true},
+        {"hardswish", vt_act(VDNN_LAYER_HARDSWISH, s), true, false, false, false, false},
+        {"silu", vt_act(VDNN_LAYER_SILU, s), true, false, false, false, false},
+        {"clip", vt_clip(s, 0.0f, 6.0f), false, true, true, false, false},
+        {"channel_mul", vt_channel_mul(s), true, false, false, false, true},
+        /* Own window loops: max pooling's argmax in aux, nothing else kept. */
+        {"maxpool ceil", vt_pool_win(VDNN_LAYER_MAXPOOL, S(2, 4, 6, 6), 3, 3, 2, 2, 0, 0, true, false), false, false,
+         false, true, true},
+        {"avgpool padding left out", vt_pool_win(VDNN_LAYER_AVGPOOL, s, 3, 3, 1, 1, 1, 1, false, true), false, false,
+         false, false, true},
     };
     _Static_assert(sizeof cases / sizeof cases[0] == KIND_CASES, "KIND_CASES counts the cases");
     memcpy(out, cases, sizeof cases);
@@ -160,6 +173,20 @@ static void test_refused_descriptions(void **state)
     d = vt_gap(S(2, 3, 4, 4));
     d.out.h = 2;
     vt_assert_error(be->ops->op_query(be, &d, &info, &err), err, VDNN_ERR_SHAPE, "gap");
+    d = vt_clip(S(2, 3, 4, 4), 6.0f, 6.0f);
+    vt_assert_error(be->ops->op_query(be, &d, &info, &err), err, VDNN_ERR_INVALID_ARG, "clip: bounds 6 and 6");
+    d = vt_hardsigmoid(S(2, 3, 4, 4), NAN, 0.5f);
+    vt_assert_error(be->ops->op_create(be, &d, &op, &err), err, VDNN_ERR_INVALID_ARG, "must be finite");
+    d = vt_act(VDNN_LAYER_SILU, S(2, 3, 4, 4));
+    d.out.c = 2;
+    vt_assert_error(be->ops->op_query(be, &d, &info, &err), err, VDNN_ERR_SHAPE, "silu: output 2x2x4x4");
+    d = vt_channel_mul(S(2, 3, 4, 4));
+    d.in[1].h = 4;
+    vt_assert_error(be->ops->op_query(be, &d, &info, &err), err, VDNN_ERR_SHAPE, "expected 2x3x1x1");
+    /* A ceil-mode pooling whose output was sized by the floor rule. */
+    d = vt_pool_win(VDNN_LAYER_MAXPOOL, S(1, 3, 8, 8), 3, 3, 2, 2, 0, 0, true, false);
+    d.out.h = d.out.w = 3;
+    vt_assert_error(be->ops->op_query(be, &d, &info, &err), err, VDNN_ERR_SHAPE, "expected 1x3x4x4, ceil mode");
     vdnn_backend_destroy(be);
 }
 
@@ -168,8 +195,10 @@ static void test_missing_buffers(void **state)
 {
     vdnn_backend_t *be = cpu(0);
     vdnn_error err = {0};
-    const vdnn_op_desc descs[2] = {vt_bn(S(2, 3, 2, 2), true), vt_conv(S(1, 3, 6, 6), 4, 3, 1, 1, 1, 1)};
-    for (int k = 0; k < 2; k++) {
+    const vdnn_op_desc descs[4] = {vt_bn(S(2, 3, 2, 2), true), vt_conv(S(1, 3, 6, 6), 4, 3, 1, 1, 1, 1),
+                                   vt_pool_win(VDNN_LAYER_MAXPOOL, S(1, 3, 6, 6), 3, 3, 2, 2, 0, 0, true, false),
+                                   vt_channel_mul(S(2, 3, 4, 4))};
+    for (int k = 0; k < 4; k++) {
         vt_op_data in;
         vt_op_data_random(&in, "missing buffers", &descs[k], VT_FILL_UNIFORM, 140 + (uint64_t)k);
         vt_exec e;
@@ -181,9 +210,14 @@ static void test_missing_buffers(void **state)
             vt_assert_error(be->ops->op_forward(be, e.op, &a, &err), err, VDNN_ERR_INVALID_ARG, "aux");
             a.aux = e.aux, a.update_stats = true, a.stats = NULL;
             vt_assert_error(be->ops->op_forward(be, e.op, &a, &err), err, VDNN_ERR_INVALID_ARG, "running statistics");
-        } else {
+        } else if (k == 1) {
             a.w = NULL;
             vt_assert_error(be->ops->op_forward(be, e.op, &a, &err), err, VDNN_ERR_INVALID_ARG, "weights");
+        } else {
+            /* Backward without what it reads: max pooling's argmax, the scales of channel_mul. */
+            vdnn_op_args b = {.x = {e.x[0]}, .dy = e.dy, .dx = {e.dx[0]}};
+            vt_assert_error(be->ops->op_backward(be, e.op, &b, &err), err, VDNN_ERR_INVALID_ARG,
+                            k == 2 ? "argmax (aux)" : "NULL x");
         }
         vt_exec_close(&e);
         vt_op_data_free(&in);

@@ -8,134 +8,31 @@
 
 #include "exec/net_impl.h"
 #include "op_exec.h"
+#include "ref_file.h"
 #include "testutil.h"
 
 #define REF_DIR VDNN_SOURCE_DIR "/tests/reference/"
-#define MAX_ARRAYS 256
 #define MAX_SNAPS 64
 #define MAX_STEPS 8
 
 /* ---- the reference file ---- */
 
-enum { REF_F32 = 1, REF_I32 = 2, REF_U64 = 3 };
-
-typedef struct ref_array {
-    char name[96];
-    int dtype;
-    size_t count;
-    void *data; /* float, int32_t or uint64_t, host order */
-} ref_array;
-
-typedef struct ref_file {
-    int n;
-    ref_array a[MAX_ARRAYS];
-} ref_file;
-
-typedef struct reader {
-    const unsigned char *p;
-    size_t len, off;
-} reader;
-
-static const unsigned char *take(reader *r, size_t n)
-{
-    if (n > r->len - r->off) fail_msg("allops.bin: truncated at byte %zu (wanted %zu more)", r->off, n);
-    const unsigned char *p = r->p + r->off;
-    r->off += n;
-    return p;
-}
-
-static uint32_t le32(const unsigned char *b)
-{
-    return b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-}
-static uint64_t le64(const unsigned char *b) { return le32(b) | (uint64_t)le32(b + 4) << 32; }
-
-static void ref_load(const char *path, ref_file *rf)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    if (len < 12) fail_msg("%s: %ld bytes, too short", path, len);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)len);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    reader r = {buf, (size_t)len, 0};
-    if (memcmp(take(&r, 8), "VDNNREF1", 8)) fail_msg("%s: bad magic", path);
-    uint32_t n = le32(take(&r, 4));
-    if (n > MAX_ARRAYS) fail_msg("%s: %u arrays (at most %d)", path, n, MAX_ARRAYS);
-    memset(rf, 0, sizeof *rf);
-    for (uint32_t i = 0; i < n; i++) {
-        ref_array *a = &rf->a[rf->n++];
-        uint32_t ln = le32(take(&r, 4));
-        if (ln == 0 || ln >= sizeof a->name) fail_msg("%s: array %u has a name of %u bytes", path, i, ln);
-        memcpy(a->name, take(&r, ln), ln);
-        a->dtype = (int)le32(take(&r, 4));
-        uint32_t nd = le32(take(&r, 4));
-        if (nd > 5 || a->dtype < REF_F32 || a->dtype > REF_U64)
-            fail_msg("%s: array '%s' has dtype %d, %u dimensions", path, a->name, a->dtype, nd);
-        a->count = 1;
-        for (uint32_t d = 0; d < nd; d++) a->count *= le32(take(&r, 4));
-        size_t esz = a->dtype == REF_U64 ? 8 : 4;
-        const unsigned char *src = take(&r, a->count * esz);
-        a->data = malloc(a->count * esz + 1);
-        assert_non_null(a->data);
-        for (size_t k = 0; k < a->count; k++) {
-            if (a->dtype == REF_U64) {
-                ((uint64_t *)a->data)[k] = le64(src + 8 * k);
-            } else {
-                uint32_t v = le32(src + 4 * k);
-                memcpy((char *)a->data + 4 * k, &v, 4);
-            }
-        }
-    }
-    if (r.off != r.len) fail_msg("%s: %zu bytes after the last array", path, r.len - r.off);
-    free(buf);
-}
-
-static void ref_free(ref_file *rf)
-{
-    for (int i = 0; i < rf->n; i++) free(rf->a[i].data);
-    rf->n = 0;
-}
-
-static ref_array *ref_get(ref_file *rf, const char *name, int dtype, size_t count)
-{
-    for (int i = 0; i < rf->n; i++) {
-        ref_array *a = &rf->a[i];
-        if (strcmp(a->name, name)) continue;
-        if (a->dtype != dtype || a->count != count)
-            fail_msg("reference '%s': dtype %d with %zu values, expected dtype %d with %zu", name, a->dtype, a->count,
-                     dtype, count);
-        return a;
-    }
-    fail_msg("reference has no array '%s'", name);
-    return NULL;
-}
-
-static float *ref_f32(ref_file *rf, const char *name, size_t count)
-{
-    return ref_get(rf, name, REF_F32, count)->data;
-}
-
 /* A layer's reference array by suffix: "<layer><suffix>". */
-static float *ref_layer(ref_file *rf, const char *layer, const char *suffix, size_t count)
+static float *ref_layer(vt_ref_file *rf, const char *layer, const char *suffix, size_t count)
 {
     char name[128];
     snprintf(name, sizeof name, "%s%s", layer, suffix);
-    return ref_f32(rf, name, count);
+    return vt_ref_f32(rf, name, count);
 }
 
 /* BN statistics as the runtime stores them: running mean then running variance. */
-static void ref_stats(ref_file *rf, const char *prefix, const char *layer, size_t count, float *out)
+static void ref_stats(vt_ref_file *rf, const char *prefix, const char *layer, size_t count, float *out)
 {
     char name[128];
     snprintf(name, sizeof name, "%s%s.running_mean", prefix, layer);
-    memcpy(out, ref_f32(rf, name, count / 2), count / 2 * sizeof *out);
+    memcpy(out, vt_ref_f32(rf, name, count / 2), count / 2 * sizeof *out);
     snprintf(name, sizeof name, "%s%s.running_var", prefix, layer);
-    memcpy(out + count / 2, ref_f32(rf, name, count / 2), count / 2 * sizeof *out);
+    memcpy(out + count / 2, vt_ref_f32(rf, name, count / 2), count / 2 * sizeof *out);
 }
 
 /* ---- comparison ---- */
@@ -204,7 +101,7 @@ static void check(checker *c, const char *what, const float *got, const float *w
 /* ---- shared state ---- */
 
 typedef struct ctx {
-    ref_file ref;
+    vt_ref_file ref;
     vdnn_graph_t *g;
     vdnn_backend_t *be;
     int batch, steps, classes;
@@ -227,15 +124,15 @@ static int setup(void **state)
 {
     ctx *c = calloc(1, sizeof *c);
     assert_non_null(c);
-    ref_load(REF_DIR "allops.bin", &c->ref);
-    c->batch = *(int32_t *)ref_get(&c->ref, "meta.batch", REF_I32, 1)->data;
-    c->steps = *(int32_t *)ref_get(&c->ref, "meta.steps", REF_I32, 1)->data;
+    vt_ref_load(REF_DIR "allops.bin", &c->ref);
+    c->batch = *(int32_t *)vt_ref_get(&c->ref, "meta.batch", VT_REF_I32, 1)->data;
+    c->steps = *(int32_t *)vt_ref_get(&c->ref, "meta.steps", VT_REF_I32, 1)->data;
     assert_in_range(c->steps, 1, MAX_STEPS);
-    const float *sgd = ref_f32(&c->ref, "meta.sgd", 3);
+    const float *sgd = vt_ref_f32(&c->ref, "meta.sgd", 3);
     c->lr = sgd[0];
     c->momentum = sgd[1];
     c->wd = sgd[2];
-    const uint64_t *seeds = ref_get(&c->ref, "meta.dropout_seed", REF_U64, (size_t)c->steps)->data;
+    const uint64_t *seeds = vt_ref_get(&c->ref, "meta.dropout_seed", VT_REF_U64, (size_t)c->steps)->data;
     for (int t = 0; t < c->steps; t++) assert_int_equal(seeds[t], ref_dropout_seed(0, t, 0));
     vdnn_error err;
     vt_assert_ok(vdnn_graph_load(REF_DIR "allops.cfg", &c->g, &err), err);
@@ -245,8 +142,8 @@ static int setup(void **state)
     assert_int_equal(c->input.c, 3);
     assert_int_equal(c->classes, 5);
     vt_assert_ok(vdnn_graph_resolve(c->g, c->input, c->classes, &err), err);
-    c->images = ref_f32(&c->ref, "data.out", vdnn_shape_count(c->input));
-    c->labels = ref_get(&c->ref, "labels", REF_I32, (size_t)c->batch)->data;
+    c->images = vt_ref_f32(&c->ref, "data.out", vdnn_shape_count(c->input));
+    c->labels = vt_ref_get(&c->ref, "labels", VT_REF_I32, (size_t)c->batch)->data;
     vdnn_cpu_options opt = {0};
     vt_assert_ok(vdnn_backend_cpu_create(&opt, &c->be, &err), err);
     *state = c;
@@ -258,14 +155,14 @@ static int teardown(void **state)
     ctx *c = *state;
     vdnn_backend_destroy(c->be);
     vdnn_graph_free(c->g);
-    ref_free(&c->ref);
+    vt_ref_free(&c->ref);
     free(c);
     return 0;
 }
 
 /* ---- every op on its own, fed the reference inputs ---- */
 
-static void copy_ref(float *dst, ref_file *rf, const char *layer, const char *suffix, size_t count)
+static void copy_ref(float *dst, vt_ref_file *rf, const char *layer, const char *suffix, size_t count)
 {
     if (count) memcpy(dst, ref_layer(rf, layer, suffix, count), count * sizeof *dst);
 }
@@ -310,7 +207,7 @@ static void check_one_op(ctx *c, checker *ck, int l, float **dsum)
         snprintf(what, sizeof what, "%s.stats after forward", ly->name);
         check(ck, what, r.stats, after, 2 * C, TOL_STEP0);
     }
-    if (in.labels) check(ck, "loss", &r.loss, ref_f32(&c->ref, "loss.value", 1), 1, TOL_STEP0);
+    if (in.labels) check(ck, "loss", &r.loss, vt_ref_f32(&c->ref, "loss.value", 1), 1, TOL_STEP0);
     for (int i = 0; i < ly->n_inputs; i++)
         for (size_t k = 0; k < in.nx[i]; k++) dsum[ly->inputs[i]][k] += r.dx[i][k];
     if (in.nw) {
@@ -453,7 +350,7 @@ static vdnn_net_t *ref_net(ctx *c, vdnn_policy pol, bool poison)
             snprintf(layer, sizeof layer, "%.*s", (int)(len - 6), name);
             ref_stats(&c->ref, "", layer, counts[i], buf);
         } else if ((len > 7 && !strcmp(name + len - 7, ".weight")) || (len > 5 && !strcmp(name + len - 5, ".bias"))) {
-            memcpy(buf, ref_f32(&c->ref, name, counts[i]), counts[i] * sizeof(float));
+            memcpy(buf, vt_ref_f32(&c->ref, name, counts[i]), counts[i] * sizeof(float));
         }
         if (!strstr(name, ".grad")) vt_assert_ok(vdnn_net_set(net, name, buf, counts[i], &err), err);
         free(buf);
@@ -539,13 +436,13 @@ static void check_params(ctx *c, checker *ck, const run_result *r, const char *s
             if (!cnt[k]) continue;
             snprintf(name, sizeof name, "%s%s%s%s", snap_prefix, ly->name, kinds[k], suffix);
             snprintf(want_name, sizeof want_name, "%s%s%s%s", ref_prefix, ly->name, kinds[k], wd_sum ? "" : suffix);
-            const float *want = ref_f32(&c->ref, want_name, cnt[k]);
+            const float *want = vt_ref_f32(&c->ref, want_name, cnt[k]);
             float *sum = NULL;
             if (wd_sum) {
                 sum = malloc(cnt[k] * sizeof(float));
                 assert_non_null(sum);
                 snprintf(want_name, sizeof want_name, "%s%s.grad", ly->name, kinds[k]);
-                const float *gr = ref_f32(&c->ref, want_name, cnt[k]);
+                const float *gr = vt_ref_f32(&c->ref, want_name, cnt[k]);
                 for (size_t i = 0; i < cnt[k]; i++) sum[i] = gr[i] + c->wd * want[i];
                 want = sum;
             }
@@ -576,8 +473,8 @@ static size_t check_training(ctx *c, const run_result *r, bool verbose)
 {
     checker ck = {.verbose = verbose};
     group_begin(&ck, "net: loss of every step (loss.value, train.loss)");
-    check(&ck, "loss of step 0 (loss.value)", &r->loss[0], ref_f32(&c->ref, "loss.value", 1), 1, TOL_STEP0);
-    const float *losses = ref_f32(&c->ref, "train.loss", (size_t)c->steps);
+    check(&ck, "loss of step 0 (loss.value)", &r->loss[0], vt_ref_f32(&c->ref, "loss.value", 1), 1, TOL_STEP0);
+    const float *losses = vt_ref_f32(&c->ref, "train.loss", (size_t)c->steps);
     for (int t = 0; t < c->steps; t++) {
         char name[64];
         snprintf(name, sizeof name, "loss of step %d", t);

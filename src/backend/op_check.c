@@ -1,6 +1,8 @@
 /* Shape and type checks of the ops every backend validates the same way. */
 #include "backend/op_check.h"
 
+#include <math.h>
+
 vdnn_status vdnn_op_check_concat(const vdnn_op_desc *d, vdnn_error *err)
 {
     long c = 0;
@@ -32,4 +34,71 @@ vdnn_status vdnn_op_check_dtypes(vdnn_dtype a, vdnn_dtype b, const char *what, v
     if (!vdnn_dtype_valid(a) || !vdnn_dtype_valid(b))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: unknown data type %d", what, (int)(vdnn_dtype_valid(a) ? b : a));
     return VDNN_OK;
+}
+
+static bool same_shape(vdnn_shape a, vdnn_shape b) { return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w; }
+
+vdnn_status vdnn_op_check_act(const vdnn_op_desc *d, vdnn_error *err)
+{
+    const char *name = vdnn_layer_kind_name(d->kind);
+    const vdnn_layer_params *p = &d->p;
+    if (d->n_inputs != 1) return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: %d inputs (needs exactly 1)", name, d->n_inputs);
+    if (!same_shape(d->in[0], d->out))
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: output %dx%dx%dx%d differs from input %dx%dx%dx%d", name, d->out.n,
+                         d->out.c, d->out.h, d->out.w, d->in[0].n, d->in[0].c, d->in[0].h, d->in[0].w);
+    if (d->kind == VDNN_LAYER_HARDSIGMOID && !(isfinite(p->alpha) && isfinite(p->beta)))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "hardsigmoid: alpha %g, beta %g (must be finite)", (double)p->alpha,
+                         (double)p->beta);
+    if (d->kind == VDNN_LAYER_CLIP && !(isfinite(p->clip_lo) && isfinite(p->clip_hi) && p->clip_lo < p->clip_hi))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "clip: bounds %g and %g (must be finite, the first below the "
+                         "second)", (double)p->clip_lo, (double)p->clip_hi);
+    return VDNN_OK;
+}
+
+vdnn_status vdnn_op_check_channel_mul(const vdnn_op_desc *d, vdnn_error *err)
+{
+    if (d->n_inputs != 2)
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "channel_mul: %d inputs (needs the maps and the scales)", d->n_inputs);
+    vdnn_shape x = d->in[0], s = d->in[1];
+    if (!same_shape(x, d->out))
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "channel_mul: output %dx%dx%dx%d differs from input %dx%dx%dx%d",
+                         d->out.n, d->out.c, d->out.h, d->out.w, x.n, x.c, x.h, x.w);
+    if (s.n != x.n || s.c != x.c || s.h != 1 || s.w != 1)
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "channel_mul: scales %dx%dx%dx%d, expected %dx%dx1x1 (one per channel)",
+                         s.n, s.c, s.h, s.w, x.n, x.c);
+    return VDNN_OK;
+}
+
+vdnn_status vdnn_op_check_pool(const vdnn_op_desc *d, vdnn_error *err)
+{
+    const vdnn_layer_params *p = &d->p;
+    vdnn_shape in = d->in[0], out = d->out;
+    const char *name = vdnn_layer_kind_name(d->kind);
+    if (d->kind != VDNN_LAYER_MAXPOOL && d->kind != VDNN_LAYER_AVGPOOL)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "pool: layer kind %d is not a pooling", (int)d->kind);
+    if (d->n_inputs != 1) return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: %d inputs (needs exactly 1)", name, d->n_inputs);
+    if (p->kernel_h < 1 || p->kernel_w < 1 || p->stride_h < 1 || p->stride_w < 1 || p->pad_h < 0 || p->pad_w < 0 ||
+        2 * p->pad_h > p->kernel_h || 2 * p->pad_w > p->kernel_w)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
+                         "%s: kernel %dx%d, stride %dx%d, pad %dx%d out of range (pad at most half the kernel)", name,
+                         p->kernel_h, p->kernel_w, p->stride_h, p->stride_w, p->pad_h, p->pad_w);
+    int oh = vdnn_window_out(in.h, p->kernel_h, p->stride_h, p->pad_h, p->ceil_mode);
+    int ow = vdnn_window_out(in.w, p->kernel_w, p->stride_w, p->pad_w, p->ceil_mode);
+    if (out.n != in.n || out.c != in.c || out.h != oh || out.w != ow || oh < 1 || ow < 1)
+        return vdnn_fail(err, VDNN_ERR_SHAPE,
+                         "%s: output %dx%dx%dx%d does not match input %dx%dx%dx%d (expected %dx%dx%dx%d%s)", name,
+                         out.n, out.c, out.h, out.w, in.n, in.c, in.h, in.w, in.n, in.c, oh, ow,
+                         p->ceil_mode ? ", ceil mode" : "");
+    return VDNN_OK;
+}
+
+bool vdnn_pool_own_windows(const vdnn_op_desc *d)
+{
+    const vdnn_layer_params *p = &d->p;
+    bool grown = p->ceil_mode && (vdnn_window_out(d->in[0].h, p->kernel_h, p->stride_h, p->pad_h, true) !=
+                                      vdnn_window_out(d->in[0].h, p->kernel_h, p->stride_h, p->pad_h, false) ||
+                                  vdnn_window_out(d->in[0].w, p->kernel_w, p->stride_w, p->pad_w, true) !=
+                                      vdnn_window_out(d->in[0].w, p->kernel_w, p->stride_w, p->pad_w, false));
+    bool excluded = d->kind == VDNN_LAYER_AVGPOOL && p->exclude_pad && (p->pad_h || p->pad_w);
+    return grown || excluded;
 }

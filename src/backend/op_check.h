@@ -10,5 +10,16 @@ vdnn_status vdnn_op_check_concat(const vdnn_op_desc *d, vdnn_error *err);
 vdnn_status vdnn_op_check_add(const vdnn_op_desc *d, vdnn_error *err);
 /* a and b are values of vdnn_dtype (VDNN_ERR_INVALID_ARG naming `what` otherwise); pass a twice for one type. */
 vdnn_status vdnn_op_check_dtypes(vdnn_dtype a, vdnn_dtype b, const char *what, vdnn_error *err);
+/* The element-wise activations (sigmoid, hardsigmoid, hardswish, silu, clip): one input shaped like the output,
+ * finite parameters, clip's bounds in order. */
+vdnn_status vdnn_op_check_act(const vdnn_op_desc *d, vdnn_error *err);
+/* channel_mul: x (N x C x H x W) like the output, then s (N x C x 1 x 1). */
+vdnn_status vdnn_op_check_channel_mul(const vdnn_op_desc *d, vdnn_error *err);
+/* Pooling: one input, a window within range (pads at most half of it), the output size vdnn_window_out gives. */
+vdnn_status vdnn_op_check_pool(const vdnn_op_desc *d, vdnn_error *err);
+/* Whether a pooling's windows go beyond what oneDNN's and cuDNN's symmetric pooling computes: ceil_mode adds a
+ * last window clipped at the border, or average pooling leaves padding out of its divisor where there is some.
+ * The backends run these on their own window loops. */
+bool vdnn_pool_own_windows(const vdnn_op_desc *d);
 
 #endif

@@ -16,6 +16,9 @@ static const char *const kind_names[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_FC] = "fc",               [VDNN_LAYER_CONCAT] = "concat",
     [VDNN_LAYER_ADD] = "add",             [VDNN_LAYER_GAP] = "gap",
     [VDNN_LAYER_FLATTEN] = "flatten",     [VDNN_LAYER_SOFTMAX_XENT] = "softmax",
+    [VDNN_LAYER_SIGMOID] = "sigmoid",     [VDNN_LAYER_HARDSIGMOID] = "hardsigmoid",
+    [VDNN_LAYER_HARDSWISH] = "hardswish", [VDNN_LAYER_SILU] = "silu",
+    [VDNN_LAYER_CLIP] = "clip",           [VDNN_LAYER_CHANNEL_MUL] = "channel_mul",
 };
 
 const char *vdnn_layer_kind_name(vdnn_layer_kind k)
@@ -147,6 +150,24 @@ static bool shape_ok(vdnn_shape s)
            (long long)s.c * s.h * s.w <= INT_MAX;
 }
 
+int vdnn_window_out(int in, int k, int stride, int pad, bool ceil_mode)
+{
+    long span = (long)in + 2L * pad - k;
+    if (span < 0 || stride < 1) return 0;
+    long out = (span + (ceil_mode ? stride - 1 : 0)) / stride + 1;
+    /* PyTorch's rule: with ceil_mode, no window may start in the right padding. */
+    if (ceil_mode && (out - 1) * stride >= (long)in + pad) out--;
+    return (int)out;
+}
+
+void vdnn_window_span(int o, int in, int k, int stride, int pad, int *lo, int *hi, int *size)
+{
+    int start = o * stride - pad, end = start + k < in + pad ? start + k : in + pad;
+    *size = end - start;
+    *lo = start > 0 ? start : 0;
+    *hi = end < in ? end : in;
+}
+
 static vdnn_status window_out(const vdnn_graph_t *g, const vdnn_layer *L, vdnn_shape in, vdnn_shape *out,
                               vdnn_error *err)
 {
@@ -160,8 +181,8 @@ static vdnn_status window_out(const vdnn_graph_t *g, const vdnn_layer *L, vdnn_s
                           p->kernel_w);
     }
     out->n = in.n;
-    out->h = (int)((ph - p->kernel_h) / p->stride_h + 1);
-    out->w = (int)((pw - p->kernel_w) / p->stride_w + 1);
+    out->h = vdnn_window_out(in.h, p->kernel_h, p->stride_h, p->pad_h, p->ceil_mode);
+    out->w = vdnn_window_out(in.w, p->kernel_w, p->stride_w, p->pad_w, p->ceil_mode);
     return VDNN_OK;
 }
 
@@ -274,6 +295,30 @@ static vdnn_status resolve_layer(vdnn_graph_t *g, int idx, vdnn_error *err)
         out.c = in.c * in.h * in.w; /* fits: shape_ok holds for the input */
         out.h = out.w = 1;
         break;
+    case VDNN_LAYER_SIGMOID:
+    case VDNN_LAYER_HARDSIGMOID:
+    case VDNN_LAYER_HARDSWISH:
+    case VDNN_LAYER_SILU:
+    case VDNN_LAYER_CLIP: {
+        /* Operations per element, forward and backward (exp and division count as one). */
+        static const double per[][2] = {[VDNN_LAYER_SIGMOID] = {3, 3}, [VDNN_LAYER_HARDSIGMOID] = {4, 3},
+                                        [VDNN_LAYER_HARDSWISH] = {5, 5}, [VDNN_LAYER_SILU] = {4, 6},
+                                        [VDNN_LAYER_CLIP] = {2, 2}};
+        L->flops_fwd = per[L->kind][0] * (double)in_count;
+        L->flops_bwd = per[L->kind][1] * (double)in_count;
+        break;
+    }
+    case VDNN_LAYER_CHANNEL_MUL: {
+        const vdnn_layer *s = &g->layers[L->inputs[1]];
+        if (s->out.c != in.c || s->out.h != 1 || s->out.w != 1)
+            return layer_fail(g, L, err, "channel_mul scales '%s' (%s) by '%s', which is %s: expected %dx1x1 (one "
+                              "value per channel)", g->layers[L->inputs[0]].name, shape_str(in, a, sizeof a), s->name,
+                              shape_str(s->out, b, sizeof b), in.c);
+        /* Backward: dx = dy * s, and ds sums dy * x over each plane. */
+        L->flops_fwd = (double)in_count;
+        L->flops_bwd = 3.0 * (double)in_count;
+        break;
+    }
     case VDNN_LAYER_SOFTMAX_XENT:
         if (in.c != g->classes || in.h != 1 || in.w != 1)
             return layer_fail(g, L, err, "softmax input is %s, expected %dx1x1 for %d classes",

@@ -31,6 +31,13 @@ typedef enum vdnn_layer_kind {
     VDNN_LAYER_GAP,       /* global average pooling -> n x c x 1 x 1 */
     VDNN_LAYER_FLATTEN,   /* n x c x h x w -> n x (c*h*w) x 1 x 1 */
     VDNN_LAYER_SOFTMAX_XENT, /* softmax + mean cross-entropy against labels; the loss */
+    /* Element-wise activations (ONNX import, MobileNet, EfficientNet): */
+    VDNN_LAYER_SIGMOID,      /* 1 / (1 + exp(-x)) */
+    VDNN_LAYER_HARDSIGMOID,  /* clamp(alpha x + beta, 0, 1); PyTorch's Hardsigmoid is alpha 1/6, beta 1/2 */
+    VDNN_LAYER_HARDSWISH,    /* x * relu6(x + 3) / 6, PyTorch's Hardswish and ONNX's HardSwish */
+    VDNN_LAYER_SILU,         /* x * sigmoid(x) */
+    VDNN_LAYER_CLIP,         /* clamp(x, clip_lo, clip_hi); ReLU6 is clip 0..6 */
+    VDNN_LAYER_CHANNEL_MUL,  /* y[n,c,h,w] = x[n,c,h,w] * s[n,c]: inputs x, then s (N x C x 1 x 1); squeeze-and-excitation */
     VDNN_LAYER_KIND_COUNT
 } vdnn_layer_kind;
 
@@ -53,6 +60,15 @@ typedef struct vdnn_layer_params {
     float bn_eps, bn_momentum;
     /* dropout */
     float dropout_p;
+    /* pools: output sizes rounded up (PyTorch's ceil_mode: a last window that starts inside the input or its
+     * left padding is kept, clipped at the border); avgpool: divide by the input values a window covers
+     * instead of its size within the padded input (PyTorch's count_include_pad=False) */
+    int ceil_mode;
+    int exclude_pad;
+    /* hardsigmoid */
+    float alpha, beta;
+    /* clip (clip_lo < clip_hi) */
+    float clip_lo, clip_hi;
 } vdnn_layer_params;
 
 typedef struct vdnn_layer {
@@ -80,6 +96,9 @@ typedef struct vdnn_param_init {
     char name[VDNN_NAME_LEN + 8];
     size_t count;
     float *values;
+    char source[128];                 /* the model file's name for these values (the ONNX initializer; for batch
+                                       * norm statistics, the running mean's), "" if none: what ties a trained
+                                       * parameter back to the file (reference data, export) */
 } vdnn_param_init;
 
 struct vdnn_graph {
@@ -124,6 +143,15 @@ uint64_t vdnn_graph_hash(const vdnn_graph_t *g);
 int vdnn_graph_find(const vdnn_graph_t *g, const char *name);
 /* The model file's initial values of a storage by name, or NULL. */
 const vdnn_param_init *vdnn_graph_param_init(const vdnn_graph_t *g, const char *name);
+
+/* Output size of a window op along one axis, as PyTorch computes it: floor((in + 2 pad - k) / stride) + 1, or with
+ * ceil_mode rounded up, less one if the last window would start beyond the input and its left padding. 0 when
+ * the padded input is smaller than the window. */
+int vdnn_window_out(int in, int k, int stride, int pad, bool ceil_mode);
+
+/* The span of window `o` along one axis: [*lo, *hi) of the input it covers (clipped at the border), and *size, its
+ * extent within the padded input (ending at in + pad), the divisor of average pooling with padding counted. */
+void vdnn_window_span(int o, int in, int k, int stride, int pad, int *lo, int *hi, int *size);
 
 static inline size_t vdnn_shape_count(vdnn_shape s)
 {

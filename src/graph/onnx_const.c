@@ -150,6 +150,7 @@ vdnn_status onnx_set_init(onnx_map *x, int layer, const char *suffix, float *val
     }
     vdnn_param_init *pi = &g->init[g->n_init];
     snprintf(pi->name, sizeof pi->name, "%s%s", g->layers[layer].name, suffix);
+    snprintf(pi->source, sizeof pi->source, "%s", tname(from));
     pi->count = count;
     pi->values = values;
     onnx_init_src *src = &x->init_src[g->n_init];

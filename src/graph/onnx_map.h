@@ -88,6 +88,9 @@ int onnx_uses(const onnx_map *x, const char *name);
 vdnn_status onnx_add_layer(onnx_map *x, vdnn_layer_kind kind, const int *inputs, int n_inputs, int rank, int *layer);
 vdnn_status onnx_bind(onnx_map *x, int out, const onnx_value *v);
 vdnn_status onnx_add_feature_check(onnx_map *x, int layer, long long features);
+/* The output shape of `layer` at the model's input size and batch 1, for mappings that depend on it: resolves the
+ * layers mapped so far. */
+vdnn_status onnx_shape(onnx_map *x, int layer, vdnn_shape *s);
 /* Makes room for element n of the array *array points to (elem bytes each), doubling *cap as needed. */
 vdnn_status onnx_grow(onnx_map *x, void *array, size_t elem, int n, int *cap);
 /* For the driver: the graph input and the constants as values; a layer named after a node (or `want`). */

@@ -1,5 +1,5 @@
-/* The table of ONNX op handlers (what each op maps to, the attributes it reads, the ops planned but not yet
- * mapped), and the element-wise handlers: Relu, Dropout, LRN. */
+/* The table of ONNX op handlers (what each op maps to, the attributes it reads, the ops recognised but refused),
+ * and the handlers of Relu, Dropout and LRN. */
 #include "graph/onnx_ops.h"
 
 /* Unbounded input count (Concat's inputs are checked by its handler). */
@@ -26,12 +26,11 @@ const onnx_op vdnn_onnx_ops[] = {
     {"Softmax", onnx_map_softmax, 1, 1, "axis", NULL},
     {"Identity", onnx_map_identity, 1, 1, "", NULL},
     {"Constant", onnx_map_constant, 0, 0, "value", NULL},
-    /* Need layer kinds the backends do not have yet. */
-    {"Clip", NULL, 1, 3, "", "planned: Clip(0, 6) as ReLU6"},
-    {"Sigmoid", NULL, 1, 1, "", "planned: a sigmoid layer, and SiLU for x*sigmoid(x)"},
-    {"HardSigmoid", NULL, 1, 1, "", "planned: a hard-sigmoid layer"},
-    {"HardSwish", NULL, 1, 1, "", "planned: a hard-swish layer"},
-    {"Mul", NULL, 2, 2, "", "planned: SiLU (x*sigmoid(x)) and a per-channel multiply (squeeze-and-excitation)"},
+    {"Sigmoid", onnx_map_sigmoid, 1, 1, "", NULL},
+    {"HardSigmoid", onnx_map_hardsigmoid, 1, 1, "alpha beta", NULL},
+    {"HardSwish", onnx_map_hardswish, 1, 1, "", NULL},
+    {"Clip", onnx_map_clip, 1, 3, "min max", NULL},
+    {"Mul", onnx_map_mul, 2, 2, "", NULL},
     /* Shapes computed at run time: vdnn plans memory for fixed shapes. */
     {"Shape", NULL, 1, 1, "", "a shape computed at run time: export with fixed shapes, torch.flatten or constant folding"},
     {NULL, NULL, 0, 0, NULL, NULL},

@@ -23,6 +23,12 @@ vdnn_status onnx_map_concat(onnx_map *x);
 vdnn_status onnx_map_softmax(onnx_map *x);
 vdnn_status onnx_map_identity(onnx_map *x);
 vdnn_status onnx_map_constant(onnx_map *x);
+/* onnx_ops_act.c */
+vdnn_status onnx_map_sigmoid(onnx_map *x);
+vdnn_status onnx_map_hardsigmoid(onnx_map *x);
+vdnn_status onnx_map_hardswish(onnx_map *x);
+vdnn_status onnx_map_clip(onnx_map *x);
+vdnn_status onnx_map_mul(onnx_map *x);
 /* onnx_ops.c */
 vdnn_status onnx_map_relu(onnx_map *x);
 vdnn_status onnx_map_dropout(onnx_map *x);

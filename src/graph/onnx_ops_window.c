@@ -124,8 +124,31 @@ vdnn_status onnx_map_conv(onnx_map *x)
     return st;
 }
 
+/* With ceil_mode, ONNX's output size is ceil((in + pads - k) / stride) + 1; PyTorch's, vdnn's, drops a last window
+ * that would start in the right padding. Where the two differ the file's network is not one vdnn can run. */
+static vdnn_status check_ceil(onnx_map *x, int in_layer, const window *w)
+{
+    vdnn_shape s;
+    vdnn_status st = onnx_shape(x, in_layer, &s);
+    if (st) return st;
+    const int in[2] = {s.h, s.w}, k[2] = {w->kh, w->kw}, stride[2] = {w->sh, w->sw}, pad[2] = {w->ph, w->pw};
+    for (int a = 0; a < 2; a++) {
+        long span = (long)in[a] + 2L * pad[a] - k[a];
+        if (span < 0) continue; /* too small for the window: the shape check says so */
+        long onnx = (span + stride[a] - 1) / stride[a] + 1;
+        int vdnn = vdnn_window_out(in[a], k[a], stride[a], pad[a], true);
+        if (onnx != vdnn)
+            return onnx_fail(x, VDNN_ERR_UNSUPPORTED,
+                             "ceil_mode=1 on %s %d gives %ld outputs by ONNX's formula, but its last window would "
+                             "start in the padding, which PyTorch and vdnn drop (%d outputs)",
+                             a ? "width" : "height", in[a], onnx, vdnn);
+    }
+    return VDNN_OK;
+}
+
 /* ceil_mode, then the window; vdnn's pools also need pads of at most half the window (as the .cfg reader).
- * Average pooling folds a preceding Pad in: its zeros count in every window, as vdnn's padding does. */
+ * Average pooling folds a preceding Pad in: its zeros count in every window, as vdnn's padding does when it is
+ * counted. */
 static vdnn_status pool(onnx_map *x, vdnn_layer_kind kind, bool include_pad)
 {
     int64_t ceil_mode;
@@ -134,23 +157,27 @@ static vdnn_status pool(onnx_map *x, vdnn_layer_kind kind, bool include_pad)
     bool avg = kind == VDNN_LAYER_AVGPOOL;
     vdnn_status st = avg ? onnx_input_padded(x, 0, &in) : onnx_input_layer(x, 0, 4, &in);
     if (!st) st = onnx_attr_int(x, "ceil_mode", 0, 0, 1, &ceil_mode);
+    if (!st) st = read_window(x, NULL, &w);
     if (st) return st;
-    if (ceil_mode)
-        return onnx_fail(x, VDNN_ERR_UNSUPPORTED, "ceil_mode=1 is not supported yet (pooling rounds output sizes down)");
-    if ((st = read_window(x, NULL, &w))) return st;
-    if (avg && !include_pad && (w.ph || w.pw))
+    /* Without pads of its own, count_include_pad changes nothing: a Pad's zeros are values and always count. */
+    const bool exclude = avg && !include_pad && (w.ph || w.pw);
+    if (exclude && (in->pad_h || in->pad_w))
         return onnx_fail(x, VDNN_ERR_UNSUPPORTED,
-                         "count_include_pad=0 with pads %dx%d is not supported (vdnn's average pooling divides by the "
-                         "whole window, padding included, as PyTorch's default)",
+                         "count_include_pad=0 with pads %dx%d after a Pad is not supported (the Pad's zeros count in "
+                         "the average, its own padding would not)",
                          w.ph, w.pw);
     w.ph += in->pad_h;
     w.pw += in->pad_w;
     if (2 * w.ph > w.kh || 2 * w.pw > w.kw)
         return onnx_fail(x, VDNN_ERR_UNSUPPORTED, "pads %dx%d are more than half the %dx%d window", w.ph, w.pw, w.kh,
                          w.kw);
+    if (ceil_mode && (st = check_ceil(x, in->layer, &w))) return st;
     int layer;
     if ((st = onnx_add_layer(x, kind, &in->layer, 1, 4, &layer))) return st;
-    set_window(&x->g->layers[layer], &w);
+    vdnn_layer *L = &x->g->layers[layer];
+    set_window(L, &w);
+    L->p.ceil_mode = (int)ceil_mode;
+    L->p.exclude_pad = exclude;
     return VDNN_OK;
 }
 

@@ -213,3 +213,17 @@ vdnn_status onnx_add_feature_check(onnx_map *x, int layer, long long features)
     x->checks[x->n_checks++] = (onnx_feature_check){.layer = layer, .node = x->node_index, .features = features};
     return VDNN_OK;
 }
+
+vdnn_status onnx_shape(onnx_map *x, int layer, vdnn_shape *s)
+{
+    const int64_t *d = x->m->in_dims;
+    const vdnn_shape in = {1, (int)d[1], (int)d[2], (int)d[3]};
+    if (layer == 0) {
+        *s = in;
+        return VDNN_OK;
+    }
+    vdnn_status st = vdnn_graph_resolve(x->g, in, 0, x->err);
+    x->g->resolved = false; /* a partial graph; the whole one is resolved at the end */
+    if (!st) *s = x->g->layers[layer].out;
+    return st;
+}

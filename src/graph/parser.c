@@ -11,7 +11,8 @@
 #include <string.h>
 
 #define KB(k) (1u << (k))
-#define WINDOW_KINDS (KB(VDNN_LAYER_CONV) | KB(VDNN_LAYER_MAXPOOL) | KB(VDNN_LAYER_AVGPOOL))
+#define POOL_KINDS (KB(VDNN_LAYER_MAXPOOL) | KB(VDNN_LAYER_AVGPOOL))
+#define WINDOW_KINDS (KB(VDNN_LAYER_CONV) | POOL_KINDS)
 #define NO_FIELD ((size_t)-1)
 #define MAX_DIM (1L << 16)   /* kernels, strides, pads: far beyond any real net, small enough for int math */
 #define MAX_COUNT (1L << 24) /* filters, outputs, groups */
@@ -44,6 +45,7 @@ static const int_key int_keys[] = {
     {"filters", KB(VDNN_LAYER_CONV), 1, MAX_COUNT, PF(filters), NO_FIELD},
     {"bias", KB(VDNN_LAYER_CONV) | KB(VDNN_LAYER_FC), 0, 1, PF(bias), NO_FIELD},
     {"size", KB(VDNN_LAYER_LRN), 1, MAX_DIM, PF(lrn_size), NO_FIELD},
+    {"ceil_mode", POOL_KINDS, 0, 1, PF(ceil_mode), NO_FIELD},
 };
 
 /* Float keys with their open/closed ranges (range is the text used in messages). */
@@ -63,6 +65,10 @@ static const float_key float_keys[] = {
     {"eps", KB(VDNN_LAYER_BATCHNORM), 0, 1, true, false, "in (0, 1]", PF(bn_eps)},
     {"momentum", KB(VDNN_LAYER_BATCHNORM), 0, 1, false, false, "in [0, 1]", PF(bn_momentum)},
     {"p", KB(VDNN_LAYER_DROPOUT), 0, 1, false, true, "in [0, 1)", PF(dropout_p)},
+    {"alpha", KB(VDNN_LAYER_HARDSIGMOID), -1e30, 1e30, false, false, "a finite number", PF(alpha)},
+    {"beta", KB(VDNN_LAYER_HARDSIGMOID), -1e30, 1e30, false, false, "a finite number", PF(beta)},
+    {"min", KB(VDNN_LAYER_CLIP), -1e30, 1e30, false, false, "a finite number", PF(clip_lo)},
+    {"max", KB(VDNN_LAYER_CLIP), -1e30, 1e30, false, false, "a finite number", PF(clip_hi)},
 };
 #undef PF
 
@@ -173,6 +179,11 @@ static vdnn_status parse_net_key(parser *ps, const kv *e)
 
 static bool kind_from_name(const char *s, vdnn_layer_kind *k)
 {
+    /* ReLU6 is a clip with the default bounds, 0 and 6. */
+    if (!strcmp(s, "relu6")) {
+        *k = VDNN_LAYER_CLIP;
+        return true;
+    }
     for (int i = 1; i < VDNN_LAYER_KIND_COUNT; i++)
         if (!strcmp(s, vdnn_layer_kind_name((vdnn_layer_kind)i))) {
             *k = (vdnn_layer_kind)i;
@@ -194,6 +205,10 @@ static void set_defaults(vdnn_layer_params *p, vdnn_layer_kind k)
     p->bn_eps = 1e-5f;
     p->bn_momentum = 0.1f;
     p->dropout_p = 0.5f;
+    p->alpha = 1.0f / 6.0f; /* PyTorch's Hardsigmoid */
+    p->beta = 0.5f;
+    p->clip_lo = 0.0f;      /* ReLU6 */
+    p->clip_hi = 6.0f;
 }
 
 /* Applies one key of a layer section; *seen records which required keys were given. */
@@ -201,6 +216,13 @@ static vdnn_status parse_layer_key(parser *ps, vdnn_layer *L, const kv *e, unsig
 {
     vdnn_layer_params *p = &L->p;
     const char *kname = vdnn_layer_kind_name(L->kind);
+    /* PyTorch's name, the inverse of the field's sense (padding counted is the default). */
+    if (!strcmp(e->key, "count_include_pad") && L->kind == VDNN_LAYER_AVGPOOL) {
+        long v;
+        vdnn_status st = parse_int_value(ps, e, 0, 1, &v);
+        if (!st) p->exclude_pad = !v;
+        return st;
+    }
     if (!strcmp(e->key, "outputs") && L->kind == VDNN_LAYER_FC) {
         *seen |= 1;
         if (!strcmp(e->val, "classes")) {
@@ -257,7 +279,8 @@ static vdnn_status finish_layer(parser *ps)
     if (!kind_from_name(type->val, &kind))
         return perr(ps, VDNN_ERR_PARSE, type->line,
                     "unknown layer type '%s' (expected conv, maxpool, avgpool, relu, lrn, batchnorm, dropout, fc, "
-                    "concat, add, gap, flatten or softmax)",
+                    "concat, add, gap, flatten, sigmoid, hardsigmoid, hardswish, silu, clip, relu6, channel_mul or "
+                    "softmax)",
                     type->val);
     vdnn_status st = grow_layers(ps);
     if (st) return st;
@@ -318,6 +341,9 @@ static vdnn_status finish_layer(parser *ps)
             return perr(ps, VDNN_ERR_PARSE, L->line, "layer '%s': pad %dx%d is out of range (at most half the %dx%d window)",
                         L->name, p->pad_h, p->pad_w, p->kernel_h, p->kernel_w);
     }
+    if (kind == VDNN_LAYER_CLIP && !(p->clip_lo < p->clip_hi))
+        return perr(ps, VDNN_ERR_PARSE, L->line, "layer '%s': min=%g is not below max=%g", L->name,
+                    (double)p->clip_lo, (double)p->clip_hi);
     g->n_layers++;
     return VDNN_OK;
 }
@@ -431,11 +457,15 @@ static vdnn_status link_inputs(parser *ps, int idx)
     int line = ps->in_line[idx];
     char *spec = ps->in_spec[idx];
     bool multi = L->kind == VDNN_LAYER_CONCAT || L->kind == VDNN_LAYER_ADD;
+    bool pair = L->kind == VDNN_LAYER_CHANNEL_MUL;
     const char *kname = vdnn_layer_kind_name(L->kind);
     if (!spec) {
         if (multi)
             return perr(ps, VDNN_ERR_PARSE, line, "%s layer '%s' needs input= with at least two layers", kname,
                         L->name);
+        if (pair)
+            return perr(ps, VDNN_ERR_PARSE, line, "%s layer '%s' needs input= with two layers (the maps, then the "
+                        "per-channel scales)", kname, L->name);
         L->n_inputs = 1;
         L->inputs[0] = idx - 1;
         return VDNN_OK;
@@ -464,7 +494,10 @@ static vdnn_status link_inputs(parser *ps, int idx)
     }
     if (multi && L->n_inputs < 2)
         return perr(ps, VDNN_ERR_PARSE, line, "%s layer '%s' needs at least two inputs, got 1", kname, L->name);
-    if (!multi && L->n_inputs != 1)
+    if (pair && L->n_inputs != 2)
+        return perr(ps, VDNN_ERR_PARSE, line, "%s layer '%s' takes exactly two inputs (the maps, then the per-channel "
+                    "scales), got %d", kname, L->name, L->n_inputs);
+    if (!multi && !pair && L->n_inputs != 1)
         return perr(ps, VDNN_ERR_PARSE, line, "%s layer '%s' takes exactly one input, got %d", kname, L->name,
                     L->n_inputs);
     return VDNN_OK;

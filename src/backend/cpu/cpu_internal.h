@@ -57,6 +57,11 @@ extern const cpu_op_impl vdnn_cpu_op_add;
 extern const cpu_op_impl vdnn_cpu_op_gap;
 extern const cpu_op_impl vdnn_cpu_op_flatten;
 extern const cpu_op_impl vdnn_cpu_op_softmax_xent;
+/* Element-wise activations (cpu_ops_act.c), channel scaling (cpu_ops_chmul.c), and pooling of any window rule
+ * (cpu_ops_pool_windows.c, which hands the symmetric ones to vdnn_cpu_op_pool). */
+extern const cpu_op_impl vdnn_cpu_op_act;
+extern const cpu_op_impl vdnn_cpu_op_channel_mul;
+extern const cpu_op_impl vdnn_cpu_op_pooling;
 
 /* Sets be->bf16 from the CPU, the options and VDNN_CPU_ISA (cpu_isa.c); fails on an unknown VDNN_CPU_ISA. */
 vdnn_status vdnn_cpu_isa_resolve(cpu_backend *be, vdnn_error *err);

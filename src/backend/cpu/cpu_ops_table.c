@@ -8,8 +8,8 @@
 static const cpu_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_INPUT] = NULL, /* the data has no op: the executor uploads it */
     [VDNN_LAYER_CONV] = &vdnn_cpu_op_conv,
-    [VDNN_LAYER_MAXPOOL] = &vdnn_cpu_op_pool,
-    [VDNN_LAYER_AVGPOOL] = &vdnn_cpu_op_pool,
+    [VDNN_LAYER_MAXPOOL] = &vdnn_cpu_op_pooling,
+    [VDNN_LAYER_AVGPOOL] = &vdnn_cpu_op_pooling,
     [VDNN_LAYER_RELU] = &vdnn_cpu_op_relu,
     [VDNN_LAYER_LRN] = &vdnn_cpu_op_lrn,
     [VDNN_LAYER_BATCHNORM] = &vdnn_cpu_op_batchnorm,
@@ -20,6 +20,12 @@ static const cpu_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_GAP] = &vdnn_cpu_op_gap,
     [VDNN_LAYER_FLATTEN] = &vdnn_cpu_op_flatten,
     [VDNN_LAYER_SOFTMAX_XENT] = &vdnn_cpu_op_softmax_xent,
+    [VDNN_LAYER_SIGMOID] = &vdnn_cpu_op_act,
+    [VDNN_LAYER_HARDSIGMOID] = &vdnn_cpu_op_act,
+    [VDNN_LAYER_HARDSWISH] = &vdnn_cpu_op_act,
+    [VDNN_LAYER_SILU] = &vdnn_cpu_op_act,
+    [VDNN_LAYER_CLIP] = &vdnn_cpu_op_act,
+    [VDNN_LAYER_CHANNEL_MUL] = &vdnn_cpu_op_channel_mul,
 };
 
 vdnn_status vdnn_cpu_dnnl_check(dnnl_status_t s, const char *what, vdnn_error *err)

@@ -66,6 +66,11 @@ extern const cuda_op_impl vdnn_cuda_op_add;
 extern const cuda_op_impl vdnn_cuda_op_gap;
 extern const cuda_op_impl vdnn_cuda_op_flatten;
 extern const cuda_op_impl vdnn_cuda_op_softmax_xent;
+/* Own kernels: the element-wise activations (cuda_ops_act.c), channel scaling (cuda_ops_chmul.c), and pooling of any
+ * window rule (cuda_ops_pool_windows.c, which hands the symmetric ones to vdnn_cuda_op_pool). */
+extern const cuda_op_impl vdnn_cuda_op_act;
+extern const cuda_op_impl vdnn_cuda_op_channel_mul;
+extern const cuda_op_impl vdnn_cuda_op_pooling;
 
 /* Turn a CUDA / cuDNN / cuBLAS status into a vdnn error; the message names the call (printf-style)
  * and the library's own description. VDNN_OK on success; nothing is formatted then. */

@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/op_check.h"
 
 static const float one = 1.0f, zero = 0.0f;
 
@@ -17,27 +18,6 @@ typedef struct pool_state {
     vdnn_cuda_pool_geom g;
 } pool_state;
 
-static vdnn_status pool_check(const vdnn_op_desc *d, vdnn_error *err)
-{
-    const vdnn_layer_params *p = &d->p;
-    vdnn_shape in = d->in[0], out = d->out;
-    const char *name = d->kind == VDNN_LAYER_MAXPOOL ? "maxpool" : "avgpool";
-    if (d->kind != VDNN_LAYER_MAXPOOL && d->kind != VDNN_LAYER_AVGPOOL)
-        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "pool: layer kind %d is not a pooling", (int)d->kind);
-    if (d->n_inputs != 1) return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: %d inputs (needs exactly 1)", name, d->n_inputs);
-    if (p->kernel_h < 1 || p->kernel_w < 1 || p->stride_h < 1 || p->stride_w < 1 || p->pad_h < 0 || p->pad_w < 0 ||
-        2 * p->pad_h > p->kernel_h || 2 * p->pad_w > p->kernel_w)
-        return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
-                         "%s: kernel %dx%d, stride %dx%d, pad %dx%d out of range (pad at most half the kernel)", name,
-                         p->kernel_h, p->kernel_w, p->stride_h, p->stride_w, p->pad_h, p->pad_w);
-    int oh = vdnn_cuda_window_out(in.h, p->kernel_h, p->stride_h, p->pad_h);
-    int ow = vdnn_cuda_window_out(in.w, p->kernel_w, p->stride_w, p->pad_w);
-    if (out.n != in.n || out.c != in.c || out.h != oh || out.w != ow || oh < 1 || ow < 1)
-        return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: output %dx%dx%dx%d does not match input %dx%dx%dx%d (expected %dx%dx%dx%d)",
-                         name, out.n, out.c, out.h, out.w, in.n, in.c, in.h, in.w, in.n, in.c, oh, ow);
-    return VDNN_OK;
-}
-
 static void pool_free(pool_state *s)
 {
     vdnn_cuda_chunk_tensor_free(&s->x);
@@ -48,7 +28,7 @@ static void pool_free(pool_state *s)
 
 static vdnn_status pool_build(cuda_backend *b, const vdnn_op_desc *d, pool_state *s, vdnn_error *err)
 {
-    vdnn_status st = pool_check(d, err);
+    vdnn_status st = vdnn_op_check_pool(d, err);
     if (st) return st;
     const vdnn_layer_params *p = &d->p;
     s->max = d->kind == VDNN_LAYER_MAXPOOL;
@@ -81,7 +61,7 @@ static vdnn_status pool_build(cuda_backend *b, const vdnn_op_desc *d, pool_state
 
 static vdnn_status pool_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
-    vdnn_status st = pool_check(d, err);
+    vdnn_status st = vdnn_op_check_pool(d, err);
     if (st) return st;
     bool max = d->kind == VDNN_LAYER_MAXPOOL;
     cuda_chunks ch;

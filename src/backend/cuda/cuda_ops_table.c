@@ -8,8 +8,8 @@
 static const cuda_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_INPUT] = NULL, /* the data has no op: the executor uploads it */
     [VDNN_LAYER_CONV] = &vdnn_cuda_op_conv,
-    [VDNN_LAYER_MAXPOOL] = &vdnn_cuda_op_pool,
-    [VDNN_LAYER_AVGPOOL] = &vdnn_cuda_op_pool,
+    [VDNN_LAYER_MAXPOOL] = &vdnn_cuda_op_pooling,
+    [VDNN_LAYER_AVGPOOL] = &vdnn_cuda_op_pooling,
     [VDNN_LAYER_RELU] = &vdnn_cuda_op_relu,
     [VDNN_LAYER_LRN] = &vdnn_cuda_op_lrn,
     [VDNN_LAYER_BATCHNORM] = &vdnn_cuda_op_batchnorm,
@@ -20,6 +20,12 @@ static const cuda_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_GAP] = &vdnn_cuda_op_gap,
     [VDNN_LAYER_FLATTEN] = &vdnn_cuda_op_flatten,
     [VDNN_LAYER_SOFTMAX_XENT] = &vdnn_cuda_op_softmax_xent,
+    [VDNN_LAYER_SIGMOID] = &vdnn_cuda_op_act,
+    [VDNN_LAYER_HARDSIGMOID] = &vdnn_cuda_op_act,
+    [VDNN_LAYER_HARDSWISH] = &vdnn_cuda_op_act,
+    [VDNN_LAYER_SILU] = &vdnn_cuda_op_act,
+    [VDNN_LAYER_CLIP] = &vdnn_cuda_op_act,
+    [VDNN_LAYER_CHANNEL_MUL] = &vdnn_cuda_op_channel_mul,
 };
 
 _Static_assert((int)VDNN_CUDA_F32 == (int)VDNN_DTYPE_F32 && (int)VDNN_CUDA_BF16 == (int)VDNN_DTYPE_BF16 &&
@@ -63,8 +69,9 @@ static vdnn_status lookup(const cuda_backend *b, const vdnn_op_desc *d, const cu
     vdnn_status st = check_dtype(b, d, err);
     if (st) return st;
     /* cuDNN's legacy tensors and cuBLAS take int sizes and strides. Convolution, pooling and LRN run larger batches
-     * in chunks (each checks that one image fits); ReLU, dropout, add, concat, global average pooling and flatten
-     * are own kernels with 64-bit indices. The rest take the whole tensor in one call. */
+     * in chunks (each checks that one image fits); ReLU, dropout, add, concat, global average pooling, flatten, the
+     * activations, channel scaling and pooling's own windows are own kernels with 64-bit indices. The rest take
+     * the whole tensor in one call. */
     switch (d->kind) {
     case VDNN_LAYER_CONV:
     case VDNN_LAYER_MAXPOOL:
@@ -75,7 +82,13 @@ static vdnn_status lookup(const cuda_backend *b, const vdnn_op_desc *d, const cu
     case VDNN_LAYER_ADD:
     case VDNN_LAYER_CONCAT:
     case VDNN_LAYER_GAP:
-    case VDNN_LAYER_FLATTEN: return VDNN_OK;
+    case VDNN_LAYER_FLATTEN:
+    case VDNN_LAYER_SIGMOID:
+    case VDNN_LAYER_HARDSIGMOID:
+    case VDNN_LAYER_HARDSWISH:
+    case VDNN_LAYER_SILU:
+    case VDNN_LAYER_CLIP:
+    case VDNN_LAYER_CHANNEL_MUL: return VDNN_OK;
     default: break;
     }
     const char *kind = vdnn_layer_kind_name(d->kind);

@@ -29,8 +29,8 @@ def save(model, name):
     return data
 
 
-def save_raw(data, name):
-    with open(os.path.join(HERE, name), "wb") as f:
+def save_raw(data, name, out_dir=HERE):
+    with open(os.path.join(out_dir, name), "wb") as f:
         f.write(data)
 
 
@@ -144,6 +144,60 @@ def names_model():
     return model(nodes, inits, image(), logits(), name="names")
 
 
+def act_model():
+    """Opset 14: Sigmoid, HardSigmoid, HardSwish, Clip as ReLU6 (bounds as initializers) and with other bounds (a
+    Constant node), Clip(0) alone (a ReLU), x * Sigmoid(x) (SiLU), HardSigmoid(x) * x (hard-swish), and a
+    squeeze-and-excitation block: GlobalAveragePool, a 1x1 Conv, Sigmoid, and the maps times the gate."""
+    nodes = [
+        helper.make_node("Sigmoid", ["x"], ["sig"], name="sig"),
+        helper.make_node("HardSigmoid", ["sig"], ["hsig"], name="hsig", alpha=0.25, beta=0.4),
+        helper.make_node("HardSwish", ["hsig"], ["hswish"], name="hswish"),
+        helper.make_node("Clip", ["hswish", "zero", "six"], ["relu6"], name="relu6"),
+        helper.make_node("Constant", [], ["lo"], name="lo", value=init("lo_value", np.array(-0.5, np.float32))),
+        helper.make_node("Clip", ["relu6", "lo", "hi"], ["clip"], name="clip"),
+        helper.make_node("Clip", ["clip", "zero"], ["clip0"], name="clip0"),
+        helper.make_node("Sigmoid", ["clip0"], ["silu_gate"], name="silu_sigmoid"),
+        helper.make_node("Mul", ["clip0", "silu_gate"], ["silu"], name="silu_mul"),
+        helper.make_node("HardSigmoid", ["silu"], ["hs_gate"], name="hs_gate", alpha=1.0 / 6),
+        helper.make_node("Mul", ["hs_gate", "silu"], ["hs"], name="hs_mul"),
+        helper.make_node("GlobalAveragePool", ["hs"], ["se_pool"], name="se_pool"),
+        helper.make_node("Conv", ["se_pool", "se.w", "se.b"], ["se_fc"], name="se_conv"),
+        helper.make_node("Sigmoid", ["se_fc"], ["se_gate"], name="se_gate"),
+        helper.make_node("Mul", ["hs", "se_gate"], ["se"], name="se_mul"),
+        helper.make_node("GlobalAveragePool", ["se"], ["gap"], name="gap"),
+    ]
+    inits = [init("zero", np.array(0, np.float32)), init("six", np.array(6, np.float32)),
+             init("hi", np.array(0.75, np.float32)), init("se.w", values((3, 3, 1, 1), 0.5)),
+             init("se.b", values((3,), 0.1))]
+    n2, i2 = head("gap", 3)
+    return model(nodes + n2, inits + i2, image(), logits(), opset=14, name="act")
+
+
+def clip10_model():
+    """Opset 10: Clip with its bounds as attributes."""
+    nodes = [helper.make_node("Clip", ["x"], ["o"], name="clip", min=-1.0, max=2.5),
+             helper.make_node("GlobalAveragePool", ["o"], ["g"], name="gap")]
+    n2, i2 = head("g", 3)
+    return model(nodes + n2, i2, image(), logits(), opset=10, name="clip10")
+
+
+def pool_ceil_model():
+    """On 9x9: MaxPool 3/2 with ceil_mode (4x4), AveragePool 3/2/1 with ceil_mode counting padding (3x3),
+    AveragePool 3/1/1 leaving padding out (count_include_pad 0, ONNX's default), AveragePool 2/2 with ceil_mode and
+    no pads of its own (2x2)."""
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["mp"], name="mp", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
+        helper.make_node("AveragePool", ["mp"], ["ap"], name="ap", kernel_shape=[3, 3], strides=[2, 2],
+                         pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1),
+        helper.make_node("AveragePool", ["ap"], ["ex"], name="ex", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("AveragePool", ["ex"], ["ap2"], name="ap2", kernel_shape=[2, 2], strides=[2, 2],
+                         ceil_mode=1),
+        helper.make_node("GlobalAveragePool", ["ap2"], ["gap"], name="gap"),
+    ]
+    n2, i2 = head("gap", 3)
+    return model(nodes + n2, i2, image(h=9, w=9), logits(), name="pool_ceil")
+
+
 # ---- PyTorch networks, with eval-mode outputs as the reference ----
 
 def write_reference(name, arrays):
@@ -171,7 +225,24 @@ def load_initializers(module, data):
     module.load_state_dict(state)
 
 
-def export(module, x, name, training, dynamic, output):
+def calibrate(module, image_shape, batches=8):
+    """Running statistics from batches of random images (their cumulative average), as training would leave them:
+    evaluation then normalizes each channel to about unit variance, and logits stay of order one."""
+    bns = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not bns:
+        return
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None
+    module.train()
+    with torch.no_grad():
+        for _ in range(batches):
+            module(torch.randn(8, *image_shape))
+    for m in bns:
+        m.momentum = 0.1
+
+
+def export(module, x, name, training, dynamic, output, out_dir=HERE):
     f = io.BytesIO()
     kwargs = dict(input_names=["images"], output_names=[output], opset_version=13, do_constant_folding=not training)
     if dynamic:
@@ -180,7 +251,7 @@ def export(module, x, name, training, dynamic, output):
         kwargs["training"] = torch.onnx.TrainingMode.TRAINING
     torch.onnx.export(module, x, f, **kwargs)
     data = f.getvalue()
-    save_raw(data, name)
+    save_raw(data, name, out_dir)
     return data
 
 
@@ -233,6 +304,32 @@ def torch_models():
             x = torch.relu(x @ self.w1 + self.b1)
             return torch.softmax(self.fc(x), 1)
 
+    class TinySE(torch.nn.Module):
+        """Conv-BN-Hardswish, MaxPool(3, 2, ceil_mode) (8x8 where floor gives 7x7), torchvision's
+        SqueezeExcitation with a Hardsigmoid gate, Conv-SiLU, Conv-ReLU6, AvgPool2d(3, 2, 1, ceil_mode) leaving
+        padding out, SqueezeExcitation with a Sigmoid gate, AvgPool2d(2, 2, ceil_mode) (3x3 where floor gives
+        2x2), Flatten, Linear. Opset 13, so Hardswish and SiLU come as x * HardSigmoid(x) and x * Sigmoid(x)."""
+
+        def __init__(self):
+            super().__init__()
+            nn = torch.nn
+            se = torchvision.ops.SqueezeExcitation
+            self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.Hardswish())
+            self.pool = nn.MaxPool2d(3, 2, ceil_mode=True)
+            self.se1 = se(8, 4, scale_activation=nn.Hardsigmoid)
+            self.conv2 = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.SiLU())
+            self.conv3 = nn.Sequential(nn.Conv2d(8, 8, 1), nn.ReLU6())
+            self.avg = nn.AvgPool2d(3, 2, padding=1, ceil_mode=True, count_include_pad=False)
+            self.se2 = se(8, 2)
+            self.avg2 = nn.AvgPool2d(2, 2, ceil_mode=True)
+            self.fc = nn.Linear(8 * 3 * 3, 10)
+
+        def forward(self, x):
+            x = self.se1(self.pool(self.stem(x)))
+            x = self.avg(self.conv3(self.conv2(x)))
+            x = self.avg2(self.se2(x))
+            return self.fc(torch.flatten(x, 1))
+
     torch.manual_seed(20240615)
     cnn = TinyCNN()
     data = export(cnn, torch.randn(1, 3, 16, 16), "tiny_cnn.onnx", training=True, dynamic=True, output="logits")
@@ -251,6 +348,16 @@ def torch_models():
     load_initializers(mlp, data)
     with torch.no_grad():
         write_reference("tiny_mlp.ref", [("input", x), ("probs", mlp(x))])
+
+    torch.manual_seed(20240616)
+    se = TinySE()
+    calibrate(se, (3, 16, 16))
+    data = export(se, torch.randn(1, 3, 16, 16), "tiny_se.onnx", training=True, dynamic=True, output="logits")
+    load_initializers(se, data)
+    se.eval()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        write_reference("tiny_se.ref", [("input", x), ("logits", se(x))])
 
 
 # ---- models vdnn must refuse, each for one reason ----
@@ -281,18 +388,31 @@ def bad_models():
     bad["asym_pads"] = model(nodes, inits, image(), logits())
     nodes, inits = conv_then_head(pads=[1, 1, 1, 1], foo=3)
     bad["conv_attr"] = model(nodes, inits, image(), logits())
-    bad["ceil_mode"] = one_op("MaxPool", dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1), name="pool")
-    bad["count_include_pad"] = one_op("AveragePool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), name="avg")
-    bad["lrn_even"] = one_op("LRN", dict(size=4), name="lrn")
-    bad["sigmoid"] = one_op("Sigmoid", name="gate")
-    bad["clip"] = one_op("Clip", inputs=["lo", "hi"], inits=[init("lo", np.array(0, np.float32)),
-                                                           init("hi", np.array(6, np.float32))], name="relu6")
-    # SiLU written as x * sigmoid(x)
-    nodes = [helper.make_node("Sigmoid", ["x"], ["s"], name="silu_sigmoid"),
-             helper.make_node("Mul", ["x", "s"], ["o"], name="silu_mul"),
+    # ceil_mode on 7: ONNX's formula gives 5 windows of 2 at stride 2 with pads 1, the last starting in the padding
+    nodes = [helper.make_node("MaxPool", ["x"], ["o"], name="pool", kernel_shape=[2, 2], strides=[2, 2],
+                              pads=[1, 1, 1, 1], ceil_mode=1),
              helper.make_node("GlobalAveragePool", ["o"], ["g"], name="gap")]
     n2, i2 = head("g", 3)
-    bad["silu"] = model(nodes + n2, i2, image(), logits())
+    bad["ceil_in_padding"] = model(nodes + n2, i2, image(h=7, w=7), logits())
+    # count_include_pad=0 with pads of its own after a Pad, whose zeros would count
+    nodes = [helper.make_node("Pad", ["x", "pads"], ["p"], name="pad"),
+             helper.make_node("AveragePool", ["p"], ["o"], name="avg", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["o"], ["g"], name="gap")]
+    bad["avg_pad_exclude"] = model(nodes + n2, [init("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))] + i2,
+                                   image(), logits())
+    bad["lrn_even"] = one_op("LRN", dict(size=4), name="lrn")
+    bad["clip_no_max"] = one_op("Clip", inputs=["lo"], inits=[init("lo", np.array(-1, np.float32))], name="clip")
+    # products vdnn has no layer for: two maps of the same shape, a map times a constant
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Mul", ["r", "x"], ["o"], name="product"),
+             helper.make_node("GlobalAveragePool", ["o"], ["g"], name="gap")]
+    bad["mul_maps"] = model(nodes + n2, i2, image(), logits())
+    bad["mul_const"] = one_op("Mul", inputs=["k"], inits=[init("k", values((1, 3, 1, 1)))], name="scale")
+    # x * HardSigmoid(x) with ONNX's default alpha 0.2: not hard-swish
+    nodes = [helper.make_node("HardSigmoid", ["x"], ["s"], name="gate"),
+             helper.make_node("Mul", ["x", "s"], ["o"], name="hswish_mul"),
+             helper.make_node("GlobalAveragePool", ["o"], ["g"], name="gap")]
+    bad["hardswish_alpha"] = model(nodes + n2, i2, image(), logits())
     # a Reshape whose target shape is computed from the input's shape (a dynamic batch)
     nodes = [helper.make_node("Shape", ["x"], ["shp"], name="shape_of_x"),
              helper.make_node("Gather", ["shp", "zero"], ["n"], name="batch", axis=0),
@@ -354,7 +474,8 @@ def bad_models():
 
 
 def main():
-    for name, m in [("conv", conv_model()), ("pool", pool_model()), ("bn", bn_model()), ("names", names_model())]:
+    for name, m in [("conv", conv_model()), ("pool", pool_model()), ("bn", bn_model()), ("names", names_model()),
+                    ("act", act_model()), ("clip10", clip10_model()), ("pool_ceil", pool_ceil_model())]:
         save(m, name + ".onnx")
     torch_models()
     bad_models()
