@@ -68,6 +68,7 @@ if has_stage build; then
     l=$d/usr/lib/x86_64-linux-gnu
     export LIBRARY_PATH=$l:$l/openblas-pthread:$LIBRARY_PATH
     # protoc-c (ONNX import's generator) from .debs runs at build time only, on the libraries beside it.
+    SAVED_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
     export PATH=$d/usr/bin:$PATH
     export LD_LIBRARY_PATH=$l${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     rm -rf "$BUILD_DIR"
@@ -83,6 +84,8 @@ if has_stage build; then
     grep -E 'vdnn:|Error|error' "$OUTDIR/build.log"
     cmake --build "$BUILD_DIR" -j "$(nproc)" ${BUILD_TARGETS:+--target $BUILD_TARGETS} >>"$OUTDIR/build.log" 2>&1
     rc=$?
+    # The binaries find these through their run path; PyTorch (bench) must not see them.
+    export LD_LIBRARY_PATH=$SAVED_LD_LIBRARY_PATH
     echo "build: exit $rc after $(elapsed) s"
     if [ $rc -ne 0 ]; then
         grep -B2 -A8 -m10 -E 'error|Error' "$OUTDIR/build.log" | head -80
