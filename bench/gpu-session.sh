@@ -3,7 +3,8 @@
 # NVIDIA Python wheels), build vdnn and its tests with the CUDA backend into build-gpu/, run the GPU tests, a
 # training smoke run per policy, then (STAGES containing "bench") bench/gpu-vs-pytorch.sh on the built binary.
 #
-#     bash bench/gpu-session.sh OUTDIR        (STAGES="build test smoke bench", the default)
+#     bash bench/gpu-session.sh OUTDIR        (STAGES="build test smoke bench", the default;
+#                                              BUILD_TARGETS="a b" builds only those targets)
 #
 # Logs go to OUTDIR (env.log, build.log, ctest.log, smoke.log, and the bench's files). Libraries the machine
 # lacks (oneDNN, OpenBLAS, zlib, cmocka) come from .debs/ (bash bench/gpu-vs-pytorch.sh --fetch-debs where apt
@@ -66,19 +67,25 @@ if has_stage build; then
     for f in .debs/*.deb; do dpkg-deb -x "$f" "$d"; done
     l=$d/usr/lib/x86_64-linux-gnu
     export LIBRARY_PATH=$l:$l/openblas-pthread:$LIBRARY_PATH
+    # protoc-c (ONNX import's generator) from .debs runs at build time only, on the libraries beside it.
+    SAVED_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+    export PATH=$d/usr/bin:$PATH
+    export LD_LIBRARY_PATH=$l${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     rm -rf "$BUILD_DIR"
     cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVDNN_CUDA=ON \
         -DCMAKE_PREFIX_PATH="$d/usr" -DCMAKE_LIBRARY_PATH="$LINKS/lib" \
         -DDNNL_LIB="$l/libdnnl.so" -DDNNL_INCLUDE="$d/usr/include" \
         -DOPENBLAS_LIB="$l/openblas-pthread/libopenblas.so" \
         -DOPENBLAS_INCLUDE="$d/usr/include/x86_64-linux-gnu/openblas-pthread" \
-        -DCMOCKA_LIB="$l/libcmocka.so" \
+        -DCMOCKA_LIB="$l/libcmocka.so" -DVDNN_ONNX_PROTO="$d/usr/include/onnx/onnx.proto" \
         -DVDNN_CUDNN_LIB="$LINKS/lib/libcudnn.so" -DVDNN_CUDNN_INCLUDE="$CUDNN_INC" \
         -DCMAKE_EXE_LINKER_FLAGS="-Wl,--disable-new-dtags,-rpath,$l:$l/openblas-pthread$RPATH -Wl,-rpath-link,$l:$l/openblas-pthread" \
         >"$OUTDIR/build.log" 2>&1
     grep -E 'vdnn:|Error|error' "$OUTDIR/build.log"
-    cmake --build "$BUILD_DIR" -j "$(nproc)" >>"$OUTDIR/build.log" 2>&1
+    cmake --build "$BUILD_DIR" -j "$(nproc)" ${BUILD_TARGETS:+--target $BUILD_TARGETS} >>"$OUTDIR/build.log" 2>&1
     rc=$?
+    # The binaries find these through their run path; PyTorch (bench) must not see them.
+    export LD_LIBRARY_PATH=$SAVED_LD_LIBRARY_PATH
     echo "build: exit $rc after $(elapsed) s"
     if [ $rc -ne 0 ]; then
         grep -B2 -A8 -m10 -E 'error|Error' "$OUTDIR/build.log" | head -80

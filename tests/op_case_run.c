@@ -22,6 +22,9 @@
  * cuDNN's 1/sqrt(var + eps). */
 #define STATS_RTOL 1e-5
 #define VAR_FROM_INVSTD_RTOL 1e-4
+/* A candidate computing through FFT or Winograd against direct summation: on an H100, cuDNN's 5x5 backward-filter
+ * candidates differed from the CPU by up to 1.1e-3 of the tensor's scale in fp32 (AlexNet conv2, GoogLeNet's 5x5). */
+#define TRANSFORM_RTOL 2e-3
 
 typedef struct ctx {
     const vt_case_backend *cb;
@@ -29,12 +32,14 @@ typedef struct ctx {
     vt_op_data *in;
     int algo;
     const char *algo_name;
+    const char *detail; /* what the candidate runs, where the backend says */
 } ctx;
 
 static void expect(const ctx *x, bool ok, const char *what, const char *msg)
 {
     if (!ok)
-        fail_msg("%s on %s (candidate %d, %s): %s: %s", x->c->name, x->cb->name, x->algo, x->algo_name, what, msg);
+        fail_msg("%s on %s (candidate %d, %s%s%s): %s: %s", x->c->name, x->cb->name, x->algo, x->algo_name,
+                 x->detail && *x->detail ? ": " : "", x->detail ? x->detail : "", what, msg);
 }
 
 static void expect_close(const ctx *x, const char *label, const char *tensor, const float *got, const float *want,
@@ -281,13 +286,14 @@ int vt_case_run(const vt_case_backend *cb, const vt_op_case *c)
     const bool other = cb->ref != be || reduced;
     if (other) vt_op_run(cb->ref, &in, &plain, &base);
     for (int a = 0; a < n; a++) {
-        const ctx x = {cb, c, &run, a, algos[a].name};
+        const ctx x = {cb, c, &run, a, algos[a].name, algos[a].detail};
         vt_call call = plain;
         call.algo = a;
         vt_op_run(be, &run, &call, &res[a]);
         check_info(&x, &algos[a].info, &res[a].info);
-        if (other) compare_runs(&x, reduced ? "against fp32 cpu" : "against cpu", &res[a], cb->bn_aux_invstd, &base, false, rtol);
-        else if (a > 0) compare_runs(&x, "against candidate 0", &res[a], false, &res[0], false, rtol);
+        const double rtol_a = algos[a].transform && !reduced ? fmax(rtol, TRANSFORM_RTOL) : rtol;
+        if (other) compare_runs(&x, reduced ? "against fp32 cpu" : "against cpu", &res[a], cb->bn_aux_invstd, &base, false, rtol_a);
+        else if (a > 0) compare_runs(&x, "against candidate 0", &res[a], false, &res[0], false, rtol_a);
         /* Candidates with equal numerics promise bitwise equal results. */
         for (int b = 0; b < a; b++)
             if (algos[b].numerics >= 0 && algos[b].numerics == algos[a].numerics)

@@ -74,6 +74,10 @@ typedef struct vdnn_op_algo {
     vdnn_op_info info;   /* what op_query reports with d->algo set to this candidate */
     int numerics;        /* candidates with equal numbers give bitwise equal results; negative: not reproducible
                           * (a non-deterministic or timed choice), equal to no other candidate */
+    /* Some pass computes through a transform (FFT, Winograd): its rounding differs from direct summation by more
+     * than fp32 rounding does, so results are compared with direct ones at a looser tolerance. */
+    bool transform;
+    char detail[96];     /* what the candidate runs, pass by pass (for messages); may be empty */
 } vdnn_op_algo;
 
 /* Sums across the ranks that share a batch, for batch norm's statistics (synchronized batch norm): on

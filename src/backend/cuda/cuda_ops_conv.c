@@ -560,6 +560,25 @@ static int numerics_of(const cuda_backend *b, const conv_pick *pick, int passes)
     return code;
 }
 
+static bool is_transform(vdnn_conv_pass pass, int algo)
+{
+    const char *n = algo_name(pass, algo);
+    return strstr(n, "fft") || strstr(n, "winograd");
+}
+
+static void describe_pick(const conv_pick *pick, int passes, vdnn_op_algo *out)
+{
+    size_t at = 0;
+    out->detail[0] = '\0';
+    for (int pass = 0; pass < passes; pass++) {
+        out->transform = out->transform || is_transform((vdnn_conv_pass)pass, pick[pass].algo);
+        int w = snprintf(out->detail + at, sizeof out->detail - at, "%s%s%s", pass ? " " : "",
+                         algo_name((vdnn_conv_pass)pass, pick[pass].algo), pick[pass].math == CUDNN_FMA_MATH ? "" : "+tc");
+        if (w < 0 || (size_t)w >= sizeof out->detail - at) break;
+        at += (size_t)w;
+    }
+}
+
 static vdnn_status conv_algos(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_algo *algos, int *n, vdnn_error *err)
 {
     static const char *const names[VDNN_CONV_VARIANTS] = {"fastest", "lean", "least-workspace"};
@@ -579,6 +598,7 @@ static vdnn_status conv_algos(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_al
                  c.variant[i] != VDNN_CONV_FASTEST && ws == 0 ? "no-workspace" : names[c.variant[i]]);
         algos[i].info = info_of(d, c.pick[i]);
         algos[i].numerics = numerics_of(b, c.pick[i], passes);
+        describe_pick(c.pick[i], passes, &algos[i]);
     }
     *n = c.n;
     return VDNN_OK;

@@ -34,11 +34,11 @@ static vdnn_status pool_build(cuda_backend *b, const vdnn_op_desc *d, pool_state
     s->max = d->kind == VDNN_LAYER_MAXPOOL;
     s->g = (vdnn_cuda_pool_geom){d->in[0].n, d->in[0].c, d->in[0].h, d->in[0].w, d->out.h, d->out.w,
                                  p->kernel_h, p->kernel_w, p->stride_h, p->stride_w, p->pad_h, p->pad_w};
-    /* Max backward may scatter with atomics where windows overlap; the deterministic mode avoids that.
+    /* Max backward in CUDNN_POOLING_MAX scatters with atomics where windows overlap: on an H100, 3x3 stride-2
+     * pooling gave a few different dx values from run to run, which would break bitwise equality across
+     * memory policies. The deterministic mode always.
      * Average: PyTorch's count_include_pad=True divides by the whole window. */
-    cudnnPoolingMode_t mode = !s->max ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
-                              : b->opt.deterministic ? CUDNN_POOLING_MAX_DETERMINISTIC
-                                                     : CUDNN_POOLING_MAX;
+    cudnnPoolingMode_t mode = !s->max ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING : CUDNN_POOLING_MAX_DETERMINISTIC;
     st = vdnn_cuda_chunks(b, d, s->max ? "maxpool" : "avgpool", &s->ch, err);
     if (!st) st = vdnn_cuda_chunk_tensor(&s->x, d->in[0], d->dtype, &s->ch, "pool input", err);
     if (!st) st = vdnn_cuda_chunk_tensor(&s->y, d->out, d->dtype, &s->ch, "pool output", err);
