@@ -12,7 +12,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "exec/net.h"
+#include "exec/net_impl.h"
+#include "train/net_checkpoint.h"
 #include "ref_file.h"
 #include "testutil.h"
 
@@ -114,15 +115,14 @@ static void unload(loaded *l)
 
 static vdnn_net_t *make_net(const loaded *l, vdnn_backend_t *be, vdnn_policy pol, size_t budget, bool plain_sgd)
 {
-    vdnn_net_config cfg;
-    vdnn_net_config_default(&cfg);
+    vdnn_net_options cfg = vdnn_net_options_default();
     cfg.batch = l->n, cfg.in_c = l->c, cfg.in_h = l->h, cfg.in_w = l->w;
     cfg.classes = l->g->default_classes;
-    cfg.policy = pol;
-    cfg.budget = budget;
+    cfg.memory.policy = pol;
+    cfg.memory.budget = budget;
     cfg.seed = 7;
     if (plain_sgd) cfg.momentum = 0.0f, cfg.weight_decay = 0.0f;
-    if (plain_sgd) cfg.algo = 1; /* the direct kernels where the default is Winograd's (see the tolerances) */
+    if (plain_sgd) cfg.memory.conv_algo = 1; /* the direct kernels where the default is Winograd's (see the tolerances) */
     vdnn_net_t *net = NULL;
     vdnn_error err;
     vt_assert_ok(vdnn_net_create(l->g, be, &cfg, &net, &err), err);
@@ -148,20 +148,22 @@ static void check_logits(tv_case *tc, loaded *l, vdnn_net_t *net)
     const size_t n = (size_t)l->n * (size_t)k;
     const float *z32 = vt_ref_f32(&l->ref, "logits", n), *z64 = vt_ref_f32(&l->ref, "logits64", n);
     vdnn_error err;
-    vt_assert_ok(vdnn_net_eval_batch(net, l->input, l->labels, l->n, NULL, NULL, &err), err);
+    float *probs = malloc(n * sizeof *probs);
+    assert_non_null(probs);
+    vt_assert_ok(vdnn_net_predict(net, l->input, l->n, probs, &err), err);
     double *p32 = malloc(n * sizeof *p32), *p64 = malloc(n * sizeof *p64);
     assert_true(p32 && p64);
     log_softmax(z32, l->n, k, p32);
     log_softmax(z64, l->n, k, p64);
     double worst = 0, worst64 = 0, torch64 = 0, scale = 0;
     for (size_t i = 0; i < n; i++) {
-        const double got = log((double)net->host_scratch[i]);
+        const double got = log((double)probs[i]);
         if (!(fabs(got - p32[i]) <= worst)) worst = fabs(got - p32[i]); /* NaN wins */
         if (!(fabs(got - p64[i]) <= worst64)) worst64 = fabs(got - p64[i]);
         torch64 = fmax(torch64, fabs(p32[i] - p64[i]));
         scale = fmax(scale, fabs(z64[i]));
     }
-    free(p32), free(p64);
+    free(p32), free(p64), free(probs);
     tc->logit_diff = worst, tc->logit_scale = scale, tc->logit_torch64 = torch64;
     const double tol = fmax(EXACT_FACTOR * torch64, LOGIT_FLOOR * fmax(1.0, scale));
     if (!(worst64 <= tol))
