@@ -55,6 +55,7 @@ static void assert_same(const vdnn_checkpoint *want, const vdnn_checkpoint *got)
     assert_true(want->step == got->step);
     assert_true(want->epoch == got->epoch);
     assert_true(want->seed == got->seed);
+    assert_int_equal(want->precision, got->precision);
     assert_int_equal(want->n_tensors, got->n_tensors);
     for (int i = 0; i < want->n_tensors; i++) {
         assert_string_equal(want->tensors[i].name, got->tensors[i].name);
@@ -186,8 +187,8 @@ static void test_layout_is_documented(void **state)
     uint64_t size = 0;
     for (int i = 7; i >= 0; i--) size = (size << 8) | b[12 + i];
     assert_int_equal(size, n);
-    /* header + "allops" + 4 tensors (names 12, 21, 5, 95 bytes) + data + crc */
-    size_t expect = 60 + 6 + 4 * 12 + (12 + 21 + 5 + 95) + (37 + 1000 + 0 + 6) * 4 + 4;
+    /* header + "allops" + precision + 4 tensors (names 12, 21, 5, 95 bytes) + data + crc */
+    size_t expect = 60 + 6 + 4 + 4 * 12 + (12 + 21 + 5 + 95) + (37 + 1000 + 0 + 6) * 4 + 4;
     assert_int_equal(n, expect);
     free(b);
     vt_rmdir(dir);
@@ -261,10 +262,10 @@ static void test_wrong_magic_and_future_version(void **state)
     put32(c + 8, 7);
     set_crc(c, n);
     vt_write_file(dir, "v7.vdnn", c, n, bad, sizeof bad);
-    expect_read_error(bad, VDNN_ERR_FORMAT, "version 7 is newer than this vdnn (1)");
+    expect_read_error(bad, VDNN_ERR_FORMAT, "version 7 is newer than this vdnn (2)");
     /* ...even when it is too short for the rest of this version's header. */
     vt_write_file(dir, "v7short.vdnn", c, 12, bad, sizeof bad);
-    expect_read_error(bad, VDNN_ERR_FORMAT, "version 7 is newer than this vdnn (1)");
+    expect_read_error(bad, VDNN_ERR_FORMAT, "version 7 is newer than this vdnn (2)");
 
     /* Trailing bytes after a good file. */
     unsigned char *longer = calloc(n + 3, 1);
@@ -279,6 +280,45 @@ static void test_wrong_magic_and_future_version(void **state)
 
 /* Counts that are absurd but carry a valid checksum (a buggy or hostile writer) must be
  * rejected by their bounds, without allocating what they claim. */
+/* The precision is recorded (a bf16 net's checkpoint says so), and a version 1 file, written before precisions
+ * existed, still reads: as an fp32 net's. */
+static void test_precision_and_version1(void **state)
+{
+    (void)state;
+    char dir[512], path[600], old[600];
+    vt_tmpdir(dir, sizeof dir);
+    sample s;
+    make_sample(&s);
+    s.ck.precision = 1;
+    vdnn_error err;
+    snprintf(path, sizeof path, "%s/bf16.vdnn", dir);
+    vt_assert_ok(vdnn_checkpoint_write(path, &s.ck, &err), err);
+    vdnn_checkpoint got;
+    vt_assert_ok(vdnn_checkpoint_read(path, &got, &err), err);
+    assert_int_equal(got.precision, 1);
+    assert_same(&s.ck, &got);
+    vdnn_checkpoint_release(&got);
+    /* The same file as version 1 wrote it: no precision field, the size 4 bytes less. */
+    size_t n;
+    unsigned char *b = slurp(path, &n);
+    const size_t at = 60 + strlen(s.ck.model);
+    memmove(b + at, b + at + 4, n - at - 4);
+    n -= 4;
+    put32(b + 8, 1);
+    put64(b + 12, n);
+    set_crc(b, n);
+    vt_write_file(dir, "v1.vdnn", b, n, old, sizeof old);
+    vt_assert_ok(vdnn_checkpoint_read(old, &got, &err), err);
+    assert_int_equal(got.precision, 0);
+    got.precision = 1;
+    assert_same(&s.ck, &got);
+    vdnn_checkpoint_release(&got);
+    s.ck.precision = 3;
+    vt_assert_error(vdnn_checkpoint_write(path, &s.ck, &err), err, VDNN_ERR_INVALID_ARG, "precision 3 is out of range");
+    free(b);
+    vt_rmdir(dir);
+}
+
 static void test_absurd_counts(void **state)
 {
     (void)state;
@@ -288,7 +328,7 @@ static void test_absurd_counts(void **state)
     size_t n;
     write_sample(dir, path, sizeof path, &b, &n);
     unsigned char *c = malloc(n);
-    const size_t t0 = 60 + 6; /* first tensor record */
+    const size_t t0 = 60 + 6 + 4; /* first tensor record: after the model name and the precision */
 
     memcpy(c, b, n);
     put32(c + 52, 0xffffffffu); /* n_tensors */
@@ -307,6 +347,12 @@ static void test_absurd_counts(void **state)
     set_crc(c, n);
     vt_write_file(dir, "model.vdnn", c, n, bad, sizeof bad);
     expect_read_error(bad, VDNN_ERR_FORMAT, "model name length 1000");
+
+    memcpy(c, b, n);
+    put32(c + t0 - 4, 7); /* no such precision */
+    set_crc(c, n);
+    vt_write_file(dir, "precision.vdnn", c, n, bad, sizeof bad);
+    expect_read_error(bad, VDNN_ERR_FORMAT, "corrupt: precision 7");
 
     memcpy(c, b, n);
     put32(c + t0, 96); /* tensor name length over the limit */
@@ -479,6 +525,7 @@ int main(void)
         cmocka_unit_test(test_every_flipped_byte_is_caught),
         cmocka_unit_test(test_wrong_magic_and_future_version),
         cmocka_unit_test(test_absurd_counts),
+        cmocka_unit_test(test_precision_and_version1),
         cmocka_unit_test(test_read_io_errors),
         cmocka_unit_test(test_write_into_missing_directory),
         cmocka_unit_test(test_failed_overwrite_keeps_old_file),

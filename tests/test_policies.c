@@ -1,5 +1,6 @@
 /* Every zoo net trained a few steps under none, all and conv: swapping must not change a single bit, the
- * measured arena high-water must equal the planned peak, and a too small budget must fail up front. */
+ * measured arena high-water must equal the planned peak, and a too small budget must fail up front. In the
+ * precision VDNN_TEST_PRECISION names (CTest: test_policies in fp32, test_policies_bf16 in bf16). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,7 @@ static void config(const net_case *nc, vdnn_policy pol, size_t budget, bool pois
     cfg->memory.policy = pol;
     cfg->memory.budget = budget;
     cfg->memory.poison = poison;
+    cfg->memory.precision = (vdnn_precision)vt_test_precision();
     cfg->seed = 11;
 }
 
@@ -166,6 +168,7 @@ static void run_case(const net_case *nc)
     assert_non_null(info);
     /* Nets resolve copies of the model: the plans here need it resolved as theirs were. */
     vt_assert_ok(vdnn_graph_resolve(g, (vdnn_shape){nc->batch, nc->c, nc->h, nc->w}, 10, &err), err);
+    g->dtype = vt_test_precision();
     vt_assert_ok(vdnn_plan_query_ops(g, be, true, info, &err), err);
     for (int k = 0; k < N_SWAPPING; k++) {
         vdnn_plan_request rq = vdnn_plan_request_default();
@@ -210,8 +213,8 @@ static void run_case(const net_case *nc)
     vt_assert_ok(vdnn_net_create(g, be, &cfg, &net, &err), err);
     assert_true(net->dev_bytes <= named);
     vdnn_net_free(net);
-    print_message("%-10s %dx%dx%dx%d peak: none %zu, all %zu (%.1f%%), conv %zu (%.1f%%); %.1f s\n", nc->model,
-                  nc->batch, nc->c, nc->h, nc->w, ref.train_peak, r[0].train_peak,
+    print_message("%-10s %s %dx%dx%dx%d peak: none %zu, all %zu (%.1f%%), conv %zu (%.1f%%); %.1f s\n", nc->model,
+                  vdnn_dtype_name(g->dtype), nc->batch, nc->c, nc->h, nc->w, ref.train_peak, r[0].train_peak,
                   100.0 * (double)r[0].train_peak / (double)ref.train_peak, r[1].train_peak,
                   100.0 * (double)r[1].train_peak / (double)ref.train_peak, now() - t0);
     vdnn_checkpoint_release(&ref.ck);
@@ -234,6 +237,7 @@ static void test_case(void **state)
 
 int main(void)
 {
+    vt_test_precision(); /* an unknown name fails, a type this CPU lacks skips, before any case */
     struct CMUnitTest tests[sizeof all_cases / sizeof all_cases[0]];
     int n = 0;
     for (size_t i = 0; i < sizeof all_cases / sizeof all_cases[0]; i++) {

@@ -1,6 +1,8 @@
 /* Shared helpers for the cmocka tests. */
 #include "testutil.h"
 
+#include "backend/backend.h"
+
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,3 +79,30 @@ void vt_assert_same_checkpoint(const char *what, const vdnn_checkpoint *want, co
     }
 }
 
+
+vdnn_dtype vt_test_precision(void)
+{
+    const char *v = getenv("VDNN_TEST_PRECISION");
+    if (!v || !*v) return VDNN_DTYPE_F32;
+    vdnn_dtype t = VDNN_DTYPE_COUNT;
+    for (int i = 0; i < VDNN_DTYPE_COUNT; i++)
+        if (!strcmp(v, vdnn_dtype_name((vdnn_dtype)i))) t = (vdnn_dtype)i;
+    if (t == VDNN_DTYPE_COUNT) {
+        fprintf(stderr, "VDNN_TEST_PRECISION=%s: expected fp32, bf16 or fp16\n", v);
+        exit(1);
+    }
+    vdnn_backend_t *be = NULL;
+    vdnn_error err;
+    vdnn_cpu_options co = {.threads = 1};
+    if (vdnn_backend_cpu_create(&co, &be, &err) != VDNN_OK) {
+        fprintf(stderr, "cpu backend: %s\n", err.msg);
+        exit(1);
+    }
+    vdnn_status st = vdnn_backend_check_dtype(be, t, &err);
+    vdnn_backend_destroy(be);
+    if (st != VDNN_OK) {
+        printf("skipped: %s\n", err.msg);
+        exit(77);
+    }
+    return t;
+}

@@ -27,6 +27,11 @@ vdnn_graph_t *vt_load_zoo(const char *name);
 
 /* Fails the test unless both checkpoints hold the same tensors (names, sizes) with the same bits, naming the
  * first element that differs; `what` heads the message. */
+/* The maps' type the zoo tests train in: VDNN_TEST_PRECISION=fp32 (or unset) | bf16 | fp16, so that CTest runs
+ * one test program once per precision. A type this machine's CPU backend does not run ends the program with
+ * exit code 77 (CTest: skipped) after saying why; an unknown name fails. */
+vdnn_dtype vt_test_precision(void);
+
 void vt_assert_same_checkpoint(const char *what, const vdnn_checkpoint *want, const vdnn_checkpoint *got);
 
 /* The exit status of a test program whose GPU part could not run and whose other tests all passed: CTest's

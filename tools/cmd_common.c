@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 /* How a memory flag's value is read. */
-typedef enum { MEM_BOOL, MEM_SIZE, MEM_BUDGET, MEM_POLICY, MEM_ALGO, MEM_COUNT, MEM_BANDWIDTH } mem_kind;
+typedef enum { MEM_BOOL, MEM_SIZE, MEM_BUDGET, MEM_POLICY, MEM_ALGO, MEM_COUNT, MEM_BANDWIDTH, MEM_PRECISION } mem_kind;
 
 /* The memory flags: flag, the vdnn_memory_options field it sets (as library messages name it), which
  * commands take it, how its value reads, where it goes. A new memory option is one line here. */
@@ -29,6 +29,8 @@ static const struct mem_flag {
     {"--stream-inputs", "memory.stream_inputs", OPT_MEMORY, MEM_BOOL, offsetof(vdnn_memory_options, stream_inputs)},
     {"--micro-batches", "memory.micro_batches", OPT_TRAINING, MEM_COUNT, offsetof(vdnn_memory_options, micro_batches)},
     {"--poison", "memory.poison", OPT_MEMORY, MEM_BOOL, offsetof(vdnn_memory_options, poison)},
+    {"--precision", "memory.precision", OPT_MEMORY | OPT_PRECISION, MEM_PRECISION,
+     offsetof(vdnn_memory_options, precision)},
     {"--allow-oversubscribe", "memory.allow_oversubscribe", OPT_DEVICE, MEM_BOOL,
      offsetof(vdnn_memory_options, allow_oversubscribe)},
     {"--link-bandwidth-d2h", "memory.link_bandwidth_d2h", OPT_DEVICE, MEM_BANDWIDTH,
@@ -157,6 +159,9 @@ static bool set_mem(const struct mem_flag *m, const char *v, cli_options *o, con
     case MEM_BANDWIDTH:
         if (!parse_bandwidth(v, &d)) return bad(cmd, m->flag, v, "a bandwidth such as 16GB/s");
         *(double *)field = d;
+        return true;
+    case MEM_PRECISION:
+        if (!vdnn_precision_parse(v, (vdnn_precision *)field)) return bad(cmd, m->flag, v, "fp32, bf16 or fp16");
         return true;
     }
     return false;

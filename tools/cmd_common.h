@@ -41,6 +41,13 @@ typedef struct cli_options {
     "and auto pick per layer where that fits or is faster (results then match up to float rounding, and the\n"   \
     "plan lists the layers).\n"
 
+/* Help for --precision, shared by the subcommands that size maps. */
+#define CLI_PRECISION_USAGE                                                                                      \
+    "--precision fp32|bf16|fp16: the type of feature maps, gradient maps and workspaces (default fp32); weights\n" \
+    "stay fp32 master copies (each op rounds its own copy), and so do momentum, loss, softmax and batch-norm\n"    \
+    "statistics. bf16 needs AVX-512 BF16 on a CPU (a GPU of compute capability 8.0 or later); fp16 runs on\n"     \
+    "CUDA only. Checkpoints keep fp32 weights and load into a net of any precision.\n"
+
 /* Help for --offload-params, shared by the subcommands that plan. */
 #define CLI_OFFLOAD_USAGE                                                                                         \
     "--offload-params: weights, biases and their momentum live in host memory between their uses (ZeRO-Offload\n" \
@@ -55,7 +62,8 @@ typedef struct cli_options {
 /* Flags each subcommand accepts, as a bit set. */
 enum {
     OPT_MODEL = 1 << 0, OPT_DATA = 1 << 1, OPT_SHAPE = 1 << 2, OPT_BATCH = 1 << 3, OPT_TRAINING = 1 << 4,
-    OPT_DEVICE = 1 << 5, OPT_MEMORY = 1 << 6, OPT_CKPT = 1 << 7, OPT_JSON = 1 << 8
+    OPT_DEVICE = 1 << 5, OPT_MEMORY = 1 << 6, OPT_CKPT = 1 << 7, OPT_JSON = 1 << 8,
+    OPT_PRECISION = 1 << 9  /* --precision alone: commands that size maps but take no other memory flag (eval, info) */
 };
 
 void cli_defaults(cli_options *o);

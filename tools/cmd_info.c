@@ -5,12 +5,11 @@
 #include "cmd_planning.h"
 
 static const char info_usage[] =
-    "usage: vdnn info MODEL [--batch N] [--input CxHxW] [--classes N] [--json]\n"
+    "usage: vdnn info MODEL [--batch N] [--input CxHxW] [--classes N] [--precision fp32|bf16|fp16] [--json]\n"
     "Prints every layer's output shape, parameters, forward FLOPs and feature-map bytes, then the totals:\n"
     "weights, weight gradients, feature maps, gradient maps, workspace, and the in-core training memory\n"
-    "for that batch, both with every tensor held at once and with vdnn's liveness reuse (policy none).\n";
-
-static size_t shape_bytes(vdnn_shape s) { return (size_t)s.n * (size_t)s.c * (size_t)s.h * (size_t)s.w * sizeof(float); }
+    "for that batch, both with every tensor held at once and with vdnn's liveness reuse (policy none).\n"
+    CLI_PRECISION_USAGE;
 
 static const char *shape_str(vdnn_shape s, char *buf, size_t n)
 {
@@ -28,7 +27,7 @@ int vdnn_cmd_info(int argc, char **argv)
             fputs(info_usage, stdout);
             return 0;
         }
-    if (!cli_parse(argc, argv, 2, OPT_SHAPE | OPT_BATCH | OPT_JSON, true, &o, "info")) return 2;
+    if (!cli_parse(argc, argv, 2, OPT_SHAPE | OPT_BATCH | OPT_JSON | OPT_PRECISION, true, &o, "info")) return 2;
     if (!o.model) {
         fputs(info_usage, stderr);
         return 2;
@@ -46,9 +45,10 @@ int vdnn_cmd_info(int argc, char **argv)
         layers = calloc((size_t)vdnn_model_layer_count(m.m), sizeof *layers);
         if (!layers) rc = cli_error(&err, VDNN_ERR_NO_MEMORY, "out of memory");
     }
-    if (rc == VDNN_OK) rc = vdnn_model_layers(m.m, in, classes, m.be, layers, &err);
+    if (rc == VDNN_OK) rc = vdnn_model_layers_precision(m.m, in, classes, m.be, o.mem.precision, layers, &err);
     /* In-core: policy none, no budget, the default algorithms. */
     vdnn_memory_options mem = vdnn_memory_options_default();
+    mem.precision = o.mem.precision;
     if (rc == VDNN_OK) rc = vdnn_plan_create(m.m, m.be, NULL, in, classes, &mem, &plan, &err);
     if (rc == VDNN_OK) rc = vdnn_plan_summarize(plan, &sum, &err);
     if (rc != VDNN_OK) {
@@ -58,22 +58,23 @@ int vdnn_cmd_info(int argc, char **argv)
         return cli_fail("info", &err);
     }
     const char *name = vdnn_model_name(m.m);
-    size_t params = 0, fmaps = shape_bytes(layers[0].out), grads = 0, ws = 0, aux = 0;
+    size_t params = 0, fmaps = layers[0].out_bytes, grads = 0, ws = 0, aux = 0;
     double flops = 0, flops_bwd = 0;
     char b1[32], b2[32];
     if (!o.json) {
-        printf("%s at batch %d, input %dx%dx%d, %d classes\n", name, in.n, in.c, in.h, in.w, classes);
+        printf("%s at batch %d, input %dx%dx%d, %d classes, maps in %s\n", name, in.n, in.c, in.h, in.w, classes,
+               vdnn_precision_name(o.mem.precision));
         printf("%-28s %-10s %-14s %12s %12s %14s\n", "layer", "type", "output", "params", "fwd GFLOP", "fmap bytes");
     } else {
-        printf("{\"model\": \"%s\", \"batch\": %d, \"input\": \"%dx%dx%d\", \"classes\": %d, \"layers\": [", name, in.n,
-               in.c, in.h, in.w, classes);
+        printf("{\"model\": \"%s\", \"batch\": %d, \"input\": \"%dx%dx%d\", \"classes\": %d, \"precision\": \"%s\", "
+               "\"layers\": [", name, in.n, in.c, in.h, in.w, classes, vdnn_precision_name(o.mem.precision));
     }
     for (int l = 1; l < vdnn_model_layer_count(m.m); l++) {
         const vdnn_layer_info *ly = &layers[l];
         size_t np = ly->weights + ly->biases;
         params += np;
-        fmaps += shape_bytes(ly->out);
-        grads += shape_bytes(ly->out);
+        fmaps += ly->out_bytes;
+        grads += ly->out_bytes;
         aux += ly->aux_bytes;
         ws = ly->fwd_ws_bytes > ws ? ly->fwd_ws_bytes : ws;
         ws = ly->bwd_ws_bytes > ws ? ly->bwd_ws_bytes : ws;
@@ -83,10 +84,10 @@ int vdnn_cmd_info(int argc, char **argv)
             printf("%s{\"name\": \"%s\", \"type\": \"%s\", \"output\": \"%s\", \"params\": %zu, \"flops_fwd\": %.0f, "
                    "\"flops_bwd\": %.0f, \"fmap_bytes\": %zu}",
                    l > 1 ? ", " : "", ly->name, ly->type, shape_str(ly->out, b1, sizeof b1), np,
-                   ly->flops_fwd, ly->flops_bwd, shape_bytes(ly->out));
+                   ly->flops_fwd, ly->flops_bwd, ly->out_bytes);
         else
             printf("%-28s %-10s %-14s %12zu %12.3f %14zu\n", ly->name, ly->type, shape_str(ly->out, b1, sizeof b1), np,
-                   ly->flops_fwd / 1e9, shape_bytes(ly->out));
+                   ly->flops_fwd / 1e9, ly->out_bytes);
     }
     size_t wbytes = params * sizeof(float);
     size_t naive = wbytes * 2 + fmaps + grads + ws;

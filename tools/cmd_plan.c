@@ -6,7 +6,8 @@
 
 static const char plan_usage[] =
     "usage: vdnn plan MODEL [--batch N] [--input CxHxW] [--classes N] [--policy P] [--budget SIZE]\n"
-    "                 [--host-budget SIZE] [--offload-params] [--stream-inputs] [--profile FILE | estimate flags] [--json]\n"
+    "                 [--host-budget SIZE] [--offload-params] [--stream-inputs] [--precision fp32|bf16|fp16]\n"
+    "                 [--profile FILE | estimate flags] [--json]\n"
     "Plans one training iteration without running it: every feature map's size and class (keep, swap or\n"
     "recompute), when it leaves the device and when it comes back, the peak and average device memory, the\n"
     "host memory and the bytes moved per iteration. Exits 3 if the plan does not fit the budget, naming\n"
@@ -20,6 +21,7 @@ int vdnn_cmd_plan(int argc, char **argv)
             fputs(plan_usage, stdout);
             fputs(CLI_CONV_ALGO_USAGE, stdout);
             fputs(CLI_OFFLOAD_USAGE, stdout);
+            fputs(CLI_PRECISION_USAGE, stdout);
             printf("Policies: %s (default none); recompute, dyn, pooch and auto plan from costs.\n"
                    "um (OC-DNN) swaps what all swaps, but into CUDA Unified Memory: training needs a GPU, the plan does\n"
                    "not; the table marks those storages 'managed' and counts them in the managed pool, not the peak.\n",

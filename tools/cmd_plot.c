@@ -10,7 +10,7 @@
 static const char plot_usage_head[] =
     "usage: vdnn plot MODEL [--batch N] [--input CxHxW] [--classes N] [--policies P,P,...] [--budget SIZE]\n"
     "                 [--host-budget SIZE] [--profile FILE | estimate flags] --out FILE.svg [--gantt FILE.svg]\n"
-    "                 [--trace FILE.json] [--title TEXT]\n"
+    "                 [--trace FILE.json] [--title TEXT] [--precision fp32|bf16|fp16]\n"
     "Simulates one training iteration under each policy (as `vdnn simulate` does) and draws the live device\n"
     "memory over the iteration for all of them on shared axes (--out), with the budget as a dashed line,\n"
     "and a Gantt chart of each one's compute, device-to-host and host-to-device lanes (--gantt). Prints a\n"
@@ -22,6 +22,7 @@ static void usage(FILE *f)
     fputs(plot_usage_head, f);
     fputs(CLI_CONV_ALGO_USAGE, f);
     fputs(CLI_OFFLOAD_USAGE, f);
+    fputs(CLI_PRECISION_USAGE, f);
     fprintf(f, "Policies: %s (default: all but um, whose managed pool the memory chart does not show; at most %d).\n",
             cli_policy_list(pol, sizeof pol), PLOT_MAX);
     fputs(CLI_COST_USAGE, f);

@@ -8,7 +8,8 @@
 static const char profile_usage[] =
     "usage: vdnn profile MODEL --out FILE [--batch N] [--input CxHxW] [--classes N] [--iterations K]\n"
     "                    [--policy P] [--budget SIZE] [--threads N] [--device auto|cpu|cuda] [--no-tf32]\n"
-    "                    [--deterministic] [--allow-oversubscribe] [--link-bandwidth BW] [--json]\n"
+    "                    [--deterministic] [--allow-oversubscribe] [--link-bandwidth BW]\n"
+    "                    [--precision fp32|bf16|fp16] [--json]\n"
     "Runs K (default 5) recorded training steps on random data after one warm-up step, with learning\n"
     "rate 0, under a safe plan (--policy, default none), and times every layer's forward and backward\n"
     "(medians), the batch upload, gradient accumulation, and copies of 64 KiB and up in each direction\n"
@@ -26,6 +27,7 @@ int vdnn_cmd_profile(int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(profile_usage, stdout);
             fputs(CLI_CONV_ALGO_USAGE, stdout);
+            fputs(CLI_PRECISION_USAGE, stdout);
             return 0;
         }
     const char *out = NULL, *iters = NULL;

@@ -7,7 +7,8 @@
 
 static const char simulate_usage_head[] =
     "usage: vdnn simulate MODEL [--batch N] [--input CxHxW] [--classes N] [--policy P] [--budget SIZE]\n"
-    "                     [--host-budget SIZE] [--profile FILE | estimate flags] [--trace FILE.json] [--json]\n"
+    "                     [--host-budget SIZE] [--profile FILE | estimate flags] [--trace FILE.json]\n"
+    "                     [--precision fp32|bf16|fp16] [--json]\n"
     "Plans one training iteration like `vdnn plan` and replays it on a model of the device: one compute\n"
     "queue and a copy queue per direction, ordered as the executor orders them. Prints the predicted\n"
     "iteration time, the compute time, how long compute stalls waiting for copies, how busy each copy\n"
@@ -21,6 +22,7 @@ static void usage(FILE *f)
     fputs(simulate_usage_head, f);
     fputs(CLI_CONV_ALGO_USAGE, f);
     fputs(CLI_OFFLOAD_USAGE, f);
+    fputs(CLI_PRECISION_USAGE, f);
     fprintf(f, "Policies: %s (default none).\n", cli_policy_list(pol, sizeof pol));
     fputs(CLI_COST_USAGE, f);
 }

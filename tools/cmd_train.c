@@ -14,7 +14,7 @@ static const char train_usage[] =
     "                  [--offload-params] [--stream-inputs]\n"
     "                  [--conv-algo default|lean|choose] [--allow-oversubscribe] [--poison] [--link-bandwidth BW]\n"
     "                  [--save FILE] [--resume FILE] [--log-every N] [--trace FILE.json] [--micro-batches M]\n"
-    "                  [--plan-json FILE] [--no-eval] [--json]\n"
+    "                  [--plan-json FILE] [--no-eval] [--precision fp32|bf16|fp16] [--json]\n"
     "Trains MODEL (default lenet: models/NAME.cfg) on the data (default fashion-mnist), then evaluates\n"
     "on the test split. SIZE takes KiB/MiB/GiB suffixes. Defaults: batch 64, 2 epochs, lr 0.05 cosine,\n"
     "momentum 0.9, weight decay 5e-4, seed 1, policy none, unlimited budget.\n"
@@ -36,8 +36,10 @@ static const char train_usage[] =
 
 static const char eval_usage[] =
     "usage: vdnn eval --resume FILE [--model NAME|FILE] [--data SPEC] [--input CxHxW] [--classes N]\n"
-    "                 [--batch N] [--threads N] [--device auto|cpu|cuda] [--no-tf32] [--deterministic] [--json]\n"
-    "Evaluates a checkpoint on the test split of the data and prints accuracy and loss.\n" CLI_DEVICE_USAGE;
+    "                 [--batch N] [--threads N] [--device auto|cpu|cuda] [--no-tf32] [--deterministic]\n"
+    "                 [--precision fp32|bf16|fp16] [--json]\n"
+    "Evaluates a checkpoint on the test split of the data and prints accuracy and loss.\n" CLI_PRECISION_USAGE
+    CLI_DEVICE_USAGE;
 
 static void print_json(FILE *f, const vdnn_net_t *net, const vdnn_train_result *r)
 {
@@ -120,6 +122,14 @@ static vdnn_status session_open(const cli_options *o, bool need_train, session *
     }
     if (rc == VDNN_OK && o->plan_json) rc = write_plan(vdnn_net_plan(s->net), o->plan_json, err);
     if (rc == VDNN_OK && o->resume) rc = vdnn_net_load(s->net, o->resume, err);
+    if (rc == VDNN_OK && o->resume) {
+        vdnn_net_stats st;
+        vdnn_net_get_stats(s->net, &st);
+        /* Allowed (the weights are fp32 either way) but worth saying: the run's numbers change from here. */
+        if (st.checkpoint_precision != st.precision)
+            fprintf(stderr, "vdnn: %s was written by a %s net; its fp32 weights continue in %s (--precision)\n",
+                    o->resume, vdnn_precision_name(st.checkpoint_precision), vdnn_precision_name(st.precision));
+    }
     return rc;
 }
 
@@ -132,6 +142,7 @@ int vdnn_cmd_train(int argc, char **argv)
             fputs(train_usage, stdout);
             fputs(CLI_CONV_ALGO_USAGE, stdout);
             fputs(CLI_OFFLOAD_USAGE, stdout);
+            fputs(CLI_PRECISION_USAGE, stdout);
             return 0;
         }
     if (!cli_parse(argc, argv, 2, ~0u, false, &o, "train")) return 2;
@@ -222,7 +233,7 @@ int vdnn_cmd_eval(int argc, char **argv)
             fputs(eval_usage, stdout);
             return 0;
         }
-    if (!cli_parse(argc, argv, 2, OPT_MODEL | OPT_DATA | OPT_SHAPE | OPT_BATCH | OPT_DEVICE | OPT_CKPT | OPT_JSON,
+    if (!cli_parse(argc, argv, 2, OPT_MODEL | OPT_DATA | OPT_SHAPE | OPT_BATCH | OPT_DEVICE | OPT_CKPT | OPT_JSON | OPT_PRECISION,
                    false, &o, "eval"))
         return 2;
     vdnn_error err = {VDNN_OK, ""};

@@ -34,6 +34,21 @@ VDNN_API bool vdnn_policy_parse(const char *s, vdnn_policy *out);
 
 #define VDNN_MAX_MICRO_BATCHES 4096
 
+/* The type of feature maps, gradient maps and workspaces. Parameters stay fp32 master weights (the ops round a
+ * copy for compute), and so do the optimizer state, the loss and softmax, and batch-norm statistics: what
+ * PyTorch's autocast does. The values are those of the backends' internal type, fp32 first so that options that
+ * never name a precision keep fp32. */
+typedef enum vdnn_precision {
+    VDNN_PRECISION_FP32 = 0,
+    VDNN_PRECISION_BF16,      /* CPUs with AVX-512 BF16, and GPUs of compute capability 8.0 and up */
+    VDNN_PRECISION_FP16,      /* CUDA only */
+    VDNN_PRECISION_COUNT
+} vdnn_precision;
+
+/* "fp32", "bf16", "fp16" ("?" out of range); parse is the inverse. */
+VDNN_API const char *vdnn_precision_name(vdnn_precision p);
+VDNN_API bool vdnn_precision_parse(const char *s, vdnn_precision *out);
+
 typedef struct vdnn_memory_options {
     vdnn_policy policy;          /* how feature maps are kept, swapped or recomputed (default none) */
     size_t budget;               /* device bytes the plan may use; SIZE_MAX: unlimited (the default) */
@@ -48,6 +63,8 @@ typedef struct vdnn_memory_options {
     double link_bandwidth_h2d;
     bool poison;                 /* fill freed and offloaded device memory with NaN */
     bool allow_oversubscribe;    /* policy um: a managed pool beyond the device's free memory */
+    vdnn_precision precision;    /* of the maps (default fp32); whether the backend runs it is checked where a
+                                    backend is known (net and plan creation), with its reason */
 } vdnn_memory_options;
 
 VDNN_API vdnn_memory_options vdnn_memory_options_default(void);

@@ -4,6 +4,7 @@
 #define VDNN_MODEL_H
 
 #include "vdnn/base.h"
+#include "vdnn/memory.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,6 +38,7 @@ typedef struct vdnn_layer_info {
     double flops_fwd, flops_bwd;      /* multiply-adds count as 2 */
     size_t aux_bytes;                 /* state forward leaves for backward (from the backend; 0 without one) */
     size_t fwd_ws_bytes, bwd_ws_bytes;/* the op's scratch in its default algorithm (likewise) */
+    size_t out_bytes;                 /* the output map's bytes in the precision asked for (4 or 2 a value) */
 } vdnn_layer_info;
 
 /* Fills out[0 .. vdnn_model_layer_count) for this batch (input.n), input and class count (classes 0: the
@@ -44,6 +46,11 @@ typedef struct vdnn_layer_info {
  * file and line. */
 VDNN_API vdnn_status vdnn_model_layers(const vdnn_model_t *m, vdnn_shape input, int classes, vdnn_backend_t *be,
                                        vdnn_layer_info *out, vdnn_error *err);
+/* The same with maps of another precision: out_bytes, and the backend's state and scratch sizes, for a net of that
+ * precision (a backend that cannot run it refuses, naming memory.precision). vdnn_model_layers is this at fp32. */
+VDNN_API vdnn_status vdnn_model_layers_precision(const vdnn_model_t *m, vdnn_shape input, int classes,
+                                                 vdnn_backend_t *be, vdnn_precision precision, vdnn_layer_info *out,
+                                                 vdnn_error *err);
 
 #ifdef __cplusplus
 }

@@ -85,6 +85,9 @@ typedef struct vdnn_net_stats {
     double last_step_s;            /* wall time of the last training step */
     bool offload_params;
     int streamed_layers;
+    vdnn_precision precision;      /* of the maps (memory.precision) */
+    vdnn_precision checkpoint_precision; /* of the net that wrote the last checkpoint loaded (fp32 and bf16 load
+                                            into each other: weights are fp32 in both); `precision` if none */
 } vdnn_net_stats;
 
 VDNN_API void vdnn_net_get_stats(const vdnn_net_t *net, vdnn_net_stats *s);

@@ -33,9 +33,23 @@ void vdnn_model_defaults(const vdnn_model_t *m, vdnn_shape *input, int *classes)
 vdnn_status vdnn_model_layers(const vdnn_model_t *m, vdnn_shape input, int classes, vdnn_backend_t *be,
                               vdnn_layer_info *out, vdnn_error *err)
 {
+    return vdnn_model_layers_precision(m, input, classes, be, VDNN_PRECISION_FP32, out, err);
+}
+
+vdnn_status vdnn_model_layers_precision(const vdnn_model_t *m, vdnn_shape input, int classes, vdnn_backend_t *be,
+                                        vdnn_precision precision, vdnn_layer_info *out, vdnn_error *err)
+{
     if (!m || !out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "model_layers: no model or no place for the layers");
+    if ((unsigned)precision >= VDNN_PRECISION_COUNT)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "memory.precision: %d is out of range (fp32, bf16 or fp16)",
+                         (int)precision);
+    if (be) {
+        vdnn_status st = vdnn_backend_check_dtype(be, (vdnn_dtype)precision, err);
+        if (st != VDNN_OK) return st;
+    }
     vdnn_graph_t *g = NULL;
     vdnn_status rc = vdnn_graph_resolved_copy(m, input, classes, &g, err);
+    if (rc == VDNN_OK) g->dtype = (vdnn_dtype)precision;
     for (int l = 0; rc == VDNN_OK && l < g->n_layers; l++) {
         const vdnn_layer *ly = &g->layers[l];
         vdnn_layer_info *o = &out[l];
@@ -45,6 +59,7 @@ vdnn_status vdnn_model_layers(const vdnn_model_t *m, vdnn_shape input, int class
         o->n_inputs = ly->n_inputs;
         memcpy(o->inputs, ly->inputs, sizeof o->inputs);
         o->out = ly->out;
+        o->out_bytes = vdnn_map_bytes(g, ly->out);
         o->weights = ly->n_weight;
         o->biases = ly->n_bias;
         o->stats = ly->n_stats;

@@ -25,8 +25,10 @@ vdnn_status vdnn_plan_create(const vdnn_model_t *m, vdnn_backend_t *be, const vd
     vdnn_op_info *info = NULL;
     vdnn_layer_algos *algos = NULL;
     rc = vdnn_graph_resolved_copy(m, input, classes, &g, err);
+    if (rc == VDNN_OK) g->dtype = (vdnn_dtype)mo.precision;
     /* Op info needs no device: the CPU backend answers for a plan made anywhere. */
     if (rc == VDNN_OK && !be) rc = vdnn_backend_open("cpu", 0, &own_be, err);
+    if (rc == VDNN_OK) rc = vdnn_backend_check_dtype(be ? be : own_be, g->dtype, err);
     if (rc == VDNN_OK) {
         info = calloc((size_t)g->n_layers, sizeof *info);
         algos = calloc((size_t)g->n_layers, sizeof *algos);

@@ -104,7 +104,7 @@ vdnn_status vdnn_profile_measure_model(const vdnn_model_t *m, vdnn_backend_t *be
     /* Copies up to the largest feature map (at most 256 MiB): the sizes a plan moves. */
     size_t max_copy = 64u << 10;
     for (int l = 0; rc == VDNN_OK && l < g->n_layers; l++)
-        if (vdnn_shape_bytes(g->layers[l].out) > max_copy) max_copy = vdnn_shape_bytes(g->layers[l].out);
+        if (vdnn_map_bytes(g, g->layers[l].out) > max_copy) max_copy = vdnn_map_bytes(g, g->layers[l].out);
     if (max_copy > (256u << 20)) max_copy = 256u << 20;
     if (rc == VDNN_OK) rc = vdnn_profile_measure(net, images, labels, iterations, max_copy, *out, err);
     /* The other convolution algorithms and the busy link, each on a net of its own once this one is gone. */

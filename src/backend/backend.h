@@ -260,6 +260,11 @@ static inline void vdnn_backend_destroy(vdnn_backend_t *be)
 /* The op description of layer `i` of a resolved graph. */
 void vdnn_op_desc_from_layer(const vdnn_graph_t *g, int i, bool training, vdnn_op_desc *d);
 
+/* Whether be runs maps of type t (a net's precision): fp32 always; another type if the backend's ops accept it.
+ * The refusal says "memory.precision: ..." with the backend's reason (bf16 on a CPU without AVX-512 BF16, fp16
+ * on any CPU). */
+vdnn_status vdnn_backend_check_dtype(vdnn_backend_t *be, vdnn_dtype t, vdnn_error *err);
+
 /* op_algos for an op with a single way to run: op_query's info under the name "default". */
 vdnn_status vdnn_op_algos_single(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_algo *algos, int *n,
                                  vdnn_error *err);

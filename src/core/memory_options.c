@@ -2,9 +2,28 @@
  * their own names, as the command maps them to its flags). */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/error.h"
+#include "core/dtype.h"
 #include "vdnn/memory.h"
+
+/* The public enum mirrors the backends' type, so a precision is a dtype by a cast. */
+_Static_assert((int)VDNN_PRECISION_BF16 == (int)VDNN_DTYPE_BF16 && (int)VDNN_PRECISION_FP16 == (int)VDNN_DTYPE_F16 &&
+                   (int)VDNN_PRECISION_COUNT == (int)VDNN_DTYPE_COUNT,
+               "vdnn_precision and vdnn_dtype must agree");
+
+const char *vdnn_precision_name(vdnn_precision p) { return vdnn_dtype_name((vdnn_dtype)p); }
+
+bool vdnn_precision_parse(const char *s, vdnn_precision *out)
+{
+    for (int i = 0; s && i < VDNN_PRECISION_COUNT; i++)
+        if (!strcmp(s, vdnn_precision_name((vdnn_precision)i))) {
+            *out = (vdnn_precision)i;
+            return true;
+        }
+    return false;
+}
 
 vdnn_memory_options vdnn_memory_options_default(void)
 {
@@ -40,5 +59,8 @@ vdnn_status vdnn_memory_options_check(const vdnn_memory_options *m, vdnn_error *
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
                          "memory.link_bandwidth_h2d: %g is out of range (0, unthrottled, or bytes per second)",
                          m->link_bandwidth_h2d);
+    if ((unsigned)m->precision >= VDNN_PRECISION_COUNT)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "memory.precision: %d is out of range (fp32, bf16 or fp16)",
+                         (int)m->precision);
     return VDNN_OK;
 }

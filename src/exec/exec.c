@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/half.h"
 #include "exec/net_impl.h"
 
 #define BE_CALL(call)                               \
@@ -92,7 +93,7 @@ static vdnn_status stream_begin(vdnn_net_t *net, const vdnn_plan_t *plan, int l,
 {
     const vdnn_storage *xs = &plan->st[plan->ls[l].xs];
     const vdnn_shape in = net->g->layers[net->g->layers[l].inputs[0]].out;
-    *r = (stream_run){.net = net, .host = (char *)net->host + xs->host_offset, .img_bytes = vdnn_shape_bytes(in) / (size_t)in.n,
+    *r = (stream_run){.net = net, .host = (char *)net->host + xs->host_offset, .img_bytes = vdnn_map_bytes(net->g, in) / (size_t)in.n,
                       .n_images = in.n, .first_event = xs->first_event};
     r->chunk = vdnn_plan_stream_chunk(plan, l, &r->n_chunks);
     *sm = (vdnn_stream){.x_read = stream_x_read, .x_chunk = stream_x_chunk, .ctx = r};
@@ -229,13 +230,33 @@ static vdnn_status update(vdnn_net_t *net, const vdnn_plan_t *plan, int first, i
     return VDNN_OK;
 }
 
+/* The images, fp32 from the caller, into the data map in the net's type. A 16-bit net rounds them on the host
+ * (to nearest even, as the backends' convert does), so only half the bytes cross the link. */
+static vdnn_status upload_images(vdnn_net_t *net, const vdnn_plan_t *plan, const float *images, vdnn_error *err)
+{
+    vdnn_backend_t *be = net->be;
+    const size_t n = vdnn_shape_count(net->g->input);
+    void *dst = net->ptr[plan->ls[0].out];
+    switch (net->g->dtype) {
+    case VDNN_DTYPE_F32: return be->ops->upload(be, dst, images, n * sizeof(float), err);
+    case VDNN_DTYPE_BF16:
+        for (size_t i = 0; i < n; i++) net->host_images[i] = vdnn_bf16_from_float(images[i]);
+        break;
+    case VDNN_DTYPE_F16:
+        for (size_t i = 0; i < n; i++) net->host_images[i] = vdnn_f16_from_float(images[i]);
+        break;
+    default: return vdnn_fail(err, VDNN_ERR_BACKEND, "executor: unknown map type %d", (int)net->g->dtype);
+    }
+    return be->ops->upload(be, dst, net->host_images, n * sizeof(uint16_t), err);
+}
+
 static vdnn_status compute(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **ops, const vdnn_step *st,
                            const float *images, const int32_t *labels, float lr, vdnn_error *err)
 {
     vdnn_backend_t *be = net->be;
     switch (st->kind) {
     case VDNN_STEP_LOAD:
-        BE_CALL(be->ops->upload(be, net->ptr[plan->ls[0].out], images, vdnn_shape_bytes(net->g->input), err));
+        BE_CALL(upload_images(net, plan, images, err));
         return be->ops->upload(be, net->ptr[plan->labels], labels, sizeof(int32_t) * (size_t)net->g->input.n, err);
     case VDNN_STEP_FWD:
         BE_CALL(compute_forward(net, plan, ops, st->layer, false, -1, err));
@@ -363,6 +384,14 @@ static vdnn_status run_action(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op 
     case VDNN_ACT_COMPUTE: return compute(net, plan, ops, st, images, labels, lr, err);
     case VDNN_ACT_RECOMPUTE: return compute_forward(net, plan, ops, a->a, true, a->b, err);
     case VDNN_ACT_ACCUM:
+        /* Gradient maps of a tensor several layers read: in the net's type, summed in fp32, rounded once. */
+        if (net->g->dtype != VDNN_DTYPE_F32) {
+            if (!be->ops->accumulate_typed)
+                return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "the %s backend cannot sum %s gradient maps",
+                                 be->ops->name, vdnn_dtype_name(net->g->dtype));
+            return be->ops->accumulate_typed(be, net->g->dtype, net->ptr[a->a], net->ptr[a->b],
+                                             plan->st[a->b].bytes / vdnn_dtype_size(net->g->dtype), err);
+        }
         return be->ops->accumulate(be, (float *)net->ptr[a->a], (const float *)net->ptr[a->b],
                                    plan->st[a->b].bytes / sizeof(float), err);
     }

@@ -189,6 +189,7 @@ static vdnn_status check_options(const vdnn_backend_t *be, const vdnn_net_option
     if (!(o->weight_decay >= 0 && o->weight_decay < 1))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "weight_decay: %g is out of range [0, 1)", (double)o->weight_decay);
     vdnn_status rc = vdnn_memory_options_check(&o->memory, err);
+    if (rc == VDNN_OK) rc = vdnn_backend_check_dtype((vdnn_backend_t *)be, (vdnn_dtype)o->memory.precision, err);
     if (rc != VDNN_OK) return rc;
     if (o->memory.policy == VDNN_POLICY_UM && (!be->ops->managed_alloc || !be->ops->managed_free || !be->ops->mem_prefetch))
         return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
@@ -219,7 +220,9 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
     vdnn_graph_t *g = NULL;
     rc = vdnn_graph_resolved_copy(model, (vdnn_shape){o->batch / m, o->in_c, o->in_h, o->in_w}, o->classes, &g, err);
     if (rc != VDNN_OK) return rc;
+    g->dtype = (vdnn_dtype)o->memory.precision;
     vdnn_net_t *net = calloc(1, sizeof *net);
+    if (net) net->ckpt_precision = o->memory.precision;
     if (!net) {
         vdnn_graph_free(g);
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory creating the net");
@@ -279,7 +282,9 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
         net->ptr = calloc((size_t)n_st, sizeof *net->ptr);
         net->host_scratch = malloc(vdnn_shape_bytes(g->layers[g->n_layers - 1].out));
         if (net->opt.memory.pipelined) net->micro_labels = malloc(sizeof(int32_t) * (size_t)o->batch);
-        if (!net->events || !net->ptr || !net->host_scratch || (net->opt.memory.pipelined && !net->micro_labels))
+        if (g->dtype != VDNN_DTYPE_F32) net->host_images = malloc(vdnn_map_bytes(g, g->input));
+        if (!net->events || !net->ptr || !net->host_scratch || (net->opt.memory.pipelined && !net->micro_labels) ||
+            (g->dtype != VDNN_DTYPE_F32 && !net->host_images))
             rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory creating the net");
     }
     for (int i = 0; rc == VDNN_OK && i < net->n_events; i++) rc = be->ops->event_create(be, &net->events[i], err);
@@ -324,6 +329,7 @@ void vdnn_net_free(vdnn_net_t *net)
     free(net->info_eval);
     free(net->ptr);
     free(net->host_scratch);
+    free(net->host_images);
     free(net->micro_labels);
     vdnn_graph_free(net->g);
     free(net);

@@ -80,6 +80,8 @@ const vdnn_net_extras *vdnn_net_extras_of(const vdnn_net_t *net);
 int64_t vdnn_net_step(const vdnn_net_t *net);
 /* Where a checkpoint or a training loop puts the run: optimizer steps done and epochs completed. */
 void vdnn_net_set_position(vdnn_net_t *net, int64_t step, int64_t epoch);
+/* The precision of the checkpoint just loaded, for vdnn_net_stats. */
+void vdnn_net_set_checkpoint_precision(vdnn_net_t *net, vdnn_precision p);
 /* Replaces the run's seed and the dropout seed function (NULL: vdnn_net_dropout_seed). */
 void vdnn_net_set_seed(vdnn_net_t *net, uint64_t seed, vdnn_dropout_seed_fn dropout_seed);
 /* Records the coming iterations' real timeline into tl (NULL: stop). */

@@ -18,6 +18,8 @@ void vdnn_net_set_position(vdnn_net_t *net, int64_t step, int64_t epoch)
     net->epoch = epoch;
 }
 
+void vdnn_net_set_checkpoint_precision(vdnn_net_t *net, vdnn_precision p) { net->ckpt_precision = p; }
+
 void vdnn_net_set_seed(vdnn_net_t *net, uint64_t seed, vdnn_dropout_seed_fn dropout_seed)
 {
     net->opt.seed = seed;
@@ -58,6 +60,8 @@ void vdnn_net_get_stats(const vdnn_net_t *net, vdnn_net_stats *s)
     s->last_step_s = net->last_step_s;
     s->offload_params = p->offload_params;
     s->streamed_layers = vdnn_plan_streamed_layers(p);
+    s->precision = net->opt.memory.precision;
+    s->checkpoint_precision = net->ckpt_precision;
 }
 
 void vdnn_net_record(vdnn_net_t *net, struct vdnn_timeline *tl) { net->rec.tl = tl; }

@@ -29,6 +29,8 @@ struct vdnn_net {
     int64_t step;                     /* optimizer steps done */
     int64_t epoch;
     float *host_scratch;              /* probabilities of one batch */
+    uint16_t *host_images;            /* 16-bit nets: the batch's images rounded to the maps' type on the host, so
+                                         the upload moves half the bytes and needs no fp32 copy on the device */
     vdnn_recorder rec;                /* rec.tl set: iterations record their real timeline there */
     int fetch_storage;                /* storage copied to fetch_dst before its block is freed, or -1 */
     void *fetch_dst;
@@ -39,6 +41,7 @@ struct vdnn_net {
     int32_t *micro_labels;            /* held micro-batches' labels, uploaded again before their backward */
     double micro_loss;                /* sum of the current step's micro-batch losses */
     double last_step_s;               /* wall time of the last training step */
+    vdnn_precision ckpt_precision;    /* of the last checkpoint loaded; the net's own until one is */
 };
 
 /* Shared by the net's files: plans' pointers, ops, parameters' first values. */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/half.h"
 #include "core/timing.h"
 #include "exec/net_impl.h"
 
@@ -74,6 +75,17 @@ static vdnn_status infer(vdnn_net_t *net, const float *images, const int32_t *la
     net->fetch_dst = net->host_scratch;
     rc = vdnn_exec_iteration(net, p, net->ops_eval, x, lab, 0.0f, err);
     net->fetch_storage = -1;
+    /* A 16-bit net's probabilities arrive in its type: widened in place, from the end, so no value is
+     * overwritten before it is read. */
+    if (rc == VDNN_OK && net->g->dtype != VDNN_DTYPE_F32) {
+        char *buf = (char *)net->host_scratch;
+        for (size_t i = vdnn_shape_count(net->g->layers[net->g->n_layers - 1].out); i-- > 0;) {
+            uint16_t h;  /* through memcpy: the buffer holds two types in turn */
+            memcpy(&h, buf + 2 * i, sizeof h);
+            const float f = net->g->dtype == VDNN_DTYPE_BF16 ? vdnn_bf16_to_float(h) : vdnn_f16_to_float(h);
+            memcpy(buf + 4 * i, &f, sizeof f);
+        }
+    }
     free(lab);
     free(padded);
     vdnn_net_bind_plan(net, net->plan_train);

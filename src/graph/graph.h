@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "vdnn/model.h"
 
@@ -114,6 +115,11 @@ struct vdnn_graph {
     vdnn_shape input;                 /* n c h w */
     int classes;
     bool resolved;
+    /* The type of every feature map and gradient map of a net made from this graph (its precision). The input
+     * images arrive as fp32 and are converted into the data map; parameters stay fp32 whatever it is. Set by
+     * whoever makes the net's or plan's copy; not part of the model's hash, so checkpoints of one precision load
+     * into a net of another. */
+    vdnn_dtype dtype;
 };
 
 /* Reads a model file: a .cfg model, or an ONNX model when the path ends in .onnx (graph/onnx.h). Errors name
@@ -157,6 +163,12 @@ static inline size_t vdnn_shape_count(vdnn_shape s)
 {
     return (size_t)s.n * (size_t)s.c * (size_t)s.h * (size_t)s.w;
 }
+/* Bytes of s in fp32: images as callers hand them in, host buffers of fp32 values. */
 static inline size_t vdnn_shape_bytes(vdnn_shape s) { return vdnn_shape_count(s) * sizeof(float); }
+/* Bytes of a feature or gradient map of shape s in g's precision. */
+static inline size_t vdnn_map_bytes(const vdnn_graph_t *g, vdnn_shape s)
+{
+    return vdnn_shape_count(s) * vdnn_dtype_size(g->dtype);
+}
 
 #endif

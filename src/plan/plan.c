@@ -122,7 +122,7 @@ int vdnn_plan_stream_chunk(const vdnn_plan_t *p, int l, int *n_chunks)
 static size_t stream_buffer_bytes(const vdnn_plan_t *p, int l)
 {
     const vdnn_shape in = p->g->layers[p->g->layers[l].inputs[0]].out;
-    return 2 * (size_t)vdnn_plan_stream_chunk(p, l, NULL) * (vdnn_shape_bytes(in) / (size_t)in.n);
+    return 2 * (size_t)vdnn_plan_stream_chunk(p, l, NULL) * (vdnn_map_bytes(p->g, in) / (size_t)in.n);
 }
 
 void vdnn_plan_set_offload_params(vdnn_plan_t *p, bool on)
@@ -260,7 +260,7 @@ static bool streams_input(const vdnn_plan_t *p, const vdnn_graph_t *g, int l)
     if (!p->info[l].stream_ok) return false;
     int in = L->inputs[0];
     return in != 0 && g->layers[in].n_consumers == 1 && !p->info[in].bwd_needs_y &&
-           vdnn_shape_bytes(g->layers[in].out) == vdnn_shape_bytes(L->out);
+           vdnn_map_bytes(g, g->layers[in].out) == vdnn_map_bytes(g, L->out);
 }
 
 static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
@@ -293,7 +293,7 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
             fail |= (s->dbm = add_storage(p, VDNN_ST_TEMP, l, ly->n_bias * 4, false, ly->name, ".bias.grad.micro")) < 0;
     }
     /* Feature maps and aux state. */
-    fail |= (p->ls[0].out = add_storage(p, VDNN_ST_FMAP, 0, vdnn_shape_bytes(g->input), false, "data", "")) < 0;
+    fail |= (p->ls[0].out = add_storage(p, VDNN_ST_FMAP, 0, vdnn_map_bytes(g, g->input), false, "data", "")) < 0;
     for (int l = 1; l < L && !fail; l++) {
         const vdnn_layer *ly = &g->layers[l];
         const bool stream = streams_input(p, g, l);
@@ -302,12 +302,12 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
             p->ls[l].out = p->ls[ly->inputs[0]].out;
             append_name(p->st[p->ls[l].out].name, sizeof p->st[0].name, ly->name);
         } else {
-            fail |= (p->ls[l].out = add_storage(p, VDNN_ST_FMAP, l, vdnn_shape_bytes(ly->out), false, ly->name, "")) < 0;
+            fail |= (p->ls[l].out = add_storage(p, VDNN_ST_FMAP, l, vdnn_map_bytes(g, ly->out), false, ly->name, "")) < 0;
         }
         if (tr && p->info[l].aux_bytes)
             fail |= (p->ls[l].aux = add_storage(p, VDNN_ST_AUX, l, p->info[l].aux_bytes, false, ly->name, ".aux")) < 0;
         if (stream && tr) {
-            fail |= (p->ls[l].xs = add_storage(p, VDNN_ST_FMAP, l, vdnn_shape_bytes(ly->out), false, ly->name,
+            fail |= (p->ls[l].xs = add_storage(p, VDNN_ST_FMAP, l, vdnn_map_bytes(g, ly->out), false, ly->name,
                                                ".input.streamed")) < 0;
             fail |= (p->ls[l].xb = add_storage(p, VDNN_ST_WS, l, stream_buffer_bytes(p, l), false, ly->name,
                                                ".input.chunks")) < 0;
@@ -380,19 +380,19 @@ static vdnn_status build_steps(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error
             int in = ly->inputs[i];
             if (in == 0) continue;
             if (p->ls[in].grad < 0 && p->info[l].bwd_inplace_ok && ly->n_inputs == 1 && p->ls[l].grad >= 0 &&
-                p->st[p->ls[l].grad].bytes == vdnn_shape_bytes(g->layers[in].out)) {
+                p->st[p->ls[l].grad].bytes == vdnn_map_bytes(g, g->layers[in].out)) {
                 /* dy has no use after this step: the input's gradient takes its place. */
                 p->ls[in].grad = st->dx[i] = p->ls[l].grad;
                 append_name(p->st[p->ls[in].grad].name, sizeof p->st[0].name, g->layers[in].name);
             } else if (p->ls[in].grad < 0) {
-                p->ls[in].grad = add_storage(p, VDNN_ST_GRAD, in, vdnn_shape_bytes(g->layers[in].out), false,
+                p->ls[in].grad = add_storage(p, VDNN_ST_GRAD, in, vdnn_map_bytes(g, g->layers[in].out), false,
                                              g->layers[in].name, ".grad");
                 if (p->ls[in].grad < 0) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
                 st->dx[i] = p->ls[in].grad;
             } else {
                 char suffix[32];
                 snprintf(suffix, sizeof suffix, ".grad.from.%d", l);
-                st->dx[i] = add_storage(p, VDNN_ST_TEMP, in, vdnn_shape_bytes(g->layers[in].out), false,
+                st->dx[i] = add_storage(p, VDNN_ST_TEMP, in, vdnn_map_bytes(g, g->layers[in].out), false,
                                         g->layers[in].name, suffix);
                 if (st->dx[i] < 0) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
                 use(p, p->ls[in].grad, s);

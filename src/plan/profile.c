@@ -80,15 +80,15 @@ vdnn_status vdnn_profile_estimate(const vdnn_graph_t *g, double flops_per_s, dou
     double param_bytes = 0;
     for (int l = 1; l < g->n_layers; l++) {
         const vdnn_layer *ly = &g->layers[l];
-        double bytes = (double)vdnn_shape_bytes(ly->out);
-        for (int i = 0; i < ly->n_inputs; i++) bytes += (double)vdnn_shape_bytes(g->layers[ly->inputs[i]].out);
+        double bytes = (double)vdnn_map_bytes(g, ly->out);
+        for (int i = 0; i < ly->n_inputs; i++) bytes += (double)vdnn_map_bytes(g, g->layers[ly->inputs[i]].out);
         p->fwd_s[l] = fmax(ly->flops_fwd / flops_per_s, bytes / mem_bytes_per_s);
         /* Backward reads x (or y) and dy and writes dx: about twice the traffic of forward. */
         p->bwd_s[l] = has_backward(ly) ? fmax(ly->flops_bwd / flops_per_s, 2 * bytes / mem_bytes_per_s) : 0;
         param_bytes += (double)(ly->n_weight + ly->n_bias) * sizeof(float);
     }
     /* The executor uploads the images and the labels before the first layer. */
-    p->load_s = ((double)vdnn_shape_bytes(g->input) + (double)g->input.n * 4) / link_bytes_per_s;
+    p->load_s = ((double)vdnn_map_bytes(g, g->input) + (double)g->input.n * 4) / link_bytes_per_s;
     /* SGD with momentum streams five arrays per parameter: reads w, dw and v, writes w and v. */
     p->update_s = 5 * param_bytes / mem_bytes_per_s;
     /* a += b reads two arrays and writes one. */

@@ -12,6 +12,7 @@
  *       44     8  u64 seed
  *       52     4  u32 n_tensors
  *       56     4  u32 model name length L (0..63), then L bytes of name (no NUL)
+ *              4  u32 precision of the net's maps, 0 fp32, 1 bf16, 2 fp16 (version 2 on; version 1: fp32)
  *   per tensor:
  *              4  u32 name length (1..95), then the name bytes (no NUL)
  *              8  u64 element count, then count float32 values
@@ -107,7 +108,10 @@ static vdnn_status check_for_write(const char *path, const vdnn_checkpoint *ck, 
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: model name is not terminated", path);
     if (ck->n_tensors < 0 || (ck->n_tensors > 0 && !ck->tensors))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: bad tensor list (%d tensors)", path, ck->n_tensors);
-    uint64_t total = CKPT_FIXED_HEADER + strlen(ck->model) + 4u;
+    if (ck->precision > 2)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: precision %u is out of range (0 fp32, 1 bf16, 2 fp16)", path,
+                         ck->precision);
+    uint64_t total = CKPT_FIXED_HEADER + strlen(ck->model) + 4u + 4u; /* the precision, the checksum */
     for (int i = 0; i < ck->n_tensors; i++) {
         const vdnn_ckpt_tensor *t = &ck->tensors[i];
         const char *nul = memchr(t->name, '\0', sizeof t->name);
@@ -136,6 +140,7 @@ static void w_body(ckpt_writer *w, const vdnn_checkpoint *ck, uint64_t size)
     uint32_t mlen = (uint32_t)strlen(ck->model);
     w_u32(w, mlen);
     w_bytes(w, ck->model, mlen);
+    w_u32(w, ck->precision);
     for (int i = 0; i < ck->n_tensors; i++) {
         const vdnn_ckpt_tensor *t = &ck->tensors[i];
         uint32_t nlen = (uint32_t)strlen(t->name);
@@ -333,6 +338,12 @@ static vdnn_status parse_body(ckpt_reader *r, vdnn_checkpoint *ck, vdnn_error *e
     ck->step = (int64_t)step;
     ck->epoch = (int64_t)epoch;
     if ((st = r_name(r, ck->model, CKPT_MODEL_MAX, true, "model", err)) != VDNN_OK) return st;
+    ck->precision = 0;
+    if (get_u32((const unsigned char *)magic_version + 8) >= 2 && (st = r_u32(r, &ck->precision, err)) != VDNN_OK)
+        return st;
+    if (ck->precision > 2)
+        return vdnn_fail(err, VDNN_ERR_FORMAT, "%s: corrupt: precision %u (0 fp32, 1 bf16, 2 fp16)", r->path,
+                         ck->precision);
 
     uint64_t left = r->body_end - r->pos;
     if (n_tensors > INT_MAX || n_tensors > left / CKPT_TENSOR_MIN)

@@ -7,7 +7,8 @@
 
 #include "core/error.h"
 
-#define VDNN_CKPT_VERSION 1
+/* 2: the precision after the model name (version 1 files are fp32 nets'). */
+#define VDNN_CKPT_VERSION 2
 
 /* One named float array (a layer's weights, its momentum, running statistics...). */
 typedef struct vdnn_ckpt_tensor {
@@ -22,6 +23,8 @@ typedef struct vdnn_checkpoint {
     int64_t step;         /* optimizer steps done */
     int64_t epoch;
     uint64_t seed;
+    uint32_t precision;   /* the maps' type of the net that wrote it (vdnn_precision); the tensors are fp32
+                             whatever it is (master weights, momentum, statistics) */
     int n_tensors;
     vdnn_ckpt_tensor *tensors;
 } vdnn_checkpoint;

@@ -15,6 +15,7 @@ vdnn_status vdnn_net_export(vdnn_net_t *net, vdnn_checkpoint *ck, vdnn_error *er
     ck->step = st.step;
     ck->epoch = st.epoch;
     ck->seed = st.seed;
+    ck->precision = (uint32_t)st.precision;
     const int n = vdnn_net_param_count(net);
     ck->tensors = calloc((size_t)n + 1, sizeof *ck->tensors);
     if (!ck->tensors) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory exporting parameters");
@@ -51,6 +52,9 @@ vdnn_status vdnn_net_import(vdnn_net_t *net, const vdnn_checkpoint *ck, const ch
         rc = vdnn_net_set(net, pi.name, t->data, t->count, err);
         if (rc != VDNN_OK) return rc;
     }
+    /* Master weights are fp32 in every precision, so a checkpoint loads into a net of another; the caller hears
+     * of it through vdnn_net_stats.checkpoint_precision. */
+    vdnn_net_set_checkpoint_precision(net, (vdnn_precision)ck->precision);
     /* The run goes on as it began: the same shuffling and dropout masks. */
     vdnn_net_set_seed(net, ck->seed, vdnn_net_extras_of(net)->dropout_seed);
     vdnn_net_set_position(net, ck->step, ck->epoch);
