@@ -4,6 +4,7 @@
 
 #include "backend/cpu/cpu_ops_dnnl_util.h"
 #include "backend/op_check.h"
+#include "core/half.h"
 
 typedef struct act_state {
     cpu_dnnl_step fwd, bwd; /* unused for hardsigmoid */
@@ -38,7 +39,7 @@ static vdnn_status act_build(cpu_backend *be, const vdnn_op_desc *d, bool make, 
     vdnn_shape in = d->in[0];
     dnnl_memory_desc_t md;
     const dnnl_dim_t dims[4] = {in.n, in.c, in.h, in.w};
-    st = vdnn_cpu_dnnl_md(&md, 4, dims, dnnl_nchw, name, err);
+    st = vdnn_cpu_dnnl_md_of(&md, 4, dims, d->dtype, dnnl_nchw, name, err);
     if (st) return st;
     float alpha, beta;
     dnnl_alg_kind_t alg = act_alg(d, &alpha, &beta);
@@ -103,15 +104,28 @@ static void act_destroy(cpu_backend *be, vdnn_op *op)
     op->state = NULL;
 }
 
+/* Value i of a map of the op's type (bf16 maps through scalar conversions: hard-sigmoid is rare). */
+static inline float map_get(const float *x, bool bf16, long i)
+{
+    return bf16 ? vdnn_bf16_to_float(((const uint16_t *)(const void *)x)[i]) : x[i];
+}
+
+static inline void map_set(float *y, bool bf16, long i, float v)
+{
+    if (bf16) ((uint16_t *)(void *)y)[i] = vdnn_bf16_from_float(v);
+    else y[i] = v;
+}
+
 /* clamp(alpha x + beta, 0, 1), NaN kept (so that --poison shows reads of dead memory). */
 static void hardsigmoid_fwd(const vdnn_op_desc *d, float *y, const float *x)
 {
     const float alpha = d->p.alpha, beta = d->p.beta;
     const long n = (long)vdnn_shape_count(d->out);
+    const bool bf16 = vdnn_cpu_is_bf16(d);
 #pragma omp parallel for if (n > CPU_PAR_MIN)
     for (long i = 0; i < n; i++) {
-        float v = alpha * x[i] + beta;
-        y[i] = v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
+        float v = alpha * map_get(x, bf16, i) + beta;
+        map_set(y, bf16, i, v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v);
     }
 }
 
@@ -120,8 +134,12 @@ static void hardsigmoid_bwd(const vdnn_op_desc *d, float *dx, const float *y, co
 {
     const float alpha = d->p.alpha;
     const long n = (long)vdnn_shape_count(d->out);
+    const bool bf16 = vdnn_cpu_is_bf16(d);
 #pragma omp parallel for if (n > CPU_PAR_MIN)
-    for (long i = 0; i < n; i++) dx[i] = y[i] > 0.0f && y[i] < 1.0f ? alpha * dy[i] : 0.0f;
+    for (long i = 0; i < n; i++) {
+        const float v = map_get(y, bf16, i);
+        map_set(dx, bf16, i, v > 0.0f && v < 1.0f ? alpha * map_get(dy, bf16, i) : 0.0f);
+    }
 }
 
 static vdnn_status act_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)

@@ -1,6 +1,19 @@
-/* CHANNEL_MUL on the CPU: y[n,c,:] = x[n,c,:] * s[n,c] (squeeze-and-excitation's scaling), an own loop per plane. */
+/* CHANNEL_MUL on the CPU: y[n,c,:] = x[n,c,:] * s[n,c] (squeeze-and-excitation's scaling), an own loop per plane;
+ * bf16 maps (x, s, y and their gradients) through scalar conversions, products and sums in fp32. */
 #include "backend/cpu/cpu_internal.h"
 #include "backend/op_check.h"
+#include "core/half.h"
+
+static inline float map_get(const float *x, bool bf16, size_t i)
+{
+    return bf16 ? vdnn_bf16_to_float(((const uint16_t *)(const void *)x)[i]) : x[i];
+}
+
+static inline void map_set(float *y, bool bf16, size_t i, float v)
+{
+    if (bf16) ((uint16_t *)(void *)y)[i] = vdnn_bf16_from_float(v);
+    else y[i] = v;
+}
 
 static vdnn_status chmul_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
@@ -20,10 +33,11 @@ static vdnn_status chmul_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     const long planes = (long)s.n * s.c;
     const float *x = a->x[0], *scale = a->x[1];
     float *y = a->y;
+    const bool bf16 = vdnn_cpu_is_bf16(&op->d);
 #pragma omp parallel for if ((size_t)planes * hw > CPU_PAR_MIN)
     for (long p = 0; p < planes; p++) {
-        const float k = scale[p];
-        for (size_t i = 0; i < hw; i++) y[(size_t)p * hw + i] = x[(size_t)p * hw + i] * k;
+        const float k = map_get(scale, bf16, (size_t)p);
+        for (size_t i = 0; i < hw; i++) map_set(y, bf16, (size_t)p * hw + i, map_get(x, bf16, (size_t)p * hw + i) * k);
     }
     return VDNN_OK;
 }
@@ -38,17 +52,18 @@ static vdnn_status chmul_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
     const long planes = (long)s.n * s.c;
     const float *x = a->x[0], *scale = a->x[1], *dy = a->dy;
     float *dx = a->dx[0], *ds = a->dx[1];
+    const bool bf16 = vdnn_cpu_is_bf16(&op->d);
 #pragma omp parallel for if ((size_t)planes * hw > CPU_PAR_MIN)
     for (long p = 0; p < planes; p++) {
-        const float *dyp = dy + (size_t)p * hw;
+        const size_t p0 = (size_t)p * hw;
         if (ds) {
             double sum = 0.0;
-            for (size_t i = 0; i < hw; i++) sum += (double)dyp[i] * (double)x[(size_t)p * hw + i];
-            ds[p] = (float)sum;
+            for (size_t i = 0; i < hw; i++) sum += (double)map_get(dy, bf16, p0 + i) * (double)map_get(x, bf16, p0 + i);
+            map_set(ds, bf16, (size_t)p, (float)sum);
         }
         if (dx) {
-            const float k = scale[p];
-            for (size_t i = 0; i < hw; i++) dx[(size_t)p * hw + i] = dyp[i] * k;
+            const float k = map_get(scale, bf16, (size_t)p);
+            for (size_t i = 0; i < hw; i++) map_set(dx, bf16, p0 + i, map_get(dy, bf16, p0 + i) * k);
         }
     }
     return VDNN_OK;
