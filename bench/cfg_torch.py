@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Builds a PyTorch module from a vdnn model file, so benchmarks compare the very same network,
 and times training steps of it. Usage:
-  cfg_torch.py MODEL.cfg --input CxHxW --classes N --batch B --steps S --threads T [--warmup W]
+  cfg_torch.py MODEL.cfg --input CxHxW --classes N --batch B --steps S --threads T [--warmup W] [--autocast bf16]
+--autocast bf16 runs forward (and so backward) under torch.autocast("cpu", dtype=torch.bfloat16): PyTorch's
+mixed precision, fp32 weights and optimizer, bf16 convolutions and matrix products, fp32 losses.
 Prints one JSON object: {"images_per_sec": ..., "seconds": ..., "steps": ...}.
 """
 import argparse
@@ -140,6 +142,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--autocast", choices=["bf16"], default=None)
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -152,7 +155,11 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = net(x, y)
+        if a.autocast:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = net(x, y)
+        else:
+            loss = net(x, y)
         loss.backward()
         opt.step()
         return loss
@@ -165,7 +172,7 @@ def main():
     dt = time.perf_counter() - t0
     print(json.dumps({"images_per_sec": a.batch * a.steps / dt, "seconds": dt, "steps": a.steps,
                       "torch": torch.__version__, "threads": torch.get_num_threads(),
-                      "mkldnn": torch.backends.mkldnn.is_available()}))
+                      "mkldnn": torch.backends.mkldnn.is_available(), "autocast": a.autocast or "none"}))
 
 
 if __name__ == "__main__":

@@ -238,5 +238,34 @@ for pol in recompute auto; do
   run "resnet50 224 b32 $pol" 0 -- plan resnet50 --input 3x224x224 --batch 32 --classes 10 --policy $pol --json
 done
 
+# ---- --precision: values, the refusal where the CPU lacks AVX-512 BF16 (simulated), maps at half the bytes ----
+run "--precision fp8" 2 "--precision" "'fp8'" -- plan lenet --precision fp8
+run "--precision without value" 2 "--precision" -- info lenet --precision
+run "--precision fp16 on the CPU" 1 "--precision: fp16 does not run on the cpu backend" "CUDA only" -- \
+    train --data synthetic --input 1x28x28 --classes 10 --steps 1 --device cpu --precision fp16
+export VDNN_CPU_ISA=no-bf16
+run "--precision bf16 without AVX-512 BF16 (train)" 1 "--precision: bf16 does not run on the cpu backend" \
+    "AVX-512 BF16" "VDNN_CPU_ISA=no-bf16" -- train --data synthetic --input 1x28x28 --classes 10 --steps 1 --device cpu \
+    --precision bf16
+run "--precision bf16 without AVX-512 BF16 (plan)" 1 "--precision: bf16" "AVX-512 BF16" -- plan lenet --precision bf16
+run "--precision bf16 without AVX-512 BF16 (info)" 1 "--precision: bf16" "AVX-512 BF16" -- info lenet --precision bf16
+unset VDNN_CPU_ISA
+if "$VDNN" plan lenet --precision bf16 >/dev/null 2>&1; then
+  "$VDNN" info lenet --json >"$TMP/info32.json"
+  "$VDNN" info lenet --json --precision bf16 >"$TMP/info16.json"
+  f32=$(json_get "$TMP/info32.json" feature_map_bytes)
+  f16=$(json_get "$TMP/info16.json" feature_map_bytes)
+  if [ "$((f16 * 2))" = "$f32" ]; then ok; else bad "info --precision bf16: feature maps $f16 bytes, fp32 $f32"; fi
+  run "bf16 save" 0 -- train --data synthetic --input 1x28x28 --classes 10 --steps 2 --batch 8 --device cpu \
+      --precision bf16 --save "$TMP/bf16.ckpt"
+  run "bf16 checkpoint into an fp32 eval" 0 "written by a bf16 net" "continue in fp32" -- \
+      eval --data synthetic --input 1x28x28 --classes 10 --batch 8 --device cpu --resume "$TMP/bf16.ckpt"
+  run "bf16 checkpoint into a bf16 eval" 0 -- \
+      eval --data synthetic --input 1x28x28 --classes 10 --batch 8 --device cpu --resume "$TMP/bf16.ckpt" --precision bf16
+  if grep -q "written by" "$TMP/err"; then bad "a bf16 checkpoint into a bf16 net should load silently"; else ok; fi
+else
+  echo "skipped the bf16 runs: this CPU lacks AVX-512 BF16"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -28,8 +28,11 @@ vdnn_status vdnn_backend_check_dtype(vdnn_backend_t *be, vdnn_dtype t, vdnn_erro
     vdnn_error e = {0};
     vdnn_status st = be->ops->op_query(be, &d, &info, &e);
     if (st == VDNN_OK) return VDNN_OK;
+    /* The reason without the probe's own name ("cpu relu: "): it is about the net, not a ReLU. */
+    const char *why = strstr(e.msg, "relu: ");
+    why = why ? why + strlen("relu: ") : e.msg;
     return vdnn_fail(err, st, "memory.precision: %s does not run on the %s backend: %s", vdnn_dtype_name(t),
-                     be->ops->name, e.msg);
+                     be->ops->name, why);
 }
 
 vdnn_status vdnn_op_algos_single(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_algo *algos, int *n,
