@@ -47,13 +47,14 @@ static void print_json(FILE *f, const vdnn_net_t *net, const vdnn_train_result *
     vdnn_net_get_stats(net, &st);
     fprintf(f,
             "{\"model\": \"%s\", \"batch\": %d, \"micro_batches\": %d, \"input\": \"%dx%dx%d\", \"classes\": %d, \"policy\": \"%s\", "
+            "\"precision\": \"%s\", "
             "\"device\": \"%s\", \"steps\": %ld, \"steps_run\": %ld, \"test_accuracy\": %.6f, \"test_loss\": %.6f, "
             "\"final_loss\": %.6f, \"images_per_sec\": %.3f, \"step_seconds\": %.6f, \"train_seconds\": %.3f, "
             "\"elapsed_seconds\": %.3f, "
             "\"peak_device_bytes\": %zu, \"planned_peak_device_bytes\": %zu, \"host_bytes\": %zu, "
             "\"bytes_moved_per_step\": %zu, \"offload_params\": %s, \"streamed_layers\": %d}\n",
             st.model, st.batch, st.micro_batches, st.input.c, st.input.h, st.input.w, st.classes,
-            vdnn_policy_name(st.policy), st.backend, r->steps, r->steps_run, r->test_accuracy, r->test_loss,
+            vdnn_policy_name(st.policy), vdnn_precision_name(st.precision), st.backend, r->steps, r->steps_run, r->test_accuracy, r->test_loss,
             r->final_loss, r->images_per_sec, r->step_seconds, r->train_seconds, r->elapsed_seconds,
             r->peak_device_bytes, st.device_bytes, st.host_bytes, st.bytes_moved, st.offload_params ? "true" : "false",
             st.streamed_layers);
@@ -187,9 +188,10 @@ int vdnn_cmd_train(int argc, char **argv)
         char pk[32];
         char micro[64] = "";
         if (st.micro_batches > 1) snprintf(micro, sizeof micro, " (%d micro-batches of %d)", st.micro_batches, st.input.n);
-        fprintf(log, "vdnn train: model %s, %d%s x %dx%dx%d, %d classes, %s, policy %s, device memory %s, %d train images\n",
+        fprintf(log, "vdnn train: model %s, %d%s x %dx%dx%d, %d classes, %s, policy %s, %s maps, device memory %s, "
+                "%d train images\n",
                 st.model, st.batch, micro, st.input.c, st.input.h, st.input.w, st.classes, st.backend,
-                vdnn_policy_name(st.policy), vdnn_format_bytes(st.device_bytes, pk, sizeof pk),
+                vdnn_policy_name(st.policy), vdnn_precision_name(st.precision), vdnn_format_bytes(st.device_bytes, pk, sizeof pk),
                 vdnn_dataset_shape(s.train).n);
         vdnn_train_result r;
         vdnn_timeline_t *measured = NULL, *simulated = NULL;

@@ -87,8 +87,9 @@ vdnn_status vdnn_plan_tensor(const vdnn_plan_t *p, int i, vdnn_tensor_info *out,
 void vdnn_plan_print_table(const vdnn_plan_t *p, const vdnn_graph_t *g, FILE *f)
 {
     char a[96], b[96], c[96], x[32], y[32];
-    fprintf(f, "plan for %s, batch %d, input %dx%dx%d, policy %s%s%s\n", g->name, g->input.n, g->input.c, g->input.h,
-            g->input.w, vdnn_policy_name(p->policy), p->offload_params ? ", parameters offloaded to host memory" : "",
+    fprintf(f, "plan for %s, batch %d, input %dx%dx%d, policy %s%s%s%s%s\n", g->name, g->input.n, g->input.c,
+            g->input.h, g->input.w, vdnn_policy_name(p->policy), g->dtype ? ", maps in " : "",
+            g->dtype ? vdnn_dtype_name(g->dtype) : "", p->offload_params ? ", parameters offloaded to host memory" : "",
             vdnn_plan_streamed_layers(p) ? ", convolution inputs streamed through host memory (class stream)" : "");
     fprintf(f, "%-34s %14s %-7s %-26s %-26s %-26s\n", "tensor", "bytes", "class", "last forward use",
             "prefetch starts", "first backward use");
@@ -154,8 +155,9 @@ void vdnn_plan_print_json(const vdnn_plan_t *p, const vdnn_graph_t *g, size_t mi
     char a[96], b[96];
     fprintf(f, "{\"model\": ");
     json_string(f, g->name);
-    fprintf(f, ", \"batch\": %d, \"input\": \"%dx%dx%d\", \"policy\": \"%s\", \"feasible\": %s, ", g->input.n,
-            g->input.c, g->input.h, g->input.w, vdnn_policy_name(p->policy), p->feasible ? "true" : "false");
+    fprintf(f, ", \"batch\": %d, \"input\": \"%dx%dx%d\", \"policy\": \"%s\", \"precision\": \"%s\", \"feasible\": %s, ",
+            g->input.n, g->input.c, g->input.h, g->input.w, vdnn_policy_name(p->policy), vdnn_dtype_name(g->dtype),
+            p->feasible ? "true" : "false");
     fprintf(f, "\"budget_bytes\": ");
     if (p->req.memory.budget == SIZE_MAX) fprintf(f, "null");
     else fprintf(f, "%zu", p->req.memory.budget);
