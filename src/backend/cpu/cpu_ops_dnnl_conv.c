@@ -159,14 +159,12 @@ static void conv_free(conv_state *s)
     part_free(&s->part[1]);
 }
 
-/* oneDNN 2.6's bf16 backward-weights kernel splits the work of small outputs (the late layers of ResNet-18 and
- * VGG-16 at 64x64) across threads and reduces behind spinning barriers: on a loaded machine, with the other
- * thread descheduled, a call took 500 to 1400 ms against 17 to 35 ms on one thread (bench/results/precision.md).
- * Those layers get a one-thread primitive: its thread count is fixed when the primitive descriptor is made. */
-static bool bwd_weights_one_thread(const vdnn_op_desc *d)
-{
-    return d->dtype == VDNN_DTYPE_BF16 && (size_t)d->out.h * (size_t)d->out.w <= 16;
-}
+/* oneDNN 2.6's bf16 backward-weights kernel splits its work across threads and reduces behind spinning barriers:
+ * on this loaded, shared 2-core machine, with the other thread descheduled, a call of a late ResNet-18 layer took
+ * 500 to 1400 ms against 17 to 35 ms on one thread, and earlier layers stalled now and then too (143 ms against
+ * 6.5 in fp32). Every bf16 backward-weights primitive gets one thread (its count is fixed when the primitive
+ * descriptor is made): at worst twice the time of that one pass on an idle machine, never a stall. */
+static bool bwd_weights_one_thread(const vdnn_op_desc *d) { return d->dtype == VDNN_DTYPE_BF16; }
 
 /* Forward, backward-data and backward-weights primitives for one kernel family. */
 static vdnn_status conv_prims(cpu_backend *be, const conv_mds *m, dnnl_alg_kind_t alg, bool make, bool one_thread_bwdw,
