@@ -2,7 +2,7 @@
 # Installs the Debian packages vdnn needs (only those missing), as root or through sudo.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config zlib1g-dev libdnnl-dev libopenblas-dev libcmocka-dev
-      dataset-fashion-mnist libopenmpi-dev openmpi-bin python3
+      dataset-fashion-mnist libopenmpi-dev openmpi-bin python3 python3-numpy python3-cffi python3-pytest
       libonnx-dev protobuf-c-compiler libprotobuf-c-dev)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -77,6 +77,8 @@ class MismatchError(Error):
 CLASSES = (InvalidArgError, ParseError, ShapeError, FileError, FormatError, NoMemoryError, BudgetError, BackendError,
            NoDeviceError, UnsupportedError, MismatchError)
 BY_STATUS = {}
+for _c in (Error,) + CLASSES:
+    _c.__module__ = "vdnn"  # tracebacks name them as a caller spells them: vdnn.BudgetError
 
 
 def bind(lib):

@@ -60,6 +60,13 @@ def _open():
 
 
 lib, path = _open()
+# Resolve every symbol now: cffi resolves a lib attribute on first use under a lock that is not re-entrant, and
+# a destructor run by the garbage collector inside such a resolution would wait on that lock for ever.
+for _name in dir(lib):
+    try:
+        getattr(lib, _name)
+    except AttributeError:  # declared but not exported by this build: fails when called, as C would not link
+        pass
 _errors.bind(lib)
 
 
