@@ -11,7 +11,8 @@ import vdnn  # noqa: E402
 
 model = vdnn.Model.load(sys.argv[1] if len(sys.argv) > 1 else "models/lenet.cfg")
 cpu = vdnn.Backend("cpu")
-memory = vdnn.MemoryOptions(policy="auto", budget=sys.argv[2] if len(sys.argv) > 2 else "11MiB")  # whatever fits fastest
+# Keep, swap or recompute: whatever fits fastest.
+memory = vdnn.MemoryOptions(policy="auto", budget=sys.argv[2] if len(sys.argv) > 2 else "11MiB")
 batch = 16
 plan = vdnn.plan(model, cpu, batch=batch, options=memory)
 print("plan: %s, policy %s, peak %d bytes under a %d byte budget (%s), %d bytes moved per step"

@@ -36,7 +36,7 @@ class Dataset:
         c, h, w = (int(v) for v in input_shape) if input_shape is not None else (0, 0, 0)
         out = ffi.new("vdnn_dataset_t **")
         call(lib.vdnn_dataset_open, encode(spec), _SPLITS[split], (c_int(batch, "batch"), c, h, w),
-             c_int(classes, "classes"), seed, out)
+             c_int(classes, "classes"), c_int(seed, "seed", 0, 2**64 - 1), out)
         self._h = ffi.gc(out[0], lib.vdnn_dataset_free)
         self.split = split
 
@@ -71,7 +71,8 @@ class Dataset:
     def order(self, seed, epoch):
         """The image indices in the order Net.train visits them in epoch `epoch` of a net seeded `seed`."""
         out = np.empty(len(self), np.int32)
-        call(lib.vdnn_dataset_order, self._h, seed, epoch, ffi.cast("int32_t *", out.ctypes.data))
+        call(lib.vdnn_dataset_order, self._h, c_int(seed, "seed", 0, 2**64 - 1),
+             c_int(epoch, "epoch", -2**63, 2**63 - 1), ffi.cast("int32_t *", out.ctypes.data))
         return out
 
     def batches(self, batch, seed, steps, start=0):

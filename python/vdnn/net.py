@@ -175,11 +175,15 @@ class Net:
         a = np.ascontiguousarray(values).reshape(-1)
         call(lib.vdnn_net_set, self._h, encode(name), _ptr("float *", a), a.size)
 
-    def params(self, momentum=False):
+    def params(self, layer=None, momentum=False):
         """{name: float32 array} of the weights, biases and batch-norm statistics (and, with momentum=True, the
-        optimizer's momentum buffers)."""
-        return {p.name: self.get(p.name) for p in self.param_info()
-                if momentum or p.kind not in ("wmom", "bmom")}
+        optimizer's momentum buffers); of one layer only when layer names it (params("conv1"))."""
+        info = self.param_info()
+        if layer is not None and not any(p.layer == layer for p in info):
+            raise InvalidArgError("no layer named '%s' with parameters (layers: %s)"
+                                  % (layer, ", ".join(dict.fromkeys(p.layer for p in info))))
+        return {p.name: self.get(p.name) for p in info
+                if (momentum or p.kind not in ("wmom", "bmom")) and (layer is None or p.layer == layer)}
 
     def set_params(self, params):
         """Writes each {name: float32 array} entry (any subset of params(momentum=True))."""

@@ -118,5 +118,6 @@ def plan(model, backend=None, input_shape=None, classes=0, batch=64, options=Non
     (c, h, w), classes = model.resolve(input_shape, classes)
     mem = MemoryOptions.of(options, **memory)
     out = ffi.new("vdnn_plan_t **")
-    call(lib.vdnn_plan_create, model._h, be._h if be else ffi.NULL, ffi.NULL, (c_int(batch, "batch"), c, h, w), classes, mem._c, out)
+    call(lib.vdnn_plan_create, model._h, be._h if be else ffi.NULL, ffi.NULL, (c_int(batch, "batch"), c, h, w),
+         classes, mem._c, out)
     return Plan(out[0], keep=(model, be))

@@ -53,3 +53,28 @@ def test_param_errors_name_the_parameter(lenet, cpu):
         net.set("conv1.weight", np.zeros(799, np.float32))
     with pytest.raises(ValueError, match="conv1.weight: a float32 numpy array expected, got float64"):
         net.set("conv1.weight", np.zeros(800))
+
+
+def test_params_of_one_layer(lenet, cpu):
+    net = vdnn.Net(lenet, cpu, batch=BATCH)
+    assert set(net.params("bn1")) == {"bn1.weight", "bn1.bias", "bn1.stats"}
+    assert set(net.params("fc2", momentum=True)) == {"fc2.weight", "fc2.bias", "fc2.weight.momentum",
+                                                     "fc2.bias.momentum"}
+    with pytest.raises(vdnn.InvalidArgError, match="no layer named 'relu1' with parameters"):
+        net.params("relu1")
+
+
+def test_dataset_arrays_keep_their_dataset_alive(lenet):
+    import gc
+    import weakref
+    ds = vdnn.Dataset("synthetic", "test", model=lenet, seed=3, batch=BATCH)
+    ref = weakref.ref(ds)
+    images, labels, n = ds.images, ds.labels, len(ds)
+    want = np.array(images)
+    del ds
+    gc.collect()
+    assert ref() is not None  # the arrays are views of its memory
+    assert not images.flags.writeable and images.shape == (n, 1, 28, 28) and np.array_equal(images, want)
+    del images, labels
+    gc.collect()
+    assert ref() is None
