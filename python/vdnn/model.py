@@ -25,7 +25,8 @@ class Model:
 
     @classmethod
     def load(cls, path_or_text, source=None):
-        """Reads a .cfg or .onnx file, or parses .cfg text given as a string (source names it in messages).
+        """Reads a .cfg or .onnx file, or parses .cfg text given as a string (source names it in messages); a
+        string with a newline or starting with '[' is text, any other a path.
 
         Errors (vdnn.ParseError, vdnn.FileError, ...) carry the library's message naming the file and line.
         """
