@@ -40,6 +40,9 @@ VDNN_API vdnn_status vdnn_net_train_step(vdnn_net_t *net, const float *images, c
 VDNN_API vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int32_t *labels, int n,
                                          int *correct, double *loss_sum, vdnn_error *err);
 VDNN_API vdnn_status vdnn_net_predict(vdnn_net_t *net, const float *images, int n, float *probs, vdnn_error *err);
+/* The same in evaluation mode, giving the n x classes logits: the model's output before the softmax of vdnn's
+ * loss (for an ONNX model, the graph's output, or the input of a final Softmax node). */
+VDNN_API vdnn_status vdnn_net_forward(vdnn_net_t *net, const float *images, int n, float *logits, vdnn_error *err);
 
 /* The parameters and buffers a checkpoint holds: weights, biases, running statistics and momentum, named
  * "LAYER.weight", "LAYER.bias", "LAYER.stats" (batch norm's running mean, then variance),
@@ -62,6 +65,9 @@ VDNN_API vdnn_status vdnn_net_set(vdnn_net_t *net, const char *name, const float
  * then renamed), read back checked (VDNN_ERR_FORMAT for a damaged file, VDNN_ERR_MISMATCH for another model). */
 VDNN_API vdnn_status vdnn_net_save(vdnn_net_t *net, const char *path, vdnn_error *err);
 VDNN_API vdnn_status vdnn_net_load(vdnn_net_t *net, const char *path, vdnn_error *err);
+/* Writes the ONNX model the net was created from (its vdnn_model_source) to `out` with the net's parameters and
+ * batch-norm running statistics as its initializers; see vdnn_model_export_onnx. */
+VDNN_API vdnn_status vdnn_net_export_onnx(vdnn_net_t *net, const char *out, vdnn_error *err);
 
 /* The training plan the net runs (owned by the net). */
 VDNN_API const vdnn_plan_t *vdnn_net_plan(const vdnn_net_t *net);

@@ -41,8 +41,8 @@ static vdnn_status out_of_order(vdnn_net_t *net, const char *what, int micro, vd
     return abandon(net, rc);
 }
 
-vdnn_status vdnn_net_forward(vdnn_net_t *net, int micro, const float *images, const int32_t *labels, float *loss,
-                             vdnn_error *err)
+vdnn_status vdnn_net_micro_forward(vdnn_net_t *net, int micro, const float *images, const int32_t *labels,
+                                   float *loss, vdnn_error *err)
 {
     const int m = net->opt.memory.micro_batches, b = net->g->input.n;
     if (micro != net->fwd_done || micro >= m || (!net->opt.memory.pipelined && net->bwd_done != micro))
@@ -112,7 +112,8 @@ vdnn_status vdnn_net_micro_step(vdnn_net_t *net, const float *images, const int3
     vdnn_status rc = VDNN_OK;
     /* Pipelined, as a GPipe stage runs them: every forward pass, then every backward pass. */
     for (int j = 0; rc == VDNN_OK && j < m; j++) {
-        rc = vdnn_net_forward(net, j, images + (size_t)j * (size_t)b * img, labels + (size_t)j * (size_t)b, NULL, err);
+        rc = vdnn_net_micro_forward(net, j, images + (size_t)j * (size_t)b * img, labels + (size_t)j * (size_t)b, NULL,
+                                    err);
         if (rc == VDNN_OK && !net->opt.memory.pipelined) rc = vdnn_net_backward(net, j, err);
     }
     for (int j = 0; rc == VDNN_OK && net->opt.memory.pipelined && j < m; j++) rc = vdnn_net_backward(net, j, err);

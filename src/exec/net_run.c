@@ -44,8 +44,10 @@ vdnn_status vdnn_net_train_step(vdnn_net_t *net, const float *images, const int3
 }
 
 /* Inference on n images, padded to the plan's batch with zero images (inference-mode layers treat samples
- * independently): the probabilities end in net->host_scratch. */
-static vdnn_status infer(vdnn_net_t *net, const float *images, const int32_t *labels, int n, vdnn_error *err)
+ * independently): the output of layer `fetch` (the loss: the probabilities) ends in `dst`, which holds that
+ * storage's bytes. */
+static vdnn_status infer(vdnn_net_t *net, const float *images, const int32_t *labels, int n, int fetch, void *dst,
+                         vdnn_error *err)
 {
     const int N = net->g->input.n;
     if (!images) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "evaluation: no images");
@@ -70,8 +72,9 @@ static vdnn_status infer(vdnn_net_t *net, const float *images, const int32_t *la
     }
     const vdnn_plan_t *p = net->plan_eval;
     vdnn_net_bind_plan(net, p);
-    net->fetch_storage = p->ls[net->g->n_layers - 1].out;
-    net->fetch_dst = net->host_scratch;
+    /* Downloaded when its block is freed, so a storage the plan reuses after its last read still arrives. */
+    net->fetch_storage = p->ls[fetch].out;
+    net->fetch_dst = dst;
     rc = vdnn_exec_iteration(net, p, net->ops_eval, x, lab, 0.0f, err);
     net->fetch_storage = -1;
     free(lab);
@@ -91,7 +94,7 @@ vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int3
     for (int i = 0; i < n; i++)
         if (labels[i] < 0 || labels[i] >= K)
             return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", labels[i], i, K - 1);
-    vdnn_status rc = infer(net, images, labels, n, err);
+    vdnn_status rc = infer(net, images, labels, n, net->g->n_layers - 1, net->host_scratch, err);
     if (rc != VDNN_OK) return rc;
     const float *probs = net->host_scratch;
     int ok = 0;
@@ -112,7 +115,24 @@ vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int3
 vdnn_status vdnn_net_predict(vdnn_net_t *net, const float *images, int n, float *probs, vdnn_error *err)
 {
     if (!probs) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "predict: no buffer for the probabilities");
-    vdnn_status rc = infer(net, images, NULL, n, err);
+    vdnn_status rc = infer(net, images, NULL, n, net->g->n_layers - 1, net->host_scratch, err);
     if (rc == VDNN_OK) memcpy(probs, net->host_scratch, sizeof *probs * (size_t)n * (size_t)net->g->classes);
+    return rc;
+}
+
+vdnn_status vdnn_net_forward(vdnn_net_t *net, const float *images, int n, float *logits, vdnn_error *err)
+{
+    if (!logits) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "forward: no buffer for the logits");
+    const vdnn_graph_t *g = net->g;
+    const vdnn_layer *loss = &g->layers[g->n_layers - 1];
+    /* The logits are the loss's input: the model's output before vdnn's softmax. It holds batch x classes
+     * values (an N x C x 1 x 1 map or an N x F vector alike), the size of the probabilities' scratch. */
+    const int src = loss->inputs[0];
+    const vdnn_shape s = g->layers[src].out;
+    if (vdnn_shape_bytes(s) != vdnn_shape_bytes(loss->out))
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "forward: '%s' gives %dx%dx%d values per image, not %d logits",
+                         g->layers[src].name, s.c, s.h, s.w, g->classes);
+    vdnn_status rc = infer(net, images, NULL, n, src, net->host_scratch, err);
+    if (rc == VDNN_OK) memcpy(logits, net->host_scratch, sizeof *logits * (size_t)n * (size_t)g->classes);
     return rc;
 }
