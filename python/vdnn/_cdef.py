@@ -84,6 +84,8 @@ const char *vdnn_model_name(const vdnn_model_t *m);
 const char *vdnn_model_source(const vdnn_model_t *m);
 int vdnn_model_layer_count(const vdnn_model_t *m);
 void vdnn_model_defaults(const vdnn_model_t *m, vdnn_shape *input, int *classes);
+vdnn_status vdnn_model_export_onnx(const vdnn_model_t *m, const char *checkpoint, const char *out,
+                                            vdnn_error *err);
 #define VDNN_LAYER_NAME_LEN 64
 #define VDNN_LAYER_MAX_INPUTS 8
 typedef struct vdnn_layer_info {
@@ -218,6 +220,7 @@ vdnn_status vdnn_net_train_step(vdnn_net_t *net, const float *images, const int3
 vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int32_t *labels, int n,
                                          int *correct, double *loss_sum, vdnn_error *err);
 vdnn_status vdnn_net_predict(vdnn_net_t *net, const float *images, int n, float *probs, vdnn_error *err);
+vdnn_status vdnn_net_forward(vdnn_net_t *net, const float *images, int n, float *logits, vdnn_error *err);
 typedef struct vdnn_param_info {
     char name[96];
     char layer[64];
@@ -231,6 +234,7 @@ vdnn_status vdnn_net_set(vdnn_net_t *net, const char *name, const float *host, s
                                   vdnn_error *err);
 vdnn_status vdnn_net_save(vdnn_net_t *net, const char *path, vdnn_error *err);
 vdnn_status vdnn_net_load(vdnn_net_t *net, const char *path, vdnn_error *err);
+vdnn_status vdnn_net_export_onnx(vdnn_net_t *net, const char *out, vdnn_error *err);
 const vdnn_plan_t *vdnn_net_plan(const vdnn_net_t *net);
 typedef struct vdnn_net_stats {
     char model[64];

@@ -138,6 +138,18 @@ class Net:
             call(lib.vdnn_net_predict, self._h, _ptr("float *", x[a:a + k]), k, _ptr("float *", out[a:a + k]))
         return out
 
+    def forward(self, images):
+        """Evaluation-mode logits, float32 (n, classes), of images (float32 (n, c, h, w)): the values vdnn's
+        softmax loss starts from."""
+        x = _images(images, "images", self.input_shape)
+        n = x.shape[0]
+        out = np.empty((n, self.classes), np.float32)
+        chunk = self._eval_chunk()
+        for a in range(0, n, chunk):
+            k = min(chunk, n - a)
+            call(lib.vdnn_net_forward, self._h, _ptr("float *", x[a:a + k]), k, _ptr("float *", out[a:a + k]))
+        return out
+
     # ---- parameters ----
 
     def param_info(self):
@@ -195,6 +207,11 @@ class Net:
     def save(self, path):
         """Writes a checkpoint (parameters, momentum, statistics, step, seed), atomically."""
         call(lib.vdnn_net_save, self._h, encode(str(path)))
+
+    def export_onnx(self, path):
+        """Writes the ONNX model the net was loaded from with its current parameters and batch-norm statistics as
+        initializers (atomically); vdnn.Error for a net whose model is not an ONNX file."""
+        call(lib.vdnn_net_export_onnx, self._h, encode(str(path)))
 
     def load(self, path):
         """Reads a checkpoint back: vdnn.FormatError for a damaged file, vdnn.MismatchError for another model's."""

@@ -49,3 +49,32 @@ def test_model_from_text_serves_several_sizes():
     big = vdnn.plan(m, batch=64, input_shape=(1, 16, 16))
     assert big.peak_device_bytes > small.peak_device_bytes
     assert vdnn.Model.load(text.encode()).name == "tiny"
+
+
+def test_forward_and_export(tmp_path):
+    """forward gives the logits predict's probabilities come from; a trained net exported to ONNX loads again and
+    computes the same logits bit for bit."""
+    path = os.path.join(ONNX, "tiny_cnn.onnx")
+    net = vdnn.Net(vdnn.Model.load(path), vdnn.Backend("cpu", threads=2), batch=4)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 3, 16, 16)).astype(np.float32)
+    for _ in range(2):
+        net.train_step(x, np.array([3, 1, 4, 1]))
+    z = net.forward(x)
+    assert z.shape == (4, 10) and z.dtype == np.float32
+    e = np.exp(z.astype(np.float64) - z.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(net.predict(x), e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+    out = tmp_path / "trained.onnx"
+    net.export_onnx(out)
+    again = vdnn.Net(vdnn.Model.load(str(out)), vdnn.Backend("cpu", threads=2), batch=4)
+    assert np.array_equal(again.forward(x), z)
+    with pytest.raises(ValueError, match="images"):
+        net.forward(x[:, :2])
+
+
+def test_export_needs_an_onnx_model(tmp_path):
+    net = vdnn.Net(vdnn.Model.load(os.path.join(ROOT, "models", "lenet.cfg")), vdnn.Backend("cpu", threads=2), batch=4)
+    out = tmp_path / "x.onnx"
+    with pytest.raises(vdnn.Error):
+        net.export_onnx(out)
+    assert not out.exists()
