@@ -236,7 +236,7 @@ static vdnn_status compute(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **o
     switch (st->kind) {
     case VDNN_STEP_LOAD:
         BE_CALL(be->ops->upload(be, net->ptr[plan->ls[0].out], images, vdnn_shape_bytes(net->g->input), err));
-        return be->ops->upload(be, net->ptr[plan->labels], labels, sizeof(int32_t) * (size_t)net->g->input.n, err);
+        return be->ops->upload(be, net->ptr[plan->labels], labels, sizeof(int32_t) * vdnn_graph_label_count(net->g), err);
     case VDNN_STEP_FWD:
         BE_CALL(compute_forward(net, plan, ops, st->layer, false, -1, err));
         if (net->x.hooks && net->x.hooks->forward_done)

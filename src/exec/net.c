@@ -278,7 +278,8 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
                                                                              : net->plan_eval->n_storages;
         net->ptr = calloc((size_t)n_st, sizeof *net->ptr);
         net->host_scratch = malloc(vdnn_shape_bytes(g->layers[g->n_layers - 1].out));
-        if (net->opt.memory.pipelined) net->micro_labels = malloc(sizeof(int32_t) * (size_t)o->batch);
+        if (net->opt.memory.pipelined)
+            net->micro_labels = malloc(sizeof(int32_t) * (size_t)o->batch * (vdnn_graph_label_count(g) / (size_t)g->input.n));
         if (!net->events || !net->ptr || !net->host_scratch || (net->opt.memory.pipelined && !net->micro_labels))
             rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory creating the net");
     }

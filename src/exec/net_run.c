@@ -24,7 +24,9 @@ vdnn_status vdnn_net_train_step(vdnn_net_t *net, const float *images, const int3
                                 vdnn_error *err)
 {
     if (!images || !labels) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "train_step: no images or labels");
-    for (int i = 0; i < net->opt.batch; i++)
+    /* One label per image, or per token of a sequence model. */
+    const size_t per = vdnn_graph_label_count(net->g) / (size_t)net->g->input.n;
+    for (int i = 0; i < (int)((size_t)net->opt.batch * per); i++)
         if (labels[i] < 0 || labels[i] >= net->g->classes)
             return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", labels[i], i,
                              net->g->classes - 1);
@@ -56,14 +58,15 @@ static vdnn_status infer(vdnn_net_t *net, const float *images, const int32_t *la
     if (rc != VDNN_OK) return rc;
     const size_t img = vdnn_shape_bytes(net->g->input) / (size_t)N;
     const float *x = images;
-    int32_t *lab = calloc((size_t)N, sizeof *lab);
+    const size_t per = vdnn_graph_label_count(net->g) / (size_t)N;
+    int32_t *lab = calloc((size_t)N * per, sizeof *lab);
     float *padded = n < N ? calloc((size_t)N, img) : NULL;
     if (!lab || (n < N && !padded)) {
         free(lab);
         free(padded);
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
     }
-    if (labels) memcpy(lab, labels, sizeof *lab * (size_t)n);
+    if (labels) memcpy(lab, labels, sizeof *lab * (size_t)n * per);
     if (padded) {
         memcpy(padded, images, img * (size_t)n);
         x = padded;
@@ -85,10 +88,12 @@ vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int3
 {
     const int K = net->g->classes, N = net->g->input.n;
     if (!labels) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "evaluation: no labels");
+    /* A sequence model's images are its sequences and its rows their tokens: correct and loss_sum count tokens. */
+    const size_t per = vdnn_graph_label_count(net->g) / (size_t)N;
     if (n <= 0 || n > N)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "evaluation batch: %d images is out of range (1 to %d)", n, N);
     /* Checked here, not by the loss op: the counting below indexes the probabilities by label. */
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < (int)((size_t)n * per); i++)
         if (labels[i] < 0 || labels[i] >= K)
             return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", labels[i], i, K - 1);
     vdnn_status rc = infer(net, images, labels, n, err);
@@ -96,7 +101,7 @@ vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int3
     const float *probs = net->host_scratch;
     int ok = 0;
     double ls = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < (int)((size_t)n * per); i++) {
         int best = 0;
         for (int k = 1; k < K; k++)
             if (probs[(size_t)i * K + k] > probs[(size_t)i * K + best]) best = k;
@@ -113,6 +118,7 @@ vdnn_status vdnn_net_predict(vdnn_net_t *net, const float *images, int n, float 
 {
     if (!probs) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "predict: no buffer for the probabilities");
     vdnn_status rc = infer(net, images, NULL, n, err);
-    if (rc == VDNN_OK) memcpy(probs, net->host_scratch, sizeof *probs * (size_t)n * (size_t)net->g->classes);
+    if (rc == VDNN_OK) memcpy(probs, net->host_scratch, sizeof *probs * (size_t)n * (size_t)net->g->classes *
+                                         (vdnn_graph_label_count(net->g) / (size_t)net->g->input.n));
     return rc;
 }

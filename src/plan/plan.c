@@ -276,7 +276,7 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
         if (ly->n_bias) fail |= (s->b = add_storage(p, VDNN_ST_BIAS, l, ly->n_bias * 4, true, ly->name, ".bias")) < 0;
         if (ly->n_stats) fail |= (s->stats = add_storage(p, VDNN_ST_STATS, l, ly->n_stats * 4, true, ly->name, ".stats")) < 0;
     }
-    fail |= (p->labels = add_storage(p, VDNN_ST_LABELS, 0, (size_t)g->input.n * 4, true, "labels", "")) < 0;
+    fail |= (p->labels = add_storage(p, VDNN_ST_LABELS, 0, vdnn_graph_label_count(g) * 4, true, "labels", "")) < 0;
     fail |= (p->loss = add_storage(p, VDNN_ST_LOSS, L - 1, sizeof(float), true, "loss", "")) < 0;
     for (int l = 1; tr && l < L; l++) {
         const vdnn_layer *ly = &g->layers[l];
