@@ -208,6 +208,12 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             NEED_VALUE();
             snprintf(range, sizeof range, "CxHxW, each from 1 to %d, e.g. 3x224x224", VDNN_MAX_SIDE);
             if (!parse_shape(v, &o->in_c, &o->in_h, &o->in_w)) return bad(cmd, f, v, range);
+        } else if (!strcmp(f, "--seq-len") && (allowed & OPT_SHAPE)) {
+            /* A sequence model's input: one token id per position, 1xTx1 (docs/sequence.md). */
+            NEED_VALUE();
+            snprintf(range, sizeof range, "an integer from 1 to %d", VDNN_MAX_SIDE);
+            if (!vdnn_parse_int(v, &n) || n < 1 || n > VDNN_MAX_SIDE) return bad(cmd, f, v, range);
+            o->in_c = 1, o->in_h = (int)n, o->in_w = 1;
         } else if (!strcmp(f, "--classes") && (allowed & OPT_SHAPE)) {
             NEED_VALUE();
             if (!vdnn_parse_int(v, &n) || n < 2 || n > 1000000) return bad(cmd, f, v, "an integer from 2 to 1000000");
