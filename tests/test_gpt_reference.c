@@ -16,8 +16,8 @@
 #define REF_DIR VDNN_SOURCE_DIR "/tests/reference/"
 #define MAX_STEPS 8
 
-/* PyTorch and OpenBLAS/oneDNN sum in other orders: at most 4.5e-7 of a tensor's scale here (h0.ln2.weight.grad). The bound
- * is relative to the tensor's largest value, since attention probabilities and gradients span many magnitudes. */
+/* PyTorch and OpenBLAS/oneDNN sum in other orders: at most 4.5e-7 of a tensor's scale here (h0.ln2.weight.grad).
+ * The bound is relative to the tensor's largest value: attention probabilities and gradients span many magnitudes. */
 #define TOL_STEP0 2e-6
 #define TOL_FINAL 2e-6
 
