@@ -78,6 +78,8 @@ static void env_close(env *e)
     remove(e->path);
 }
 
+static bool adamw_on; /* the optimizer of train_run's nets (set by each test before it trains) */
+
 static vdnn_net_options config(const env *e, vdnn_policy pol, size_t budget, bool poison)
 {
     vdnn_net_options cfg = vdnn_net_options_default();
@@ -91,6 +93,10 @@ static vdnn_net_options config(const env *e, vdnn_policy pol, size_t budget, boo
     cfg.memory.poison = poison;
     cfg.seed = 3;
     cfg.profile = &e->prof;
+    if (adamw_on) {
+        cfg.optimizer = VDNN_OPTIMIZER_ADAMW;
+        cfg.weight_decay = 0.01f;
+    }
     return cfg;
 }
 
@@ -104,6 +110,8 @@ static int count_class(const vdnn_plan_t *p, vdnn_tensor_class c)
 static void train_run(const env *e, vdnn_policy pol, size_t budget, bool poison, run_result *r)
 {
     vdnn_net_options cfg = config(e, pol, budget, poison);
+    cfg.memory.offload_params = budget == 1; /* the caller's way of asking for homed parameters */
+    if (budget == 1) cfg.memory.budget = SIZE_MAX;
     vdnn_net_t *net = NULL;
     vdnn_error err;
     vt_assert_ok(vdnn_net_create(e->g, e->be, &cfg, &net, &err), err);
@@ -144,6 +152,7 @@ static size_t min_budget(const env *e, const vdnn_op_info *info)
 static void test_policies_bitwise(void **state)
 {
     (void)state;
+    adamw_on = false;
     env e;
     env_open(&e);
     vdnn_error err;
@@ -246,11 +255,54 @@ static void test_text_loader(void **state)
                     VDNN_ERR_IO, "text:/tmp");
 }
 
+/* AdamW's two moments are optimizer state like momentum: counted by the plan, swapped with the policies' maps
+ * untouched, homed in host memory with the parameters (offload_params), and every bit as under none. */
+static void test_adamw_policies_bitwise(void **state)
+{
+    (void)state;
+    adamw_on = true;
+    env e;
+    env_open(&e);
+    run_result ref, r;
+    memset(&ref, 0, sizeof ref);
+    train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, true, &ref);
+    adamw_on = false;
+    run_result sgd;
+    memset(&sgd, 0, sizeof sgd);
+    train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, true, &sgd);
+    /* Two moments a parameter instead of one: the parameters' bytes more. */
+    assert_true(ref.train_peak - sgd.train_peak == 867328 * sizeof(float));
+    adamw_on = true;
+    const struct {
+        vdnn_policy pol;
+        size_t budget; /* 1: offload_params */
+        const char *what;
+    } runs[] = {{VDNN_POLICY_ALL, SIZE_MAX, "all"}, {VDNN_POLICY_AUTO, (ref.train_peak * 3) / 4, "auto at 75%"},
+                {VDNN_POLICY_NONE, 1, "none, parameters and moments homed in host memory"}};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        memset(&r, 0, sizeof r);
+        train_run(&e, runs[k].pol, runs[k].budget, true, &r);
+        char head[96];
+        snprintf(head, sizeof head, "gpt-mini AdamW/%s: against none", runs[k].what);
+        vt_assert_same_checkpoint(head, &ref.ck, &r.ck);
+        for (int s = 0; s < STEPS; s++)
+            if (memcmp(&ref.loss[s], &r.loss[s], sizeof(float)))
+                fail_msg("%s: step %d loss %.9g, none gave %.9g", head, s, (double)r.loss[s], (double)ref.loss[s]);
+        print_message("gpt-mini AdamW %-50s peak %zu (none %zu)\n", runs[k].what, r.train_peak, ref.train_peak);
+        vdnn_checkpoint_release(&r.ck);
+    }
+    vdnn_checkpoint_release(&ref.ck);
+    vdnn_checkpoint_release(&sgd.ck);
+    adamw_on = false;
+    env_close(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_loader),
         cmocka_unit_test(test_policies_bitwise),
+        cmocka_unit_test(test_adamw_policies_bitwise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,8 +4,9 @@ computed by PyTorch in float32 on one thread, for tests/test_gpt_reference.c (do
 
 Recorded (VDNNREF1, see README.md): the tokens and next-token labels of a batch of 3 sequences of 6 tokens, the initial
 parameters under vdnn's storage names, every layer's output (".out") and its gradient (".out.grad") at step 0, the
-loss, every parameter gradient (".weight.grad", ".bias.grad"), and 3 SGD steps (lr, momentum 0.9): the losses and the
-final parameters ("final.<name>"). Tensors B x T x F are laid out as vdnn's Bx1xTxF; the attention probabilities are
+loss, every parameter gradient (".weight.grad", ".bias.grad"), 3 SGD steps (lr, momentum 0.9): the losses and the
+final parameters ("final.<name>"), and 3 AdamW steps from the same start ("meta.adamw" lr, beta1, beta2, eps, weight
+decay; "adamw.losses", "adamw.final.<name>"). Tensors B x T x F are laid out as vdnn's Bx1xTxF; the attention probabilities are
 B x heads x T x T; qkv holds q, k and v side by side, head h at columns h*D .. h*D+D-1 of each.
 
 Run with Debian's interpreter (python3-torch): /usr/bin/python3 tests/reference/make_gpt_reference.py
@@ -21,6 +22,7 @@ import torch.nn.functional as Fn
 HERE = os.path.dirname(os.path.abspath(__file__))
 B, T, CONTEXT, F, H, V, LAYERS = 3, 6, 8, 16, 2, 20, 2
 LR, MOMENTUM, STEPS = 0.1, 0.9, 3
+ADAM_LR, ADAM_BETAS, ADAM_EPS, ADAM_WD = 0.01, (0.9, 0.999), 1e-8, 0.01
 
 
 def write_cfg(path):
@@ -138,6 +140,7 @@ def main():
     tokens = text[:-1].view(B, T)
     labels = text[1:].view(B, T)
     p = make_params(gen)
+    init = {k: v.detach().clone() for k, v in p.items()}
     w = Writer()
     w.add("meta.batch", torch.tensor([B]), I32)
     w.add("meta.steps", torch.tensor([STEPS]), I32)
@@ -166,9 +169,24 @@ def main():
     w.add("meta.losses", torch.tensor(losses))
     for k, v in p.items():
         w.add("final." + k, v)
+    # AdamW from the same initial parameters (the generator is not drawn from again: same start).
+    p = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
+    opt = torch.optim.AdamW(p.values(), lr=ADAM_LR, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=ADAM_WD)
+    sgd_losses, losses = losses, []
+    for step in range(STEPS):
+        opt.zero_grad()
+        loss = forward(p, tokens, labels, {})
+        loss.backward()
+        losses.append(loss.item())
+        opt.step()
+    w.add("meta.adamw", torch.tensor([ADAM_LR, ADAM_BETAS[0], ADAM_BETAS[1], ADAM_EPS, ADAM_WD]))
+    w.add("adamw.losses", torch.tensor(losses))
+    for k, v in p.items():
+        w.add("adamw.final." + k, v)
     path = os.path.join(HERE, "gpt-tiny.bin")
     w.write(path)
-    print(f"wrote {path}: {len(w.arrays)} arrays; losses {', '.join(f'{l:.6f}' for l in losses)}", file=sys.stderr)
+    print(f"wrote {path}: {len(w.arrays)} arrays; SGD losses {', '.join(f'{l:.6f}' for l in sgd_losses)}; AdamW losses "
+          f"{', '.join(f'{l:.6f}' for l in losses)}", file=sys.stderr)
 
 
 if __name__ == "__main__":
