@@ -30,6 +30,19 @@ if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 32 --steps
     grep -q "validation loss: [0-9.]* nats/token, [0-9.]* bits/token" "$TMP/out"; then ok
 else bad "train gpt-mini on text: $(head -c 400 "$TMP/err") $(tail -2 "$TMP/out")"; fi
 
+# AdamW: a bad name is refused; its two moments make the plan larger by the parameters' bytes (867,328 floats).
+run "--optimizer foo" 2 "--optimizer" "'foo'" -- train "${common[@]}" --data "text:$TMP/text.txt" --optimizer foo
+run "--beta1 1" 2 "--beta1" -- train "${common[@]}" --data "text:$TMP/text.txt" --optimizer adamw --beta1 1
+"$VDNN" plan gpt-mini --seq-len 32 --batch 4 --device cpu --json >"$TMP/sgd.json" 2>/dev/null
+"$VDNN" plan gpt-mini --seq-len 32 --batch 4 --device cpu --optimizer adamw --json >"$TMP/adamw.json" 2>/dev/null
+if [ "$(($(json_get "$TMP/adamw.json" peak_device_bytes) - $(json_get "$TMP/sgd.json" peak_device_bytes)))" = 3469312 ]
+then ok; else bad "plan --optimizer adamw: not 3469312 bytes more than SGD's"; fi
+if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 32 --steps 2 --no-eval --optimizer adamw --lr 0.001 \
+        --policy all --poison --json >"$TMP/run.json" 2>"$TMP/err" && "$VDNN" plan gpt-mini --seq-len 32 --batch 4 \
+        --device cpu --optimizer adamw --policy all --json >"$TMP/plan.json" 2>/dev/null &&
+    [ "$(json_get "$TMP/plan.json" peak_device_bytes)" = "$(json_get "$TMP/run.json" peak_device_bytes)" ]; then ok
+else bad "train --optimizer adamw --policy all: $(head -c 300 "$TMP/err")"; fi
+
 # The peak training measures is the one `vdnn plan` plans, under a swapping policy too.
 for p in none all auto; do
     "$VDNN" plan gpt-mini --seq-len 32 --batch 4 --device cpu --policy "$p" --json >"$TMP/plan.json" 2>"$TMP/err" ||
