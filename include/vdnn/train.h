@@ -29,6 +29,12 @@ VDNN_API const char *vdnn_dataset_source(const vdnn_dataset_t *ds);
 /* The images (n x c x h x w floats) and labels (one per image; text: one per token), owned by the dataset. */
 VDNN_API const float *vdnn_dataset_images(const vdnn_dataset_t *ds);
 VDNN_API const int32_t *vdnn_dataset_labels(const vdnn_dataset_t *ds);
+/* The order vdnn_train_run visits the images in, in epoch `epoch` of a net seeded `seed`: order[0 .. n) gets every
+ * image index once (n: the image count). With batches of b images an epoch has n / b steps (the rest is dropped),
+ * and global step s trains on order[(s % (n / b)) * b ...] of epoch s / (n / b). A caller feeding
+ * vdnn_net_train_step these batches trains as the loop does. */
+VDNN_API vdnn_status vdnn_dataset_order(const vdnn_dataset_t *ds, uint64_t seed, long epoch, int32_t *order,
+                                        vdnn_error *err);
 
 /* What the loop reports every log_every steps, at each epoch's end and at the last step. */
 typedef struct vdnn_progress {

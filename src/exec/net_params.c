@@ -128,11 +128,11 @@ vdnn_status vdnn_net_set(vdnn_net_t *net, const char *name, const float *host, s
 vdnn_status vdnn_net_init_params(vdnn_net_t *net, vdnn_error *err)
 {
     const vdnn_plan_t *p = net->plan_train;
+    /* Sized by every storage the loop below fills, not by the layers' parameters alone: the labels are
+     * persistent too, and at a large batch on a small net they outgrow every weight. */
     size_t max_n = 0;
-    for (int l = 1; l < net->g->n_layers; l++) {
-        const vdnn_layer *ly = &net->g->layers[l];
-        max_n = max_sz(max_n, max_sz(ly->n_weight, max_sz(ly->n_bias, ly->n_stats)));
-    }
+    for (int i = 0; i < p->n_storages; i++)
+        if (param_like(&p->st[i])) max_n = max_sz(max_n, p->st[i].bytes / sizeof(float));
     float *buf = malloc(max_sz(max_n, 1) * sizeof(float));
     if (!buf) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory initialising parameters");
     vdnn_status rc = VDNN_OK;
