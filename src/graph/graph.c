@@ -363,7 +363,7 @@ static vdnn_status resolve_layer(vdnn_graph_t *g, int idx, vdnn_error *err)
         break;
     }
     case VDNN_LAYER_ATTN_PROBS: {
-        if (in.c != 1 || in.w % 3 || (in.w / 3) % p->heads)
+        if (p->heads < 1 || in.c != 1 || in.w % 3 || (in.w / 3) % p->heads)
             return layer_fail(g, L, err, "attn_probs reads q, k and v side by side (1xTx3F with F a multiple of "
                               "heads=%d), got %s", p->heads, shape_str(in, a, sizeof a));
         out.c = p->heads;
