@@ -66,7 +66,8 @@ vdnn_status vdnn_text_open(const char *path, int seq_len, vdnn_split split, vdnn
         free(b);
         return vdnn_fail(err, VDNN_ERR_FORMAT, "text:%s: the file is empty", path);
     }
-    const size_t cut = len - len / 10, lo = split == VDNN_SPLIT_TRAIN ? 0 : cut, hi = split == VDNN_SPLIT_TRAIN ? cut : len;
+    const bool train = split == VDNN_SPLIT_TRAIN;
+    const size_t cut = len - len / 10, lo = train ? 0 : cut, hi = train ? cut : len;
     const size_t count = hi - lo > 0 ? (hi - lo - 1) / (size_t)seq_len : 0;
     /* Both parts need a sequence: at least seq_len + 1 bytes in the held-out tenth, so 10 (seq_len + 1) in all. */
     const size_t need = 10 * ((size_t)seq_len + 1);
