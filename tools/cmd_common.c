@@ -41,7 +41,8 @@ static const struct mem_flag {
 static const struct { const char *field, *flag; } plain_fields[] = {
     {"batch", "--batch"}, {"input", "--input"}, {"classes", "--classes"}, {"seed", "--seed"},
     {"lr", "--lr"}, {"lr_schedule", "--lr-schedule"}, {"momentum", "--momentum"},
-    {"weight_decay", "--weight-decay"}, {"threads", "--threads"}, {"epochs", "--epochs"}, {"steps", "--steps"},
+    {"weight_decay", "--weight-decay"}, {"optimizer", "--optimizer"}, {"beta1, beta2", "--beta1, --beta2"},
+    {"eps", "--eps"}, {"memory.optimizer_moments", "--optimizer"}, {"threads", "--threads"}, {"epochs", "--epochs"}, {"steps", "--steps"},
     {"iterations", "--iterations"},
 };
 
@@ -62,6 +63,9 @@ void cli_defaults(cli_options *o)
     o->lr_schedule = "cosine";
     o->momentum = 0.9;
     o->weight_decay = 5e-4;
+    o->beta1 = 0.9;
+    o->beta2 = 0.999;
+    o->eps = 1e-8;
     o->seed = 1;
     o->device = "auto";
     o->log_every = 100;
@@ -208,6 +212,12 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             NEED_VALUE();
             snprintf(range, sizeof range, "CxHxW, each from 1 to %d, e.g. 3x224x224", VDNN_MAX_SIDE);
             if (!parse_shape(v, &o->in_c, &o->in_h, &o->in_w)) return bad(cmd, f, v, range);
+        } else if (!strcmp(f, "--seq-len") && (allowed & OPT_SHAPE)) {
+            /* A sequence model's input: one token id per position, 1xTx1 (docs/sequence.md). */
+            NEED_VALUE();
+            snprintf(range, sizeof range, "an integer from 1 to %d", VDNN_MAX_SIDE);
+            if (!vdnn_parse_int(v, &n) || n < 1 || n > VDNN_MAX_SIDE) return bad(cmd, f, v, range);
+            o->in_c = 1, o->in_h = (int)n, o->in_w = 1;
         } else if (!strcmp(f, "--classes") && (allowed & OPT_SHAPE)) {
             NEED_VALUE();
             if (!vdnn_parse_int(v, &n) || n < 2 || n > 1000000) return bad(cmd, f, v, "an integer from 2 to 1000000");
@@ -235,6 +245,20 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             NEED_VALUE();
             if (!vdnn_parse_float(v, &d) || d < 0 || d >= 1) return bad(cmd, f, v, "a number in [0, 1)");
             o->momentum = d;
+        } else if (!strcmp(f, "--optimizer") && (allowed & (OPT_TRAINING | OPT_MEMORY))) {
+            /* AdamW keeps two moments per parameter: the plan (vdnn plan too) counts them. */
+            NEED_VALUE();
+            if (strcmp(v, "sgd") && strcmp(v, "adamw")) return bad(cmd, f, v, "sgd or adamw");
+            o->adamw = !strcmp(v, "adamw");
+            o->mem.optimizer_moments = o->adamw ? 2 : 1;
+        } else if ((!strcmp(f, "--beta1") || !strcmp(f, "--beta2")) && (allowed & OPT_TRAINING)) {
+            NEED_VALUE();
+            if (!vdnn_parse_float(v, &d) || d < 0 || d >= 1) return bad(cmd, f, v, "a number in [0, 1)");
+            *(f[6] == '1' ? &o->beta1 : &o->beta2) = d;
+        } else if (!strcmp(f, "--eps") && (allowed & OPT_TRAINING)) {
+            NEED_VALUE();
+            if (!vdnn_parse_float(v, &d) || d <= 0 || d >= 1) return bad(cmd, f, v, "a number in (0, 1)");
+            o->eps = d;
         } else if (!strcmp(f, "--weight-decay") && (allowed & OPT_TRAINING)) {
             NEED_VALUE();
             if (!vdnn_parse_float(v, &d) || d < 0 || d >= 1) return bad(cmd, f, v, "a number in [0, 1)");
@@ -371,6 +395,10 @@ vdnn_net_options cli_net_options(const cli_options *o, vdnn_shape in, int classe
     no.momentum = (float)o->momentum;
     no.weight_decay = (float)o->weight_decay;
     no.memory = o->mem;
+    no.optimizer = o->adamw ? VDNN_OPTIMIZER_ADAMW : VDNN_OPTIMIZER_SGD;
+    no.beta1 = (float)o->beta1;
+    no.beta2 = (float)o->beta2;
+    no.eps = (float)o->eps;
     return no;
 }
 

@@ -19,6 +19,8 @@ typedef struct cli_options {
     double lr;
     const char *lr_schedule;
     double momentum, weight_decay;
+    bool adamw;               /* --optimizer adamw (else SGD) */
+    double beta1, beta2, eps; /* AdamW */
     long seed;
     int threads;
     const char *device;       /* auto | cpu | cuda */

@@ -48,6 +48,8 @@ typedef struct vdnn_memory_options {
     double link_bandwidth_h2d;
     bool poison;                 /* fill freed and offloaded device memory with NaN */
     bool allow_oversubscribe;    /* policy um: a managed pool beyond the device's free memory */
+    int optimizer_moments;       /* parameter-sized state the optimizer keeps per parameter: 1, SGD's momentum (the
+                                    default), or 2, AdamW's two moments; a net sets it from its optimizer */
 } vdnn_memory_options;
 
 VDNN_API vdnn_memory_options vdnn_memory_options_default(void);

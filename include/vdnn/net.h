@@ -10,6 +10,11 @@
 extern "C" {
 #endif
 
+typedef enum vdnn_optimizer {
+    VDNN_OPTIMIZER_SGD = 0, /* SGD with momentum and weight decay (PyTorch's rule), the default */
+    VDNN_OPTIMIZER_ADAMW,   /* AdamW (PyTorch's torch.optim.AdamW): two moments per parameter, which the plan counts */
+} vdnn_optimizer;
+
 typedef struct vdnn_net_options {
     int batch;                     /* images per step (default 64); with memory.micro_batches M, M of batch/M */
     int in_c, in_h, in_w;          /* input CxHxW; all 0: the model's default (the default) */
@@ -20,6 +25,8 @@ typedef struct vdnn_net_options {
     vdnn_memory_options memory;    /* vdnn_memory_options_default() */
     const vdnn_profile_t *profile; /* costs the plan is made with (NULL, the default: the default estimate);
                                       borrowed: it must outlive the net */
+    vdnn_optimizer optimizer;      /* default SGD; sets memory.optimizer_moments (1 or 2) */
+    float beta1, beta2, eps;       /* AdamW (defaults 0.9, 0.999, 1e-8); weight_decay is its decoupled decay */
 } vdnn_net_options;
 
 VDNN_API vdnn_net_options vdnn_net_options_default(void);

@@ -73,6 +73,7 @@ typedef struct vdnn_memory_options {
     double link_bandwidth_h2d;
     bool poison;
     bool allow_oversubscribe;
+    int optimizer_moments;
 } vdnn_memory_options;
 vdnn_memory_options vdnn_memory_options_default(void);
 vdnn_status vdnn_memory_options_check(const vdnn_memory_options *m, vdnn_error *err);
@@ -201,6 +202,10 @@ vdnn_status vdnn_svg_memory(const char *path, const char *title, const char *sub
 vdnn_status vdnn_svg_gantt(const char *path, const char *title, const char *subtitle,
                                     const vdnn_timeline_t *const *tl, const char *const *names, int n, vdnn_error *err);
 /* net.h */
+typedef enum vdnn_optimizer {
+    VDNN_OPTIMIZER_SGD = 0,
+    VDNN_OPTIMIZER_ADAMW,
+} vdnn_optimizer;
 typedef struct vdnn_net_options {
     int batch;
     int in_c, in_h, in_w;
@@ -210,6 +215,8 @@ typedef struct vdnn_net_options {
     float weight_decay;
     vdnn_memory_options memory;
     const vdnn_profile_t *profile;
+    vdnn_optimizer optimizer;
+    float beta1, beta2, eps;
 } vdnn_net_options;
 vdnn_net_options vdnn_net_options_default(void);
 vdnn_status vdnn_net_create(const vdnn_model_t *m, vdnn_backend_t *be, const vdnn_net_options *o,

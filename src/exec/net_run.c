@@ -24,7 +24,9 @@ vdnn_status vdnn_net_train_step(vdnn_net_t *net, const float *images, const int3
                                 vdnn_error *err)
 {
     if (!images || !labels) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "train_step: no images or labels");
-    for (int i = 0; i < net->opt.batch; i++)
+    /* One label per image, or per token of a sequence model. */
+    const size_t per = vdnn_graph_label_count(net->g) / (size_t)net->g->input.n;
+    for (int i = 0; i < (int)((size_t)net->opt.batch * per); i++)
         if (labels[i] < 0 || labels[i] >= net->g->classes)
             return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", labels[i], i,
                              net->g->classes - 1);
@@ -58,14 +60,15 @@ static vdnn_status infer(vdnn_net_t *net, const float *images, const int32_t *la
     if (rc != VDNN_OK) return rc;
     const size_t img = vdnn_shape_bytes(net->g->input) / (size_t)N;
     const float *x = images;
-    int32_t *lab = calloc((size_t)N, sizeof *lab);
+    const size_t per = vdnn_graph_label_count(net->g) / (size_t)N;
+    int32_t *lab = calloc((size_t)N * per, sizeof *lab);
     float *padded = n < N ? calloc((size_t)N, img) : NULL;
     if (!lab || (n < N && !padded)) {
         free(lab);
         free(padded);
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
     }
-    if (labels) memcpy(lab, labels, sizeof *lab * (size_t)n);
+    if (labels) memcpy(lab, labels, sizeof *lab * (size_t)n * per);
     if (padded) {
         memcpy(padded, images, img * (size_t)n);
         x = padded;
@@ -88,10 +91,12 @@ vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int3
 {
     const int K = net->g->classes, N = net->g->input.n;
     if (!labels) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "evaluation: no labels");
+    /* A sequence model's images are its sequences and its rows their tokens: correct and loss_sum count tokens. */
+    const size_t per = vdnn_graph_label_count(net->g) / (size_t)N;
     if (n <= 0 || n > N)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "evaluation batch: %d images is out of range (1 to %d)", n, N);
     /* Checked here, not by the loss op: the counting below indexes the probabilities by label. */
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < (int)((size_t)n * per); i++)
         if (labels[i] < 0 || labels[i] >= K)
             return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", labels[i], i, K - 1);
     vdnn_status rc = infer(net, images, labels, n, net->g->n_layers - 1, net->host_scratch, err);
@@ -99,7 +104,7 @@ vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int3
     const float *probs = net->host_scratch;
     int ok = 0;
     double ls = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < (int)((size_t)n * per); i++) {
         int best = 0;
         for (int k = 1; k < K; k++)
             if (probs[(size_t)i * K + k] > probs[(size_t)i * K + best]) best = k;
@@ -116,7 +121,8 @@ vdnn_status vdnn_net_predict(vdnn_net_t *net, const float *images, int n, float 
 {
     if (!probs) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "predict: no buffer for the probabilities");
     vdnn_status rc = infer(net, images, NULL, n, net->g->n_layers - 1, net->host_scratch, err);
-    if (rc == VDNN_OK) memcpy(probs, net->host_scratch, sizeof *probs * (size_t)n * (size_t)net->g->classes);
+    if (rc == VDNN_OK) memcpy(probs, net->host_scratch, sizeof *probs * (size_t)n * (size_t)net->g->classes *
+                                         (vdnn_graph_label_count(net->g) / (size_t)net->g->input.n));
     return rc;
 }
 
@@ -126,13 +132,16 @@ vdnn_status vdnn_net_forward(vdnn_net_t *net, const float *images, int n, float 
     const vdnn_graph_t *g = net->g;
     const vdnn_layer *loss = &g->layers[g->n_layers - 1];
     /* The logits are the loss's input: the model's output before vdnn's softmax. It holds batch x classes
-     * values (an N x C x 1 x 1 map or an N x F vector alike), the size of the probabilities' scratch. */
+     * values (an N x C x 1 x 1 map or an N x F vector alike; a sequence model's per token), the size of the
+     * probabilities' scratch. */
     const int src = loss->inputs[0];
     const vdnn_shape s = g->layers[src].out;
     if (vdnn_shape_bytes(s) != vdnn_shape_bytes(loss->out))
         return vdnn_fail(err, VDNN_ERR_SHAPE, "forward: '%s' gives %dx%dx%d values per image, not %d logits",
                          g->layers[src].name, s.c, s.h, s.w, g->classes);
     vdnn_status rc = infer(net, images, NULL, n, src, net->host_scratch, err);
-    if (rc == VDNN_OK) memcpy(logits, net->host_scratch, sizeof *logits * (size_t)n * (size_t)g->classes);
+    if (rc == VDNN_OK)
+        memcpy(logits, net->host_scratch,
+               sizeof *logits * (size_t)n * (size_t)g->classes * (vdnn_graph_label_count(g) / (size_t)g->input.n));
     return rc;
 }

@@ -276,7 +276,7 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
         if (ly->n_bias) fail |= (s->b = add_storage(p, VDNN_ST_BIAS, l, ly->n_bias * 4, true, ly->name, ".bias")) < 0;
         if (ly->n_stats) fail |= (s->stats = add_storage(p, VDNN_ST_STATS, l, ly->n_stats * 4, true, ly->name, ".stats")) < 0;
     }
-    fail |= (p->labels = add_storage(p, VDNN_ST_LABELS, 0, (size_t)g->input.n * 4, true, "labels", "")) < 0;
+    fail |= (p->labels = add_storage(p, VDNN_ST_LABELS, 0, vdnn_graph_label_count(g) * 4, true, "labels", "")) < 0;
     fail |= (p->loss = add_storage(p, VDNN_ST_LOSS, L - 1, sizeof(float), true, "loss", "")) < 0;
     for (int l = 1; tr && l < L; l++) {
         const vdnn_layer *ly = &g->layers[l];
@@ -286,6 +286,12 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
         if (ly->n_bias) fail |= (s->db = add_storage(p, VDNN_ST_BGRAD, l, ly->n_bias * 4, keep, ly->name, ".bias.grad")) < 0;
         if (ly->n_weight) fail |= (s->vw = add_storage(p, VDNN_ST_WMOM, l, ly->n_weight * 4, true, ly->name, ".weight.momentum")) < 0;
         if (ly->n_bias) fail |= (s->vb = add_storage(p, VDNN_ST_BMOM, l, ly->n_bias * 4, true, ly->name, ".bias.momentum")) < 0;
+        /* AdamW's second moments: optimizer state like momentum (homed, exported and counted alike). */
+        const bool adam = p->req.memory.optimizer_moments >= 2;
+        if (adam && ly->n_weight)
+            fail |= (s->vw2 = add_storage(p, VDNN_ST_WMOM, l, ly->n_weight * 4, true, ly->name, ".weight.moment2")) < 0;
+        if (adam && ly->n_bias)
+            fail |= (s->vb2 = add_storage(p, VDNN_ST_BMOM, l, ly->n_bias * 4, true, ly->name, ".bias.moment2")) < 0;
         /* Ops overwrite their gradients: a later micro-batch's go here first, then are added to the sum. */
         if (p->micro_batches > 1 && ly->n_weight)
             fail |= (s->dwm = add_storage(p, VDNN_ST_TEMP, l, ly->n_weight * 4, false, ly->name, ".weight.grad.micro")) < 0;
@@ -864,7 +870,7 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
     }
     for (int l = 0; l < g->n_layers; l++)
-        p->ls[l] = (vdnn_layer_storage){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false};
+        p->ls[l] = (vdnn_layer_storage){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false};
     rc = build_storages(p, g, err);
     if (rc == VDNN_OK) rc = build_steps(p, g, err);
     if (rc != VDNN_OK) {

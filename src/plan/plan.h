@@ -114,6 +114,7 @@ typedef struct vdnn_layer_algos {
 typedef struct vdnn_layer_storage {
     int out, aux, grad;
     int w, b, stats, dw, db, vw, vb;
+    int vw2, vb2;    /* AdamW (memory.optimizer_moments 2): the second moments; vw, vb hold the first */
     int dwm, dbm;    /* with micro-batches: where a later micro-batch's gradients go before they are added to dw, db */
     int xs, xb;      /* a streamed input: its host copy (vdnn_storage.streamed), and the two chunk buffers its
                         backward step reads it through (training plans) */

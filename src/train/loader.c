@@ -75,7 +75,8 @@ static void fill(vdnn_loader *l, int buf, long step)
         int s = l->perm[first + i];
         memcpy(l->images[buf] + (size_t)i * l->sample, l->ds->images + (size_t)s * l->sample,
                l->sample * sizeof(float));
-        l->labels[buf][i] = l->ds->labels[s];
+        const size_t per = (size_t)l->ds->labels_per;
+        memcpy(l->labels[buf] + (size_t)i * per, l->ds->labels + (size_t)s * per, per * sizeof(int32_t));
     }
     l->n[buf] = n;
 }
@@ -142,7 +143,7 @@ vdnn_status vdnn_loader_create(const vdnn_dataset_t *ds, int batch, bool shuffle
     l->perm = malloc((size_t)ds->count * sizeof *l->perm);
     for (int b = 0; b < 2; b++) {
         l->images[b] = malloc((size_t)batch * l->sample * sizeof(float));
-        l->labels[b] = malloc((size_t)batch * sizeof(int32_t));
+        l->labels[b] = malloc((size_t)batch * (size_t)ds->labels_per * sizeof(int32_t));
     }
     if (!l->perm || !l->images[0] || !l->images[1] || !l->labels[0] || !l->labels[1]) {
         free_memory(l);

@@ -54,6 +54,10 @@ static vdnn_status lookup(const cuda_backend *b, const vdnn_op_desc *d, const cu
     if ((int)d->kind < 0 || d->kind >= VDNN_LAYER_KIND_COUNT)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda op: unknown layer kind %d", (int)d->kind);
     *impl = op_table[d->kind];
+    /* The sequence layers run on the CPU only for now (docs/sequence.md). */
+    if (!*impl && d->kind >= VDNN_LAYER_EMBED)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda op: %s has no CUDA implementation yet (run it on the CPU)",
+                         vdnn_layer_kind_name(d->kind));
     if (!*impl || !(*impl)->query)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda op: layer kind %d (%s) has no op", (int)d->kind,
                          d->kind == VDNN_LAYER_INPUT ? "input" : "not implemented");
