@@ -43,12 +43,14 @@ VDNN_API void vdnn_net_free(vdnn_net_t *net);
 VDNN_API vdnn_status vdnn_net_train_step(vdnn_net_t *net, const float *images, const int32_t *labels, float lr,
                                          float *loss, vdnn_error *err);
 /* Inference on n <= batch / micro_batches images: *correct predictions and the summed loss (either may be NULL).
- * predict gives the n x classes softmax probabilities instead. */
+ * predict gives the n x classes softmax probabilities instead (a sequence model's: n x seq_len x classes, per
+ * token). */
 VDNN_API vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int32_t *labels, int n,
                                          int *correct, double *loss_sum, vdnn_error *err);
 VDNN_API vdnn_status vdnn_net_predict(vdnn_net_t *net, const float *images, int n, float *probs, vdnn_error *err);
-/* The same in evaluation mode, giving the n x classes logits: the model's output before the softmax of vdnn's
- * loss (for an ONNX model, the graph's output, or the input of a final Softmax node). */
+/* The same in evaluation mode, giving the n x classes logits (a sequence model's per token, as predict): the
+ * model's output before the softmax of vdnn's loss (for an ONNX model, the graph's output, or the input of a
+ * final Softmax node). */
 VDNN_API vdnn_status vdnn_net_forward(vdnn_net_t *net, const float *images, int n, float *logits, vdnn_error *err);
 
 /* The parameters and buffers a checkpoint holds: weights, biases, running statistics and momentum, named
