@@ -51,6 +51,9 @@ VDNN_API vdnn_status vdnn_net_predict(vdnn_net_t *net, const float *images, int 
 /* The same in evaluation mode, giving the n x classes logits (a sequence model's per token, as predict): the
  * model's output before the softmax of vdnn's loss (for an ONNX model, the graph's output, or the input of a
  * final Softmax node). */
+/* Labels (and predicted rows) per sample: 1 for an image model, the sequence length for a sequence model, whose
+ * train_step and eval_batch take n x that many labels. */
+VDNN_API int vdnn_net_labels_per_sample(const vdnn_net_t *net);
 VDNN_API vdnn_status vdnn_net_forward(vdnn_net_t *net, const float *images, int n, float *logits, vdnn_error *err);
 
 /* The parameters and buffers a checkpoint holds: weights, biases, running statistics and momentum, named

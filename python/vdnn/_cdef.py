@@ -227,6 +227,7 @@ vdnn_status vdnn_net_train_step(vdnn_net_t *net, const float *images, const int3
 vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int32_t *labels, int n,
                                          int *correct, double *loss_sum, vdnn_error *err);
 vdnn_status vdnn_net_predict(vdnn_net_t *net, const float *images, int n, float *probs, vdnn_error *err);
+int vdnn_net_labels_per_sample(const vdnn_net_t *net);
 vdnn_status vdnn_net_forward(vdnn_net_t *net, const float *images, int n, float *logits, vdnn_error *err);
 typedef struct vdnn_param_info {
     char name[96];

@@ -28,14 +28,16 @@ def _images(images, arg, shape_tail, n=None):
     return np.ascontiguousarray(images)
 
 
-def _labels(labels, arg, n, classes):
-    """labels as a C-contiguous int32 (n,) array of 0 .. classes-1, or ValueError naming arg."""
+def _labels(labels, arg, n, classes, per=1):
+    """labels as a C-contiguous int32 (n,) array of 0 .. classes-1 ((n, per) for a sequence model's per-token
+    labels), or ValueError naming arg."""
+    shape = (n,) if per == 1 else (n, per)
     if not isinstance(labels, np.ndarray):
-        raise ValueError("%s: a numpy array of integers (%d,), not %s" % (arg, n, type(labels).__name__))
+        raise ValueError("%s: a numpy array of integers %s, not %s" % (arg, shape, type(labels).__name__))
     if labels.dtype.kind not in "iu":
-        raise ValueError("%s: an integer dtype expected (shape (%d,)), got %s" % (arg, n, labels.dtype))
-    if labels.shape != (n,):
-        raise ValueError("%s: shape (%d,) expected, got %s" % (arg, n, tuple(labels.shape)))
+        raise ValueError("%s: an integer dtype expected (shape %s), got %s" % (arg, shape, labels.dtype))
+    if labels.shape != shape:
+        raise ValueError("%s: shape %s expected, got %s" % (arg, shape, tuple(labels.shape)))
     if n and (labels.min() < 0 or labels.max() >= classes):
         raise ValueError("%s: labels must lie in 0 .. %d (%d classes), got %d .. %d"
                          % (arg, classes - 1, classes, labels.min(), labels.max()))
@@ -94,10 +96,15 @@ class Net:
         """One SGD step on images (float32, (batch, c, h, w)) and labels (integers, (batch,)); returns the mean
         training loss."""
         x = _images(images, "images", self.input_shape, self.batch)
-        y = _labels(labels, "labels", self.batch, self.classes)
+        y = _labels(labels, "labels", self.batch, self.classes, self._per)
         loss = ffi.new("float *")
         call(lib.vdnn_net_train_step, self._h, _ptr("float *", x), _ptr("int32_t *", y), lr, loss)
         return float(loss[0])
+
+    @property
+    def _per(self):
+        """Labels per sample: 1, or a sequence model's tokens per sequence."""
+        return lib.vdnn_net_labels_per_sample(self._h)
 
     def _eval_chunk(self):
         return max(1, self.batch // max(1, self.micro_batches))
@@ -114,7 +121,7 @@ class Net:
             return float(acc[0]), float(loss[0])
         x = _images(images, "images", self.input_shape)
         n = x.shape[0]
-        y = _labels(labels, "labels", n, self.classes)
+        y = _labels(labels, "labels", n, self.classes, self._per)
         chunk = self._eval_chunk()
         correct, loss_sum = 0, 0.0
         ok = ffi.new("int *")
@@ -131,7 +138,7 @@ class Net:
         """Softmax probabilities, float32 (n, classes), of images (float32 (n, c, h, w))."""
         x = _images(images, "images", self.input_shape)
         n = x.shape[0]
-        out = np.empty((n, self.classes), np.float32)
+        out = np.empty((n, self.classes) if self._per == 1 else (n, self._per, self.classes), np.float32)
         chunk = self._eval_chunk()
         for a in range(0, n, chunk):
             k = min(chunk, n - a)
@@ -143,7 +150,7 @@ class Net:
         softmax loss starts from."""
         x = _images(images, "images", self.input_shape)
         n = x.shape[0]
-        out = np.empty((n, self.classes), np.float32)
+        out = np.empty((n, self.classes) if self._per == 1 else (n, self._per, self.classes), np.float32)
         chunk = self._eval_chunk()
         for a in range(0, n, chunk):
             k = min(chunk, n - a)

@@ -117,6 +117,11 @@ vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int3
     return VDNN_OK;
 }
 
+int vdnn_net_labels_per_sample(const vdnn_net_t *net)
+{
+    return (int)(vdnn_graph_label_count(net->g) / (size_t)net->g->input.n);
+}
+
 vdnn_status vdnn_net_predict(vdnn_net_t *net, const float *images, int n, float *probs, vdnn_error *err)
 {
     if (!probs) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "predict: no buffer for the probabilities");

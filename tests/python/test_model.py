@@ -78,3 +78,22 @@ def test_export_needs_an_onnx_model(tmp_path):
     with pytest.raises(vdnn.Error):
         net.export_onnx(out)
     assert not out.exists()
+
+
+def test_sequence_model_takes_labels_per_token():
+    """A sequence model's labels and outputs are per token: (n, seq_len) labels, (n, seq_len, classes) logits;
+    labels shaped as an image model's are refused before the library reads past them."""
+    m = vdnn.Model.load(os.path.join(ROOT, "models", "gpt-mini.cfg"))
+    net = vdnn.Net(m, vdnn.Backend("cpu", threads=2), batch=2)
+    (c, t, w), k = net.input_shape, net.classes
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, k, size=(2, c, t, w)).astype(np.float32)
+    y = rng.integers(0, k, size=(2, t))
+    assert np.isfinite(net.train_step(x, y))
+    z = net.forward(x)
+    assert z.shape == (2, t, k)
+    p = net.predict(x)
+    e = np.exp(z.astype(np.float64) - z.max(axis=2, keepdims=True))
+    np.testing.assert_allclose(p, e / e.sum(axis=2, keepdims=True), rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match=r"\(2, %d\)" % t):
+        net.train_step(x, y[:, 0])
