@@ -522,6 +522,7 @@ static const vdnn_backend_ops cuda_ops = {
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
     .dev_free_bytes = cuda_dev_free_bytes,
+    .describe = vdnn_cuda_describe,
     .copy_async = cuda_copy_async,
     .upload = cuda_upload,
     .download = cuda_download,

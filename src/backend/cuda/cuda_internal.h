@@ -160,4 +160,7 @@ void vdnn_cuda_op_destroy(vdnn_backend_t *be, vdnn_op *op);
 vdnn_status vdnn_cuda_op_forward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
 vdnn_status vdnn_cuda_op_backward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
 
+/* The GPU, the CUDA and cuDNN versions, and the settings op info depends on (cuda_describe.c). */
+void vdnn_cuda_describe(vdnn_backend_t *be, vdnn_device_info *out);
+
 #endif
