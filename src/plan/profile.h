@@ -56,7 +56,7 @@ typedef struct vdnn_profile {
      * answered on the device), "described" (written from the backend's rules without the device: what each op
      * keeps is the backend's, sizes only the device can give are derived, as `note` says); "" with no op info. */
     char op_info_source[16];
-    char note[1024];          /* free text a file carries about its provenance ("" none) */
+    char note[2048];          /* free text a file carries about its provenance ("" none) */
     int version;              /* the file format version it was read from (VDNN_PROFILE_VERSION when made here) */
 } vdnn_profile;
 
