@@ -17,7 +17,10 @@ typedef struct cli_cost_options {
 } cli_cost_options;
 
 #define CLI_COST_USAGE                                                                                          \
-    "Costs come from --profile FILE (written by a measuring run), or from a roofline estimate:\n"               \
+    "Costs come from a profile or from a roofline estimate:\n"                                                  \
+    "  --profile FILE           written by `vdnn profile`, with the device's op info (what ops keep,\n"        \
+    "                           workspaces): plans use it, so they are that device's on any machine,\n"        \
+    "                           unless --device names a backend to plan with (docs/profiles.md)\n"             \
     "  --estimate-flops F       compute rate in flop/s (default 1e13)\n"                                         \
     "  --estimate-bw B          device memory bandwidth in bytes/s, e.g. 5e11 or 500GB/s (default 5e11)\n"      \
     "  --link-bandwidth L       host link bandwidth per direction, e.g. 16GB/s (default 16GB/s);\n"             \
