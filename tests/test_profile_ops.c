@@ -1,5 +1,6 @@
 /* Profiles that carry op info: the round trip of the device description and every layer's candidates; a plan made
- * from a profile with no backend equals the plan the recording backend makes, for several zoo nets and policies;
+ * from a profile with no backend equals the plan the recording backend makes (JSON text, and every block's offset,
+ * class and action), for several zoo nets and policies;
  * older files (format version 1, no op info) fall back to the CPU backend's op info; newer, malformed and truncated
  * files, and profiles made for another batch or another backend, fail with messages that name the file or what
  * differs. */
@@ -69,6 +70,32 @@ static vdnn_model_t *zoo(const char *name)
     vdnn_error err;
     vt_assert_ok(vdnn_model_load(path, &m, &err), err);
     return m;
+}
+
+/* The two plans place every block at the same offset over the same steps, give every storage the same class and
+ * host place, choose the same algorithms and replay the same actions: what the JSON text does not show. */
+static void assert_same_placement(const vdnn_plan_t *a, const vdnn_plan_t *b, const char *what)
+{
+    if (a->n_storages != b->n_storages || a->n_blocks != b->n_blocks || a->n_actions != b->n_actions ||
+        a->peak_device_bytes != b->peak_device_bytes)
+        fail_msg("%s: %d/%d storages, %d/%d blocks, %d/%d actions, peak %zu/%zu", what, a->n_storages, b->n_storages,
+                 a->n_blocks, b->n_blocks, a->n_actions, b->n_actions, a->peak_device_bytes, b->peak_device_bytes);
+    for (int i = 0; i < a->n_storages; i++)
+        if (a->st[i].cls != b->st[i].cls || a->st[i].host_offset != b->st[i].host_offset || a->st[i].bytes != b->st[i].bytes)
+            fail_msg("%s: storage %s differs", what, a->st[i].name);
+    for (int i = 0; i < a->n_blocks; i++) {
+        const vdnn_block *x = &a->blocks[i], *y = &b->blocks[i];
+        if (x->storage != y->storage || x->bytes != y->bytes || x->offset != y->offset || x->begin != y->begin ||
+            x->end != y->end)
+            fail_msg("%s: block %d: offset %zu/%zu, %zu/%zu bytes", what, i, x->offset, y->offset, x->bytes, y->bytes);
+    }
+    for (int i = 0; i < a->n_actions; i++) {
+        const vdnn_action *x = &a->actions[i], *y = &b->actions[i];
+        if (x->kind != y->kind || x->a != y->a || x->b != y->b || x->event != y->event)
+            fail_msg("%s: action %d differs", what, i);
+    }
+    for (int l = 1; l < a->n_layers; l++)
+        if (a->algo[l] != b->algo[l]) fail_msg("%s: layer %d runs candidate %d/%d", what, l, a->algo[l], b->algo[l]);
 }
 
 /* Written and read back, the op info, device description and provenance are what was recorded. */
@@ -158,11 +185,17 @@ static void test_plan_equal(void **state)
             }
             char *live = plan_json(m, cpu, prof, nets[i].in, &mem, NULL);
             char *from = plan_json(m, NULL, prof, nets[i].in, &mem, NULL);
-            if (strcmp(live, from))
-                fail_msg("%s, policy %s: the plan from the profile differs from the live backend's", nets[i].name,
-                         vdnn_policy_name(policies[k]));
+            char what[96];
+            snprintf(what, sizeof what, "%s, policy %s", nets[i].name, vdnn_policy_name(policies[k]));
+            if (strcmp(live, from)) fail_msg("%s: the plan from the profile differs from the live backend's", what);
             free(live);
             free(from);
+            vdnn_plan_t *pl = NULL, *pf = NULL;
+            vt_assert_ok(vdnn_plan_create(m, cpu, prof, nets[i].in, 0, &mem, &pl, &err), err);
+            vt_assert_ok(vdnn_plan_create(m, NULL, prof, nets[i].in, 0, &mem, &pf, &err), err);
+            assert_same_placement(pl, pf, what);
+            vdnn_plan_free(pl);
+            vdnn_plan_free(pf);
         }
         vdnn_profile_free(rec);
         vdnn_profile_free(prof);
