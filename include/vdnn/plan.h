@@ -25,7 +25,9 @@ VDNN_API vdnn_status vdnn_profile_estimate_model(const vdnn_model_t *m, vdnn_sha
                                                  double flops_per_s, double mem_bytes_per_s, double link_d2h_bytes_per_s,
                                                  double link_h2d_bytes_per_s, vdnn_profile_t **out, vdnn_error *err);
 /* Reads a profile written by vdnn_profile_save (or `vdnn profile`), checked against the model at that batch,
- * input and class count: VDNN_ERR_MISMATCH names what differs. */
+ * input and class count: VDNN_ERR_MISMATCH names what differs. Files of format version 1 (no op info) read; a
+ * newer version, or a malformed or truncated file, is VDNN_ERR_FORMAT naming file, line and column (the format:
+ * docs/profiles.md). */
 VDNN_API vdnn_status vdnn_profile_load(const char *path, const vdnn_model_t *m, vdnn_shape input, int classes,
                                        vdnn_profile_t **out, vdnn_error *err);
 /* Measures the model on a backend: `iterations` recorded training steps of random data with learning rate 0

@@ -1,4 +1,5 @@
-/* The CUDA backend's op entries: the table from layer kind to implementation and the checks common to all ops. */
+/* The CUDA backend's op entries: the table from layer kind to implementation, the checks common to all ops, and
+ * the same ops' candidates described without a device (for profiles written where there is no GPU). */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/op_check.h"
 
