@@ -48,7 +48,7 @@ int vdnn_cmd_plan(int argc, char **argv)
     cli_model m;
     vdnn_plan_t *plan = NULL;
     vdnn_plan_summary sum;
-    vdnn_status rc = cli_model_load(&o, &costs, &m, &err);
+    vdnn_status rc = cli_model_load(&o, &costs, &m, "plan", &err);
     if (rc == VDNN_OK) rc = cli_model_plan(&m, &o, o.mem.policy, &plan, &err);
     /* The summary names the smallest budget a plan is known for (static policies: their peak). */
     if (rc == VDNN_OK) rc = vdnn_plan_summarize(plan, &sum, &err);

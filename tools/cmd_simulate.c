@@ -33,6 +33,7 @@ static void print_text(const cli_model *m, const vdnn_plan_summary *p, const vdn
     printf("simulated %s, batch %d, input %dx%dx%d, policy %s\n", p->model, p->input.n, p->input.c, p->input.h,
            p->input.w, vdnn_policy_name(p->policy));
     printf("costs: %s\n", costs);
+    printf("op info: %s\n", m->ops);
     printf("iteration:        %10.3f ms\n", t->iteration_s * 1e3);
     printf("lower bound:      %10.3f ms (no plan at this budget is faster; iteration / bound = %.3f)\n", lb * 1e3,
            lb > 0 ? t->iteration_s / lb : 0);
@@ -111,7 +112,7 @@ int vdnn_cmd_simulate(int argc, char **argv)
     vdnn_timeline_t *t = NULL;
     vdnn_plan_summary sum;
     vdnn_timeline_summary ts;
-    vdnn_status rc = cli_model_load(&o, &costs, &m, &err);
+    vdnn_status rc = cli_model_load(&o, &costs, &m, "simulate", &err);
     if (rc == VDNN_OK) rc = cli_model_plan(&m, &o, o.mem.policy, &plan, &err);
     if (rc == VDNN_OK) rc = vdnn_plan_simulate(plan, NULL, &t, &err);
     if (rc == VDNN_OK) rc = vdnn_plan_summarize(plan, &sum, &err);

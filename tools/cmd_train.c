@@ -130,6 +130,13 @@ static vdnn_status session_open(const cli_options *o, bool need_train, session *
     if (rc == VDNN_OK) rc = cli_shape(o, s->m, s->train ? s->train : s->test, &in, &classes, err);
     if (rc == VDNN_OK) rc = cli_backend(o, &s->be, err);
     if (rc == VDNN_OK && o->profile) rc = vdnn_profile_load(o->profile, s->m, in, classes, &s->prof, err);
+    /* The run plans with its own backend's op info; a profile recorded on another device or under other settings
+     * plans for that one, so `vdnn plan --profile` would not show this run's plan: say so, and go on (its times
+     * are still the costs given). */
+    if (rc == VDNN_OK && s->prof) {
+        vdnn_error e = {VDNN_OK, ""};
+        if (vdnn_profile_check_backend(s->prof, s->m, s->be, &e) != VDNN_OK) fprintf(stderr, "vdnn train: note: %s\n", e.msg);
+    }
     if (rc == VDNN_OK) {
         vdnn_net_options no = cli_net_options(o, in, classes);
         no.profile = s->prof;

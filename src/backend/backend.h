@@ -137,6 +137,9 @@ typedef struct vdnn_backend_ops {
     void (*host_free)(vdnn_backend_t *be, void *ptr);
     /* Free device bytes (SIZE_MAX when unlimited, as on the CPU). */
     size_t (*dev_free_bytes)(vdnn_backend_t *be);
+    /* Optional: the device's name, versions and the settings op info depends on (backend, total_bytes and
+     * free_bytes are filled before it is called, from name, total_bytes and dev_free_bytes). */
+    void (*describe)(vdnn_backend_t *be, vdnn_device_info *out);
 
     /* Enqueue a copy on a queue; returns at once. D2H/H2D go on their copy queues. */
     vdnn_status (*copy_async)(vdnn_backend_t *be, vdnn_queue_id q, void *dst, const void *src,

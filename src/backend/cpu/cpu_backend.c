@@ -483,6 +483,7 @@ static const vdnn_backend_ops cpu_ops = {
     .host_alloc = cpu_host_alloc,
     .host_free = cpu_free_block,
     .dev_free_bytes = cpu_dev_free_bytes,
+    .describe = vdnn_cpu_describe,
     .copy_async = cpu_copy_async,
     .upload = cpu_upload,
     .download = cpu_download,

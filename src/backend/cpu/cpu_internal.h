@@ -96,4 +96,7 @@ void vdnn_cpu_op_destroy(vdnn_backend_t *be, vdnn_op *op);
 vdnn_status vdnn_cpu_op_forward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
 vdnn_status vdnn_cpu_op_backward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
 
+/* The processor, oneDNN's version and the settings op info depends on (cpu_describe.c). */
+void vdnn_cpu_describe(vdnn_backend_t *be, vdnn_device_info *out);
+
 #endif
