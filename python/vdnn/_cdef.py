@@ -117,6 +117,20 @@ const char *vdnn_backend_name(const vdnn_backend_t *be);
 int vdnn_backend_threads(const vdnn_backend_t *be);
 void vdnn_backend_memory(vdnn_backend_t *be, size_t *free_bytes, size_t *total_bytes);
 const char *vdnn_backend_fallback(const vdnn_backend_t *be);
+typedef struct vdnn_device_info {
+    char backend[16];
+    char name[128];
+    size_t total_bytes;
+    size_t free_bytes;
+    char compute[16];
+    char runtime[64];
+    char library[64];
+    int tf32;
+    int deterministic;
+    int benchmark;
+    char settings[160];
+} vdnn_device_info;
+vdnn_status vdnn_backend_describe(vdnn_backend_t *be, vdnn_device_info *out, vdnn_error *err);
 /* plan.h */
 vdnn_status vdnn_profile_estimate_model(const vdnn_model_t *m, vdnn_shape input, int classes,
                                                  double flops_per_s, double mem_bytes_per_s, double link_d2h_bytes_per_s,
@@ -135,8 +149,14 @@ typedef struct vdnn_profile_summary {
     double d2h_bytes_per_s, h2d_bytes_per_s, d2h_latency_s, h2d_latency_s;
     double d2h_busy_bytes_per_s, h2d_busy_bytes_per_s;
     double copy_slowdown;
+    bool op_info;
+    vdnn_device_info device_info;
+    char op_info_source[16];
+    int version;
 } vdnn_profile_summary;
 void vdnn_profile_summarize(const vdnn_profile_t *p, vdnn_profile_summary *s);
+vdnn_status vdnn_profile_check_backend(const vdnn_profile_t *p, const vdnn_model_t *m, vdnn_backend_t *be,
+                                                vdnn_error *err);
 typedef enum vdnn_tensor_class { VDNN_CLASS_KEEP = 0, VDNN_CLASS_SWAP, VDNN_CLASS_RECOMPUTE } vdnn_tensor_class;
 vdnn_status vdnn_plan_create(const vdnn_model_t *m, vdnn_backend_t *be, const vdnn_profile_t *prof,
                                       vdnn_shape input, int classes, const vdnn_memory_options *mem,
