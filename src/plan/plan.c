@@ -1,5 +1,6 @@
-/* Builds the plan of one iteration: storages and their liveness from the DAG, classes from the policy,
- * device blocks placed at fixed offsets, and the ordered actions the executor replays. */
+/* The plan of one iteration: storages and their liveness from the DAG, then, for the classes a planner set,
+ * device blocks placed at fixed offsets and the ordered actions the executor replays. It calls no planner:
+ * plan_build.c goes from a request to a plan through the planners' table. */
 #include "plan/plan.h"
 
 #include <stdlib.h>
@@ -7,7 +8,6 @@
 
 #include "mem/offsets.h"
 #include "plan/profile.h"
-#include "plan/policy.h"
 
 const char *vdnn_storage_kind_name(vdnn_storage_kind k)
 {
@@ -1019,36 +1019,9 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
     return VDNN_OK;
 }
 
-vdnn_status vdnn_plan_build(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_plan_request *req,
-                            vdnn_plan_t **out, vdnn_error *err)
-{
-    vdnn_plan_t *p = NULL;
-    vdnn_status rc = vdnn_plan_analyze(g, info, req, &p, err);
-    if (rc == VDNN_OK) rc = vdnn_policy_classify(p, g, err);
-    if (rc == VDNN_OK && !p->n_blocks) rc = vdnn_plan_finalize(p, err);
-    if (rc != VDNN_OK) {
-        vdnn_plan_free(p);
-        return rc;
-    }
-    *out = p;
-    return VDNN_OK;
-}
-
 vdnn_plan_request vdnn_plan_request_default(void)
 {
     return (vdnn_plan_request){.memory = vdnn_memory_options_default(), .training = true};
-}
-
-vdnn_status vdnn_plan_training(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_layer_algos *algos,
-                               const vdnn_memory_options *memory, const struct vdnn_profile *prof,
-                               bool keep_weight_grads, vdnn_plan_t **out, vdnn_error *err)
-{
-    vdnn_plan_request rq = vdnn_plan_request_default();
-    rq.memory = *memory;
-    rq.profile = prof;
-    rq.keep_weight_grads = keep_weight_grads;
-    rq.algos = algos;
-    return vdnn_plan_build(g, info, &rq, out, err);
 }
 
 void vdnn_plan_free(vdnn_plan_t *p)
