@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "mem/offsets.h"
+#include "plan/plan_validate.h"
 #include "plan/profile.h"
 
 const char *vdnn_storage_kind_name(vdnn_storage_kind k)
@@ -891,6 +892,7 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
 {
     p->n_storages = p->n_storages_analyzed;
     p->n_blocks = p->n_actions = p->n_events = 0;
+    p->placed = false;
     p->host_bytes = p->managed_bytes = p->bytes_moved = 0;
     vdnn_status rc = derive_needs(p, err);
     if (rc != VDNN_OK) return rc;
@@ -966,6 +968,7 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
     }
     rc = fail ? vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory finalizing the plan") : VDNN_OK;
     if (rc == VDNN_OK && place_blocks) rc = place(p, p->req.variable_base, err);
+    p->placed = rc == VDNN_OK && place_blocks;
     emit_index ix;
     memset(&ix, 0, sizeof ix);
     if (rc == VDNN_OK && emit_index_build(&ix, p)) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory finalizing the plan");
@@ -1016,6 +1019,11 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
     /* Managed pages wait in host memory while they are offloaded: the host budget bounds them too. */
     p->feasible = p->peak_device_bytes <= p->req.memory.budget && p->host_bytes <= p->req.memory.host_budget &&
                   p->managed_bytes <= p->req.memory.host_budget - p->host_bytes;
+    /* Asked to (tests), every placed classification a planner tries is checked, not only the one it keeps. */
+    if (p->placed && p->req.checks && p->req.checks->candidates) {
+        p->req.checks->placements++;
+        return vdnn_plan_validate(p, err);
+    }
     return VDNN_OK;
 }
 

@@ -1,6 +1,8 @@
 /* From a request to a plan: analyze (plan.c), classify with the request's planner, looked up by name in the
- * planners' table, and finalize (plan.c). The one place that calls a planner, so plan.c never does. */
+ * planners' table, finalize (plan.c) and validate where asked. The one place that calls a planner, so plan.c
+ * never does. */
 #include "plan/plan.h"
+#include "plan/plan_validate.h"
 #include "plan/planner_table.h"
 
 vdnn_status vdnn_plan_build(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_plan_request *req,
@@ -15,6 +17,13 @@ vdnn_status vdnn_plan_build(const vdnn_graph_t *g, const vdnn_op_info *info, con
     }
     /* The static policies only classify; the profile-guided planners leave the plan finalized. */
     if (rc == VDNN_OK && !p->n_blocks) rc = vdnn_plan_finalize(p, err);
+    /* A poisoned run is a debugging run: a plan the executor could not replay soundly fails here, naming the
+     * step and tensor, rather than as garbage values later. */
+    if (rc == VDNN_OK && (req->checks || req->memory.poison)) {
+        if (req->checks) req->checks->plans++;
+        rc = vdnn_plan_validate(p, err);
+    }
+    if (p) p->req.checks = NULL; /* borrowed only while building */
     if (rc != VDNN_OK) {
         vdnn_plan_free(p);
         return rc;
