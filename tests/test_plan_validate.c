@@ -416,17 +416,18 @@ static void corrupt_streamed(const planned_net *n)
     p->st[xs].first_event = p->actions[some_prefetch(p)].event;
     expect_rejected(p, "used by", "a streamed input's chunk events shared");
     p->st[xs].first_event = saved;
-    /* Its host range moved onto a swapped map's, in use at the same time. */
+    /* A swapped map that is in host memory while the streamed input is, moved into the input's host range. */
+    const vdnn_storage *x = &p->st[xs];
     int y = -1;
     for (int i = 0; i < p->n_storages && y < 0; i++) {
         const vdnn_storage *s = &p->st[i];
-        if (s->cls == VDNN_CLASS_SWAP && s->last_fwd_use <= p->st[xs].def_step && s->need_step >= p->st[xs].def_step)
+        if (s->cls == VDNN_CLASS_SWAP && s->bytes <= x->bytes && s->last_fwd_use <= x->last_use &&
+            s->need_step >= x->def_step)
             y = i;
     }
-    if (y >= 0) {
-        p->st[xs].host_offset = p->st[y].host_offset;
-        expect_rejected(p, "host range", "a streamed input's host range on a swapped map's");
-    }
+    if (y < 0) fail_msg("no swapped map is in host memory while '%s' is", x->name);
+    p->st[y].host_offset = x->host_offset;
+    expect_rejected(p, "overlaps that of", "a swapped map's host range moved onto a streamed input's");
     vdnn_plan_free(p);
 }
 
