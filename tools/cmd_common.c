@@ -113,17 +113,22 @@ static bool parse_bandwidth(const char *s, double *out)
     return true;
 }
 
-static char policy_list[256];
-
-/* "none, all, ... or um": every policy the library knows. */
-static const char *policies(void)
+const char *cli_policy_list(char *buf, size_t n)
 {
     size_t len = 0;
-    for (int i = 0; i < VDNN_POLICY_COUNT && len < sizeof policy_list; i++) {
-        const char *sep = i == 0 ? "" : i == VDNN_POLICY_COUNT - 1 ? " or " : ", ";
-        len += (size_t)snprintf(policy_list + len, sizeof policy_list - len, "%s%s", sep, vdnn_policy_name((vdnn_policy)i));
+    buf[0] = '\0';
+    for (int i = 0; vdnn_policy_description((vdnn_policy)i) && len < n; i++) {
+        const char *sep = i == 0 ? "" : !vdnn_policy_description((vdnn_policy)(i + 1)) ? " or " : ", ";
+        len += (size_t)snprintf(buf + len, n - len, "%s%s", sep, vdnn_policy_name((vdnn_policy)i));
     }
-    return policy_list;
+    return buf;
+}
+
+void cli_policy_help(FILE *f)
+{
+    fputs("Policies (--policy, default none):\n", f);
+    for (int i = 0; vdnn_policy_description((vdnn_policy)i); i++)
+        fprintf(f, "  %-10s %s\n", vdnn_policy_name((vdnn_policy)i), vdnn_policy_description((vdnn_policy)i));
 }
 
 /* One memory flag's value into o->mem. */
@@ -133,7 +138,7 @@ static bool set_mem(const struct mem_flag *m, const char *v, cli_options *o, con
     size_t sz;
     long n;
     double d;
-    char range[64];
+    char range[64], list[256];
     switch (m->kind) {
     case MEM_BOOL: *(bool *)field = true; return true;
     case MEM_BUDGET:
@@ -145,7 +150,7 @@ static bool set_mem(const struct mem_flag *m, const char *v, cli_options *o, con
         *(size_t *)field = sz;
         return true;
     case MEM_POLICY:
-        if (!vdnn_policy_parse(v, (vdnn_policy *)field)) return bad(cmd, m->flag, v, policies());
+        if (!vdnn_policy_parse(v, (vdnn_policy *)field)) return bad(cmd, m->flag, v, cli_policy_list(list, sizeof list));
         return true;
     case MEM_ALGO:
         if (!strcmp(v, "default")) *(int *)field = VDNN_ALGO_DEFAULT;

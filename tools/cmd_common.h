@@ -90,6 +90,11 @@ void cli_warn_oversubscribed(const char *cmd, const vdnn_net_t *net);
 /* The net's options from the flags at this input (n = batch) and class count. */
 vdnn_net_options cli_net_options(const cli_options *o, vdnn_shape in, int classes);
 
+/* "none, all, ... or um": every policy the library's table of planners knows, for error texts. */
+const char *cli_policy_list(char *buf, size_t n);
+/* The --policy help: one line per policy, its name and what it does, from the same table. */
+void cli_policy_help(FILE *f);
+
 /* Prints "vdnn CMD: message" to stderr, the library's option fields named as this command's flags, and returns
  * exit code 1 (2 for invalid arguments). */
 int cli_fail(const char *cmd, const vdnn_error *err);

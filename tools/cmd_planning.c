@@ -199,14 +199,3 @@ void cli_cost_describe(const cli_cost_options *c, const vdnn_profile_t *p, char 
     snprintf(buf, n, "roofline estimate%s: %.4g Tflop/s, memory %s, %s", c->estimate_given ? "" : " (the default)",
              c->flops / 1e12, rate(c->mem_bw, mem, sizeof mem), link);
 }
-
-const char *cli_policy_list(char *buf, size_t n)
-{
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < VDNN_POLICY_COUNT && len < n; i++) {
-        const char *sep = i == 0 ? "" : i == VDNN_POLICY_COUNT - 1 ? " or " : ", ";
-        len += (size_t)snprintf(buf + len, n - len, "%s%s", sep, vdnn_policy_name((vdnn_policy)i));
-    }
-    return buf;
-}

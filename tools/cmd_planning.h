@@ -62,8 +62,6 @@ vdnn_status cli_cost_profile(const cli_cost_options *c, const vdnn_model_t *m, v
 /* One line saying where the costs come from. */
 void cli_cost_describe(const cli_cost_options *c, const vdnn_profile_t *p, char *buf, size_t n);
 
-/* "none, all or conv": every policy vdnn_policy_parse knows, for usage and error texts. */
-const char *cli_policy_list(char *buf, size_t n);
 
 /* A plan's table or JSON text (vdnn_plan_table / vdnn_plan_json) written to f. */
 vdnn_status cli_print_plan(const vdnn_plan_t *p, bool json, FILE *f, vdnn_error *err);

@@ -17,11 +17,10 @@ static const char simulate_usage_head[] =
 
 static void usage(FILE *f)
 {
-    char pol[256];
     fputs(simulate_usage_head, f);
     fputs(CLI_CONV_ALGO_USAGE, f);
     fputs(CLI_OFFLOAD_USAGE, f);
-    fprintf(f, "Policies: %s (default none).\n", cli_policy_list(pol, sizeof pol));
+    cli_policy_help(f);
     fputs(CLI_COST_USAGE, f);
 }
 

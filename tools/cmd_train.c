@@ -161,6 +161,9 @@ int vdnn_cmd_train(int argc, char **argv)
             fputs(train_usage, stdout);
             fputs(CLI_CONV_ALGO_USAGE, stdout);
             fputs(CLI_OFFLOAD_USAGE, stdout);
+            char pol[256];
+            /* Names only: the table of what each does is in vdnn plan --help, and this help stays one screen. */
+            printf("Policies: %s (vdnn plan --help says what each does).\n", cli_policy_list(pol, sizeof pol));
             return 0;
         }
     if (!cli_parse(argc, argv, 2, ~0u, false, &o, "train")) return 2;

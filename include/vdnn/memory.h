@@ -22,9 +22,11 @@ typedef enum vdnn_policy {
     VDNN_POLICY_COUNT
 } vdnn_policy;
 
-/* "none", "all", ... ("?" out of range); parse is the inverse. */
+/* "none", "all", ... ("?" out of range); parse is the inverse (case-insensitive). Both, and the one line that
+ * says what a policy does (NULL out of range), come from the library's table of planners. */
 VDNN_API const char *vdnn_policy_name(vdnn_policy p);
 VDNN_API bool vdnn_policy_parse(const char *s, vdnn_policy *out);
+VDNN_API const char *vdnn_policy_description(vdnn_policy p);
 
 /* vdnn_memory_options.conv_algo: besides k >= 0 (every layer its k-th candidate, or its last; 0 the backend's
  * defaults, whose results are bitwise the same under every policy): */

@@ -1,13 +1,14 @@
-/* Builds the plan of one iteration: storages and their liveness from the DAG, classes from the policy,
- * device blocks placed at fixed offsets, and the ordered actions the executor replays. */
+/* The plan of one iteration: storages and their liveness from the DAG, then, for the classes a planner set,
+ * device blocks placed at fixed offsets and the ordered actions the executor replays. It calls no planner:
+ * plan_build.c goes from a request to a plan through the planners' table. */
 #include "plan/plan.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "mem/offsets.h"
+#include "plan/plan_validate.h"
 #include "plan/profile.h"
-#include "plan/policy.h"
 
 const char *vdnn_storage_kind_name(vdnn_storage_kind k)
 {
@@ -897,6 +898,7 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
 {
     p->n_storages = p->n_storages_analyzed;
     p->n_blocks = p->n_actions = p->n_events = 0;
+    p->placed = false;
     p->host_bytes = p->managed_bytes = p->bytes_moved = 0;
     vdnn_status rc = derive_needs(p, err);
     if (rc != VDNN_OK) return rc;
@@ -972,6 +974,7 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
     }
     rc = fail ? vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory finalizing the plan") : VDNN_OK;
     if (rc == VDNN_OK && place_blocks) rc = place(p, p->req.variable_base, err);
+    p->placed = rc == VDNN_OK && place_blocks;
     emit_index ix;
     memset(&ix, 0, sizeof ix);
     if (rc == VDNN_OK && emit_index_build(&ix, p)) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory finalizing the plan");
@@ -1022,39 +1025,17 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
     /* Managed pages wait in host memory while they are offloaded: the host budget bounds them too. */
     p->feasible = p->peak_device_bytes <= p->req.memory.budget && p->host_bytes <= p->req.memory.host_budget &&
                   p->managed_bytes <= p->req.memory.host_budget - p->host_bytes;
-    return VDNN_OK;
-}
-
-vdnn_status vdnn_plan_build(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_plan_request *req,
-                            vdnn_plan_t **out, vdnn_error *err)
-{
-    vdnn_plan_t *p = NULL;
-    vdnn_status rc = vdnn_plan_analyze(g, info, req, &p, err);
-    if (rc == VDNN_OK) rc = vdnn_policy_classify(p, g, err);
-    if (rc == VDNN_OK && !p->n_blocks) rc = vdnn_plan_finalize(p, err);
-    if (rc != VDNN_OK) {
-        vdnn_plan_free(p);
-        return rc;
+    /* Asked to (tests), every placed classification a planner tries is checked, not only the one it keeps. */
+    if (p->placed && p->req.checks && p->req.checks->candidates) {
+        p->req.checks->placements++;
+        return vdnn_plan_validate(p, err);
     }
-    *out = p;
     return VDNN_OK;
 }
 
 vdnn_plan_request vdnn_plan_request_default(void)
 {
     return (vdnn_plan_request){.memory = vdnn_memory_options_default(), .training = true};
-}
-
-vdnn_status vdnn_plan_training(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_layer_algos *algos,
-                               const vdnn_memory_options *memory, const struct vdnn_profile *prof,
-                               bool keep_weight_grads, vdnn_plan_t **out, vdnn_error *err)
-{
-    vdnn_plan_request rq = vdnn_plan_request_default();
-    rq.memory = *memory;
-    rq.profile = prof;
-    rq.keep_weight_grads = keep_weight_grads;
-    rq.algos = algos;
-    return vdnn_plan_build(g, info, &rq, out, err);
 }
 
 void vdnn_plan_free(vdnn_plan_t *p)
