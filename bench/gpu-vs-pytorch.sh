@@ -63,7 +63,8 @@ for arg in "$@"; do
         mkdir -p "$DEBS"
         cd "$DEBS"
         apt-get download libdnnl2 libdnnl-dev ocl-icd-libopencl1 libopenblas0-pthread libopenblas-pthread-dev \
-            libgfortran5 libquadmath0 zlib1g zlib1g-dev libcmocka0 libcmocka-dev
+            libgfortran5 libquadmath0 zlib1g zlib1g-dev libcmocka0 libcmocka-dev \
+            protobuf-c-compiler libonnx-dev libprotobuf-c-dev libprotobuf-c1 libprotoc32 libprotobuf32
         du -sh "$DEBS"
         exit 0
         ;;

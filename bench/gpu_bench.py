@@ -6,8 +6,8 @@ PyTorch side runs in bench/gpu_torch.py subprocesses, one per model, so no CUDA 
   gpu_bench.py report RESULTS.json --outdir DIR   (writes the report again from a run's results.json)
 
 Per model (NAME:BATCH in --models, at --input, --classes):
-  vdnn plan (policy none): the in-core peak P; budgets are 50% and 25% of P
-  vdnn profile (measured costs for the planners and the simulator)
+  vdnn profile (measured costs and the device's op info for the planners and the simulator)
+  vdnn plan --profile (policy none): the in-core peak P with that op info; budgets are 50% and 25% of P
   vdnn train --policy none                         -> in-core images/s
   gpu_torch.py run: eager (no limit), save_on_cpu and checkpoint at each budget
   vdnn plan/train --policy auto --budget B --profile -> images/s at each budget (skipped when `vdnn plan`
@@ -145,9 +145,11 @@ class Bench:
         return res
 
     def vdnn_plan(self, name, model, batch, policy, budget=None, host_budget=None, profile=None, inp=None, env=None):
-        # Planned with the op info of the device that trains (--device cuda: cuDNN workspaces, CUDA aux state).
+        # Planned with the op info of the device that trains (cuDNN workspaces, CUDA aux state): with a profile
+        # recorded on it, the op info it recorded (no --device: the plan is the one any machine makes from the
+        # file, the one train and simulate make with it); without one, the live backend's (--device).
         argv = [self.a.vdnn, "plan", model, *self.shape_flags(batch, inp), "--policy", policy, "--json",
-                *self.dev_flags()]
+                *([] if profile else self.dev_flags())]
         if budget:
             argv += ["--budget", str(budget)]
         if host_budget:
@@ -169,18 +171,20 @@ class Bench:
         rc, out, err = self.run(f"{model}-info", [a.vdnn, "info", model, *self.shape_flags(1, inp), "--json"], 60)
         d = last_json(out) if rc == 0 else None
         M["vdnn_params"] = d.get("params") if d else None
-        p = self.vdnn_plan(f"{model}-plan-none", model, batch, "none", inp=inp)
-        M["plan_none"] = p
-        peak = p["json"]["peak_device_bytes"] if p["status"] == "ok" else None
-        M["budgets"] = {k: int(peak * f) for k, f in FRACTIONS} if peak else {}
-        self.save()
-
+        # Profile first: the budgets are fractions of the in-core peak planned with the op info it records on
+        # this device.
         prof = os.path.join(self.work, f"{model}.profile.json")
         rc, out, err = self.run(f"{model}-profile", [a.vdnn, "profile", model, *self.shape_flags(batch, inp), *self.dev_flags(),
                                                      "--out", prof, "--json"], 180)
         M["profile"] = {"status": "ok", "json": last_json(out)} if rc == 0 and os.path.exists(prof) else \
             {"status": "failed", "error": f"rc {rc}: {tail(err)}"}
         have_prof = M["profile"]["status"] == "ok"
+        self.save()
+
+        p = self.vdnn_plan(f"{model}-plan-none", model, batch, "none", profile=prof if have_prof else None, inp=inp)
+        M["plan_none"] = p
+        peak = p["json"]["peak_device_bytes"] if p["status"] == "ok" else None
+        M["budgets"] = {k: int(peak * f) for k, f in FRACTIONS} if peak else {}
         self.save()
 
         M["vdnn"]["none"] = self.vdnn_train(f"{model}-vdnn-none", model, batch, steps, ["--policy", "none"], 240, inp=inp)
@@ -220,7 +224,7 @@ class Bench:
             if have_prof:
                 rc, out, err = self.run(f"{model}-simulate-auto{key}",
                                         [a.vdnn, "simulate", model, *self.shape_flags(batch, inp), "--policy", "auto",
-                                         "--budget", str(budget), "--profile", prof, "--json", *self.dev_flags()], 120)
+                                         "--budget", str(budget), "--profile", prof, "--json"], 120)
                 d = last_json(out) if rc in (0, 3) else None
                 M["sim"][key] = {"status": "ok", "json": d} if d else {"status": "failed", "error": f"rc {rc}: {tail(err)}"}
                 self.save()

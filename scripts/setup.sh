@@ -4,7 +4,7 @@
 # exports torchvision's networks and computes their references (it skips without them).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config zlib1g-dev libdnnl-dev libopenblas-dev libcmocka-dev
-      dataset-fashion-mnist libopenmpi-dev openmpi-bin python3
+      dataset-fashion-mnist libopenmpi-dev openmpi-bin python3 python3-numpy python3-cffi python3-pytest
       libonnx-dev protobuf-c-compiler libprotobuf-c-dev)
 if [ "${1:-}" = "--test" ]; then
   pkgs=(python3-torch python3-torchvision python3-onnx python3-numpy)

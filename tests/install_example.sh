@@ -61,5 +61,23 @@ else
     bad "find_package(vdnn) does not build the example: $(tail -20 "$PREFIX/cm.log")"
 fi
 
+# The installed Python package finds the library installed beside it (no VDNN_LIBRARY), when Debian's python3
+# has numpy and cffi; a sanitized library needs the ASan runtime preloaded into the interpreter.
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+pydir=$(find "$PREFIX" -type d -path '*dist-packages/vdnn' | head -1)
+if [ -z "$pydir" ]; then
+    bad "the Python package was not installed"
+elif "$PY" -c 'import numpy, cffi' 2>/dev/null; then
+    pre=""
+    [[ "${VDNN_EXAMPLE_CFLAGS:-}" == *sanitize* ]] && pre=$(cc -print-file-name=libasan.so)
+    got=$(cd "$PREFIX" && env -u VDNN_LIBRARY PYTHONPATH="$(dirname "$pydir")" ${pre:+LD_PRELOAD=$pre ASAN_OPTIONS=detect_leaks=0} \
+          "$PY" -c 'import vdnn; print(vdnn.library_path); print(vdnn.version())' 2>&1)
+    echo "install_example: the installed Python package loaded $(head -1 <<<"$got")"
+    [[ "$got" == "$PREFIX"/*/libvdnn.so* ]] || bad "the installed Python package did not load the installed library: $got"
+else
+    echo "install_example: $PY lacks numpy or cffi: the installed Python package is not tried"
+fi
+
 echo "install_example: $fails failed"
 [ "$fails" = 0 ]

@@ -163,6 +163,7 @@ static void check_gradients(const ctx *x, const vt_op_result *r, const vt_op_res
     } ts[VDNN_MAX_INPUTS + 2];
     int nt = 0;
     for (int i = 0; i < in->d.n_inputs; i++) {
+        if (in->d.kind == VDNN_LAYER_EMBED) continue; /* token ids: not differentiable (dx is zero) */
         ts[nt].t = in->x[i], ts[nt].n = in->nx[i], ts[nt].g = r->dx[i];
         snprintf(ts[nt++].name, sizeof ts[0].name, "dx[%d]", i);
     }

@@ -313,6 +313,38 @@ static void add_fc_and_friends(vt_op_cases *cs)
     add(cs, "softmax_xent 1000 classes", vt_xent(4, 1000));
 }
 
+/* Sequence ops, B x T x F as Bx1xTxF (docs/sequence.md): small shapes for finite differences element by element,
+ * and gpt-mini's at batch 2 (the zoo adds the rest). */
+static void add_seq(vt_op_cases *cs)
+{
+    add(cs, "embed vocab 11 width 6", vt_embed(2, 5, 11, 6));
+    add(cs, "embed one token", vt_embed(1, 1, 3, 4));
+    add(cs, "pos_embed 5 of context 7", vt_pos_embed(S(2, 1, 5, 6), 7));
+    add(cs, "pos_embed full context", vt_pos_embed(S(3, 1, 4, 3), 4));
+    add(cs, "layernorm 8", vt_layernorm(S(2, 1, 5, 8)));
+    add(cs, "layernorm 1 token of 33", vt_layernorm(S(1, 1, 1, 33)));
+    add(cs, "linear 6->10", vt_linear(S(2, 1, 5, 6), 10, 1));
+    add(cs, "linear 7->3 no bias", vt_linear(S(1, 1, 4, 7), 3, 0));
+    add(cs, "linear on 4-channel rows", vt_linear(S(2, 4, 3, 5), 6, 1));
+    add(cs, "attn_probs 2 heads", vt_attn_probs(2, 5, 8, 2));
+    add(cs, "attn_probs 1 head 1 token", vt_attn_probs(1, 1, 4, 1));
+    add(cs, "attn_probs 3 heads of 1", vt_attn_probs(1, 6, 3, 3));
+    add(cs, "attn_mix 2 heads", vt_attn_mix(2, 5, 8, 2));
+    add(cs, "attn_mix 3 heads of 1", vt_attn_mix(1, 6, 3, 3));
+    add(cs, "gelu", vt_act(VDNN_LAYER_GELU, S(2, 1, 5, 7)));
+    add(cs, "softmax_xent over tokens", vt_xent_seq(2, 5, 7));
+    add(cs, "softmax_xent one token", vt_xent_seq(3, 1, 4));
+    add(cs, "dropout on tokens", vt_dropout(S(2, 1, 5, 6), 0.25f, true));
+    const vdnn_shape two[2] = {S(2, 1, 5, 6), S(2, 1, 5, 6)};
+    add(cs, "add of tokens (residual)", vt_multi(VDNN_LAYER_ADD, 2, two));
+    /* gpt-mini's shapes (width 128, 4 heads, context 64), batch 2 */
+    add(cs, "gpt-mini attn_probs", vt_attn_probs(2, 64, 128, 4));
+    add(cs, "gpt-mini attn_mix", vt_attn_mix(2, 64, 128, 4));
+    add(cs, "gpt-mini linear fc", vt_linear(S(2, 1, 64, 128), 512, 1));
+    add(cs, "gpt-mini layernorm", vt_layernorm(S(2, 1, 64, 128)));
+    add(cs, "gpt-mini softmax_xent", vt_xent_seq(2, 64, 256));
+}
+
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* The zoo's nets are sized for 224x224 images; their layers keep every kernel, stride, padding and channel
@@ -325,13 +357,21 @@ static void add_zoo_model(vt_op_cases *cs, const char *model, bool full)
     in.n = full ? 1 : 2;
     vdnn_error err;
     int side = in.h < 32 || full ? in.h : 32;
-    while (side <= in.h) {
+    bool seq = false;
+    for (int l = 1; l < g->n_layers; l++) seq |= g->layers[l].kind == VDNN_LAYER_EMBED;
+    if (seq) {
+        /* A sequence model (docs/sequence.md): its input is 1xTx1; 16 tokens keep every width and head. */
+        if (!full) in.h = 16;
+        vt_assert_ok(vdnn_graph_resolve(g, in, g->default_classes, &err), err);
+        side = in.h;
+    }
+    while (!seq && side <= in.h) {
         vdnn_shape s = in;
         s.h = s.w = side;
         if (vdnn_graph_resolve(g, s, g->default_classes, &err) == VDNN_OK) break;
         side++;
     }
-    if (side > in.h) fail_msg("zoo %s: resolves at no input side from 32 to %d", model, in.h);
+    if (!seq && side > in.h) fail_msg("zoo %s: resolves at no input side from 32 to %d", model, in.h);
     for (int l = 1; l < g->n_layers; l++) {
         vdnn_op_desc d;
         vdnn_op_desc_from_layer(g, l, true, &d);
@@ -373,6 +413,7 @@ void vt_op_cases_build(vt_op_cases *cs, bool quick)
     add_norm(cs);
     add_act(cs);
     add_fc_and_friends(cs);
+    add_seq(cs);
     if (!quick) {
         add(cs, "dropout over 3000007 values", vt_dropout(S(1, 3000007, 1, 1), 0.25f, true));
         const char *full = getenv("VDNN_TEST_ZOO_FULL");

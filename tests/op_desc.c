@@ -136,6 +136,54 @@ vdnn_op_desc vt_multi(vdnn_layer_kind kind, int n, const vdnn_shape *in)
     return d;
 }
 
+vdnn_op_desc vt_embed(int b, int t, int vocab, int width)
+{
+    vdnn_op_desc d = vt_op(VDNN_LAYER_EMBED, vt_shape(b, 1, t, 1), vt_shape(b, 1, t, width));
+    d.p.vocab = vocab, d.p.filters = width;
+    return d;
+}
+
+vdnn_op_desc vt_pos_embed(vdnn_shape in, int context)
+{
+    vdnn_op_desc d = vt_op(VDNN_LAYER_POS_EMBED, in, in);
+    d.p.context = context;
+    return d;
+}
+
+vdnn_op_desc vt_layernorm(vdnn_shape in)
+{
+    vdnn_op_desc d = vt_op(VDNN_LAYER_LAYERNORM, in, in);
+    d.p.bn_eps = 1e-5f;
+    return d;
+}
+
+vdnn_op_desc vt_linear(vdnn_shape in, int outputs, int bias)
+{
+    vdnn_op_desc d = vt_op(VDNN_LAYER_LINEAR, in, vt_shape(in.n, in.c, in.h, outputs));
+    d.p.filters = outputs, d.p.bias = bias;
+    return d;
+}
+
+vdnn_op_desc vt_attn_probs(int b, int t, int width, int heads)
+{
+    vdnn_op_desc d = vt_op(VDNN_LAYER_ATTN_PROBS, vt_shape(b, 1, t, 3 * width), vt_shape(b, heads, t, t));
+    d.p.heads = heads;
+    return d;
+}
+
+vdnn_op_desc vt_attn_mix(int b, int t, int width, int heads)
+{
+    vdnn_op_desc d = vt_op(VDNN_LAYER_ATTN_MIX, vt_shape(b, heads, t, t), vt_shape(b, 1, t, width));
+    d.n_inputs = 2;
+    d.in[1] = vt_shape(b, 1, t, 3 * width);
+    return d;
+}
+
+vdnn_op_desc vt_xent_seq(int b, int t, int vocab)
+{
+    return vt_op(VDNN_LAYER_SOFTMAX_XENT, vt_shape(b, 1, t, vocab), vt_shape(b, 1, t, vocab));
+}
+
 void vt_op_param_counts(const vdnn_op_desc *d, size_t *nw, size_t *nb, size_t *nstats)
 {
     *nw = *nb = *nstats = 0;
@@ -146,6 +194,15 @@ void vt_op_param_counts(const vdnn_op_desc *d, size_t *nw, size_t *nb, size_t *n
     } else if (d->kind == VDNN_LAYER_FC) {
         *nw = (size_t)d->p.filters * (size_t)in.c * (size_t)in.h * (size_t)in.w;
         *nb = d->p.bias ? (size_t)d->p.filters : 0;
+    } else if (d->kind == VDNN_LAYER_EMBED) {
+        *nw = (size_t)d->p.vocab * (size_t)d->p.filters;
+    } else if (d->kind == VDNN_LAYER_POS_EMBED) {
+        *nw = (size_t)d->p.context * (size_t)in.w;
+    } else if (d->kind == VDNN_LAYER_LINEAR) {
+        *nw = (size_t)d->p.filters * (size_t)in.w;
+        *nb = d->p.bias ? (size_t)d->p.filters : 0;
+    } else if (d->kind == VDNN_LAYER_LAYERNORM) {
+        *nw = *nb = (size_t)in.w;
     } else if (d->kind == VDNN_LAYER_BATCHNORM) {
         *nw = *nb = (size_t)in.c;
         *nstats = 2 * (size_t)in.c;

@@ -38,6 +38,16 @@ vdnn_op_desc vt_channel_mul(vdnn_shape in);
 /* concat (output channels summed) or add (output shaped like the inputs) of n inputs. */
 vdnn_op_desc vt_multi(vdnn_layer_kind kind, int n, const vdnn_shape *in);
 
+/* Sequence ops (B x T x F as Bx1xTxF): token embedding of ids Bx1xTx1, position embedding, layer norm and linear
+ * over the last dimension, attention probabilities from qkv Bx1xTx3F and their mix, GELU; token-wise softmax_xent. */
+vdnn_op_desc vt_embed(int b, int t, int vocab, int width);
+vdnn_op_desc vt_pos_embed(vdnn_shape in, int context);
+vdnn_op_desc vt_layernorm(vdnn_shape in);
+vdnn_op_desc vt_linear(vdnn_shape in, int outputs, int bias);
+vdnn_op_desc vt_attn_probs(int b, int t, int width, int heads);
+vdnn_op_desc vt_attn_mix(int b, int t, int width, int heads);
+vdnn_op_desc vt_xent_seq(int b, int t, int vocab);
+
 /* Element counts of the weights (conv/fc weights, batchnorm gamma), biases (beta) and running statistics. */
 void vt_op_param_counts(const vdnn_op_desc *d, size_t *nw, size_t *nb, size_t *nstats);
 /* Whether the op has a backward pass to test: everything in training mode, and dropout in inference mode too

@@ -35,7 +35,7 @@ void vt_op_data_alloc(vt_op_data *io, const char *name, const vdnn_op_desc *d)
     io->b = nan_floats(io->nb);
     io->stats = nan_floats(io->nstats);
     if (d->kind == VDNN_LAYER_SOFTMAX_XENT) {
-        io->labels = calloc((size_t)d->in[0].n, sizeof *io->labels);
+        io->labels = calloc(vdnn_xent_rows(d->in[0]), sizeof *io->labels);
         assert_non_null(io->labels);
     }
 }
@@ -157,8 +157,11 @@ void vt_op_data_random(vt_op_data *io, const char *name, const vdnn_op_desc *d, 
         vt_fill_uniform(io->w, io->nw, seed + 2, -0.5f, 0.5f);
         vt_fill_uniform(io->b, io->nb, seed + 3, -0.5f, 0.5f);
     }
+    if (d->kind == VDNN_LAYER_EMBED)
+        /* Token ids: integers below the vocabulary, drawn so that some repeat (their gradients add up). */
+        for (size_t k = 0; k < io->nx[0]; k++) io->x[0][k] = (float)((k * 5 + 1 + (size_t)(seed % 7)) % (size_t)d->p.vocab);
     if (io->labels) {
-        const int n = d->in[0].n, k = d->in[0].c;
+        const int n = (int)vdnn_xent_rows(d->in[0]), k = (int)(io->nx[0] / (size_t)n);
         for (int i = 0; i < n; i++) io->labels[i] = (int32_t)((i * 7 + 3) % k);
         /* Logits spread like a trained classifier's, so the softmax is far from uniform. */
         for (size_t i = 0; i < io->nx[0]; i++) io->x[0][i] *= 4.0f;
@@ -305,7 +308,7 @@ void vt_exec_open(vt_exec *e, vdnn_backend_t *be, vt_op_data *in, int algo)
     size_t ws = e->info.fwd_ws_bytes > e->info.bwd_ws_bytes ? e->info.fwd_ws_bytes : e->info.bwd_ws_bytes;
     e->ws = dev_alloc(be, ws);
     if (in->labels) {
-        e->labels = dev_alloc(be, (size_t)in->d.in[0].n * sizeof(int32_t));
+        e->labels = dev_alloc(be, vdnn_xent_rows(in->d.in[0]) * sizeof(int32_t));
         e->loss = dev_alloc(be, sizeof(float));
     }
 }
@@ -332,7 +335,7 @@ void vt_exec_upload(vt_exec *e)
     upload(e->be, e->w, in->w, in->nw * sizeof(float));
     upload(e->be, e->b, in->b, in->nb * sizeof(float));
     upload(e->be, e->stats, in->stats, in->nstats * sizeof(float));
-    if (in->labels) upload(e->be, e->labels, in->labels, (size_t)in->d.in[0].n * sizeof(int32_t));
+    if (in->labels) upload(e->be, e->labels, in->labels, vdnn_xent_rows(in->d.in[0]) * sizeof(int32_t));
 }
 
 static vdnn_op_args forward_args(const vt_exec *e, bool update_stats)

@@ -149,9 +149,83 @@ static void ref_bn(const vt_op_data *in, size_t step, double *y)
     free(mean), free(var);
 }
 
+/* Sequence ops: rows of the last dimension (docs/sequence.md). */
+static double seq_at(const vt_op_data *in, size_t i)
+{
+    const vdnn_op_desc *d = &in->d;
+    const vdnn_shape x = d->in[0];
+    const size_t fo = (size_t)d->out.w, r = i / fo, f = i % fo;
+    switch (d->kind) {
+    case VDNN_LAYER_EMBED: return in->w[(size_t)in->x[0][r] * fo + f];
+    case VDNN_LAYER_POS_EMBED: return (double)in->x[0][i] + in->w[(r % (size_t)x.h) * fo + f];
+    case VDNN_LAYER_LAYERNORM: {
+        const float *row = in->x[0] + r * fo;
+        double m = 0, v = 0;
+        for (size_t k = 0; k < fo; k++) m += row[k];
+        m /= (double)fo;
+        for (size_t k = 0; k < fo; k++) v += (row[k] - m) * (row[k] - m);
+        v /= (double)fo;
+        return in->w[f] * (row[f] - m) / sqrt(v + d->p.bn_eps) + in->b[f];
+    }
+    case VDNN_LAYER_LINEAR: {
+        const size_t fi = (size_t)x.w;
+        double s = d->p.bias ? in->b[f] : 0.0;
+        for (size_t k = 0; k < fi; k++) s += (double)in->w[f * fi + k] * in->x[0][r * fi + k];
+        return s;
+    }
+    case VDNN_LAYER_GELU: {
+        const double v = in->x[0][i];
+        return 0.5 * v * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
+    }
+    default: break;
+    }
+    fail_msg("%s: no sequence reference for layer kind %d", in->name, (int)d->kind);
+    return 0;
+}
+
+/* Attention: probabilities y[b, h, i, j] (causal softmax of scaled q.k) and their mix of values. */
+static void ref_attn(const vt_op_data *in, double *y)
+{
+    const vdnn_op_desc *d = &in->d;
+    const bool probs = d->kind == VDNN_LAYER_ATTN_PROBS;
+    const vdnn_shape qs = probs ? d->in[0] : d->in[1];
+    const int B = qs.n, T = qs.h, F = qs.w / 3, H = probs ? d->out.c : d->in[0].c, D = F / H;
+    const float *qkv = probs ? in->x[0] : in->x[1];
+    double *row = malloc((size_t)T * sizeof *row);
+    assert_non_null(row);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < T; i++) {
+                const float *q = qkv + ((size_t)b * T + i) * 3 * F + (size_t)h * D;
+                if (probs) {
+                    double mx = -INFINITY, sum = 0;
+                    for (int j = 0; j <= i; j++) {
+                        const float *k = qkv + ((size_t)b * T + j) * 3 * F + F + (size_t)h * D;
+                        double s = 0;
+                        for (int e = 0; e < D; e++) s += (double)q[e] * k[e];
+                        row[j] = s / sqrt((double)D);
+                        mx = fmax(mx, row[j]);
+                    }
+                    for (int j = 0; j <= i; j++) sum += exp(row[j] - mx);
+                    double *out = y + (((size_t)b * H + h) * T + i) * T;
+                    for (int j = 0; j < T; j++) out[j] = j <= i ? exp(row[j] - mx) / sum : 0.0;
+                } else {
+                    const float *p = in->x[0] + (((size_t)b * H + h) * T + i) * T;
+                    for (int e = 0; e < D; e++) {
+                        double s = 0;
+                        for (int j = 0; j < T; j++)
+                            s += (double)p[j] * qkv[((size_t)b * T + j) * 3 * F + 2 * F + (size_t)h * D + e];
+                        y[((size_t)b * T + i) * F + (size_t)h * D + e] = s;
+                    }
+                }
+            }
+    free(row);
+}
+
 static void ref_softmax_xent(const vt_op_data *in, double *y, double *loss)
 {
-    const int n_b = in->d.in[0].n, k = in->d.in[0].c;
+    /* One row per image, or per token of a sequence. */
+    const int n_b = (int)vdnn_xent_rows(in->d.in[0]), k = (int)(in->nx[0] / (size_t)n_b);
     *loss = 0.0;
     for (int n = 0; n < n_b; n++) {
         const float *z = in->x[0] + (size_t)n * k;
@@ -169,6 +243,7 @@ void vt_ref_forward(const vt_op_data *in, size_t step, double *y, double *loss)
     for (size_t i = 0; i < in->ny; i++) y[i] = NAN;
     if (d->kind == VDNN_LAYER_BATCHNORM) return ref_bn(in, step, y);
     if (d->kind == VDNN_LAYER_SOFTMAX_XENT) return ref_softmax_xent(in, y, loss);
+    if (d->kind == VDNN_LAYER_ATTN_PROBS || d->kind == VDNN_LAYER_ATTN_MIX) return ref_attn(in, y);
     const float p = d->p.dropout_p;
     for (size_t i = 0; i < in->ny; i += step) {
         const pos o = unravel(d->out, i);
@@ -195,6 +270,11 @@ void vt_ref_forward(const vt_op_data *in, size_t step, double *y, double *loss)
         case VDNN_LAYER_SILU:
         case VDNN_LAYER_CLIP: y[i] = act_at(d, in->x[0][i]); break;
         case VDNN_LAYER_CHANNEL_MUL: y[i] = (double)in->x[0][i] * in->x[1][(size_t)o.n * d->out.c + (size_t)o.c]; break;
+        case VDNN_LAYER_EMBED:
+        case VDNN_LAYER_POS_EMBED:
+        case VDNN_LAYER_LAYERNORM:
+        case VDNN_LAYER_LINEAR:
+        case VDNN_LAYER_GELU: y[i] = seq_at(in, i); break;
         default: fail_msg("%s: no reference for layer kind %d", in->name, (int)d->kind);
         }
     }

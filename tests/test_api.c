@@ -425,6 +425,65 @@ static void test_training_loop_reports_progress(void **state)
     vdnn_model_free(m);
 }
 
+/* A caller feeding vdnn_net_train_step the batches vdnn_dataset_order gives (the Python package does) trains as
+ * vdnn_train_run does, bit for bit, across an epoch's end where the order is drawn again. */
+static void test_dataset_order_is_the_loops(void **state)
+{
+    (void)state;
+    vdnn_error err;
+    vdnn_model_t *m = NULL;
+    vdnn_backend_t *be = NULL;
+    vdnn_dataset_t *ds = NULL;
+    vt_assert_ok(vdnn_model_parse(tiny, "tiny.cfg", &m, &err), err);
+    vt_assert_ok(vdnn_backend_open("cpu", 1, &be, &err), err);
+    vt_assert_ok(vdnn_dataset_open("synthetic", VDNN_SPLIT_TRAIN, (vdnn_shape){0, 1, 8, 8}, 3, 5, &ds, &err), err);
+    const int n = vdnn_dataset_shape(ds).n, batch = 256, per_epoch = n / batch, steps = per_epoch + 2;
+    vdnn_net_options no = vdnn_net_options_default();
+    no.batch = batch;
+    no.seed = 9;
+    vdnn_net_t *loop = NULL, *fed = NULL;
+    vt_assert_ok(vdnn_net_create(m, be, &no, &loop, &err), err);
+    vt_assert_ok(vdnn_net_create(m, be, &no, &fed, &err), err);
+    vdnn_train_options o = vdnn_train_options_default();
+    o.steps = steps;
+    o.lr_schedule = "constant";
+    o.lr = 0.1;
+    o.evaluate = false;
+    vdnn_train_result r;
+    vt_assert_ok(vdnn_train_run(loop, ds, NULL, &o, &r, &err), err);
+    int32_t *order = malloc(sizeof *order * (size_t)n), y[256];
+    float *x = malloc(sizeof *x * 64 * batch);
+    assert_true(order && x);
+    for (int s = 0; s < steps; s++) {
+        vt_assert_ok(vdnn_dataset_order(ds, no.seed, s / per_epoch, order, &err), err);
+        for (int i = 0; i < batch; i++) {
+            const int32_t k = order[(s % per_epoch) * batch + i];
+            memcpy(x + (size_t)i * 64, vdnn_dataset_images(ds) + (size_t)k * 64, sizeof *x * 64);
+            y[i] = vdnn_dataset_labels(ds)[k];
+        }
+        vt_assert_ok(vdnn_net_train_step(fed, x, y, 0.1f, NULL, &err), err);
+    }
+    for (int i = 0; i < vdnn_net_param_count(loop); i++) {
+        vdnn_param_info pi;
+        vt_assert_ok(vdnn_net_param_info(loop, i, &pi, &err), err);
+        float *a = malloc(sizeof *a * pi.count), *b = malloc(sizeof *b * pi.count);
+        assert_true(a && b);
+        vt_assert_ok(vdnn_net_get(loop, pi.name, a, pi.count, &err), err);
+        vt_assert_ok(vdnn_net_get(fed, pi.name, b, pi.count, &err), err);
+        assert_memory_equal(a, b, sizeof *a * pi.count);
+        free(a);
+        free(b);
+    }
+    vt_assert_error(vdnn_dataset_order(ds, 1, -1, order, &err), err, VDNN_ERR_INVALID_ARG, "epoch: -1 is out of range");
+    free(order);
+    free(x);
+    vdnn_net_free(loop);
+    vdnn_net_free(fed);
+    vdnn_dataset_free(ds);
+    vdnn_backend_free(be);
+    vdnn_model_free(m);
+}
+
 /* The branchy net of issue 13 (dense concat joins, a residual block over a dropout branch, a grouped conv, LRN,
  * padded average pooling, two pooled heads concatenated): at a budget where auto must choose, the plan made
  * alone (`vdnn plan`'s call) is the plan a net trains with (`vdnn train`'s), and training measures its peak.
@@ -480,6 +539,7 @@ int main(void)
         cmocka_unit_test(test_simulate_and_profiles),
         cmocka_unit_test(test_nets_share_a_model_params_and_checkpoints),
         cmocka_unit_test(test_training_loop_reports_progress),
+        cmocka_unit_test(test_dataset_order_is_the_loops),
         cmocka_unit_test(test_plan_alone_is_the_nets_plan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -384,7 +384,7 @@ static void test_dataset_idx_errors(void **state)
     vt_assert_error(vdnn_dataset_open("idx:", VDNN_SPLIT_TRAIN, no_shape, 0, 0, &ds, &err), err,
                     VDNN_ERR_INVALID_ARG, "unknown data spec \"idx:\"");
     vt_assert_error(vdnn_dataset_open("mnist", VDNN_SPLIT_TRAIN, no_shape, 0, 0, &ds, &err), err,
-                    VDNN_ERR_INVALID_ARG, "expected fashion-mnist, idx:DIR, cifar10:DIR or synthetic");
+                    VDNN_ERR_INVALID_ARG, "expected fashion-mnist, idx:DIR, cifar10:DIR, text:FILE or synthetic");
 }
 
 /* ---- CIFAR-10 ---- */
@@ -651,6 +651,7 @@ static vdnn_dataset_t *id_dataset(int count)
     ds->classes = 7;
     ds->images = malloc((size_t)count * 2 * sizeof(float));
     ds->labels = malloc((size_t)count * sizeof(int32_t));
+    ds->labels_per = 1;
     for (int i = 0; i < count; i++) {
         ds->images[2 * i] = (float)i;
         ds->images[2 * i + 1] = (float)-i;

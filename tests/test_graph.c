@@ -597,6 +597,10 @@ static void test_kind_names_and_find(void **state)
         if (k == VDNN_LAYER_FC) extra = "outputs=2\n";
         if (k == VDNN_LAYER_CONCAT || k == VDNN_LAYER_ADD) extra = "input=data,r\n";
         if (k == VDNN_LAYER_CHANNEL_MUL) extra = "input=r,g\n";
+        if (k == VDNN_LAYER_EMBED || k == VDNN_LAYER_LINEAR) extra = "outputs=2\n";
+        if (k == VDNN_LAYER_POS_EMBED) extra = "context=4\n";
+        if (k == VDNN_LAYER_ATTN_PROBS) extra = "heads=1\n";
+        if (k == VDNN_LAYER_ATTN_MIX) extra = "input=r,data\n";
         if (k == VDNN_LAYER_SOFTMAX_XENT) {
             snprintf(text, sizeof text, "[r]\ntype=relu\n[fc]\ntype=fc\noutputs=2\n[x]\ntype=softmax\n");
         } else {
@@ -606,7 +610,8 @@ static void test_kind_names_and_find(void **state)
         }
         vdnn_graph_t *g = parse_ok(text);
         assert_int_equal(layer(g, "x")->kind, k);
-        resolve_ok(g, 1, 2, 2, 2, 0);
+        /* The sequence layers resolve in sequence models only (test_sequence_model). */
+        if (k < VDNN_LAYER_EMBED || k == VDNN_LAYER_GELU) resolve_ok(g, 1, 2, 2, 2, 0);
         vdnn_graph_free(g);
     }
     vdnn_graph_t *g = load_ok("models/lenet.cfg");
@@ -685,7 +690,62 @@ static const string_case string_cases[] = {
     {"[net]\nname=x\n", VDNN_ERR_PARSE, 2, "no layers"},
     {"", VDNN_ERR_PARSE, 1, "no layers"},
     {"[loss]\ntype=softmax\n[loss2]\ntype=softmax\n", VDNN_ERR_PARSE, 1, "must be the last layer"},
+    /* sequence layers */
+    {"[e]\ntype=embed\n" TAIL, VDNN_ERR_PARSE, 1, "embed layer 'e' needs outputs= (the embedding width)"},
+    {"[e]\ntype=embed\noutputs=classes\n" TAIL, VDNN_ERR_PARSE, 3, "bad number 'classes' for outputs="},
+    {"[p]\ntype=pos_embed\n" TAIL, VDNN_ERR_PARSE, 1, "pos_embed layer 'p' needs context="},
+    {"[a]\ntype=attn_probs\n" TAIL, VDNN_ERR_PARSE, 1, "attn_probs layer 'a' needs heads="},
+    {"[a]\ntype=attn_probs\nheads=0\n" TAIL, VDNN_ERR_PARSE, 3, "heads=0 is out of range"},
+    {"[m]\ntype=attn_mix\n" TAIL, VDNN_ERR_PARSE, 1, "needs input= with two layers (the attention probabilities"},
+    {"[l]\ntype=linear\n" TAIL, VDNN_ERR_PARSE, 1, "linear layer 'l' needs outputs="},
+    {"[l]\ntype=layernorm\neps=0\n" TAIL, VDNN_ERR_PARSE, 3, "eps=0 is out of range"},
 };
+
+/* gpt-mini (docs/sequence.md): B x T x F as Bx1xTxF, the attention probabilities BxHxTxT, one label per token;
+ * shape errors of sequence layers name the file, line and what was expected. */
+static void test_sequence_model(void **state)
+{
+    (void)state;
+    vdnn_graph_t *g = load_ok("models/gpt-mini.cfg");
+    assert_string_equal(g->name, "gpt-mini");
+    resolve_ok(g, 3, 0, 0, 0, 0);
+    assert_int_equal(g->classes, 256);
+    assert_int_equal(param_count(g), 867328);
+    assert_out(g, "wte", 1, 64, 128);
+    assert_out(g, "h0.qkv", 1, 64, 384);
+    assert_out(g, "h0.probs", 4, 64, 64);
+    assert_out(g, "h0.mix", 1, 64, 128);
+    assert_out(g, "h3.fc", 1, 64, 512);
+    assert_out(g, "head", 1, 64, 256);
+    assert_int_equal(vdnn_graph_label_count(g), 3 * 64);
+    assert_true(vdnn_graph_is_sequence(g));
+    /* Bytes the planner counts are the shapes' bytes: probabilities B*H*T*T floats. */
+    assert_int_equal(vdnn_shape_bytes(layer(g, "h1.probs")->out), (size_t)3 * 4 * 64 * 64 * 4);
+    /* A shorter sequence fits the context; a longer one is refused at the position embedding. */
+    resolve_ok(g, 2, 1, 16, 1, 0);
+    assert_out(g, "h2.probs", 4, 16, 16);
+    assert_int_equal(param_count(g), 867328);
+    vdnn_error err;
+    vdnn_status st = vdnn_graph_resolve(g, (vdnn_shape){2, 1, 65, 1}, 0, &err);
+    vt_assert_error(st, err, VDNN_ERR_SHAPE, "sequence of 65 tokens is longer than its context=64");
+    st = vdnn_graph_resolve(g, (vdnn_shape){2, 3, 8, 8}, 0, &err);
+    vt_assert_error(st, err, VDNN_ERR_SHAPE, "embed reads token ids shaped 1xTx1");
+    vdnn_graph_free(g);
+    /* Heads that do not divide the width, and a loss over a width other than the vocabulary. */
+    const char *bad_heads = "[net]\ninput=1x8x1\nclasses=16\n[e]\ntype=embed\noutputs=10\n[q]\ntype=linear\n"
+                            "outputs=30\n[p]\ntype=attn_probs\nheads=4\n[m]\ntype=attn_mix\ninput=p,q\n"
+                            "[h]\ntype=linear\noutputs=classes\n[loss]\ntype=softmax\n";
+    g = parse_ok(bad_heads);
+    st = vdnn_graph_resolve(g, (vdnn_shape){1, 0, 0, 0}, 0, &err);
+    vt_assert_error(st, err, VDNN_ERR_SHAPE, "mem.cfg:10: layer 'p': attn_probs reads q, k and v side by side");
+    vdnn_graph_free(g);
+    const char *bad_loss = "[net]\ninput=1x8x1\nclasses=16\n[e]\ntype=embed\noutputs=10\n[h]\ntype=linear\n"
+                           "outputs=12\n[loss]\ntype=softmax\n";
+    g = parse_ok(bad_loss);
+    st = vdnn_graph_resolve(g, (vdnn_shape){1, 0, 0, 0}, 0, &err);
+    vt_assert_error(st, err, VDNN_ERR_SHAPE, "expected 16x1x1 (images) or 1xTx16 (sequences)");
+    vdnn_graph_free(g);
+}
 
 static void test_string_errors(void **state)
 {
@@ -761,6 +821,7 @@ int main(void)
         cmocka_unit_test(test_parse_string),      cmocka_unit_test(test_classes_and_defaults),
         cmocka_unit_test(test_kind_names_and_find), cmocka_unit_test(test_string_errors),
         cmocka_unit_test(test_mangled_texts),     cmocka_unit_test(test_act_and_windows),
+        cmocka_unit_test(test_sequence_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -255,13 +255,13 @@ static void calls_in_order(void **state)
     const size_t img = SIDE * SIDE;
     const int b = BATCH / 2;
     vt_assert_error(vdnn_net_backward(net, 0, &err), err, VDNN_ERR_INVALID_ARG, "backward of micro-batch 0 out of order");
-    vt_assert_error(vdnn_net_forward(net, 1, f->x, f->y, NULL, &err), err, VDNN_ERR_INVALID_ARG, "out of order");
-    vt_assert_ok(vdnn_net_forward(net, 0, f->x, f->y, NULL, &err), err);
+    vt_assert_error(vdnn_net_micro_forward(net, 1, f->x, f->y, NULL, &err), err, VDNN_ERR_INVALID_ARG, "out of order");
+    vt_assert_ok(vdnn_net_micro_forward(net, 0, f->x, f->y, NULL, &err), err);
     vt_assert_error(vdnn_net_update(net, 0.05f, &err), err, VDNN_ERR_INVALID_ARG, "out of order");
     /* That abandoned the step: it starts over, and a whole step in order works. */
     assert_int_equal(net->arena.n_live, 1);
-    vt_assert_ok(vdnn_net_forward(net, 0, f->x, f->y, NULL, &err), err);
-    vt_assert_ok(vdnn_net_forward(net, 1, f->x + (size_t)b * img, f->y + b, NULL, &err), err);
+    vt_assert_ok(vdnn_net_micro_forward(net, 0, f->x, f->y, NULL, &err), err);
+    vt_assert_ok(vdnn_net_micro_forward(net, 1, f->x + (size_t)b * img, f->y + b, NULL, &err), err);
     vt_assert_ok(vdnn_net_backward(net, 0, &err), err);
     vt_assert_ok(vdnn_net_backward(net, 1, &err), err);
     vt_assert_ok(vdnn_net_update(net, 0.05f, &err), err);

@@ -1,6 +1,7 @@
 /* Tests of ONNX import: each supported op maps to the expected layers, parameters and shapes; layer names are
- * made valid and unique; initializers become the initial parameters (through the net too); two PyTorch exports
- * load, and their eval-mode outputs on the CPU backend match PyTorch's. Models: tests/data/onnx/make_models.py. */
+ * made valid and unique; initializers become the initial parameters (through the net too); three PyTorch exports
+ * load, and their eval-mode probabilities and logits (vdnn_net_predict, vdnn_net_forward) on the CPU backend
+ * match PyTorch's. Models: tests/data/onnx/make_models.py. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -456,6 +457,13 @@ static void assert_eval_logits(imported *im)
     assert_close("probability", probs, want, 20, 1e-6, 0);
     /* Log-probabilities are the logits up to a per-sample constant, so this compares the logits themselves. */
     assert_close("log-probability", logp, want_logp, 20, 1e-6, 1e-6);
+    /* And vdnn_net_forward gives them as they are, the graph output before vdnn's softmax. */
+    float got[20];
+    vt_assert_ok(vdnn_net_forward(im->net, ref_of(im, "input"), 2, got, &err), err);
+    assert_close("logit", got, logits, 20, 1e-6, 1e-6);
+    /* One image: the net pads the batch, and image 0's logits do not depend on the padding. */
+    vt_assert_ok(vdnn_net_forward(im->net, ref_of(im, "input"), 1, got, &err), err);
+    assert_close("logit (one image)", got, logits, 10, 1e-6, 1e-6);
 }
 
 /* The net starts from the initializers (read back from the net's own storages), and its eval-mode class
@@ -514,6 +522,18 @@ static void test_tiny_mlp_forward(void **state)
     float probs[10];
     vt_assert_ok(vdnn_net_predict(im.net, ref_of(&im, "input"), 2, probs, &err), err);
     assert_close("probability", probs, ref_of(&im, "probs"), 10, 1e-6, 1e-5);
+    /* vdnn_net_forward gives the dropped Softmax's input: its softmax is PyTorch's output. */
+    float logits[10], soft[10];
+    vt_assert_ok(vdnn_net_forward(im.net, ref_of(&im, "input"), 2, logits, &err), err);
+    for (int s = 0; s < 2; s++) {
+        double mx = -INFINITY, sum = 0;
+        for (int k = 0; k < 5; k++) mx = fmax(mx, logits[s * 5 + k]);
+        for (int k = 0; k < 5; k++) sum += exp(logits[s * 5 + k] - mx);
+        for (int k = 0; k < 5; k++) soft[s * 5 + k] = (float)(exp(logits[s * 5 + k] - mx) / sum);
+    }
+    assert_close("softmax of the logits", soft, ref_of(&im, "probs"), 10, 1e-6, 1e-5);
+    vt_assert_error(vdnn_net_forward(im.net, ref_of(&im, "input"), 3, logits, &err), err, VDNN_ERR_INVALID_ARG,
+                    "out of range");
     release(&im);
 }
 

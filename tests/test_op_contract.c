@@ -339,10 +339,79 @@ static void test_bf16_info(void **state)
     vdnn_backend_destroy(be);
 }
 
+/* The sequence ops' flags (the planner trusts them), their sizes, and their refusals: a bad shape is a shape error,
+ * a 16-bit type UNSUPPORTED (fp32 only for now, docs/sequence.md). */
+static void test_sequence_ops(void **state)
+{
+    vdnn_backend_t *be = cpu(0);
+    const vdnn_shape t = S(2, 1, 5, 8);
+    const struct {
+        const char *name;
+        vdnn_op_desc d;
+        bool needs_x, needs_y, inplace;
+        size_t aux;
+    } cases[] = {
+        {"embed", vt_embed(2, 5, 11, 8), true, false, false, 0},
+        {"pos_embed", vt_pos_embed(t, 7), false, false, true, 0},
+        {"layernorm", vt_layernorm(t), true, false, false, 2 * 10 * sizeof(float)},
+        {"linear", vt_linear(t, 6, 1), true, false, false, 0},
+        {"attn_probs", vt_attn_probs(2, 5, 8, 2), true, true, false, 0},
+        {"attn_mix", vt_attn_mix(2, 5, 8, 2), true, false, false, 0},
+        {"gelu", vt_act(VDNN_LAYER_GELU, t), true, false, false, 0},
+        {"softmax_xent over tokens", vt_xent_seq(2, 5, 7), false, true, false, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        vdnn_op_info info;
+        vdnn_error err = {0};
+        vt_assert_ok(be->ops->op_query(be, &cases[i].d, &info, &err), err);
+        if (info.bwd_needs_x != cases[i].needs_x || info.bwd_needs_y != cases[i].needs_y ||
+            info.inplace_ok != cases[i].inplace || info.aux_bytes != cases[i].aux)
+            fail_msg("%s: needs_x %d needs_y %d inplace %d aux %zu, expected %d %d %d %zu", cases[i].name,
+                     info.bwd_needs_x, info.bwd_needs_y, info.inplace_ok, info.aux_bytes, cases[i].needs_x,
+                     cases[i].needs_y, cases[i].inplace, cases[i].aux);
+        if (cases[i].d.kind == VDNN_LAYER_SOFTMAX_XENT || cases[i].d.kind == VDNN_LAYER_GELU) continue;
+        vdnn_op_desc d = cases[i].d;
+        d.dtype = VDNN_DTYPE_BF16;
+        vdnn_status st = be->ops->op_query(be, &d, &info, &err);
+        if (st != VDNN_ERR_UNSUPPORTED && st != VDNN_ERR_NO_DEVICE)
+            fail_msg("%s in bf16: %s \"%s\", expected a refusal", cases[i].name, vdnn_status_name(st), err.msg);
+    }
+    /* Shapes that do not fit are refused, naming the op. */
+    const vdnn_op_desc bad[] = {
+        vt_linear(t, 6, 1), vt_attn_probs(2, 5, 8, 3), vt_embed(2, 5, 11, 8), vt_pos_embed(t, 4),
+    };
+    vdnn_op_desc b0 = bad[0];
+    b0.out.w = 7; /* not outputs= */
+    vdnn_op_desc b2 = bad[2];
+    b2.in[0].w = 2; /* two values per token */
+    const vdnn_op_desc *refused[] = {&b0, &bad[1], &b2, &bad[3]};
+    for (size_t i = 0; i < 4; i++) {
+        vdnn_op_info info;
+        vdnn_error err = {0};
+        vdnn_status st = be->ops->op_query(be, refused[i], &info, &err);
+        if (st != VDNN_ERR_SHAPE || !strstr(err.msg, vdnn_layer_kind_name(refused[i]->kind)))
+            fail_msg("bad %s: %s \"%s\", expected a shape error naming it", vdnn_layer_kind_name(refused[i]->kind),
+                     vdnn_status_name(st), err.msg);
+    }
+    /* A token id outside the vocabulary is an error, not a read past the table. */
+    vdnn_op *op = NULL;
+    vdnn_error err = {0};
+    const vdnn_op_desc e = vt_embed(1, 2, 3, 4);
+    vt_assert_ok(be->ops->op_create(be, &e, &op, &err), err);
+    float x[2] = {1.0f, 3.0f}, w[12] = {0}, y[8];
+    vdnn_op_args a = {.x = {x}, .y = y, .w = w};
+    vdnn_status st = be->ops->op_forward(be, op, &a, &err);
+    assert_int_equal(st, VDNN_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "not an id in 0..2"));
+    be->ops->op_destroy(be, op);
+    vdnn_backend_destroy(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_info_flags),
+        cmocka_unit_test(test_sequence_ops),
         cmocka_unit_test(test_conv_candidates),
         cmocka_unit_test(test_refused_descriptions),
         cmocka_unit_test(test_missing_buffers),

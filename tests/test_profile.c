@@ -345,7 +345,7 @@ static void test_bad_files(void **state)
     vt_assert_error(vdnn_profile_read(bad, g, &p, &err), err, VDNN_ERR_FORMAT, "not a profile");
 
     /* Types, ranges and missing members, located by line and column. */
-    expect_edit_fails(dir, g, text, "\"load_s\": ", "\"load_s\": \"fast\", \"x\": ", VDNN_ERR_FORMAT, ":8:13: \"load_s\" must be a number");
+    expect_edit_fails(dir, g, text, "\"load_s\": ", "\"load_s\": \"fast\", \"x\": ", VDNN_ERR_FORMAT, ":10:13: \"load_s\" must be a number");
     expect_edit_fails(dir, g, text, "\"update_s\"", "\"updates\"", VDNN_ERR_FORMAT, "missing \"update_s\"");
     expect_edit_fails(dir, g, text, "\"bwd_s\": ", "\"bwd_s\": -", VDNN_ERR_FORMAT, "\"bwd_s\" must be a number >= 0");
     expect_edit_fails(dir, g, text, "\"bytes_per_s\": ", "\"bytes_per_s\": 0, \"x\": ", VDNN_ERR_FORMAT, "\"bytes_per_s\" must be a positive");

@@ -43,7 +43,8 @@ static const struct mem_flag {
 static const struct { const char *field, *flag; } plain_fields[] = {
     {"batch", "--batch"}, {"input", "--input"}, {"classes", "--classes"}, {"seed", "--seed"},
     {"lr", "--lr"}, {"lr_schedule", "--lr-schedule"}, {"momentum", "--momentum"},
-    {"weight_decay", "--weight-decay"}, {"threads", "--threads"}, {"epochs", "--epochs"}, {"steps", "--steps"},
+    {"weight_decay", "--weight-decay"}, {"optimizer", "--optimizer"}, {"beta1, beta2", "--beta1, --beta2"},
+    {"eps", "--eps"}, {"memory.optimizer_moments", "--optimizer"}, {"threads", "--threads"}, {"epochs", "--epochs"}, {"steps", "--steps"},
     {"iterations", "--iterations"},
 };
 
@@ -64,6 +65,9 @@ void cli_defaults(cli_options *o)
     o->lr_schedule = "cosine";
     o->momentum = 0.9;
     o->weight_decay = 5e-4;
+    o->beta1 = 0.9;
+    o->beta2 = 0.999;
+    o->eps = 1e-8;
     o->seed = 1;
     o->device = "auto";
     o->log_every = 100;
@@ -111,17 +115,22 @@ static bool parse_bandwidth(const char *s, double *out)
     return true;
 }
 
-static char policy_list[256];
-
-/* "none, all, ... or um": every policy the library knows. */
-static const char *policies(void)
+const char *cli_policy_list(char *buf, size_t n)
 {
     size_t len = 0;
-    for (int i = 0; i < VDNN_POLICY_COUNT && len < sizeof policy_list; i++) {
-        const char *sep = i == 0 ? "" : i == VDNN_POLICY_COUNT - 1 ? " or " : ", ";
-        len += (size_t)snprintf(policy_list + len, sizeof policy_list - len, "%s%s", sep, vdnn_policy_name((vdnn_policy)i));
+    buf[0] = '\0';
+    for (int i = 0; vdnn_policy_description((vdnn_policy)i) && len < n; i++) {
+        const char *sep = i == 0 ? "" : !vdnn_policy_description((vdnn_policy)(i + 1)) ? " or " : ", ";
+        len += (size_t)snprintf(buf + len, n - len, "%s%s", sep, vdnn_policy_name((vdnn_policy)i));
     }
-    return policy_list;
+    return buf;
+}
+
+void cli_policy_help(FILE *f)
+{
+    fputs("Policies (--policy, default none):\n", f);
+    for (int i = 0; vdnn_policy_description((vdnn_policy)i); i++)
+        fprintf(f, "  %-10s %s\n", vdnn_policy_name((vdnn_policy)i), vdnn_policy_description((vdnn_policy)i));
 }
 
 /* One memory flag's value into o->mem. */
@@ -131,7 +140,7 @@ static bool set_mem(const struct mem_flag *m, const char *v, cli_options *o, con
     size_t sz;
     long n;
     double d;
-    char range[64];
+    char range[64], list[256];
     switch (m->kind) {
     case MEM_BOOL: *(bool *)field = true; return true;
     case MEM_BUDGET:
@@ -143,7 +152,7 @@ static bool set_mem(const struct mem_flag *m, const char *v, cli_options *o, con
         *(size_t *)field = sz;
         return true;
     case MEM_POLICY:
-        if (!vdnn_policy_parse(v, (vdnn_policy *)field)) return bad(cmd, m->flag, v, policies());
+        if (!vdnn_policy_parse(v, (vdnn_policy *)field)) return bad(cmd, m->flag, v, cli_policy_list(list, sizeof list));
         return true;
     case MEM_ALGO:
         if (!strcmp(v, "default")) *(int *)field = VDNN_ALGO_DEFAULT;
@@ -213,6 +222,12 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             NEED_VALUE();
             snprintf(range, sizeof range, "CxHxW, each from 1 to %d, e.g. 3x224x224", VDNN_MAX_SIDE);
             if (!parse_shape(v, &o->in_c, &o->in_h, &o->in_w)) return bad(cmd, f, v, range);
+        } else if (!strcmp(f, "--seq-len") && (allowed & OPT_SHAPE)) {
+            /* A sequence model's input: one token id per position, 1xTx1 (docs/sequence.md). */
+            NEED_VALUE();
+            snprintf(range, sizeof range, "an integer from 1 to %d", VDNN_MAX_SIDE);
+            if (!vdnn_parse_int(v, &n) || n < 1 || n > VDNN_MAX_SIDE) return bad(cmd, f, v, range);
+            o->in_c = 1, o->in_h = (int)n, o->in_w = 1;
         } else if (!strcmp(f, "--classes") && (allowed & OPT_SHAPE)) {
             NEED_VALUE();
             if (!vdnn_parse_int(v, &n) || n < 2 || n > 1000000) return bad(cmd, f, v, "an integer from 2 to 1000000");
@@ -240,6 +255,20 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             NEED_VALUE();
             if (!vdnn_parse_float(v, &d) || d < 0 || d >= 1) return bad(cmd, f, v, "a number in [0, 1)");
             o->momentum = d;
+        } else if (!strcmp(f, "--optimizer") && (allowed & (OPT_TRAINING | OPT_MEMORY))) {
+            /* AdamW keeps two moments per parameter: the plan (vdnn plan too) counts them. */
+            NEED_VALUE();
+            if (strcmp(v, "sgd") && strcmp(v, "adamw")) return bad(cmd, f, v, "sgd or adamw");
+            o->adamw = !strcmp(v, "adamw");
+            o->mem.optimizer_moments = o->adamw ? 2 : 1;
+        } else if ((!strcmp(f, "--beta1") || !strcmp(f, "--beta2")) && (allowed & OPT_TRAINING)) {
+            NEED_VALUE();
+            if (!vdnn_parse_float(v, &d) || d < 0 || d >= 1) return bad(cmd, f, v, "a number in [0, 1)");
+            *(f[6] == '1' ? &o->beta1 : &o->beta2) = d;
+        } else if (!strcmp(f, "--eps") && (allowed & OPT_TRAINING)) {
+            NEED_VALUE();
+            if (!vdnn_parse_float(v, &d) || d <= 0 || d >= 1) return bad(cmd, f, v, "a number in (0, 1)");
+            o->eps = d;
         } else if (!strcmp(f, "--weight-decay") && (allowed & OPT_TRAINING)) {
             NEED_VALUE();
             if (!vdnn_parse_float(v, &d) || d < 0 || d >= 1) return bad(cmd, f, v, "a number in [0, 1)");
@@ -376,6 +405,10 @@ vdnn_net_options cli_net_options(const cli_options *o, vdnn_shape in, int classe
     no.momentum = (float)o->momentum;
     no.weight_decay = (float)o->weight_decay;
     no.memory = o->mem;
+    no.optimizer = o->adamw ? VDNN_OPTIMIZER_ADAMW : VDNN_OPTIMIZER_SGD;
+    no.beta1 = (float)o->beta1;
+    no.beta2 = (float)o->beta2;
+    no.eps = (float)o->eps;
     return no;
 }
 

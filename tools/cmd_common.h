@@ -19,6 +19,8 @@ typedef struct cli_options {
     double lr;
     const char *lr_schedule;
     double momentum, weight_decay;
+    bool adamw;               /* --optimizer adamw (else SGD) */
+    double beta1, beta2, eps; /* AdamW */
     long seed;
     int threads;
     const char *device;       /* auto | cpu | cuda */
@@ -95,6 +97,11 @@ vdnn_backend_options cli_backend_options(const cli_options *o);
 void cli_warn_oversubscribed(const char *cmd, const vdnn_net_t *net);
 /* The net's options from the flags at this input (n = batch) and class count. */
 vdnn_net_options cli_net_options(const cli_options *o, vdnn_shape in, int classes);
+
+/* "none, all, ... or um": every policy the library's table of planners knows, for error texts. */
+const char *cli_policy_list(char *buf, size_t n);
+/* The --policy help: one line per policy, its name and what it does, from the same table. */
+void cli_policy_help(FILE *f);
 
 /* Prints "vdnn CMD: message" to stderr, the library's option fields named as this command's flags, and returns
  * exit code 1 (2 for invalid arguments). */

@@ -38,7 +38,7 @@ int vdnn_cmd_info(int argc, char **argv)
     vdnn_plan_t *plan = NULL;
     vdnn_layer_info *layers = NULL;
     vdnn_plan_summary sum;
-    vdnn_status rc = cli_model_load(&o, NULL, &m, &err);
+    vdnn_status rc = cli_model_load(&o, NULL, &m, "info", &err);
     const vdnn_shape in = m.in;
     const int classes = m.classes;
     if (rc == VDNN_OK) {

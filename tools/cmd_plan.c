@@ -17,15 +17,13 @@ int vdnn_cmd_plan(int argc, char **argv)
 {
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            char pol[256];
             fputs(plan_usage, stdout);
             fputs(CLI_CONV_ALGO_USAGE, stdout);
             fputs(CLI_OFFLOAD_USAGE, stdout);
             fputs(CLI_PRECISION_USAGE, stdout);
-            printf("Policies: %s (default none); recompute, dyn, pooch and auto plan from costs.\n"
-                   "um (OC-DNN) swaps what all swaps, but into CUDA Unified Memory: training needs a GPU, the plan does\n"
-                   "not; the table marks those storages 'managed' and counts them in the managed pool, not the peak.\n",
-                   cli_policy_list(pol, sizeof pol));
+            cli_policy_help(stdout);
+            fputs("A plan under um needs no GPU: the table marks the swapped storages 'managed' and counts them in the\n"
+                  "managed pool, not the peak.\n", stdout);
             fputs(CLI_COST_USAGE, stdout);
             return 0;
         }
@@ -50,7 +48,7 @@ int vdnn_cmd_plan(int argc, char **argv)
     cli_model m;
     vdnn_plan_t *plan = NULL;
     vdnn_plan_summary sum;
-    vdnn_status rc = cli_model_load(&o, &costs, &m, &err);
+    vdnn_status rc = cli_model_load(&o, &costs, &m, "plan", &err);
     if (rc == VDNN_OK) rc = cli_model_plan(&m, &o, o.mem.policy, &plan, &err);
     /* The summary names the smallest budget a plan is known for (static policies: their peak). */
     if (rc == VDNN_OK) rc = vdnn_plan_summarize(plan, &sum, &err);

@@ -6,15 +6,52 @@
 #include <stdlib.h>
 #include <string.h>
 
-vdnn_status cli_model_load(const cli_options *o, const cli_cost_options *c, cli_model *m, vdnn_error *err)
+/* Where the plans' op info comes from, for the command's notes and cost lines. */
+static void describe_ops(const cli_model *m, const cli_cost_options *c, char *buf, size_t n)
+{
+    if (m->be) {
+        vdnn_device_info d;
+        vdnn_error e = {VDNN_OK, ""};
+        if (vdnn_backend_describe(m->be, &d, &e) == VDNN_OK) snprintf(buf, n, "the %s backend here", d.backend);
+        return;
+    }
+    vdnn_profile_summary ps;
+    vdnn_profile_summarize(m->prof, &ps);
+    const vdnn_device_info *d = &ps.device_info;
+    snprintf(buf, n, "%s (%s%s%s, %s)", c->profile, d->backend, d->name[0] ? ": " : "", d->name,
+             strcmp(ps.op_info_source, "described") ? "recorded on the device"
+                                                     : "described without the device: see the file's note");
+}
+
+vdnn_status cli_model_load(const cli_options *o, const cli_cost_options *c, cli_model *m, const char *cmd,
+                           vdnn_error *err)
 {
     memset(m, 0, sizeof *m);
     vdnn_status rc = cli_load_model(o->model, &m->m, err);
     if (rc == VDNN_OK) rc = cli_shape(o, m->m, NULL, &m->in, &m->classes, err);
+    if (rc == VDNN_OK && c) rc = cli_cost_profile(c, m->m, m->in, m->classes, &m->prof, err);
+    /* A profile that recorded its device's op info plans for that device, which need not be here, unless --device
+     * names a backend to plan with instead. */
+    vdnn_profile_summary ps = {0};
+    if (rc == VDNN_OK && m->prof) vdnn_profile_summarize(m->prof, &ps);
+    const bool device_named = strcmp(o->device, "auto") != 0;
+    const bool from_profile = rc == VDNN_OK && c && c->profile && ps.op_info && !device_named;
+    if (rc == VDNN_OK && c && c->profile && !ps.op_info)
+        fprintf(stderr,
+                "vdnn %s: note: %s records no op info (format version %d%s): planning with the %s backend's op info "
+                "here, which may not be the profiled device's; profile again with this vdnn to plan for that device\n",
+                cmd, c->profile, ps.version, ps.measured ? "" : ", an estimate", strcmp(o->device, "cuda") ? "cpu" : "cuda");
     cli_options co = *o;
     if (strcmp(co.device, "cuda")) co.device = "cpu";
-    if (rc == VDNN_OK) rc = cli_backend(&co, &m->be, err);
-    if (rc == VDNN_OK && c) rc = cli_cost_profile(c, m->m, m->in, m->classes, &m->prof, err);
+    if (rc == VDNN_OK && !from_profile) rc = cli_backend(&co, &m->be, err);
+    /* Planning a profile of one device with another's op info is allowed (to compare them) but said. */
+    if (rc == VDNN_OK && m->be && ps.op_info) {
+        vdnn_error e = {VDNN_OK, ""};
+        if (vdnn_profile_check_backend(m->prof, m->m, m->be, &e) != VDNN_OK)
+            fprintf(stderr, "vdnn %s: note: --device %s: planning with this backend's op info, not the profile's: %s\n",
+                    cmd, co.device, e.msg);
+    }
+    if (rc == VDNN_OK) describe_ops(m, c, m->ops, sizeof m->ops);
     if (rc != VDNN_OK) cli_model_free(m);
     return rc;
 }
@@ -161,15 +198,4 @@ void cli_cost_describe(const cli_cost_options *c, const vdnn_profile_t *p, char 
     else snprintf(link, sizeof link, "link %s out, %s in", rate(c->link_d2h, l1, sizeof l1), rate(c->link_h2d, l2, sizeof l2));
     snprintf(buf, n, "roofline estimate%s: %.4g Tflop/s, memory %s, %s", c->estimate_given ? "" : " (the default)",
              c->flops / 1e12, rate(c->mem_bw, mem, sizeof mem), link);
-}
-
-const char *cli_policy_list(char *buf, size_t n)
-{
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < VDNN_POLICY_COUNT && len < n; i++) {
-        const char *sep = i == 0 ? "" : i == VDNN_POLICY_COUNT - 1 ? " or " : ", ";
-        len += (size_t)snprintf(buf + len, n - len, "%s%s", sep, vdnn_policy_name((vdnn_policy)i));
-    }
-    return buf;
 }

@@ -17,25 +17,32 @@ typedef struct cli_cost_options {
 } cli_cost_options;
 
 #define CLI_COST_USAGE                                                                                          \
-    "Costs come from --profile FILE (written by a measuring run), or from a roofline estimate:\n"               \
+    "Costs come from a profile or from a roofline estimate:\n"                                                  \
+    "  --profile FILE           written by `vdnn profile`, with the device's op info (what ops keep,\n"        \
+    "                           workspaces): plans use it, so they are that device's on any machine,\n"        \
+    "                           unless --device names a backend to plan with (docs/profiles.md)\n"             \
     "  --estimate-flops F       compute rate in flop/s (default 1e13)\n"                                         \
     "  --estimate-bw B          device memory bandwidth in bytes/s, e.g. 5e11 or 500GB/s (default 5e11)\n"      \
     "  --link-bandwidth L       host link bandwidth per direction, e.g. 16GB/s (default 16GB/s);\n"             \
     "                           --link-bandwidth-d2h / --link-bandwidth-h2d set one direction\n"                \
     "With none of them, plans use the defaults, as `vdnn train` does without --profile: both make the same plan.\n"
 
-/* A model at the command's batch and input, with the backend whose op info plans use: the CPU backend,
- * which answers without a device (what `vdnn train --device cpu` plans with), or with --device cuda the
+/* A model at the command's batch and input, with where the plans' op info comes from: a --profile FILE that
+ * recorded it (the profiled device's plans, on any machine; unless --device names a backend), else the CPU
+ * backend, which answers without a device (what `vdnn train --device cpu` plans with), or with --device cuda the
  * CUDA backend (what `vdnn train --device cuda` plans with), which needs the GPU. */
 typedef struct cli_model {
     vdnn_model_t *m;
     vdnn_shape in;            /* n: the batch */
     int classes;
-    vdnn_backend_t *be;
+    vdnn_backend_t *be;       /* NULL: the profile's op info */
     vdnn_profile_t *prof;     /* NULL: the library's default estimate */
+    char ops[512];            /* where the op info comes from, for messages */
 } cli_model;
 
-vdnn_status cli_model_load(const cli_options *o, const cli_cost_options *c, cli_model *m, vdnn_error *err);
+/* cmd names the command in notes printed to stderr (a profile without op info, or planned with another backend's). */
+vdnn_status cli_model_load(const cli_options *o, const cli_cost_options *c, cli_model *m, const char *cmd,
+                           vdnn_error *err);
 void cli_model_free(cli_model *m);
 /* The training plan of m under the command's memory options with another policy. */
 vdnn_status cli_model_plan(const cli_model *m, const cli_options *o, vdnn_policy policy, vdnn_plan_t **plan,
@@ -55,8 +62,6 @@ vdnn_status cli_cost_profile(const cli_cost_options *c, const vdnn_model_t *m, v
 /* One line saying where the costs come from. */
 void cli_cost_describe(const cli_cost_options *c, const vdnn_profile_t *p, char *buf, size_t n);
 
-/* "none, all or conv": every policy vdnn_policy_parse knows, for usage and error texts. */
-const char *cli_policy_list(char *buf, size_t n);
 
 /* A plan's table or JSON text (vdnn_plan_table / vdnn_plan_json) written to f. */
 vdnn_status cli_print_plan(const vdnn_plan_t *p, bool json, FILE *f, vdnn_error *err);

@@ -107,7 +107,7 @@ int vdnn_cmd_plot(int argc, char **argv)
     const char *name_ptr[PLOT_MAX];
     bool fits[PLOT_MAX];
     size_t plan_peak[PLOT_MAX];
-    vdnn_status rc = cli_model_load(&o, &costs, &m, &err);
+    vdnn_status rc = cli_model_load(&o, &costs, &m, "plot", &err);
     for (int i = 0; rc == VDNN_OK && i < n_pol; i++) {
         vdnn_plan_t *plan = NULL;
         rc = cli_model_plan(&m, &o, pols[i], &plan, &err);

@@ -70,9 +70,10 @@ int vdnn_cmd_profile(int argc, char **argv)
             printf("{\"profile\": \"%s\", \"device\": \"%s\", \"model\": \"%s\", \"batch\": %d, \"forward_s\": %.6f, "
                    "\"backward_s\": %.6f, \"d2h_bytes_per_s\": %.6g, \"h2d_bytes_per_s\": %.6g, \"d2h_latency_s\": %.6g, "
                    "\"h2d_latency_s\": %.6g, \"d2h_busy_bytes_per_s\": %.6g, \"h2d_busy_bytes_per_s\": %.6g, "
-                   "\"copy_compute_slowdown\": %.6g}\n",
+                   "\"copy_compute_slowdown\": %.6g, \"op_info\": %s}\n",
                    out, ps.device, name, in.n, ps.forward_s, ps.backward_s, ps.d2h_bytes_per_s, ps.h2d_bytes_per_s,
-                   ps.d2h_latency_s, ps.h2d_latency_s, ps.d2h_busy_bytes_per_s, ps.h2d_busy_bytes_per_s, ps.copy_slowdown);
+                   ps.d2h_latency_s, ps.h2d_latency_s, ps.d2h_busy_bytes_per_s, ps.h2d_busy_bytes_per_s, ps.copy_slowdown,
+                   ps.op_info ? "true" : "false");
         else
             printf("profile of %s at batch %d on %s written to %s: forward %.3f ms, backward %.3f ms, link d2h %.2f GB/s "
                    "(latency %.1f us), h2d %.2f GB/s (latency %.1f us)\n",
@@ -83,6 +84,12 @@ int vdnn_cmd_profile(int argc, char **argv)
                    ps.d2h_busy_bytes_per_s / 1e9, ps.h2d_busy_bytes_per_s / 1e9, 100 * ps.copy_slowdown);
         else if (!o.json)
             printf("the link while layers compute was not measured (no plan swapping every map could be made)\n");
+        /* Said, because it is what makes the file plan for this device elsewhere. */
+        if (!o.json && ps.op_info)
+            printf("op info of every layer recorded (%s backend%s%s, %s): `vdnn plan --profile %s` plans for this "
+                   "device on any machine\n",
+                   ps.device_info.backend, ps.device_info.name[0] ? " on " : "", ps.device_info.name,
+                   ps.device_info.library, out);
     }
     vdnn_profile_free(prof);
     vdnn_backend_free(be);

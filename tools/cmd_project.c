@@ -202,7 +202,7 @@ int vdnn_cmd_project(int argc, char **argv)
     memset(&m, 0, sizeof m);
     o.device = "cpu";
     vdnn_status rc = vdnn_epochs_table_read(f.table, &table, &err);
-    if (rc == VDNN_OK) rc = cli_model_load(&o, &costs, &m, &err);
+    if (rc == VDNN_OK) rc = cli_model_load(&o, &costs, &m, "project", &err);
     /* Projection needs per-layer times: without a profile or estimate flags, the default estimate's. */
     if (rc == VDNN_OK && !m.prof) {
         costs.estimate_given = true;

@@ -18,12 +18,11 @@ static const char simulate_usage_head[] =
 
 static void usage(FILE *f)
 {
-    char pol[256];
     fputs(simulate_usage_head, f);
     fputs(CLI_CONV_ALGO_USAGE, f);
     fputs(CLI_OFFLOAD_USAGE, f);
     fputs(CLI_PRECISION_USAGE, f);
-    fprintf(f, "Policies: %s (default none).\n", cli_policy_list(pol, sizeof pol));
+    cli_policy_help(f);
     fputs(CLI_COST_USAGE, f);
 }
 
@@ -35,6 +34,7 @@ static void print_text(const cli_model *m, const vdnn_plan_summary *p, const vdn
     printf("simulated %s, batch %d, input %dx%dx%d, policy %s\n", p->model, p->input.n, p->input.c, p->input.h,
            p->input.w, vdnn_policy_name(p->policy));
     printf("costs: %s\n", costs);
+    printf("op info: %s\n", m->ops);
     printf("iteration:        %10.3f ms\n", t->iteration_s * 1e3);
     printf("lower bound:      %10.3f ms (no plan at this budget is faster; iteration / bound = %.3f)\n", lb * 1e3,
            lb > 0 ? t->iteration_s / lb : 0);
@@ -113,7 +113,7 @@ int vdnn_cmd_simulate(int argc, char **argv)
     vdnn_timeline_t *t = NULL;
     vdnn_plan_summary sum;
     vdnn_timeline_summary ts;
-    vdnn_status rc = cli_model_load(&o, &costs, &m, &err);
+    vdnn_status rc = cli_model_load(&o, &costs, &m, "simulate", &err);
     if (rc == VDNN_OK) rc = cli_model_plan(&m, &o, o.mem.policy, &plan, &err);
     if (rc == VDNN_OK) rc = vdnn_plan_simulate(plan, NULL, &t, &err);
     if (rc == VDNN_OK) rc = vdnn_plan_summarize(plan, &sum, &err);

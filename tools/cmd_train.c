@@ -6,10 +6,10 @@
 #include "cmd_planning.h"
 
 static const char train_usage[] =
-    "usage: vdnn train [--model NAME|FILE] [--data fashion-mnist|cifar10:DIR|idx:DIR|synthetic]\n"
-    "                  [--input CxHxW] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
+    "usage: vdnn train [--model NAME|FILE] [--data fashion-mnist|cifar10:DIR|idx:DIR|text:FILE|synthetic]\n"
+    "                  [--input CxHxW | --seq-len N] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
     "                  [--lr-schedule constant|step:N:GAMMA|cosine[,warmup=N]] [--momentum X]\n"
-    "                  [--weight-decay X] [--seed N] [--threads N] [--device auto|cpu|cuda] [--no-tf32]\n"
+    "                  [--weight-decay X] [--optimizer sgd|adamw] [--beta1 X] [--beta2 X] [--eps X] [--seed N] [--threads N] [--device auto|cpu|cuda] [--no-tf32]\n"
     "                  [--deterministic] [--budget SIZE] [--host-budget SIZE] [--policy POLICY] [--profile FILE]\n"
     "                  [--offload-params] [--stream-inputs]\n"
     "                  [--conv-algo default|lean|choose] [--allow-oversubscribe] [--poison] [--link-bandwidth BW]\n"
@@ -32,10 +32,15 @@ static const char train_usage[] =
     "--trace FILE.json writes the last step's real timeline (and, with --profile, the simulated one) as a\n"
     "Chrome trace.\n"
     "--plan-json FILE writes the plan the net trains with, as `vdnn plan --json` prints it for the same flags.\n"
+    "--optimizer adamw: PyTorch's AdamW (defaults beta1 0.9, beta2 0.999, eps 1e-8; --weight-decay is its decoupled\n"
+    "decay); its two moments per parameter are optimizer state the plan counts, as SGD's momentum (CPU only for now).\n"
+    "--data text:FILE trains a sequence model (gpt-mini) on FILE's bytes as tokens, sequences of --seq-len tokens\n"
+    "(default: the model's context) each predicting the next byte; the last tenth of the file is the validation\n"
+    "split, whose loss is printed in nats and bits per token (docs/sequence.md).\n"
     CLI_DEVICE_USAGE;
 
 static const char eval_usage[] =
-    "usage: vdnn eval --resume FILE [--model NAME|FILE] [--data SPEC] [--input CxHxW] [--classes N]\n"
+    "usage: vdnn eval --resume FILE [--model NAME|FILE] [--data SPEC] [--input CxHxW | --seq-len N] [--classes N]\n"
     "                 [--batch N] [--threads N] [--device auto|cpu|cuda] [--no-tf32] [--deterministic]\n"
     "                 [--precision fp32|bf16|fp16] [--json]\n"
     "Evaluates a checkpoint on the test split of the data and prints accuracy and loss.\n" CLI_PRECISION_USAGE
@@ -58,6 +63,13 @@ static void print_json(FILE *f, const vdnn_net_t *net, const vdnn_train_result *
             r->final_loss, r->images_per_sec, r->step_seconds, r->train_seconds, r->elapsed_seconds,
             r->peak_device_bytes, st.device_bytes, st.host_bytes, st.bytes_moved, st.offload_params ? "true" : "false",
             st.streamed_layers);
+}
+
+/* A language model's validation numbers: mean loss per token in nats and in bits (nats / ln 2). */
+static void print_text_eval(double loss, double accuracy)
+{
+    printf("validation loss: %.4f nats/token, %.4f bits/token (next-token accuracy %.2f%%)\n", loss,
+           loss / 0.69314718055994530942, 100.0 * accuracy);
 }
 
 typedef struct session {
@@ -103,6 +115,16 @@ static vdnn_status session_open(const cli_options *o, bool need_train, session *
         if (!syn.c || syn_classes < 2)
             rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--data synthetic needs --input CxHxW and --classes N");
     }
+    if (rc == VDNN_OK && !strncmp(o->data, "text:", 5) && !syn.h) {
+        /* Sequences of the model's context unless --seq-len says otherwise. */
+        vdnn_shape def;
+        int def_classes;
+        vdnn_model_defaults(s->m, &def, &def_classes);
+        syn.h = def.h;
+        if (def.c != 1 || def.w != 1)
+            rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--data %s feeds sequence models (input 1xTx1, e.g. gpt-mini); %s "
+                           "takes %dx%dx%d images", o->data, vdnn_model_name(s->m), def.c, def.h, def.w);
+    }
     if (rc == VDNN_OK && need_train)
         rc = vdnn_dataset_open(o->data, VDNN_SPLIT_TRAIN, syn, syn_classes, (uint64_t)o->seed, &s->train, err);
     if (rc == VDNN_OK) rc = vdnn_dataset_open(o->data, VDNN_SPLIT_TEST, syn, syn_classes, (uint64_t)o->seed, &s->test, err);
@@ -111,6 +133,13 @@ static vdnn_status session_open(const cli_options *o, bool need_train, session *
     if (rc == VDNN_OK) rc = cli_shape(o, s->m, s->train ? s->train : s->test, &in, &classes, err);
     if (rc == VDNN_OK) rc = cli_backend(o, &s->be, err);
     if (rc == VDNN_OK && o->profile) rc = vdnn_profile_load(o->profile, s->m, in, classes, &s->prof, err);
+    /* The run plans with its own backend's op info; a profile recorded on another device or under other settings
+     * plans for that one, so `vdnn plan --profile` would not show this run's plan: say so, and go on (its times
+     * are still the costs given). */
+    if (rc == VDNN_OK && s->prof) {
+        vdnn_error e = {VDNN_OK, ""};
+        if (vdnn_profile_check_backend(s->prof, s->m, s->be, &e) != VDNN_OK) fprintf(stderr, "vdnn train: note: %s\n", e.msg);
+    }
     if (rc == VDNN_OK) {
         vdnn_net_options no = cli_net_options(o, in, classes);
         no.profile = s->prof;
@@ -144,6 +173,9 @@ int vdnn_cmd_train(int argc, char **argv)
             fputs(CLI_CONV_ALGO_USAGE, stdout);
             fputs(CLI_OFFLOAD_USAGE, stdout);
             fputs(CLI_PRECISION_USAGE, stdout);
+            char pol[256];
+            /* Names only: the table of what each does is in vdnn plan --help, and this help stays one screen. */
+            printf("Policies: %s (vdnn plan --help says what each does).\n", cli_policy_list(pol, sizeof pol));
             return 0;
         }
     if (!cli_parse(argc, argv, 2, ~0u, false, &o, "train")) return 2;
@@ -218,7 +250,10 @@ int vdnn_cmd_train(int argc, char **argv)
                 printf("done: %ld steps, final loss %.4f, %.1f images/s, peak device memory %s (%zu bytes), %.1f s\n",
                        r.steps, r.final_loss, r.images_per_sec, vdnn_format_bytes(r.peak_device_bytes, pk, sizeof pk),
                        r.peak_device_bytes, r.elapsed_seconds);
-                if (r.test_accuracy >= 0) printf("test accuracy: %.2f%% (loss %.4f)\n", 100.0 * r.test_accuracy, r.test_loss);
+                if (r.test_accuracy >= 0 && !strncmp(o.data, "text:", 5))
+                    print_text_eval(r.test_loss, r.test_accuracy);
+                else if (r.test_accuracy >= 0)
+                    printf("test accuracy: %.2f%% (loss %.4f)\n", 100.0 * r.test_accuracy, r.test_loss);
             }
         }
     }
@@ -255,6 +290,8 @@ int vdnn_cmd_eval(int argc, char **argv)
             printf("{\"model\": \"%s\", \"checkpoint\": \"%s\", \"step\": %ld, \"test_accuracy\": %.6f, \"test_loss\": %.6f, "
                    "\"test_images\": %d}\n",
                    st.model, o.resume, (long)st.step, acc, loss, count);
+        else if (!strncmp(o.data, "text:", 5))
+            print_text_eval(loss, acc);
         else
             printf("test accuracy: %.2f%% (loss %.4f) on %d images, checkpoint %s at step %ld\n", 100 * acc, loss,
                    count, o.resume, (long)st.step);

@@ -34,6 +34,25 @@ VDNN_API void vdnn_backend_memory(vdnn_backend_t *be, size_t *free_bytes, size_t
 /* For a backend opened as "auto" that is not CUDA: why CUDA was not used. NULL otherwise. */
 VDNN_API const char *vdnn_backend_fallback(const vdnn_backend_t *be);
 
+/* What a backend runs on and the settings its ops' memory needs depend on. Profiles record it, so that a plan made
+ * from one on another machine says which device it is for. Strings are "" where they do not apply. */
+typedef struct vdnn_device_info {
+    char backend[16];      /* "cpu", "cuda" */
+    char name[128];        /* "NVIDIA H100 80GB HBM3"; the CPU's model name */
+    size_t total_bytes;    /* device memory; SIZE_MAX: unlimited (the CPU's, host memory under budgets) */
+    size_t free_bytes;     /* free when asked; SIZE_MAX as above */
+    char compute[16];      /* CUDA compute capability, "9.0" */
+    char runtime[64];      /* "CUDA runtime 13.0, driver 13.0" */
+    char library[64];      /* "cuDNN 9.14.0", "oneDNN 3.6.2" */
+    int tf32;              /* CUDA's switches as resolved at opening (0 or 1); -1 on backends without them */
+    int deterministic;
+    int benchmark;
+    char settings[160];    /* the backend's other settings that change op info, "key=value" separated by spaces */
+} vdnn_device_info;
+
+/* Describes the device and its settings now (free memory changes). */
+VDNN_API vdnn_status vdnn_backend_describe(vdnn_backend_t *be, vdnn_device_info *out, vdnn_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,9 +22,11 @@ typedef enum vdnn_policy {
     VDNN_POLICY_COUNT
 } vdnn_policy;
 
-/* "none", "all", ... ("?" out of range); parse is the inverse. */
+/* "none", "all", ... ("?" out of range); parse is the inverse (case-insensitive). Both, and the one line that
+ * says what a policy does (NULL out of range), come from the library's table of planners. */
 VDNN_API const char *vdnn_policy_name(vdnn_policy p);
 VDNN_API bool vdnn_policy_parse(const char *s, vdnn_policy *out);
+VDNN_API const char *vdnn_policy_description(vdnn_policy p);
 
 /* vdnn_memory_options.conv_algo: besides k >= 0 (every layer its k-th candidate, or its last; 0 the backend's
  * defaults, whose results are bitwise the same under every policy): */
@@ -63,6 +65,8 @@ typedef struct vdnn_memory_options {
     double link_bandwidth_h2d;
     bool poison;                 /* fill freed and offloaded device memory with NaN */
     bool allow_oversubscribe;    /* policy um: a managed pool beyond the device's free memory */
+    int optimizer_moments;       /* parameter-sized state the optimizer keeps per parameter: 1, SGD's momentum (the
+                                    default), or 2, AdamW's two moments; a net sets it from its optimizer */
     vdnn_precision precision;    /* of the maps (default fp32); whether the backend runs it is checked where a
                                     backend is known (net and plan creation), with its reason */
 } vdnn_memory_options;

@@ -24,6 +24,15 @@ VDNN_API int vdnn_model_layer_count(const vdnn_model_t *m);
 /* The [net] section's input=CxHxW (n 0) and classes=N; zeros where the file gives none. */
 VDNN_API void vdnn_model_defaults(const vdnn_model_t *m, vdnn_shape *input, int *classes);
 
+/* Writes the ONNX model `m` was read from (the .onnx file at vdnn_model_source) to `out` with the parameters a
+ * checkpoint of it holds (vdnn_net_save's file) as its initializers: weights, biases, batch-norm scales, shifts
+ * and running statistics, in ONNX's layouts. The rest of the graph is the file's, unchanged. `out` is written
+ * whole or not at all (a temporary file beside it, then renamed). VDNN_ERR_UNSUPPORTED when m is not an ONNX
+ * model, VDNN_ERR_MISMATCH (naming the tensor) when the checkpoint lacks one of the model's parameters or holds
+ * it at another size, VDNN_ERR_IO when `out` cannot be written. */
+VDNN_API vdnn_status vdnn_model_export_onnx(const vdnn_model_t *m, const char *checkpoint, const char *out,
+                                            vdnn_error *err);
+
 #define VDNN_LAYER_NAME_LEN 64
 #define VDNN_LAYER_MAX_INPUTS 8
 

@@ -10,6 +10,11 @@
 extern "C" {
 #endif
 
+typedef enum vdnn_optimizer {
+    VDNN_OPTIMIZER_SGD = 0, /* SGD with momentum and weight decay (PyTorch's rule), the default */
+    VDNN_OPTIMIZER_ADAMW,   /* AdamW (PyTorch's torch.optim.AdamW): two moments per parameter, which the plan counts */
+} vdnn_optimizer;
+
 typedef struct vdnn_net_options {
     int batch;                     /* images per step (default 64); with memory.micro_batches M, M of batch/M */
     int in_c, in_h, in_w;          /* input CxHxW; all 0: the model's default (the default) */
@@ -20,6 +25,8 @@ typedef struct vdnn_net_options {
     vdnn_memory_options memory;    /* vdnn_memory_options_default() */
     const vdnn_profile_t *profile; /* costs the plan is made with (NULL, the default: the default estimate);
                                       borrowed: it must outlive the net */
+    vdnn_optimizer optimizer;      /* default SGD; sets memory.optimizer_moments (1 or 2) */
+    float beta1, beta2, eps;       /* AdamW (defaults 0.9, 0.999, 1e-8); weight_decay is its decoupled decay */
 } vdnn_net_options;
 
 VDNN_API vdnn_net_options vdnn_net_options_default(void);
@@ -36,10 +43,18 @@ VDNN_API void vdnn_net_free(vdnn_net_t *net);
 VDNN_API vdnn_status vdnn_net_train_step(vdnn_net_t *net, const float *images, const int32_t *labels, float lr,
                                          float *loss, vdnn_error *err);
 /* Inference on n <= batch / micro_batches images: *correct predictions and the summed loss (either may be NULL).
- * predict gives the n x classes softmax probabilities instead. */
+ * predict gives the n x classes softmax probabilities instead (a sequence model's: n x seq_len x classes, per
+ * token). */
 VDNN_API vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int32_t *labels, int n,
                                          int *correct, double *loss_sum, vdnn_error *err);
 VDNN_API vdnn_status vdnn_net_predict(vdnn_net_t *net, const float *images, int n, float *probs, vdnn_error *err);
+/* The same in evaluation mode, giving the n x classes logits (a sequence model's per token, as predict): the
+ * model's output before the softmax of vdnn's loss (for an ONNX model, the graph's output, or the input of a
+ * final Softmax node). */
+/* Labels (and predicted rows) per sample: 1 for an image model, the sequence length for a sequence model, whose
+ * train_step and eval_batch take n x that many labels. */
+VDNN_API int vdnn_net_labels_per_sample(const vdnn_net_t *net);
+VDNN_API vdnn_status vdnn_net_forward(vdnn_net_t *net, const float *images, int n, float *logits, vdnn_error *err);
 
 /* The parameters and buffers a checkpoint holds: weights, biases, running statistics and momentum, named
  * "LAYER.weight", "LAYER.bias", "LAYER.stats" (batch norm's running mean, then variance),
@@ -62,6 +77,9 @@ VDNN_API vdnn_status vdnn_net_set(vdnn_net_t *net, const char *name, const float
  * then renamed), read back checked (VDNN_ERR_FORMAT for a damaged file, VDNN_ERR_MISMATCH for another model). */
 VDNN_API vdnn_status vdnn_net_save(vdnn_net_t *net, const char *path, vdnn_error *err);
 VDNN_API vdnn_status vdnn_net_load(vdnn_net_t *net, const char *path, vdnn_error *err);
+/* Writes the ONNX model the net was created from (its vdnn_model_source) to `out` with the net's parameters and
+ * batch-norm running statistics as its initializers; see vdnn_model_export_onnx. */
+VDNN_API vdnn_status vdnn_net_export_onnx(vdnn_net_t *net, const char *out, vdnn_error *err);
 
 /* The training plan the net runs (owned by the net). */
 VDNN_API const vdnn_plan_t *vdnn_net_plan(const vdnn_net_t *net);

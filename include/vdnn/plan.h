@@ -3,6 +3,7 @@
 #ifndef VDNN_PLAN_PUBLIC_H
 #define VDNN_PLAN_PUBLIC_H
 
+#include "vdnn/backend.h"
 #include "vdnn/base.h"
 #include "vdnn/memory.h"
 
@@ -24,12 +25,17 @@ VDNN_API vdnn_status vdnn_profile_estimate_model(const vdnn_model_t *m, vdnn_sha
                                                  double flops_per_s, double mem_bytes_per_s, double link_d2h_bytes_per_s,
                                                  double link_h2d_bytes_per_s, vdnn_profile_t **out, vdnn_error *err);
 /* Reads a profile written by vdnn_profile_save (or `vdnn profile`), checked against the model at that batch,
- * input and class count: VDNN_ERR_MISMATCH names what differs. */
+ * input and class count: VDNN_ERR_MISMATCH names what differs. Files of format version 1 (no op info) read; a
+ * newer version, or a malformed or truncated file, is VDNN_ERR_FORMAT naming file, line and column (the format:
+ * docs/profiles.md). */
 VDNN_API vdnn_status vdnn_profile_load(const char *path, const vdnn_model_t *m, vdnn_shape input, int classes,
                                        vdnn_profile_t **out, vdnn_error *err);
 /* Measures the model on a backend: `iterations` recorded training steps of random data with learning rate 0
  * under net options' memory options (batch input.n), every convolution algorithm, and the copy link alone and
- * while layers compute. *link_busy_measured (may be NULL) says whether the last part could be measured. */
+ * while layers compute. *link_busy_measured (may be NULL) says whether the last part could be measured. The profile
+ * also records what plans need of the device besides times: the device's description and settings
+ * (vdnn_backend_describe) and every layer's training op candidates (state, workspaces, what backward reads), so
+ * that plans made from it with no backend (vdnn_plan_create) are the plans a run on that device makes. */
 VDNN_API vdnn_status vdnn_profile_measure_model(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shape input,
                                                 int classes, const vdnn_memory_options *mem, int iterations,
                                                 vdnn_profile_t **out, bool *link_busy_measured, vdnn_error *err);
@@ -44,19 +50,35 @@ typedef struct vdnn_profile_summary {
     double d2h_bytes_per_s, h2d_bytes_per_s, d2h_latency_s, h2d_latency_s; /* the link alone */
     double d2h_busy_bytes_per_s, h2d_busy_bytes_per_s; /* while layers compute (the link alone where not measured) */
     double copy_slowdown;        /* layers run 1 + this times longer beside a copy */
+    bool op_info;                /* records every layer's op info: vdnn_plan_create plans from it with no backend */
+    vdnn_device_info device_info;/* the device measured and its settings (backend "": not recorded) */
+    char op_info_source[16];     /* "backend": asked of the backend on the device; "described": from the backend's
+                                    rules without the device (sizes only a device gives are derived: see the
+                                    file's "note"); "": no op info */
+    int version;                 /* file format version (1: files before op info; 2: this vdnn's) */
 } vdnn_profile_summary;
 
 VDNN_API void vdnn_profile_summarize(const vdnn_profile_t *p, vdnn_profile_summary *s);
+
+/* Whether the backend's op info for the model (at the profile's batch, input and classes) is the one the profile
+ * recorded: VDNN_OK if so or if it recorded none; VDNN_ERR_MISMATCH naming the first layer and field that differ
+ * otherwise (another device, or other settings such as TF32 or determinism). A plan made from the profile with no
+ * backend is then not the plan a net on this backend makes, which plans with the backend's own. */
+VDNN_API vdnn_status vdnn_profile_check_backend(const vdnn_profile_t *p, const vdnn_model_t *m, vdnn_backend_t *be,
+                                                vdnn_error *err);
 
 /* ---- plans ---- */
 
 typedef enum vdnn_tensor_class { VDNN_CLASS_KEEP = 0, VDNN_CLASS_SWAP, VDNN_CLASS_RECOMPUTE } vdnn_tensor_class;
 
 /* The training plan of the model at batch input.n (a step's images; with memory.micro_batches each micro-batch
- * is planned), input CxHxW and class count (0: the model's default) under the memory options. The backend
- * (NULL: the CPU backend's, which needs no device) says how much state and scratch each op needs; the profile
- * (NULL: the default estimate) what ops and copies cost. This is the call `vdnn plan` and a net's creation both
- * make. A budget too small is not an error: the summary says feasible false and the smallest budget known. */
+ * is planned), input CxHxW and class count (0: the model's default) under the memory options. The op info (how
+ * much state and scratch each op needs, what its backward reads) comes from the backend; with be NULL, from the
+ * profile where it records op info (vdnn_profile_measure_model's do: the plan is then the one a net on the
+ * profiled device makes, on any machine; a profile at another batch or input than the plan's, micro-batches
+ * included, is VDNN_ERR_MISMATCH), else from the CPU backend, which needs no device. The profile (NULL: the
+ * default estimate) says what ops and copies cost. This is the call `vdnn plan` and a net's creation both make.
+ * A budget too small is not an error: the summary says feasible false and the smallest budget known. */
 VDNN_API vdnn_status vdnn_plan_create(const vdnn_model_t *m, vdnn_backend_t *be, const vdnn_profile_t *prof,
                                       vdnn_shape input, int classes, const vdnn_memory_options *mem,
                                       vdnn_plan_t **out, vdnn_error *err);

@@ -83,3 +83,14 @@ void vdnn_backend_memory(vdnn_backend_t *be, size_t *free_bytes, size_t *total_b
     if (free_bytes) *free_bytes = f;
     if (total_bytes) *total_bytes = be->total_bytes ? be->total_bytes : SIZE_MAX;
 }
+
+vdnn_status vdnn_backend_describe(vdnn_backend_t *be, vdnn_device_info *out, vdnn_error *err)
+{
+    if (!be || !out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "backend_describe: no backend or no place for it");
+    memset(out, 0, sizeof *out);
+    snprintf(out->backend, sizeof out->backend, "%s", be->ops->name);
+    vdnn_backend_memory(be, &out->free_bytes, &out->total_bytes);
+    out->tf32 = out->deterministic = out->benchmark = -1;
+    if (be->ops->describe) be->ops->describe(be, out);
+    return VDNN_OK;
+}

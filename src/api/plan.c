@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/op_source.h"
 #include "plan/plan.h"
 
 vdnn_status vdnn_plan_create(const vdnn_model_t *m, vdnn_backend_t *be, const vdnn_profile_t *prof, vdnn_shape input,
@@ -26,15 +27,20 @@ vdnn_status vdnn_plan_create(const vdnn_model_t *m, vdnn_backend_t *be, const vd
     vdnn_layer_algos *algos = NULL;
     rc = vdnn_graph_resolved_copy(m, input, classes, &g, err);
     if (rc == VDNN_OK) g->dtype = (vdnn_dtype)mo.precision;
-    /* Op info needs no device: the CPU backend answers for a plan made anywhere. */
-    if (rc == VDNN_OK && !be) rc = vdnn_backend_open("cpu", 0, &own_be, err);
-    if (rc == VDNN_OK) rc = vdnn_backend_check_dtype(be ? be : own_be, g->dtype, err);
+    /* Op info: the backend's; else the one the profile recorded on its device (the plan is then that device's,
+     * made here without it); else the CPU backend's, which needs no device. */
+    vdnn_op_source src = vdnn_op_source_backend(be);
+    if (!be && prof && prof->ops) src = vdnn_op_source_profile(prof);
+    else if (rc == VDNN_OK && !be) rc = vdnn_backend_open("cpu", 0, &own_be, err);
+    if (own_be) src = vdnn_op_source_backend(own_be);
+    /* A backend says whether it runs the precision; a profile's recorded op info is taken as given. */
+    if (rc == VDNN_OK && (be || own_be)) rc = vdnn_backend_check_dtype(be ? be : own_be, g->dtype, err);
     if (rc == VDNN_OK) {
         info = calloc((size_t)g->n_layers, sizeof *info);
         algos = calloc((size_t)g->n_layers, sizeof *algos);
         if (!info || !algos) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory planning");
     }
-    if (rc == VDNN_OK) rc = vdnn_plan_query_algos(g, be ? be : own_be, true, algos, info, err);
+    if (rc == VDNN_OK) rc = vdnn_op_source_algos(&src, g, true, algos, info, err);
     if (rc == VDNN_OK) rc = vdnn_plan_training(g, info, algos, &mo, prof, false, out, err);
     if (rc == VDNN_OK) (*out)->own_g = g;
     else vdnn_graph_free(g);

@@ -113,6 +113,8 @@ vdnn_status vdnn_profile_measure_model(const vdnn_model_t *m, vdnn_backend_t *be
     bool busy = false;
     if (rc == VDNN_OK) rc = vdnn_profile_measure_busy(g, be, &o, images, labels, iterations, *out, &busy, err);
     if (rc == VDNN_OK && link_busy_measured) *link_busy_measured = busy;
+    /* What plans need besides times, asked of the same backend and settings the times were measured under. */
+    if (rc == VDNN_OK) rc = vdnn_profile_record_ops(*out, g, be, err);
     free(images);
     free(labels);
     return finish(rc, g, out);
@@ -134,4 +136,32 @@ void vdnn_profile_summarize(const vdnn_profile_t *p, vdnn_profile_summary *s)
     s->d2h_busy_bytes_per_s = vdnn_profile_link(p, true)->bytes_per_s;
     s->h2d_busy_bytes_per_s = vdnn_profile_link(p, false)->bytes_per_s;
     s->copy_slowdown = p->copy_slowdown;
+    s->op_info = p->ops != NULL;
+    s->device_info = p->dev;
+    snprintf(s->op_info_source, sizeof s->op_info_source, "%s", p->op_info_source);
+    s->version = p->version;
+}
+
+vdnn_status vdnn_profile_check_backend(const vdnn_profile_t *p, const vdnn_model_t *m, vdnn_backend_t *be,
+                                       vdnn_error *err)
+{
+    if (!p || !m || !be) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "profile_check_backend: no profile, model or backend");
+    if (!p->ops) return VDNN_OK;
+    vdnn_graph_t *g = NULL;
+    vdnn_status rc = vdnn_graph_resolved_copy(m, p->input, p->classes, &g, err);
+    vdnn_layer_algos *algos = rc == VDNN_OK ? calloc((size_t)g->n_layers, sizeof *algos) : NULL;
+    if (rc == VDNN_OK && !algos) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory checking a profile");
+    if (rc == VDNN_OK && g->n_layers != p->n_layers)
+        rc = vdnn_fail(err, VDNN_ERR_MISMATCH, "the profile describes %d layers, model %s has %d", p->n_layers - 1,
+                       g->name, g->n_layers - 1);
+    if (rc == VDNN_OK) rc = vdnn_plan_query_algos(g, be, true, algos, NULL, err);
+    char why[256];
+    if (rc == VDNN_OK && vdnn_profile_ops_differ(p, algos, why, sizeof why))
+        rc = vdnn_fail(err, VDNN_ERR_MISMATCH,
+                       "the profile's op info (%s%s%s) is not this %s backend's: %s; plans made from the profile are "
+                       "not the plans a run here makes",
+                       p->dev.backend, p->dev.name[0] ? ": " : "", p->dev.name, be->ops->name, why);
+    free(algos);
+    vdnn_graph_free(g);
+    return rc;
 }

@@ -137,6 +137,9 @@ typedef struct vdnn_backend_ops {
     void (*host_free)(vdnn_backend_t *be, void *ptr);
     /* Free device bytes (SIZE_MAX when unlimited, as on the CPU). */
     size_t (*dev_free_bytes)(vdnn_backend_t *be);
+    /* Optional: the device's name, versions and the settings op info depends on (backend, total_bytes and
+     * free_bytes are filled before it is called, from name, total_bytes and dev_free_bytes). */
+    void (*describe)(vdnn_backend_t *be, vdnn_device_info *out);
 
     /* Enqueue a copy on a queue; returns at once. D2H/H2D go on their copy queues. */
     vdnn_status (*copy_async)(vdnn_backend_t *be, vdnn_queue_id q, void *dst, const void *src,
@@ -180,6 +183,11 @@ typedef struct vdnn_backend_ops {
      * g = dw + wd*w; v = momentum*v + g; w -= lr*v. */
     vdnn_status (*sgd_update)(vdnn_backend_t *be, float *w, const float *dw, float *v, size_t n,
                               float lr, float momentum, float weight_decay, vdnn_error *err);
+    /* AdamW, PyTorch's rule and order (torch.optim.AdamW): w *= 1 - lr*wd; m = b1 m + (1-b1) g;
+     * v = b2 v + (1-b2) g*g; w -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps), t the step from 1.
+     * NULL on backends without it (CUDA for now): the executor then refuses AdamW. */
+    vdnn_status (*adamw_update)(vdnn_backend_t *be, float *w, const float *dw, float *m, float *v, size_t n, float lr,
+                                float beta1, float beta2, float eps, float weight_decay, long step, vdnn_error *err);
     /* Fills `poison` pattern (NaN) over device memory, for the --poison debug mode. The pattern is NaN read as
      * fp32, bf16 or fp16 at any even offset. */
     vdnn_status (*poison)(vdnn_backend_t *be, void *dst, size_t bytes, vdnn_error *err);

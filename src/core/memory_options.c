@@ -33,6 +33,7 @@ vdnn_memory_options vdnn_memory_options_default(void)
         .host_budget = SIZE_MAX,
         .conv_algo = VDNN_ALGO_DEFAULT,
         .micro_batches = 1,
+        .optimizer_moments = 1,
     };
 }
 
@@ -51,6 +52,9 @@ vdnn_status vdnn_memory_options_check(const vdnn_memory_options *m, vdnn_error *
     if (m->micro_batches < 1 || m->micro_batches > VDNN_MAX_MICRO_BATCHES)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "memory.micro_batches: %d is out of range (1 to %d)",
                          m->micro_batches, VDNN_MAX_MICRO_BATCHES);
+    if (m->optimizer_moments < 1 || m->optimizer_moments > 2)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "memory.optimizer_moments: %d is out of range (1, SGD, or 2, AdamW)",
+                         m->optimizer_moments);
     if (!(m->link_bandwidth_d2h >= 0) || !isfinite(m->link_bandwidth_d2h))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
                          "memory.link_bandwidth_d2h: %g is out of range (0, unthrottled, or bytes per second)",

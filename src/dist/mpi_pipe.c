@@ -242,7 +242,7 @@ vdnn_status vdnn_pipe_train_step(vdnn_pipe *p, const float *images, const int32_
             vdnn_exec_fetch(net, p->out_storage, p->act_out + (size_t)j * p->out_count);
         }
         float l = 0;
-        if (rc == VDNN_OK) rc = vdnn_net_forward(net, j, in, labels + (size_t)j * (size_t)b, &l, err);
+        if (rc == VDNN_OK) rc = vdnn_net_micro_forward(net, j, in, labels + (size_t)j * (size_t)b, &l, err);
         if (rc == VDNN_OK && p->out_storage >= 0) rc = send_output(p, j, err);
         sum += l;
         vdnn_pipe_progress(p);

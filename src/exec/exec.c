@@ -211,13 +211,27 @@ static vdnn_status sum_micro(vdnn_net_t *net, const vdnn_plan_t *plan, int l, vd
     return VDNN_OK;
 }
 
-/* SGD on the parameters of layers [first, last]. */
+/* SGD or AdamW on the parameters of layers [first, last]. */
 static vdnn_status update(vdnn_net_t *net, const vdnn_plan_t *plan, int first, int last, float lr, vdnn_error *err)
 {
     const vdnn_backend_ops *o = net->be->ops;
+    const vdnn_net_options *no = &net->opt;
     for (int l = first; l <= last; l++) {
         const vdnn_layer_storage *s = &plan->ls[l];
         const vdnn_layer *ly = &net->g->layers[l];
+        if (no->optimizer == VDNN_OPTIMIZER_ADAMW) {
+            /* The step being taken, from 1: net->step counts the steps done. */
+            const long t = (long)net->step + 1;
+            if (s->w >= 0)
+                BE_CALL(o->adamw_update(net->be, (float *)net->ptr[s->w], (const float *)net->ptr[s->dw],
+                                        (float *)net->ptr[s->vw], (float *)net->ptr[s->vw2], ly->n_weight, lr,
+                                        no->beta1, no->beta2, no->eps, no->weight_decay, t, err));
+            if (s->b >= 0)
+                BE_CALL(o->adamw_update(net->be, (float *)net->ptr[s->b], (const float *)net->ptr[s->db],
+                                        (float *)net->ptr[s->vb], (float *)net->ptr[s->vb2], ly->n_bias, lr,
+                                        no->beta1, no->beta2, no->eps, no->weight_decay, t, err));
+            continue;
+        }
         if (s->w >= 0)
             BE_CALL(o->sgd_update(net->be, (float *)net->ptr[s->w], (const float *)net->ptr[s->dw],
                                   (float *)net->ptr[s->vw], ly->n_weight, lr, net->opt.momentum,
@@ -257,7 +271,7 @@ static vdnn_status compute(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **o
     switch (st->kind) {
     case VDNN_STEP_LOAD:
         BE_CALL(upload_images(net, plan, images, err));
-        return be->ops->upload(be, net->ptr[plan->labels], labels, sizeof(int32_t) * (size_t)net->g->input.n, err);
+        return be->ops->upload(be, net->ptr[plan->labels], labels, sizeof(int32_t) * vdnn_graph_label_count(net->g), err);
     case VDNN_STEP_FWD:
         BE_CALL(compute_forward(net, plan, ops, st->layer, false, -1, err));
         if (net->x.hooks && net->x.hooks->forward_done)

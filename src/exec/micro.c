@@ -41,13 +41,14 @@ static vdnn_status out_of_order(vdnn_net_t *net, const char *what, int micro, vd
     return abandon(net, rc);
 }
 
-vdnn_status vdnn_net_forward(vdnn_net_t *net, int micro, const float *images, const int32_t *labels, float *loss,
-                             vdnn_error *err)
+vdnn_status vdnn_net_micro_forward(vdnn_net_t *net, int micro, const float *images, const int32_t *labels,
+                                   float *loss, vdnn_error *err)
 {
     const int m = net->opt.memory.micro_batches, b = net->g->input.n;
     if (micro != net->fwd_done || micro >= m || (!net->opt.memory.pipelined && net->bwd_done != micro))
         return out_of_order(net, "forward", micro, err);
-    for (int i = 0; i < b; i++)
+    const size_t per = vdnn_graph_label_count(net->g) / (size_t)b; /* labels per image (tokens of a sequence) */
+    for (int i = 0; i < (int)((size_t)b * per); i++)
         if (labels[i] < 0 || labels[i] >= net->g->classes)
             return abandon(net, vdnn_fail(err, VDNN_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", labels[i],
                                           micro * b + i, net->g->classes - 1));
@@ -57,7 +58,7 @@ vdnn_status vdnn_net_forward(vdnn_net_t *net, int micro, const float *images, co
     if (micro == 0) net->micro_loss = 0;
     bind_slot(net, p, false);
     if (net->opt.memory.pipelined)
-        memcpy(net->micro_labels + (size_t)micro * (size_t)b, labels, sizeof *labels * (size_t)b);
+        memcpy(net->micro_labels + (size_t)micro * (size_t)b * per, labels, sizeof *labels * (size_t)b * per);
     vdnn_status rc = vdnn_exec_steps(net, p, net->ops_train, 0, p->bwd_begin, images, labels, 0.0f, err);
     float l = 0;
     if (rc == VDNN_OK) rc = net->be->ops->download(net->be, &l, net->ptr[p->loss], sizeof l, err);
@@ -80,8 +81,9 @@ vdnn_status vdnn_net_backward(vdnn_net_t *net, int micro, vdnn_error *err)
         /* Other micro-batches ran since this one's forward pass: its held blocks are where its slot is, and the
          * labels (one persistent storage) are another micro-batch's. */
         bind_slot(net, p, true);
-        rc = net->be->ops->upload(net->be, net->ptr[p->labels], net->micro_labels + (size_t)micro * (size_t)b,
-                                  sizeof(int32_t) * (size_t)b, err);
+        const size_t per = vdnn_graph_label_count(net->g) / (size_t)b;
+        rc = net->be->ops->upload(net->be, net->ptr[p->labels], net->micro_labels + (size_t)micro * (size_t)b * per,
+                                  sizeof(int32_t) * (size_t)b * per, err);
     }
     if (rc == VDNN_OK)
         rc = vdnn_exec_steps(net, p, net->ops_train, p->bwd_begin, p->n_steps - 1, NULL, NULL, 0.0f, err);
@@ -112,7 +114,9 @@ vdnn_status vdnn_net_micro_step(vdnn_net_t *net, const float *images, const int3
     vdnn_status rc = VDNN_OK;
     /* Pipelined, as a GPipe stage runs them: every forward pass, then every backward pass. */
     for (int j = 0; rc == VDNN_OK && j < m; j++) {
-        rc = vdnn_net_forward(net, j, images + (size_t)j * (size_t)b * img, labels + (size_t)j * (size_t)b, NULL, err);
+        rc = vdnn_net_micro_forward(net, j, images + (size_t)j * (size_t)b * img,
+                                    labels + (size_t)j * (size_t)b * (vdnn_graph_label_count(net->g) / (size_t)b), NULL,
+                                    err);
         if (rc == VDNN_OK && !net->opt.memory.pipelined) rc = vdnn_net_backward(net, j, err);
     }
     for (int j = 0; rc == VDNN_OK && net->opt.memory.pipelined && j < m; j++) rc = vdnn_net_backward(net, j, err);

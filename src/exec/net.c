@@ -10,7 +10,7 @@
 vdnn_net_options vdnn_net_options_default(void)
 {
     return (vdnn_net_options){.batch = 64, .seed = 1, .momentum = 0.9f, .weight_decay = 5e-4f,
-                              .memory = vdnn_memory_options_default()};
+                              .memory = vdnn_memory_options_default(), .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
 }
 
 uint64_t vdnn_net_dropout_seed(uint64_t run_seed, int64_t step, int layer)
@@ -80,6 +80,7 @@ static vdnn_status homed_eval_need(vdnn_net_t *net, bool stream, size_t *out)
     vdnn_plan_request rq = vdnn_plan_request_default();
     rq.memory.conv_algo = net->opt.memory.conv_algo;
     rq.memory.offload_params = true;
+    rq.memory.optimizer_moments = net->opt.memory.optimizer_moments;
     rq.algos = net->algos_train;
     vdnn_status rc = vdnn_plan_build(net->g, net->info_train, &rq, &t, &e);
     if (rc == VDNN_OK) rc = build_eval_plan(net, 0, t->persistent_bytes, true, stream, &v, &e);
@@ -112,6 +113,7 @@ static vdnn_status budget_error(vdnn_net_t *net, vdnn_error *err)
     rq.memory.pipelined = p->held_batches > 1;
     rq.memory.conv_algo = net->opt.memory.conv_algo;
     rq.memory.offload_params = p->offload_params;
+    rq.memory.optimizer_moments = net->opt.memory.optimizer_moments;
     rq.keep_weight_grads = net->x.keep_weight_grads;
     rq.algos = net->algos_train;
     vdnn_error e2;
@@ -188,6 +190,18 @@ static vdnn_status check_options(const vdnn_backend_t *be, const vdnn_net_option
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "momentum: %g is out of range [0, 1)", (double)o->momentum);
     if (!(o->weight_decay >= 0 && o->weight_decay < 1))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "weight_decay: %g is out of range [0, 1)", (double)o->weight_decay);
+    if (o->optimizer != VDNN_OPTIMIZER_SGD && o->optimizer != VDNN_OPTIMIZER_ADAMW)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "optimizer: %d is out of range (SGD or AdamW)", (int)o->optimizer);
+    if (o->optimizer == VDNN_OPTIMIZER_ADAMW) {
+        if (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1))
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "beta1, beta2: %g and %g are out of range [0, 1)",
+                             (double)o->beta1, (double)o->beta2);
+        if (!(o->eps > 0 && o->eps < 1))
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "eps: %g is out of range (0, 1)", (double)o->eps);
+        if (!be->ops->adamw_update)
+            return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "optimizer AdamW: the %s backend has no AdamW update yet",
+                             be->ops->name);
+    }
     vdnn_status rc = vdnn_memory_options_check(&o->memory, err);
     if (rc == VDNN_OK) rc = vdnn_backend_check_dtype((vdnn_backend_t *)be, (vdnn_dtype)o->memory.precision, err);
     if (rc != VDNN_OK) return rc;
@@ -230,6 +244,8 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
     net->g = g;
     net->be = be;
     net->opt = *o;
+    /* The optimizer's state is memory the plan places: one moment per parameter for SGD, two for AdamW. */
+    net->opt.memory.optimizer_moments = o->optimizer == VDNN_OPTIMIZER_ADAMW ? 2 : 1;
     if (x) net->x = *x;
     if (!net->x.dropout_seed) net->x.dropout_seed = vdnn_net_dropout_seed;
     if (net->x.hooks) net->x.keep_weight_grads = true;
@@ -281,7 +297,8 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
                                                                              : net->plan_eval->n_storages;
         net->ptr = calloc((size_t)n_st, sizeof *net->ptr);
         net->host_scratch = malloc(vdnn_shape_bytes(g->layers[g->n_layers - 1].out));
-        if (net->opt.memory.pipelined) net->micro_labels = malloc(sizeof(int32_t) * (size_t)o->batch);
+        if (net->opt.memory.pipelined)
+            net->micro_labels = malloc(sizeof(int32_t) * (size_t)o->batch * (vdnn_graph_label_count(g) / (size_t)g->input.n));
         if (g->dtype != VDNN_DTYPE_F32) net->host_images = malloc(vdnn_map_bytes(g, g->input));
         if (!net->events || !net->ptr || !net->host_scratch || (net->opt.memory.pipelined && !net->micro_labels) ||
             (g->dtype != VDNN_DTYPE_F32 && !net->host_images))

@@ -52,8 +52,8 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *g, vdnn_backend_t *be, const 
  * the same order, each after its forward (when the net is not pipelined, before the next forward), then
  * one update. Calls out of this order fail with VDNN_ERR_INVALID_ARG; a failed call abandons the step.
  * Without micro-batches (M = 1) the same calls split an iteration. */
-vdnn_status vdnn_net_forward(vdnn_net_t *net, int micro, const float *images, const int32_t *labels, float *loss,
-                             vdnn_error *err);
+vdnn_status vdnn_net_micro_forward(vdnn_net_t *net, int micro, const float *images, const int32_t *labels,
+                                   float *loss, vdnn_error *err);
 vdnn_status vdnn_net_backward(vdnn_net_t *net, int micro, vdnn_error *err);
 vdnn_status vdnn_net_update(vdnn_net_t *net, float lr, vdnn_error *err);
 /* vdnn_net_train_step's loop over micro-batches: these calls for each, then the update. */

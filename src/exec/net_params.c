@@ -123,16 +123,16 @@ vdnn_status vdnn_net_set(vdnn_net_t *net, const char *name, const float *host, s
 }
 
 /* PyTorch's default initialisation for conv and linear layers: weights and biases uniform in
- * +-1/sqrt(fan_in); batch norm gamma 1, beta 0, running mean 0, running variance 1. Storages the model file
+ * +-1/sqrt(fan_in); embeddings uniform with GPT-2's spread; batch and layer norm gamma 1, beta 0, running mean 0, running variance 1. Storages the model file
  * gives values for (a pretrained ONNX model) start from those instead, so training fine-tunes them. */
 vdnn_status vdnn_net_init_params(vdnn_net_t *net, vdnn_error *err)
 {
     const vdnn_plan_t *p = net->plan_train;
+    /* Sized by every storage the loop below fills, not by the layers' parameters alone: the labels are
+     * persistent too, and at a large batch on a small net they outgrow every weight. */
     size_t max_n = 0;
-    for (int l = 1; l < net->g->n_layers; l++) {
-        const vdnn_layer *ly = &net->g->layers[l];
-        max_n = max_sz(max_n, max_sz(ly->n_weight, max_sz(ly->n_bias, ly->n_stats)));
-    }
+    for (int i = 0; i < p->n_storages; i++)
+        if (param_like(&p->st[i])) max_n = max_sz(max_n, p->st[i].bytes / sizeof(float));
     float *buf = malloc(max_sz(max_n, 1) * sizeof(float));
     if (!buf) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory initialising parameters");
     vdnn_status rc = VDNN_OK;
@@ -141,7 +141,7 @@ vdnn_status vdnn_net_init_params(vdnn_net_t *net, vdnn_error *err)
         if (!param_like(s)) continue;
         const vdnn_layer *ly = &net->g->layers[s->layer];
         size_t n = s->bytes / sizeof(float);
-        bool bn = ly->kind == VDNN_LAYER_BATCHNORM;
+        bool bn = ly->kind == VDNN_LAYER_BATCHNORM || ly->kind == VDNN_LAYER_LAYERNORM;
         const vdnn_param_init *given = vdnn_graph_param_init(net->g, s->name);
         if (given && given->count != n) {
             rc = vdnn_fail(err, VDNN_ERR_SHAPE,
@@ -158,8 +158,11 @@ vdnn_status vdnn_net_init_params(vdnn_net_t *net, vdnn_error *err)
                 const vdnn_shape in = net->g->layers[ly->inputs[0]].out;
                 double fan_in = ly->kind == VDNN_LAYER_CONV
                                     ? (double)in.c / ly->p.groups * ly->p.kernel_h * ly->p.kernel_w
-                                    : (double)in.c * in.h * in.w;
+                                    : ly->kind == VDNN_LAYER_LINEAR ? (double)in.w
+                                                                   : (double)in.c * in.h * in.w;
                 double bound = 1.0 / sqrt(fan_in);
+                /* Embedding tables: GPT-2 draws them with standard deviation 0.02; a uniform of that spread. */
+                if (ly->kind == VDNN_LAYER_EMBED || ly->kind == VDNN_LAYER_POS_EMBED) bound = 0.02 * sqrt(3.0);
                 uint64_t st = vdnn_mix64(net->opt.seed ^ vdnn_mix64((uint64_t)s->layer * 2 + (s->kind == VDNN_ST_BIAS)));
                 for (size_t k = 0; k < n; k++) {
                     uint64_t r = vdnn_mix64(st + k);

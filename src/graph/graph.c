@@ -19,6 +19,10 @@ static const char *const kind_names[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_SIGMOID] = "sigmoid",     [VDNN_LAYER_HARDSIGMOID] = "hardsigmoid",
     [VDNN_LAYER_HARDSWISH] = "hardswish", [VDNN_LAYER_SILU] = "silu",
     [VDNN_LAYER_CLIP] = "clip",           [VDNN_LAYER_CHANNEL_MUL] = "channel_mul",
+    [VDNN_LAYER_EMBED] = "embed",         [VDNN_LAYER_POS_EMBED] = "pos_embed",
+    [VDNN_LAYER_LAYERNORM] = "layernorm", [VDNN_LAYER_LINEAR] = "linear",
+    [VDNN_LAYER_ATTN_PROBS] = "attn_probs", [VDNN_LAYER_ATTN_MIX] = "attn_mix",
+    [VDNN_LAYER_GELU] = "gelu",
 };
 
 const char *vdnn_layer_kind_name(vdnn_layer_kind k)
@@ -319,10 +323,79 @@ static vdnn_status resolve_layer(vdnn_graph_t *g, int idx, vdnn_error *err)
         L->flops_bwd = 3.0 * (double)in_count;
         break;
     }
+    case VDNN_LAYER_EMBED:
+        /* Token ids, one per position: the data {B, 1, T, 1}. */
+        if (in.c != 1 || in.w != 1)
+            return layer_fail(g, L, err, "embed reads token ids shaped 1xTx1 (the data of a sequence model, "
+                              "input=1xTx1), got %s", shape_str(in, a, sizeof a));
+        if (g->classes < 1) return layer_fail(g, L, err, "embed needs the vocabulary size ([net] classes=)");
+        p->vocab = g->classes;
+        out.w = p->filters;
+        L->n_weight = (size_t)p->vocab * (size_t)p->filters;
+        /* A copy per token forward; backward adds each token's gradient into its row. */
+        L->flops_fwd = (double)vdnn_shape_count((vdnn_shape){in.n, 1, in.h, p->filters});
+        L->flops_bwd = L->flops_fwd;
+        break;
+    case VDNN_LAYER_POS_EMBED:
+        if (in.c != 1)
+            return layer_fail(g, L, err, "pos_embed reads a sequence 1xTxF, got %s", shape_str(in, a, sizeof a));
+        if (in.h > p->context)
+            return layer_fail(g, L, err, "sequence of %d tokens is longer than its context=%d", in.h, p->context);
+        L->n_weight = (size_t)p->context * (size_t)in.w;
+        L->flops_fwd = (double)in_count;
+        L->flops_bwd = (double)in_count;
+        break;
+    case VDNN_LAYER_LAYERNORM:
+        L->n_weight = L->n_bias = (size_t)in.w;
+        /* Mean, variance, normalise, scale and shift per element; backward about twice that. */
+        L->flops_fwd = 5.0 * (double)in_count;
+        L->flops_bwd = 2.0 * L->flops_fwd;
+        break;
+    case VDNN_LAYER_LINEAR: {
+        p->filters = p->outputs_are_classes ? g->classes : p->filters;
+        if (!mul_ok((size_t)in.w, (size_t)p->filters, &L->n_weight))
+            return layer_fail(g, L, err, "linear of %d features times %d outputs overflows", in.w, p->filters);
+        L->n_bias = p->bias ? (size_t)p->filters : 0;
+        out.w = p->filters;
+        double rows = (double)in_count / in.w;
+        L->flops_fwd = 2.0 * rows * (double)L->n_weight;
+        L->flops_bwd = 2.0 * L->flops_fwd;
+        break;
+    }
+    case VDNN_LAYER_ATTN_PROBS: {
+        if (p->heads < 1 || in.c != 1 || in.w % 3 || (in.w / 3) % p->heads)
+            return layer_fail(g, L, err, "attn_probs reads q, k and v side by side (1xTx3F with F a multiple of "
+                              "heads=%d), got %s", p->heads, shape_str(in, a, sizeof a));
+        out.c = p->heads;
+        out.w = in.h;
+        /* Q K^T over the causal half (counted whole: the GEMMs run whole), then the softmax. */
+        double f = in.w / 3, t = in.h;
+        L->flops_fwd = 2.0 * in.n * t * t * f + 5.0 * in.n * p->heads * t * t;
+        L->flops_bwd = 4.0 * in.n * t * t * f + 5.0 * in.n * p->heads * t * t;
+        break;
+    }
+    case VDNN_LAYER_ATTN_MIX: {
+        const vdnn_layer *q = &g->layers[L->inputs[1]];
+        if (in.c < 1 || in.h != in.w || q->out.c != 1 || q->out.h != in.h || q->out.w % 3 ||
+            (q->out.w / 3) % in.c)
+            return layer_fail(g, L, err, "attn_mix reads probabilities HxTxT then qkv 1xTx3F (F a multiple of H), "
+                              "got %s and %s", shape_str(in, a, sizeof a), shape_str(q->out, b, sizeof b));
+        out = q->out;
+        out.w = q->out.w / 3;
+        double f = out.w, t = in.h;
+        L->flops_fwd = 2.0 * in.n * t * t * f;
+        L->flops_bwd = 2.0 * L->flops_fwd;
+        break;
+    }
+    case VDNN_LAYER_GELU:
+        /* tanh, a cube and a few products per element. */
+        L->flops_fwd = 8.0 * (double)in_count;
+        L->flops_bwd = 12.0 * (double)in_count;
+        break;
     case VDNN_LAYER_SOFTMAX_XENT:
-        if (in.c != g->classes || in.h != 1 || in.w != 1)
-            return layer_fail(g, L, err, "softmax input is %s, expected %dx1x1 for %d classes",
-                              shape_str(in, a, sizeof a), g->classes, g->classes);
+        if (in.h == 1 && in.w == 1 ? in.c != g->classes : in.c != 1 || in.w != g->classes)
+            return layer_fail(g, L, err, "softmax input is %s, expected %dx1x1 (images) or 1xTx%d (sequences) "
+                              "for %d classes", shape_str(in, a, sizeof a), g->classes, g->classes, g->classes);
         /* exp, sum, divide and log per element; the gradient is p - onehot. */
         L->flops_fwd = 4.0 * (double)in_count;
         L->flops_bwd = (double)in_count;
@@ -374,7 +447,10 @@ vdnn_status vdnn_graph_resolve(vdnn_graph_t *g, vdnn_shape input, int classes, v
     for (int i = 1; i < g->n_layers; i++) {
         vdnn_layer *L = &g->layers[i];
         for (int k = 0; k < L->n_inputs; k++) g->layers[L->inputs[k]].n_consumers++;
-        if (L->kind == VDNN_LAYER_SOFTMAX_XENT && g->classes < 1) g->classes = g->layers[L->inputs[0]].out.c;
+        if (L->kind == VDNN_LAYER_SOFTMAX_XENT && g->classes < 1) {
+            const vdnn_shape x = g->layers[L->inputs[0]].out;
+            g->classes = x.h == 1 && x.w == 1 ? x.c : x.w;
+        }
         vdnn_status st = resolve_layer(g, i, err);
         if (st) return st;
     }

@@ -39,6 +39,14 @@ typedef enum vdnn_layer_kind {
     VDNN_LAYER_SILU,         /* x * sigmoid(x) */
     VDNN_LAYER_CLIP,         /* clamp(x, clip_lo, clip_hi); ReLU6 is clip 0..6 */
     VDNN_LAYER_CHANNEL_MUL,  /* y[n,c,h,w] = x[n,c,h,w] * s[n,c]: inputs x, then s (N x C x 1 x 1); squeeze-and-excitation */
+    /* Sequence layers (docs/sequence.md): tensors B x T x F are shapes {B, 1, T, F}, features contiguous. */
+    VDNN_LAYER_EMBED,        /* token ids {B,1,T,1} (floats holding integers) -> rows of a vocab x F table */
+    VDNN_LAYER_POS_EMBED,    /* x + a learned row per position: {B,1,T,F}, table context x F */
+    VDNN_LAYER_LAYERNORM,    /* over the last dimension (w), with a learned scale and shift */
+    VDNN_LAYER_LINEAR,       /* over the last dimension: {B,C,T,Fin} -> {B,C,T,Fout}, weight Fout x Fin */
+    VDNN_LAYER_ATTN_PROBS,   /* causal softmax(Q K^T / sqrt(d)) from qkv {B,1,T,3F} -> {B,H,T,T} */
+    VDNN_LAYER_ATTN_MIX,     /* inputs (probs {B,H,T,T}, qkv {B,1,T,3F}) -> P V, heads side by side {B,1,T,F} */
+    VDNN_LAYER_GELU,         /* GPT-2's tanh approximation of GELU */
     VDNN_LAYER_KIND_COUNT
 } vdnn_layer_kind;
 
@@ -70,6 +78,11 @@ typedef struct vdnn_layer_params {
     float alpha, beta;
     /* clip (clip_lo < clip_hi) */
     float clip_lo, clip_hi;
+    /* sequence layers: embed's vocabulary (the class count, set when resolved) and width (in filters);
+     * pos_embed's longest sequence; attention's head count. Layer norm's epsilon is bn_eps. */
+    int vocab;
+    int context;
+    int heads;
 } vdnn_layer_params;
 
 typedef struct vdnn_layer {
@@ -169,6 +182,27 @@ static inline size_t vdnn_shape_bytes(vdnn_shape s) { return vdnn_shape_count(s)
 static inline size_t vdnn_map_bytes(const vdnn_graph_t *g, vdnn_shape s)
 {
     return vdnn_shape_count(s) * vdnn_dtype_size(g->dtype);
+}
+
+/* Rows softmax_xent normalizes, each of count/rows classes laid out contiguously: an image net's logits
+ * {N, K, 1, 1} are N rows, a sequence's {B, 1, T, V} are B*T rows (one per token). One label per row. */
+static inline size_t vdnn_xent_rows(vdnn_shape s)
+{
+    return s.h == 1 && s.w == 1 ? (size_t)s.n : (size_t)s.n * (size_t)s.c * (size_t)s.h;
+}
+
+/* Labels one batch of a resolved graph takes: the rows of its loss (its last layer). */
+static inline size_t vdnn_graph_label_count(const vdnn_graph_t *g)
+{
+    return vdnn_xent_rows(g->layers[g->n_layers - 1].out);
+}
+
+/* Whether a resolved graph reads token sequences (its first layer after the data is an embedding). */
+static inline bool vdnn_graph_is_sequence(const vdnn_graph_t *g)
+{
+    for (int i = 1; i < g->n_layers; i++)
+        if (g->layers[i].kind == VDNN_LAYER_EMBED) return true;
+    return false;
 }
 
 #endif

@@ -157,6 +157,9 @@ vdnn_status onnx_set_init(onnx_map *x, int layer, const char *suffix, float *val
     src->layer = layer;
     src->node = x->node_index;
     src->tensor = tname(from);
+    src->from = from;
+    src->from_var = NULL;
+    src->transposed = false;
     onnx_dims_str(from, src->dims, sizeof src->dims);
     g->n_init++;
     return VDNN_OK;

@@ -185,6 +185,39 @@ static vdnn_status map_graph(onnx_map *x)
     return st;
 }
 
+vdnn_status onnx_map_model(vdnn_onnx_model *m, vdnn_graph_t **out, onnx_init_src **srcs, vdnn_error *err)
+{
+    *out = NULL;
+    if (srcs) *srcs = NULL;
+    onnx_map x = {.m = m, .err = err};
+    const char *source = m->source;
+    vdnn_status st = VDNN_OK;
+    x.g = calloc(1, sizeof *x.g);
+    if (!x.g) st = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "%s: out of memory", m->source);
+    if (!st) {
+        snprintf(x.g->source, sizeof x.g->source, "%s", m->source);
+        vdnn_graph_name_from_source(x.g, m->source);
+        m->source = x.g->source;
+        st = map_graph(&x);
+    }
+    free(x.vals);
+    free(x.checks);
+    free(x.layer_node);
+    if (st) {
+        m->source = source; /* not the freed graph's copy */
+        free(x.init_src);
+        vdnn_graph_free(x.g);
+        return st;
+    }
+    if (srcs)
+        *srcs = x.init_src;
+    else
+        free(x.init_src);
+    x.g->resolved = false; /* resolved only to check it; callers resolve at their own sizes */
+    *out = x.g;
+    return VDNN_OK;
+}
+
 vdnn_status vdnn_onnx_parse(const void *data, size_t len, const char *source, vdnn_graph_t **out, vdnn_error *err)
 {
     if (!out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "onnx_parse: no output pointer");
@@ -193,28 +226,10 @@ vdnn_status vdnn_onnx_parse(const void *data, size_t len, const char *source, vd
     vdnn_onnx_model m;
     vdnn_status st = vdnn_onnx_read(data, len, source, &m, err);
     if (st) return st;
-    onnx_map x = {.m = &m, .err = err};
-    x.g = calloc(1, sizeof *x.g);
-    if (!x.g) st = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "%s: out of memory", source);
-    if (!st) {
-        snprintf(x.g->source, sizeof x.g->source, "%s", source);
-        vdnn_graph_name_from_source(x.g, source);
-        m.source = x.g->source;
-        st = map_graph(&x);
-    }
-    free(x.vals);
-    free(x.checks);
-    free(x.init_src);
-    free(x.layer_node);
+    st = onnx_map_model(&m, out, NULL, err);
     vdnn_onnx_model_free(&m);
-    if (st) {
-        vdnn_graph_free(x.g);
-        return st;
-    }
-    x.g->resolved = false; /* resolved only to check it; callers resolve at their own sizes */
-    *out = x.g;
-    vdnn_error_clear(err);
-    return VDNN_OK;
+    if (!st) vdnn_error_clear(err);
+    return st;
 }
 
 vdnn_status vdnn_onnx_load(const char *path, vdnn_graph_t **out, vdnn_error *err)

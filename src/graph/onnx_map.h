@@ -34,6 +34,10 @@ typedef struct onnx_init_src {
     int layer, node;
     const char *tensor;               /* the initializer's name */
     char dims[64];                    /* its shape, for messages */
+    /* Where export writes the trained values back: */
+    const Onnx__TensorProto *from;    /* the tensor they came from */
+    const Onnx__TensorProto *from_var;/* batch norm statistics: the variance's (`from`: the mean's) */
+    bool transposed;                  /* `from` holds the transpose (a MatMul's inputs x outputs weight) */
 } onnx_init_src;
 
 typedef struct onnx_map {
@@ -54,6 +58,11 @@ typedef struct onnx_map {
     int bound;                        /* its outputs given a value so far (the rest must be unused) */
     const Onnx__NodeProto *softmax;   /* the final Softmax, dropped: vdnn's loss computes it */
 } onnx_map;
+
+/* Maps a decoded model (vdnn_onnx_read's) to a graph, as vdnn_onnx_parse does. With `srcs`, also hands over
+ * where each initial value g->init[i] came from (malloc'd, n_init of them; the tensors are m's, so m must
+ * outlive their use): export writes trained values back there. m->source becomes the graph's copy. */
+vdnn_status onnx_map_model(vdnn_onnx_model *m, vdnn_graph_t **out, onnx_init_src **srcs, vdnn_error *err);
 
 /* An op handler maps the current node: it reads x->node, adds layers or values, binds its outputs. */
 typedef vdnn_status (*onnx_op_fn)(onnx_map *x);

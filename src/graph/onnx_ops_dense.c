@@ -48,6 +48,7 @@ vdnn_status onnx_map_batchnorm(onnx_map *x)
         v[1] = NULL;
         if (!st) st = onnx_set_init(x, layer, ".stats", stats, 2 * n[0], t[2]);
         stats = NULL;
+        if (!st) x->init_src[x->g->n_init - 1].from_var = t[3]; /* export writes the second half back there */
     }
     for (int k = 0; k < 4; k++) free(v[k]);
     free(stats);
@@ -145,8 +146,12 @@ vdnn_status onnx_map_matmul(onnx_map *x)
         for (size_t o = 0; o < (size_t)outputs; o++) wt[o * inputs + i] = w[i * (size_t)outputs + o];
     free(w);
     if (!st) st = add_fc(x, a, outputs, false, &layer);
-    if (!st) return onnx_set_init(x, layer, ".weight", wt, n, b);
-    free(wt);
+    if (st) {
+        free(wt);
+        return st;
+    }
+    st = onnx_set_init(x, layer, ".weight", wt, n, b);
+    if (!st) x->init_src[x->g->n_init - 1].transposed = true; /* export transposes it back */
     return st;
 }
 

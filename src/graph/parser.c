@@ -43,7 +43,9 @@ static const int_key int_keys[] = {
     {"pad_w", WINDOW_KINDS, 0, MAX_DIM, PF(pad_w), NO_FIELD},
     {"groups", KB(VDNN_LAYER_CONV), 1, MAX_COUNT, PF(groups), NO_FIELD},
     {"filters", KB(VDNN_LAYER_CONV), 1, MAX_COUNT, PF(filters), NO_FIELD},
-    {"bias", KB(VDNN_LAYER_CONV) | KB(VDNN_LAYER_FC), 0, 1, PF(bias), NO_FIELD},
+    {"bias", KB(VDNN_LAYER_CONV) | KB(VDNN_LAYER_FC) | KB(VDNN_LAYER_LINEAR), 0, 1, PF(bias), NO_FIELD},
+    {"context", KB(VDNN_LAYER_POS_EMBED), 1, MAX_COUNT, PF(context), NO_FIELD},
+    {"heads", KB(VDNN_LAYER_ATTN_PROBS), 1, 4096, PF(heads), NO_FIELD},
     {"size", KB(VDNN_LAYER_LRN), 1, MAX_DIM, PF(lrn_size), NO_FIELD},
     {"ceil_mode", POOL_KINDS, 0, 1, PF(ceil_mode), NO_FIELD},
 };
@@ -62,7 +64,7 @@ static const float_key float_keys[] = {
     {"alpha", KB(VDNN_LAYER_LRN), 0, 1e30, false, false, "at least 0", PF(lrn_alpha)},
     {"beta", KB(VDNN_LAYER_LRN), 0, 1e30, false, false, "at least 0", PF(lrn_beta)},
     {"k", KB(VDNN_LAYER_LRN), 0, 1e30, true, false, "greater than 0", PF(lrn_k)},
-    {"eps", KB(VDNN_LAYER_BATCHNORM), 0, 1, true, false, "in (0, 1]", PF(bn_eps)},
+    {"eps", KB(VDNN_LAYER_BATCHNORM) | KB(VDNN_LAYER_LAYERNORM), 0, 1, true, false, "in (0, 1]", PF(bn_eps)},
     {"momentum", KB(VDNN_LAYER_BATCHNORM), 0, 1, false, false, "in [0, 1]", PF(bn_momentum)},
     {"p", KB(VDNN_LAYER_DROPOUT), 0, 1, false, true, "in [0, 1)", PF(dropout_p)},
     {"alpha", KB(VDNN_LAYER_HARDSIGMOID), -1e30, 1e30, false, false, "a finite number", PF(alpha)},
@@ -197,7 +199,7 @@ static void set_defaults(vdnn_layer_params *p, vdnn_layer_kind k)
     memset(p, 0, sizeof *p);
     p->stride_h = p->stride_w = 1;
     p->groups = 1;
-    p->bias = (k == VDNN_LAYER_CONV || k == VDNN_LAYER_FC);
+    p->bias = (k == VDNN_LAYER_CONV || k == VDNN_LAYER_FC || k == VDNN_LAYER_LINEAR);
     p->lrn_size = 5;
     p->lrn_alpha = 1e-4f;
     p->lrn_beta = 0.75f;
@@ -223,9 +225,10 @@ static vdnn_status parse_layer_key(parser *ps, vdnn_layer *L, const kv *e, unsig
         if (!st) p->exclude_pad = !v;
         return st;
     }
-    if (!strcmp(e->key, "outputs") && L->kind == VDNN_LAYER_FC) {
+    if (!strcmp(e->key, "outputs") &&
+        (L->kind == VDNN_LAYER_FC || L->kind == VDNN_LAYER_LINEAR || L->kind == VDNN_LAYER_EMBED)) {
         *seen |= 1;
-        if (!strcmp(e->val, "classes")) {
+        if (!strcmp(e->val, "classes") && L->kind != VDNN_LAYER_EMBED) {
             p->outputs_are_classes = 1;
             return VDNN_OK;
         }
@@ -251,6 +254,7 @@ static vdnn_status parse_layer_key(parser *ps, vdnn_layer *L, const kv *e, unsig
         if (!strcmp(d->key, "size") || !strcmp(d->key, "size_h")) *seen |= 2;
         if (!strcmp(d->key, "size") || !strcmp(d->key, "size_w")) *seen |= 4;
         if (!strncmp(d->key, "stride", 6)) *seen |= 8;
+        if (!strcmp(d->key, "context") || !strcmp(d->key, "heads")) *seen |= 16;
         return VDNN_OK;
     }
     for (size_t i = 0; i < sizeof float_keys / sizeof float_keys[0]; i++) {
@@ -279,8 +283,8 @@ static vdnn_status finish_layer(parser *ps)
     if (!kind_from_name(type->val, &kind))
         return perr(ps, VDNN_ERR_PARSE, type->line,
                     "unknown layer type '%s' (expected conv, maxpool, avgpool, relu, lrn, batchnorm, dropout, fc, "
-                    "concat, add, gap, flatten, sigmoid, hardsigmoid, hardswish, silu, clip, relu6, channel_mul or "
-                    "softmax)",
+                    "concat, add, gap, flatten, sigmoid, hardsigmoid, hardswish, silu, clip, relu6, channel_mul, "
+                    "embed, pos_embed, layernorm, linear, attn_probs, attn_mix, gelu or softmax)",
                     type->val);
     vdnn_status st = grow_layers(ps);
     if (st) return st;
@@ -322,8 +326,16 @@ static vdnn_status finish_layer(parser *ps)
     const char *kname = vdnn_layer_kind_name(kind);
     if (kind == VDNN_LAYER_CONV && !(seen & 1))
         return perr(ps, VDNN_ERR_PARSE, L->line, "conv layer '%s' needs filters=", L->name);
-    if (kind == VDNN_LAYER_FC && !(seen & 1))
-        return perr(ps, VDNN_ERR_PARSE, L->line, "fc layer '%s' needs outputs= (a number or 'classes')", L->name);
+    if ((kind == VDNN_LAYER_FC || kind == VDNN_LAYER_LINEAR) && !(seen & 1))
+        return perr(ps, VDNN_ERR_PARSE, L->line, "%s layer '%s' needs outputs= (a number or 'classes')", kname,
+                    L->name);
+    if (kind == VDNN_LAYER_EMBED && !(seen & 1))
+        return perr(ps, VDNN_ERR_PARSE, L->line, "embed layer '%s' needs outputs= (the embedding width)", L->name);
+    if (kind == VDNN_LAYER_POS_EMBED && !(seen & 16))
+        return perr(ps, VDNN_ERR_PARSE, L->line, "pos_embed layer '%s' needs context= (the longest sequence)",
+                    L->name);
+    if (kind == VDNN_LAYER_ATTN_PROBS && !(seen & 16))
+        return perr(ps, VDNN_ERR_PARSE, L->line, "attn_probs layer '%s' needs heads=", L->name);
     if ((KB(kind) & WINDOW_KINDS) && (seen & 6) != 6)
         return perr(ps, VDNN_ERR_PARSE, L->line, "%s layer '%s' needs size= (or size_h= and size_w=)", kname,
                     L->name);
@@ -457,15 +469,16 @@ static vdnn_status link_inputs(parser *ps, int idx)
     int line = ps->in_line[idx];
     char *spec = ps->in_spec[idx];
     bool multi = L->kind == VDNN_LAYER_CONCAT || L->kind == VDNN_LAYER_ADD;
-    bool pair = L->kind == VDNN_LAYER_CHANNEL_MUL;
+    bool pair = L->kind == VDNN_LAYER_CHANNEL_MUL || L->kind == VDNN_LAYER_ATTN_MIX;
     const char *kname = vdnn_layer_kind_name(L->kind);
     if (!spec) {
         if (multi)
             return perr(ps, VDNN_ERR_PARSE, line, "%s layer '%s' needs input= with at least two layers", kname,
                         L->name);
         if (pair)
-            return perr(ps, VDNN_ERR_PARSE, line, "%s layer '%s' needs input= with two layers (the maps, then the "
-                        "per-channel scales)", kname, L->name);
+            return perr(ps, VDNN_ERR_PARSE, line, "%s layer '%s' needs input= with two layers (%s)", kname, L->name,
+                        L->kind == VDNN_LAYER_ATTN_MIX ? "the attention probabilities, then qkv"
+                                                       : "the maps, then the per-channel scales");
         L->n_inputs = 1;
         L->inputs[0] = idx - 1;
         return VDNN_OK;
@@ -495,8 +508,10 @@ static vdnn_status link_inputs(parser *ps, int idx)
     if (multi && L->n_inputs < 2)
         return perr(ps, VDNN_ERR_PARSE, line, "%s layer '%s' needs at least two inputs, got 1", kname, L->name);
     if (pair && L->n_inputs != 2)
-        return perr(ps, VDNN_ERR_PARSE, line, "%s layer '%s' takes exactly two inputs (the maps, then the per-channel "
-                    "scales), got %d", kname, L->name, L->n_inputs);
+        return perr(ps, VDNN_ERR_PARSE, line, "%s layer '%s' takes exactly two inputs (%s), got %d", kname, L->name,
+                    L->kind == VDNN_LAYER_ATTN_MIX ? "the attention probabilities, then qkv"
+                                                   : "the maps, then the per-channel scales",
+                    L->n_inputs);
     if (!multi && !pair && L->n_inputs != 1)
         return perr(ps, VDNN_ERR_PARSE, line, "%s layer '%s' takes exactly one input, got %d", kname, L->name,
                     L->n_inputs);

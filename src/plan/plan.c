@@ -1,13 +1,14 @@
-/* Builds the plan of one iteration: storages and their liveness from the DAG, classes from the policy,
- * device blocks placed at fixed offsets, and the ordered actions the executor replays. */
+/* The plan of one iteration: storages and their liveness from the DAG, then, for the classes a planner set,
+ * device blocks placed at fixed offsets and the ordered actions the executor replays. It calls no planner:
+ * plan_build.c goes from a request to a plan through the planners' table. */
 #include "plan/plan.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "mem/offsets.h"
+#include "plan/plan_validate.h"
 #include "plan/profile.h"
-#include "plan/policy.h"
 
 const char *vdnn_storage_kind_name(vdnn_storage_kind k)
 {
@@ -276,7 +277,7 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
         if (ly->n_bias) fail |= (s->b = add_storage(p, VDNN_ST_BIAS, l, ly->n_bias * 4, true, ly->name, ".bias")) < 0;
         if (ly->n_stats) fail |= (s->stats = add_storage(p, VDNN_ST_STATS, l, ly->n_stats * 4, true, ly->name, ".stats")) < 0;
     }
-    fail |= (p->labels = add_storage(p, VDNN_ST_LABELS, 0, (size_t)g->input.n * 4, true, "labels", "")) < 0;
+    fail |= (p->labels = add_storage(p, VDNN_ST_LABELS, 0, vdnn_graph_label_count(g) * 4, true, "labels", "")) < 0;
     fail |= (p->loss = add_storage(p, VDNN_ST_LOSS, L - 1, sizeof(float), true, "loss", "")) < 0;
     for (int l = 1; tr && l < L; l++) {
         const vdnn_layer *ly = &g->layers[l];
@@ -286,6 +287,12 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
         if (ly->n_bias) fail |= (s->db = add_storage(p, VDNN_ST_BGRAD, l, ly->n_bias * 4, keep, ly->name, ".bias.grad")) < 0;
         if (ly->n_weight) fail |= (s->vw = add_storage(p, VDNN_ST_WMOM, l, ly->n_weight * 4, true, ly->name, ".weight.momentum")) < 0;
         if (ly->n_bias) fail |= (s->vb = add_storage(p, VDNN_ST_BMOM, l, ly->n_bias * 4, true, ly->name, ".bias.momentum")) < 0;
+        /* AdamW's second moments: optimizer state like momentum (homed, exported and counted alike). */
+        const bool adam = p->req.memory.optimizer_moments >= 2;
+        if (adam && ly->n_weight)
+            fail |= (s->vw2 = add_storage(p, VDNN_ST_WMOM, l, ly->n_weight * 4, true, ly->name, ".weight.moment2")) < 0;
+        if (adam && ly->n_bias)
+            fail |= (s->vb2 = add_storage(p, VDNN_ST_BMOM, l, ly->n_bias * 4, true, ly->name, ".bias.moment2")) < 0;
         /* Ops overwrite their gradients: a later micro-batch's go here first, then are added to the sum. */
         if (p->micro_batches > 1 && ly->n_weight)
             fail |= (s->dwm = add_storage(p, VDNN_ST_TEMP, l, ly->n_weight * 4, false, ly->name, ".weight.grad.micro")) < 0;
@@ -864,7 +871,7 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
     }
     for (int l = 0; l < g->n_layers; l++)
-        p->ls[l] = (vdnn_layer_storage){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false};
+        p->ls[l] = (vdnn_layer_storage){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false};
     rc = build_storages(p, g, err);
     if (rc == VDNN_OK) rc = build_steps(p, g, err);
     if (rc != VDNN_OK) {
@@ -891,6 +898,7 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
 {
     p->n_storages = p->n_storages_analyzed;
     p->n_blocks = p->n_actions = p->n_events = 0;
+    p->placed = false;
     p->host_bytes = p->managed_bytes = p->bytes_moved = 0;
     vdnn_status rc = derive_needs(p, err);
     if (rc != VDNN_OK) return rc;
@@ -966,6 +974,7 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
     }
     rc = fail ? vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory finalizing the plan") : VDNN_OK;
     if (rc == VDNN_OK && place_blocks) rc = place(p, p->req.variable_base, err);
+    p->placed = rc == VDNN_OK && place_blocks;
     emit_index ix;
     memset(&ix, 0, sizeof ix);
     if (rc == VDNN_OK && emit_index_build(&ix, p)) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory finalizing the plan");
@@ -1016,39 +1025,17 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
     /* Managed pages wait in host memory while they are offloaded: the host budget bounds them too. */
     p->feasible = p->peak_device_bytes <= p->req.memory.budget && p->host_bytes <= p->req.memory.host_budget &&
                   p->managed_bytes <= p->req.memory.host_budget - p->host_bytes;
-    return VDNN_OK;
-}
-
-vdnn_status vdnn_plan_build(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_plan_request *req,
-                            vdnn_plan_t **out, vdnn_error *err)
-{
-    vdnn_plan_t *p = NULL;
-    vdnn_status rc = vdnn_plan_analyze(g, info, req, &p, err);
-    if (rc == VDNN_OK) rc = vdnn_policy_classify(p, g, err);
-    if (rc == VDNN_OK && !p->n_blocks) rc = vdnn_plan_finalize(p, err);
-    if (rc != VDNN_OK) {
-        vdnn_plan_free(p);
-        return rc;
+    /* Asked to (tests), every placed classification a planner tries is checked, not only the one it keeps. */
+    if (p->placed && p->req.checks && p->req.checks->candidates) {
+        p->req.checks->placements++;
+        return vdnn_plan_validate(p, err);
     }
-    *out = p;
     return VDNN_OK;
 }
 
 vdnn_plan_request vdnn_plan_request_default(void)
 {
     return (vdnn_plan_request){.memory = vdnn_memory_options_default(), .training = true};
-}
-
-vdnn_status vdnn_plan_training(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_layer_algos *algos,
-                               const vdnn_memory_options *memory, const struct vdnn_profile *prof,
-                               bool keep_weight_grads, vdnn_plan_t **out, vdnn_error *err)
-{
-    vdnn_plan_request rq = vdnn_plan_request_default();
-    rq.memory = *memory;
-    rq.profile = prof;
-    rq.keep_weight_grads = keep_weight_grads;
-    rq.algos = algos;
-    return vdnn_plan_build(g, info, &rq, out, err);
 }
 
 void vdnn_plan_free(vdnn_plan_t *p)

@@ -114,11 +114,21 @@ typedef struct vdnn_layer_algos {
 typedef struct vdnn_layer_storage {
     int out, aux, grad;
     int w, b, stats, dw, db, vw, vb;
+    int vw2, vb2;    /* AdamW (memory.optimizer_moments 2): the second moments; vw, vb hold the first */
     int dwm, dbm;    /* with micro-batches: where a later micro-batch's gradients go before they are added to dw, db */
     int xs, xb;      /* a streamed input: its host copy (vdnn_storage.streamed), and the two chunk buffers its
                         backward step reads it through (training plans) */
     bool in_place;   /* stream_inputs: the layer's op writes its output over its input a chunk at a time */
 } vdnn_layer_storage;
+
+/* Asks vdnn_plan_build to check its plan with vdnn_plan_validate (plan_validate.h), and counts what was checked
+ * (tests, debugging). Without it a request's plan is validated only under memory.poison. */
+typedef struct vdnn_plan_checks {
+    bool candidates;                   /* also every classification a planner (or vdnn_plan_min_budget) places
+                                          on the way, not only the plan it keeps */
+    long plans;                        /* plans built and validated */
+    long placements;                   /* such placed classifications validated */
+} vdnn_plan_checks;
 
 typedef struct vdnn_plan_request {
     vdnn_memory_options memory;        /* policy, budgets, conv_algo, offload_params, stream_inputs, micro_batches
@@ -136,6 +146,8 @@ typedef struct vdnn_plan_request {
                                           tests that read them); otherwise each layer's parameters are
                                           updated right after its backward and its gradients are transient */
     const vdnn_layer_algos *algos;     /* per layer, from vdnn_plan_query_algos (NULL: the default only) */
+    vdnn_plan_checks *checks;          /* borrowed while vdnn_plan_build runs (NULL: validated only under
+                                          memory.poison); the plan it returns holds NULL */
 } vdnn_plan_request;
 
 /* A training request with the default memory options; every request starts from it. */
@@ -191,6 +203,7 @@ struct vdnn_plan {
     size_t managed_bytes;              /* policy um: the Unified Memory pool, each swapped storage at its own range */
     size_t bytes_moved;                /* per iteration, both directions */
     bool feasible;                     /* within req.memory.budget and req.memory.host_budget */
+    bool placed;                       /* blocks have offsets (finalized with place_blocks): the executor may run it */
     vdnn_graph_t *own_g;               /* made by the public vdnn_plan_create: the resolved copy of the model that g
                                           points at (NULL otherwise) */
     struct vdnn_plan_figures *figures; /* vdnn_plan_summarize's cache, filled when first asked (not thread-safe) */

@@ -1,25 +1,7 @@
-/* Policy names, and vDNN's static policies: none (keep all), all (swap every saved feature map),
- * conv (swap convolution inputs), and um (all's classes in Unified Memory). The profile-guided ones live in
- * planner_*.c. */
+/* vDNN's static policies: none (keep all), all (swap every saved feature map), conv (swap convolution inputs),
+ * and um (all's classes in Unified Memory). The profile-guided ones live in planner_*.c, the names in
+ * planner_table.c. */
 #include "plan/policy.h"
-
-#include <string.h>
-#include <strings.h>
-
-static const char *policy_names[VDNN_POLICY_COUNT] = {"none", "all", "conv", "recompute", "dyn", "pooch", "auto", "um"};
-
-const char *vdnn_policy_name(vdnn_policy p) { return p < VDNN_POLICY_COUNT ? policy_names[p] : "?"; }
-
-bool vdnn_policy_parse(const char *s, vdnn_policy *out)
-{
-    for (int i = 0; i < VDNN_POLICY_COUNT; i++) {
-        if (!strcasecmp(s, policy_names[i])) {
-            *out = (vdnn_policy)i;
-            return true;
-        }
-    }
-    return false;
-}
 
 static bool feeds_conv(const vdnn_plan_t *p, const vdnn_graph_t *g, int st)
 {
@@ -46,19 +28,10 @@ void vdnn_policy_static(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_policy polic
     }
 }
 
-vdnn_status vdnn_policy_classify(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
+vdnn_status vdnn_policy_classify_static(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
 {
-    switch (p->policy) {
-    case VDNN_POLICY_NONE:
-    case VDNN_POLICY_ALL:
-    case VDNN_POLICY_CONV: vdnn_policy_static(p, g, p->policy); return VDNN_OK;
-    case VDNN_POLICY_RECOMPUTE: return vdnn_planner_recompute(p, g, err);
-    case VDNN_POLICY_DYN: return vdnn_planner_dyn(p, g, err);
-    case VDNN_POLICY_POOCH: return vdnn_planner_pooch(p, g, err);
-    case VDNN_POLICY_AUTO: return vdnn_planner_auto(p, g, err);
+    (void)err;
     /* OC-DNN moves what vDNN_all moves; only where the maps live and how they move differ (plan.c, exec.c). */
-    case VDNN_POLICY_UM: vdnn_policy_static(p, g, VDNN_POLICY_ALL); return VDNN_OK;
-    default: break;
-    }
-    return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "unknown policy %d", (int)p->policy);
+    vdnn_policy_static(p, g, p->policy == VDNN_POLICY_UM ? VDNN_POLICY_ALL : p->policy);
+    return VDNN_OK;
 }

@@ -5,8 +5,8 @@
 
 #include "plan/plan.h"
 
-/* Classifies (and for the profile-guided policies, finalizes) p for p->policy. */
-vdnn_status vdnn_policy_classify(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err);
+/* The table's classify function of none, all, conv and um: vdnn_policy_static for p->policy (um: all's). */
+vdnn_status vdnn_policy_classify_static(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err);
 
 /* vDNN's none / all / conv classes on an analyzed plan. */
 void vdnn_policy_static(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_policy policy);

@@ -14,13 +14,16 @@ vdnn_status vdnn_profile_init(vdnn_profile *p, int n_layers, vdnn_error *err)
     memset(p, 0, sizeof *p);
     if (n_layers < 1) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "profile: %d layers (need at least 1)", n_layers);
     p->n_layers = n_layers;
+    p->version = VDNN_PROFILE_VERSION;
     p->names = calloc((size_t)n_layers, sizeof *p->names);
+    p->kinds = calloc((size_t)n_layers, sizeof *p->kinds);
+    p->outs = calloc((size_t)n_layers, sizeof *p->outs);
     p->fwd_s = calloc((size_t)n_layers, sizeof *p->fwd_s);
     p->bwd_s = calloc((size_t)n_layers, sizeof *p->bwd_s);
     p->n_algos = calloc((size_t)n_layers, sizeof *p->n_algos);
     p->algo_fwd_s = calloc((size_t)n_layers, sizeof *p->algo_fwd_s);
     p->algo_bwd_s = calloc((size_t)n_layers, sizeof *p->algo_bwd_s);
-    if (!p->names || !p->fwd_s || !p->bwd_s || !p->n_algos || !p->algo_fwd_s || !p->algo_bwd_s) {
+    if (!p->names || !p->kinds || !p->outs || !p->fwd_s || !p->bwd_s || !p->n_algos || !p->algo_fwd_s || !p->algo_bwd_s) {
         vdnn_profile_release(p);
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "profile: out of memory for %d layers", n_layers);
     }
@@ -38,13 +41,19 @@ vdnn_status vdnn_profile_init_graph(vdnn_profile *p, const vdnn_graph_t *g, vdnn
     snprintf(p->model, sizeof p->model, "%s", g->name);
     p->input = g->input;
     p->classes = g->classes;
-    for (int l = 0; l < g->n_layers; l++) snprintf(p->names[l], sizeof p->names[l], "%s", g->layers[l].name);
+    for (int l = 0; l < g->n_layers; l++) {
+        snprintf(p->names[l], sizeof p->names[l], "%s", g->layers[l].name);
+        p->kinds[l] = g->layers[l].kind;
+        p->outs[l] = g->layers[l].out;
+    }
     return VDNN_OK;
 }
 
 void vdnn_profile_release(vdnn_profile *p)
 {
     free(p->names);
+    free(p->kinds);
+    free(p->outs);
     free(p->fwd_s);
     free(p->bwd_s);
     free(p->n_algos);
@@ -53,6 +62,7 @@ void vdnn_profile_release(vdnn_profile *p)
     free(p->sample_bytes);
     free(p->sample_d2h_s);
     free(p->sample_h2d_s);
+    free(p->ops);
     memset(p, 0, sizeof *p);
 }
 

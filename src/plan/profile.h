@@ -1,5 +1,6 @@
 /* Measured (or estimated) costs of one network on one device: per-layer compute times and the copy
- * link's latency and bandwidth per direction. Planners and the simulator see devices only through it. */
+ * link's latency and bandwidth per direction, and, recorded on the device, every layer's op info and the
+ * device's description. Planners and the simulator see devices only through it. */
 #ifndef VDNN_PLAN_PROFILE_H
 #define VDNN_PLAN_PROFILE_H
 
@@ -8,6 +9,7 @@
 
 #include "core/error.h"
 #include "graph/graph.h"
+#include "plan/plan.h"
 #include "vdnn/plan.h"
 
 /* A copy of B bytes takes latency_s + B / bytes_per_s. */
@@ -23,6 +25,8 @@ typedef struct vdnn_profile {
     int classes;
     int n_layers;
     char (*names)[VDNN_NAME_LEN]; /* per layer (index 0: the input); written to and checked in files */
+    vdnn_layer_kind *kinds;   /* per layer, with each output's shape: written to files and checked where present, */
+    vdnn_shape *outs;         /* so that op info recorded for one definition of a model is not read for another */
     double *fwd_s;            /* per layer: forward op time (index 0: unused) */
     double *bwd_s;            /* per layer: backward op time (with the layer's fused SGD update), gradient
                                  accumulation excluded: it is charged at accum_bytes_per_s */
@@ -42,7 +46,24 @@ typedef struct vdnn_profile {
     size_t *sample_bytes;
     double *sample_d2h_s, *sample_h2d_s;
     bool measured;            /* false: a roofline estimate */
+    /* What plans need of the device besides times, recorded where the profile was measured (profile_ops.c), so
+     * that a plan made from the profile anywhere is the device's plan: */
+    vdnn_device_info dev;     /* the device and its settings (dev.backend "": not recorded) */
+    vdnn_dtype dtype;         /* of the op descriptions the op info is for */
+    vdnn_layer_algos *ops;    /* per layer (index 0 unused): the training op's candidates, default first, as the
+                                 backend's op_algos gave them; NULL: not recorded (estimates, older files) */
+    /* How the op info was obtained, so a reader knows which numbers are the device's: "backend" (the backend
+     * answered on the device), "described" (written from the backend's rules without the device: what each op
+     * keeps is the backend's, sizes only the device can give are derived, as `note` says); "" with no op info. */
+    char op_info_source[16];
+    char note[2048];          /* free text a file carries about its provenance ("" none) */
+    int version;              /* the file format version it was read from (VDNN_PROFILE_VERSION when made here) */
 } vdnn_profile;
+
+/* The profile file format: 1, before files carried a version (times and the link only); 2 adds "format" and
+ * "version", the device's description, the op info and each layer's kind and shape. Readers take every version
+ * up to this one and refuse newer ones by name. */
+#define VDNN_PROFILE_VERSION 2
 
 static inline double vdnn_copy_seconds(const vdnn_copy_model *m, size_t bytes)
 {
@@ -74,7 +95,7 @@ static inline double vdnn_profile_bwd(const vdnn_profile *p, int l, int algo)
 
 /* Allocates the per-layer arrays for n_layers (zeroed). */
 vdnn_status vdnn_profile_init(vdnn_profile *p, int n_layers, vdnn_error *err);
-/* Same for a resolved graph, and fills model, input, classes and layer names from it. */
+/* Same for a resolved graph, and fills model, input, classes and layer names, kinds and shapes from it. */
 vdnn_status vdnn_profile_init_graph(vdnn_profile *p, const vdnn_graph_t *g, vdnn_error *err);
 void vdnn_profile_release(vdnn_profile *p);
 
@@ -89,6 +110,14 @@ vdnn_status vdnn_profile_estimate_default(const vdnn_graph_t *g, vdnn_profile *p
 
 /* Least-squares fit of latency and bandwidth to the samples of one direction. */
 vdnn_copy_model vdnn_copy_model_fit(const size_t *bytes, const double *seconds, int n);
+
+/* Records the device's description and every layer's training op candidates from be into p, made for g (whose
+ * layers it must describe). */
+vdnn_status vdnn_profile_record_ops(vdnn_profile *p, const vdnn_graph_t *g, vdnn_backend_t *be, vdnn_error *err);
+/* Whether the candidates algos (per layer of p, as vdnn_plan_query_algos gives them) differ from those p
+ * recorded; if so, why (may be NULL) names the first layer, candidate and field that differ. False when p
+ * recorded none. */
+bool vdnn_profile_ops_differ(const vdnn_profile *p, const vdnn_layer_algos *algos, char *why, size_t n);
 
 /* JSON file round trip (written to PATH.tmp, then renamed). Reading checks that the profile matches g
  * (name, layer count and names, batch, input, classes): VDNN_ERR_MISMATCH names what differs; a

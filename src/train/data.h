@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "vdnn/train.h"
 
-/* A whole split held in host memory as float32 NCHW, already normalised
+/* A whole split held in host memory as float32 NCHW, already normalised (text: token ids 1xTx1, see data_text.c)
  * (pixel/255 - mean) / std with per-channel mean/std of the training split
  * (stored in the dataset so the test split uses the same numbers). */
 struct vdnn_dataset {
@@ -17,7 +17,8 @@ struct vdnn_dataset {
     int c, h, w;
     int classes;
     float *images;         /* count * c*h*w */
-    int32_t *labels;       /* count */
+    int32_t *labels;       /* count * labels_per */
+    int labels_per;        /* labels per image: 1, or a text's tokens per sequence (one target per token) */
     char source[512];      /* for messages */
 };
 

@@ -41,6 +41,10 @@ vdnn_status vdnn_dataset_alloc(int count, int c, int h, int w, int classes, vdnn
 vdnn_status vdnn_synthetic_open(vdnn_shape shape, int classes, uint64_t seed, vdnn_split split,
                                 vdnn_dataset_t **out, vdnn_error *err);
 
+/* text:FILE (data_text.c): the file's bytes as tokens in sequences of seq_len, each token's target the next byte; the
+ * last tenth of the bytes is the test split. */
+vdnn_status vdnn_text_open(const char *path, int seq_len, vdnn_split split, vdnn_dataset_t **out, vdnn_error *err);
+
 /* Reads and concatenates a split's CIFAR-10 batch files from dir (3x32x32 CHW pixels). */
 vdnn_status vdnn_cifar_read_split(const char *dir, vdnn_split split, int *count, uint8_t **pixels,
                                   uint8_t **labels, vdnn_error *err);

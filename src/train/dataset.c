@@ -37,6 +37,7 @@ vdnn_status vdnn_dataset_alloc(int count, int c, int h, int w, int classes, vdnn
     ds->h = h;
     ds->w = w;
     ds->classes = classes;
+    ds->labels_per = 1;
     *out = ds;
     return VDNN_OK;
 }
@@ -211,8 +212,10 @@ vdnn_status vdnn_dataset_open(const char *spec, vdnn_split split, vdnn_shape syn
     if (!strcmp(spec, "fashion-mnist")) return open_files(FASHION_DIR, SRC_FASHION, spec, split, out, err);
     if (!strncmp(spec, "idx:", 4) && spec[4]) return open_files(spec + 4, SRC_IDX, spec, split, out, err);
     if (!strncmp(spec, "cifar10:", 8) && spec[8]) return open_files(spec + 8, SRC_CIFAR, spec, split, out, err);
+    if (!strncmp(spec, "text:", 5)) return vdnn_text_open(spec + 5, synthetic_shape.h, split, out, err);
     return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
-                     "unknown data spec \"%s\" (expected fashion-mnist, idx:DIR, cifar10:DIR or synthetic)", spec);
+                     "unknown data spec \"%s\" (expected fashion-mnist, idx:DIR, cifar10:DIR, text:FILE or synthetic)",
+                     spec);
 }
 
 vdnn_shape vdnn_dataset_shape(const vdnn_dataset_t *ds) { return (vdnn_shape){ds->count, ds->c, ds->h, ds->w}; }

@@ -20,7 +20,7 @@ struct vdnn_loader {
     int n[2];
 
     /* Worker-private: the permutation of perm_epoch (-1 before the first). */
-    int *perm;
+    int32_t *perm;
     long perm_epoch;
 
     pthread_t thread;
@@ -35,21 +35,33 @@ struct vdnn_loader {
     bool stop;
 };
 
-/* Fisher-Yates with a generator seeded from (seed, epoch) alone, so any epoch's
- * order can be rebuilt after a seek or a restart. */
+/* Fisher-Yates with a generator seeded from (seed, epoch) alone, so any epoch's order can be rebuilt after a seek
+ * or a restart, and by a caller feeding its own steps (vdnn_dataset_order). */
+static void shuffle_order(int count, uint64_t seed, long epoch, int32_t *perm)
+{
+    for (int i = 0; i < count; i++) perm[i] = i;
+    uint64_t s = vdnn_rng_mix(seed, (uint64_t)epoch);
+    for (int i = count - 1; i > 0; i--) {
+        int j = (int)vdnn_rng_below(&s, (uint64_t)i + 1);
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+vdnn_status vdnn_dataset_order(const vdnn_dataset_t *ds, uint64_t seed, long epoch, int32_t *order, vdnn_error *err)
+{
+    if (!ds || !order) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "dataset_order: no dataset or no place for the order");
+    if (epoch < 0) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "epoch: %ld is out of range (0 and more)", epoch);
+    shuffle_order(ds->count, seed, epoch, order);
+    return VDNN_OK;
+}
+
 static void build_perm(vdnn_loader *l, long epoch)
 {
-    int count = l->ds->count;
-    for (int i = 0; i < count; i++) l->perm[i] = i;
-    if (l->shuffle) {
-        uint64_t s = vdnn_rng_mix(l->seed, (uint64_t)epoch);
-        for (int i = count - 1; i > 0; i--) {
-            int j = (int)vdnn_rng_below(&s, (uint64_t)i + 1);
-            int t = l->perm[i];
-            l->perm[i] = l->perm[j];
-            l->perm[j] = t;
-        }
-    }
+    if (l->shuffle) shuffle_order(l->ds->count, l->seed, epoch, l->perm);
+    else
+        for (int i = 0; i < l->ds->count; i++) l->perm[i] = i;
     l->perm_epoch = epoch;
 }
 
@@ -63,7 +75,8 @@ static void fill(vdnn_loader *l, int buf, long step)
         int s = l->perm[first + i];
         memcpy(l->images[buf] + (size_t)i * l->sample, l->ds->images + (size_t)s * l->sample,
                l->sample * sizeof(float));
-        l->labels[buf][i] = l->ds->labels[s];
+        const size_t per = (size_t)l->ds->labels_per;
+        memcpy(l->labels[buf] + (size_t)i * per, l->ds->labels + (size_t)s * per, per * sizeof(int32_t));
     }
     l->n[buf] = n;
 }
@@ -130,7 +143,7 @@ vdnn_status vdnn_loader_create(const vdnn_dataset_t *ds, int batch, bool shuffle
     l->perm = malloc((size_t)ds->count * sizeof *l->perm);
     for (int b = 0; b < 2; b++) {
         l->images[b] = malloc((size_t)batch * l->sample * sizeof(float));
-        l->labels[b] = malloc((size_t)batch * sizeof(int32_t));
+        l->labels[b] = malloc((size_t)batch * (size_t)ds->labels_per * sizeof(int32_t));
     }
     if (!l->perm || !l->images[0] || !l->images[1] || !l->labels[0] || !l->labels[1]) {
         free_memory(l);

@@ -41,6 +41,9 @@ vdnn_status vdnn_train_check_data(const vdnn_net_t *net, const vdnn_dataset_t *d
     if (!ds) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "no dataset given");
     const vdnn_graph_t *g = vdnn_net_graph(net);
     const vdnn_shape in = g->input;
+    if (ds->labels_per > 1 && ds->h != in.h)
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: sequences of %d tokens but the net takes %d (set --seq-len)",
+                         ds->source, ds->h, in.h);
     if (ds->c != in.c || ds->h != in.h || ds->w != in.w)
         return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: images are %dx%dx%d but the net takes %dx%dx%d", ds->source, ds->c, ds->h,
                          ds->w, in.c, in.h, in.w);
@@ -70,7 +73,7 @@ vdnn_status vdnn_net_evaluate(vdnn_net_t *net, const vdnn_dataset_t *ds, double 
         if (rc == VDNN_OK) rc = vdnn_net_eval_batch(net, x, y, n, &ok, &ls, err);
         correct += ok;
         loss_sum += ls;
-        seen += n;
+        seen += (long)n * ds->labels_per; /* eval_batch counts tokens for text: per-token means */
     }
     vdnn_loader_free(ld);
     if (rc == VDNN_OK) {

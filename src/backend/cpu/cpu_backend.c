@@ -432,6 +432,29 @@ static vdnn_status cpu_sgd_update(vdnn_backend_t *be, float *w, const float *dw,
     return VDNN_OK;
 }
 
+static vdnn_status cpu_adamw_update(vdnn_backend_t *be, float *w, const float *dw, float *m, float *v, size_t n,
+                                    float lr, float beta1, float beta2, float eps, float weight_decay, long step,
+                                    vdnn_error *err)
+{
+    if (n && (!w || !dw || !m || !v))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "adamw_update: NULL pointer for %zu floats", n);
+    if (step < 1) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "adamw_update: step %ld (counts from 1)", step);
+    /* Bias corrections in double, rounded once, as PyTorch computes them in Python floats. */
+    const float step_size = (float)((double)lr / (1.0 - pow((double)beta1, (double)step)));
+    const float bc2_sqrt = (float)sqrt(1.0 - pow((double)beta2, (double)step));
+    const float decay = 1.0f - lr * weight_decay;
+    ptrdiff_t k = (ptrdiff_t)n;
+#pragma omp parallel for if (k > CPU_PAR_MIN)
+    for (ptrdiff_t i = 0; i < k; i++) {
+        const float g = dw[i];
+        w[i] *= decay;
+        m[i] = m[i] * beta1 + g * (1.0f - beta1);
+        v[i] = v[i] * beta2 + (1.0f - beta2) * g * g;
+        w[i] += -step_size * (m[i] / (sqrtf(v[i]) / bc2_sqrt + eps));
+    }
+    return VDNN_OK;
+}
+
 static vdnn_status cpu_poison(vdnn_backend_t *be, void *dst, size_t bytes, vdnn_error *err)
 {
     if (bytes && !dst) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "poison: NULL destination for %zu bytes", bytes);
@@ -460,6 +483,7 @@ static const vdnn_backend_ops cpu_ops = {
     .host_alloc = cpu_host_alloc,
     .host_free = cpu_free_block,
     .dev_free_bytes = cpu_dev_free_bytes,
+    .describe = vdnn_cpu_describe,
     .copy_async = cpu_copy_async,
     .upload = cpu_upload,
     .download = cpu_download,
@@ -481,6 +505,7 @@ static const vdnn_backend_ops cpu_ops = {
     .accumulate = cpu_accumulate,
     .scale = cpu_scale,
     .sgd_update = cpu_sgd_update,
+    .adamw_update = cpu_adamw_update,
     .poison = cpu_poison,
     .convert = vdnn_cpu_convert,
     .accumulate_typed = vdnn_cpu_accumulate_typed,

@@ -62,6 +62,13 @@ extern const cpu_op_impl vdnn_cpu_op_softmax_xent;
 extern const cpu_op_impl vdnn_cpu_op_act;
 extern const cpu_op_impl vdnn_cpu_op_channel_mul;
 extern const cpu_op_impl vdnn_cpu_op_pooling;
+/* Sequence ops (cpu_ops_seq.c on OpenBLAS, cpu_ops_dnnl_layernorm.c); GELU is one of the activations. */
+extern const cpu_op_impl vdnn_cpu_op_embed;
+extern const cpu_op_impl vdnn_cpu_op_pos_embed;
+extern const cpu_op_impl vdnn_cpu_op_layernorm;
+extern const cpu_op_impl vdnn_cpu_op_linear;
+extern const cpu_op_impl vdnn_cpu_op_attn_probs;
+extern const cpu_op_impl vdnn_cpu_op_attn_mix;
 
 /* Sets be->bf16 from the CPU, the options and VDNN_CPU_ISA (cpu_isa.c); fails on an unknown VDNN_CPU_ISA. */
 vdnn_status vdnn_cpu_isa_resolve(cpu_backend *be, vdnn_error *err);
@@ -88,5 +95,8 @@ vdnn_status vdnn_cpu_op_create(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_o
 void vdnn_cpu_op_destroy(vdnn_backend_t *be, vdnn_op *op);
 vdnn_status vdnn_cpu_op_forward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
 vdnn_status vdnn_cpu_op_backward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
+
+/* The processor, oneDNN's version and the settings op info depends on (cpu_describe.c). */
+void vdnn_cpu_describe(vdnn_backend_t *be, vdnn_device_info *out);
 
 #endif

@@ -1,4 +1,4 @@
-/* The element-wise activations on the CPU: sigmoid, hard-swish, SiLU and clip on oneDNN's eltwise primitives,
+/* The element-wise activations on the CPU: sigmoid, hard-swish, SiLU, GELU and clip on oneDNN's eltwise primitives,
  * hard-sigmoid (which oneDNN 2.6 lacks) on an own loop. */
 #include <stdlib.h>
 
@@ -12,7 +12,10 @@ typedef struct act_state {
 
 /* Sigmoid and clip take their derivative from y, so forward may overwrite x; hard-swish and SiLU are not
  * invertible from y and need x. */
-static bool from_y(vdnn_layer_kind k) { return k != VDNN_LAYER_HARDSWISH && k != VDNN_LAYER_SILU; }
+static bool from_y(vdnn_layer_kind k)
+{
+    return k != VDNN_LAYER_HARDSWISH && k != VDNN_LAYER_SILU && k != VDNN_LAYER_GELU;
+}
 
 static bool own_loop(vdnn_layer_kind k) { return k == VDNN_LAYER_HARDSIGMOID; }
 
@@ -23,6 +26,7 @@ static dnnl_alg_kind_t act_alg(const vdnn_op_desc *d, float *alpha, float *beta)
     case VDNN_LAYER_SIGMOID: return dnnl_eltwise_logistic_use_dst_for_bwd;
     case VDNN_LAYER_HARDSWISH: return dnnl_eltwise_hardswish;
     case VDNN_LAYER_SILU: *alpha = 1.0f; return dnnl_eltwise_swish; /* x * sigmoid(alpha x) */
+    case VDNN_LAYER_GELU: return dnnl_eltwise_gelu_tanh;           /* GPT-2's approximation */
     default:
         /* clip_v2 keeps NaN and passes the gradient strictly inside the bounds, as PyTorch's hardtanh. */
         *alpha = d->p.clip_lo;

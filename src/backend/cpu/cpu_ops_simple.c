@@ -321,7 +321,8 @@ static vdnn_status xent_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     vdnn_status st = need_fwd(op, a, "softmax_xent", err);
     if (st) return st;
     const vdnn_op_desc *d = &op->d;
-    int n = d->out.n;
+    /* One row per image, or per token of a sequence (vdnn_xent_rows); the loss is the mean over rows. */
+    int n = (int)vdnn_xent_rows(d->out);
     int k = (int)(count(d->out) / (size_t)n);
     if (a->loss) {
         if (!a->labels) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "softmax_xent forward: loss wanted but labels are NULL");
@@ -358,7 +359,7 @@ static vdnn_status xent_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     if (!in || !a->labels)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "softmax_xent backward: %s is NULL",
                          in ? "labels" : half ? "x (bf16 recomputes the softmax from the logits)" : "y");
-    int n = d->out.n;
+    int n = (int)vdnn_xent_rows(d->out);
     int k = (int)(count(d->out) / (size_t)n);
     vdnn_status st = check_labels(a->labels, n, k, "backward", err);
     if (st) return st;

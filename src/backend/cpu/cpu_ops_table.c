@@ -26,6 +26,13 @@ static const cpu_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_SILU] = &vdnn_cpu_op_act,
     [VDNN_LAYER_CLIP] = &vdnn_cpu_op_act,
     [VDNN_LAYER_CHANNEL_MUL] = &vdnn_cpu_op_channel_mul,
+    [VDNN_LAYER_EMBED] = &vdnn_cpu_op_embed,
+    [VDNN_LAYER_POS_EMBED] = &vdnn_cpu_op_pos_embed,
+    [VDNN_LAYER_LAYERNORM] = &vdnn_cpu_op_layernorm,
+    [VDNN_LAYER_LINEAR] = &vdnn_cpu_op_linear,
+    [VDNN_LAYER_ATTN_PROBS] = &vdnn_cpu_op_attn_probs,
+    [VDNN_LAYER_ATTN_MIX] = &vdnn_cpu_op_attn_mix,
+    [VDNN_LAYER_GELU] = &vdnn_cpu_op_act,
 };
 
 vdnn_status vdnn_cpu_dnnl_check(dnnl_status_t s, const char *what, vdnn_error *err)

@@ -522,6 +522,7 @@ static const vdnn_backend_ops cuda_ops = {
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
     .dev_free_bytes = cuda_dev_free_bytes,
+    .describe = vdnn_cuda_describe,
     .copy_async = cuda_copy_async,
     .upload = cuda_upload,
     .download = cuda_download,
@@ -594,7 +595,7 @@ static vdnn_status env_switch(int v, const char *name, bool dflt, bool *out, vdn
     return VDNN_OK;
 }
 
-static vdnn_status resolve_options(const vdnn_cuda_options *in, vdnn_cuda_options *o, vdnn_error *err)
+vdnn_status vdnn_cuda_resolve_options(const vdnn_cuda_options *in, vdnn_cuda_options *o, vdnn_error *err)
 {
     *o = *in;
     if (o->device < 0) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda backend: device %d is negative", o->device);
@@ -737,7 +738,7 @@ vdnn_status vdnn_backend_cuda_create_ex(const vdnn_cuda_options *opt, vdnn_backe
     cuda_backend *b = calloc(1, sizeof *b);
     if (!b) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "cuda backend: out of memory");
     b->base.ops = &cuda_ops;
-    vdnn_status st = resolve_options(&o, &b->opt, err);
+    vdnn_status st = vdnn_cuda_resolve_options(&o, &b->opt, err);
     if (st) {
         free(b);
         return st;

@@ -19,6 +19,21 @@ bool vdnn_cuda_settings(const vdnn_backend_t *be, vdnn_cuda_options *out);
 void *vdnn_cuda_stream(vdnn_backend_t *be, vdnn_queue_id q);
 int vdnn_cuda_device(const vdnn_backend_t *be);
 
+/* The training or inference candidates of op d as the CUDA backend with options opt (resolved as a backend's are)
+ * would list them on a GPU of compute capability cc_major.cc_minor, worked out without a device and without running
+ * anything: each op's own query code answers (what it keeps for backward, what backward reads, its own scratch),
+ * except a convolution's, whose cuDNN workspaces only cuDNN on a device can size: its one candidate is the
+ * zero-workspace algorithms' (cuda_ops_conv.c, vdnn_cuda_conv_describe), and *derived says so. Deterministic mode
+ * is refused for convolutions (VDNN_ERR_UNSUPPORTED). Writes at most VDNN_MAX_ALGOS candidates and their number. */
+vdnn_status vdnn_cuda_describe_op(const vdnn_cuda_options *opt, int cc_major, int cc_minor, const vdnn_op_desc *d,
+                                  vdnn_op_algo *algos, int *n, bool *derived, vdnn_error *err);
+
+/* The device description (vdnn_backend_describe's) of a GPU that is not here, named `name`, for a profile made
+ * with vdnn_cuda_describe_op: compute capability, the settings as opt resolves, and the CUDA and cuDNN versions of
+ * the headers this backend was built with, marked as such (no runtime or driver was asked). */
+vdnn_status vdnn_cuda_describe_offline(const vdnn_cuda_options *opt, int cc_major, int cc_minor, const char *name,
+                                       vdnn_device_info *out, vdnn_error *err);
+
 typedef enum vdnn_conv_pass {
     VDNN_CONV_FWD = 0,
     VDNN_CONV_BWD_DATA,

@@ -165,4 +165,12 @@ void vdnn_cuda_op_destroy(vdnn_backend_t *be, vdnn_op *op);
 vdnn_status vdnn_cuda_op_forward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
 vdnn_status vdnn_cuda_op_backward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
 
+/* Options as a backend created with them runs: -1 switches and 0 limits from the environment, else defaults. */
+vdnn_status vdnn_cuda_resolve_options(const vdnn_cuda_options *in, vdnn_cuda_options *o, vdnn_error *err);
+/* A convolution's candidate described without a device (cuda_ops_conv.c; see vdnn_cuda_describe_op). */
+vdnn_status vdnn_cuda_conv_describe(const cuda_backend *b, const vdnn_op_desc *d, vdnn_op_algo *out, vdnn_error *err);
+
+/* The GPU, the CUDA and cuDNN versions, and the settings op info depends on (cuda_describe.c). */
+void vdnn_cuda_describe(vdnn_backend_t *be, vdnn_device_info *out);
+
 #endif

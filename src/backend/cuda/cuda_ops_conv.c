@@ -604,6 +604,36 @@ static vdnn_status conv_algos(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_al
     return VDNN_OK;
 }
 
+/* A convolution described without a device (vdnn_cuda_describe_op): the candidate made of the algorithms cuDNN
+ * documents as needing no workspace (implicit-GEMM forward, backward-data and backward-filter algorithm 0), the
+ * "least-workspace" variant op_algos lists on a device where they run. Its workspace is that documented zero (plus
+ * the 16-bit filter copy, which is ours), not a cuDNN query: the faster candidates with workspace, and whether these
+ * run at all on a given device, only cuDNN on the device says. Both backward algorithms use atomics, so
+ * deterministic mode, which would refuse them, is refused here too rather than guessed. */
+vdnn_status vdnn_cuda_conv_describe(const cuda_backend *b, const vdnn_op_desc *d, vdnn_op_algo *out, vdnn_error *err)
+{
+    vdnn_status st = conv_check(d, err);
+    if (st) return st;
+    if (b->opt.deterministic)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
+                         "conv: deterministic mode's algorithms need workspace only cuDNN on the device can size: "
+                         "describe without it, or profile on the device");
+    cuda_chunks ch;
+    st = vdnn_cuda_chunks(b, d, "conv", &ch, err);
+    if (st) return st;
+    const cudnnMathType_t m = base_math(b, d->dtype);
+    const conv_pick pick[VDNN_CONV_PASS_COUNT] = {
+        {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, m, 0, true, -1.0f},
+        {CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, m, 0, false, -1.0f},
+        {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, m, 0, false, -1.0f},
+    };
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "no-workspace");
+    out->info = info_of(d, pick);
+    out->numerics = numerics_of(b, pick, d->training ? VDNN_CONV_PASS_COUNT : 1);
+    return VDNN_OK;
+}
+
 static vdnn_status conv_create(cuda_backend *b, vdnn_op *op, vdnn_error *err)
 {
     conv_state *s = calloc(1, sizeof *s);

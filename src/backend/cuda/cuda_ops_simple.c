@@ -234,6 +234,10 @@ const cuda_op_impl vdnn_cuda_op_flatten = {flatten_query, no_create, no_destroy,
 static vdnn_status xent_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     vdnn_status st = one_input_same_count(d, "softmax_xent", err);
+    /* Token-wise (sequence logits, one row per token: docs/sequence.md) runs on the CPU only for now. */
+    if (!st && vdnn_xent_rows(d->out) != (size_t)d->out.n)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "softmax_xent over tokens (%dx%dx%dx%d) has no CUDA implementation "
+                         "yet (run it on the CPU)", d->out.n, d->out.c, d->out.h, d->out.w);
     if (st) return st;
     /* Per-sample losses (double), summed in a fixed order by a second kernel. 16-bit maps: backward recomputes the
      * softmax from the logits (backend.h, "Precision"). */

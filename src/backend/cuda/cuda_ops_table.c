@@ -1,9 +1,11 @@
-/* The CUDA backend's op entries: the table from layer kind to implementation and the checks common to all ops. */
+/* The CUDA backend's op entries: the table from layer kind to implementation, the checks common to all ops, and
+ * the same ops' candidates described without a device (for profiles written where there is no GPU). */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/op_check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const cuda_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_INPUT] = NULL, /* the data has no op: the executor uploads it */
@@ -54,6 +56,10 @@ static vdnn_status lookup(const cuda_backend *b, const vdnn_op_desc *d, const cu
     if ((int)d->kind < 0 || d->kind >= VDNN_LAYER_KIND_COUNT)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda op: unknown layer kind %d", (int)d->kind);
     *impl = op_table[d->kind];
+    /* The sequence layers run on the CPU only for now (docs/sequence.md). */
+    if (!*impl && d->kind >= VDNN_LAYER_EMBED)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda op: %s has no CUDA implementation yet (run it on the CPU)",
+                         vdnn_layer_kind_name(d->kind));
     if (!*impl || !(*impl)->query)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda op: layer kind %d (%s) has no op", (int)d->kind,
                          d->kind == VDNN_LAYER_INPUT ? "input" : "not implemented");
@@ -129,6 +135,41 @@ vdnn_status vdnn_cuda_op_algos(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_o
     cuda_backend *b = (cuda_backend *)be;
     st = vdnn_cuda_use(b, err);
     return st ? st : impl->algos(b, d, algos, n, err);
+}
+
+vdnn_status vdnn_cuda_describe_op(const vdnn_cuda_options *opt, int cc_major, int cc_minor, const vdnn_op_desc *d,
+                                  vdnn_op_algo *algos, int *n, bool *derived, vdnn_error *err)
+{
+    if (!opt || !algos || !n || !derived) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "describe_op: NULL argument");
+    *n = 0;
+    *derived = false;
+    /* A backend with no device: no stream, handle or context, so any call that reached the GPU would fail rather
+     * than answer; the queries used here make none (cuda_op_impl.query "does no device work"). */
+    cuda_backend *b = calloc(1, sizeof *b);
+    if (!b) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "describe_op: out of memory");
+    vdnn_status st = vdnn_cuda_resolve_options(opt, &b->opt, err);
+    b->device = -1;
+    b->cc_major = cc_major;
+    b->cc_minor = cc_minor;
+    snprintf(b->device_name, sizeof b->device_name, "a GPU of compute capability %d.%d (described)", cc_major, cc_minor);
+    const cuda_op_impl *impl = NULL;
+    if (!st) st = lookup(b, d, &impl, err);
+    if (!st && d->kind == VDNN_LAYER_CONV) {
+        st = vdnn_cuda_conv_describe(b, d, &algos[0], err);
+        *derived = true;
+    } else if (!st && impl->algos) {
+        st = vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "describe_op: %s lists candidates only a device can give",
+                       vdnn_layer_kind_name(d->kind));
+    } else if (!st) {
+        vdnn_op_desc d0 = *d;
+        d0.algo = 0;
+        memset(&algos[0], 0, sizeof algos[0]);
+        snprintf(algos[0].name, sizeof algos[0].name, "default");
+        st = impl->query(b, &d0, &algos[0].info, err);
+    }
+    if (!st) *n = 1;
+    free(b);
+    return st;
 }
 
 vdnn_status vdnn_cuda_op_create(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op **out, vdnn_error *err)

@@ -1,0 +1,123 @@
+"""vdnn.plan() and vdnn.Plan: the memory plan of one training iteration, made by the call `vdnn plan` makes."""
+import collections
+
+from ._lib import ffi, lib, call, struct_dict, c_int
+from .memory import MemoryOptions, POLICIES
+from .model import Model, Backend
+
+Tensor = collections.namedtuple("Tensor", "name kind cls class_id layer bytes out_after back_from first_use")
+Tensor.__doc__ = """One feature map, state or offloaded parameter of a plan (a row of `vdnn plan`). cls: "keep",
+"swap", "recompute", "stream", "offloaded" or "managed"; class_id: "keep", "swap" or "recompute" as the planner
+chose; out_after / back_from / first_use: the steps it leaves, returns and is first used in backward ("-": none)."""
+
+_CLASS_IDS = {int(lib.VDNN_CLASS_KEEP): "keep", int(lib.VDNN_CLASS_SWAP): "swap",
+              int(lib.VDNN_CLASS_RECOMPUTE): "recompute"}
+
+
+def _text_of(fn, handle):
+    n = ffi.new("size_t *")
+    call(fn, handle, ffi.NULL, 0, n)
+    buf = ffi.new("char[]", n[0] + 1)
+    call(fn, handle, buf, n[0] + 1, ffi.NULL)
+    return ffi.string(buf).decode("utf-8")
+
+
+class Plan:
+    """A training plan: summary (a dict), tensors, classes, json(), table(), simulate().
+
+    Every summary field is also an attribute: plan.feasible, plan.peak_device_bytes, plan.min_budget_bytes, ...
+    (sizes in bytes; budget and host_budget are vdnn.UNLIMITED when unlimited).
+    """
+
+    def __init__(self, handle, owner=None, keep=()):
+        # A net's plan belongs to the net (owner keeps it alive); a plan made alone is freed with this object,
+        # before what it was made from (keep: the model and backend, held by the destructor).
+        self._h = handle if owner is not None else ffi.gc(handle, lambda h, _keep=keep: lib.vdnn_plan_free(h))
+        self._owner = owner
+        self._summary = None
+
+    @property
+    def summary(self):
+        """The summary as a dict: model, policy (its name), feasible, input (n, c, h, w), classes, budget,
+        peak_device_bytes, avg_device_bytes, host_bytes, bytes_moved, min_budget_bytes, lower_bound_s,
+        simulated_s, ..., the fields of C's vdnn_plan_summary."""
+        if self._summary is None:
+            s = ffi.new("vdnn_plan_summary *")
+            call(lib.vdnn_plan_summarize, self._h, s)
+            d = struct_dict(s[0])
+            d["policy"] = POLICIES[d["policy"]]
+            i = d["input"]
+            d["input"] = (i["n"], i["c"], i["h"], i["w"])
+            self._summary = d
+        return dict(self._summary)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        s = self.summary
+        if name in s:
+            return s[name]
+        raise AttributeError("Plan has no attribute '%s' (summary fields: %s)" % (name, ", ".join(s)))
+
+    @property
+    def tensors(self):
+        """Every tensor of the plan, as vdnn.Tensor rows."""
+        out = []
+        t = ffi.new("vdnn_tensor_info *")
+        for i in range(self.summary["tensors"]):
+            call(lib.vdnn_plan_tensor, self._h, i, t)
+            d = struct_dict(t[0])
+            out.append(Tensor(d["name"], d["kind"], d["cls"], _CLASS_IDS.get(d["class_id"], str(d["class_id"])),
+                              d["layer"], d["bytes"], d["out_after"], d["back_from"], d["first_use"]))
+        return out
+
+    @property
+    def classes(self):
+        """{tensor name: its class} ("keep", "swap", "recompute", "stream", "offloaded", "managed")."""
+        return {t.name: t.cls for t in self.tensors}
+
+    def json(self):
+        """The plan as one JSON object: what `vdnn plan --json` prints."""
+        return _text_of(lib.vdnn_plan_json, self._h)
+
+    def table(self):
+        """The table `vdnn plan` prints (its advice names option fields, such as memory.budget)."""
+        return _text_of(lib.vdnn_plan_table, self._h)
+
+    def simulate(self):
+        """Replays the plan on the model of the device it was made with: a dict of iteration_s, compute_s,
+        stall_s, d2h_s, h2d_s and peak_live_bytes."""
+        out = ffi.new("vdnn_timeline_t **")
+        call(lib.vdnn_plan_simulate, self._h, ffi.NULL, out)
+        tl = ffi.gc(out[0], lib.vdnn_timeline_free)
+        s = ffi.new("vdnn_timeline_summary *")
+        lib.vdnn_timeline_summarize(tl, s)
+        return struct_dict(s[0])
+
+    def __repr__(self):
+        s = self.summary
+        return "vdnn.Plan(%s, policy %s, %s, peak %d bytes)" % (s["model"], s["policy"],
+                                                              "feasible" if s["feasible"] else "infeasible",
+                                                              s["peak_device_bytes"])
+
+
+def plan(model, backend=None, input_shape=None, classes=0, batch=64, options=None, input=None, **memory):
+    """Plans one training iteration of model at batch images of input_shape (c, h, w) and classes (defaults:
+    the model's) under the memory options: a MemoryOptions (or dict), and/or its fields as keywords
+    (policy="auto", budget="11MiB", ...). backend: a Backend, a name, or None for the CPU's sizes (no device
+    needed). input is another name for input_shape. A budget too small is no error: plan.feasible is False and
+    plan.min_budget_bytes names the smallest budget known to work. Returns a vdnn.Plan.
+    """
+    if input is not None:
+        if input_shape is not None:
+            raise TypeError("plan: give input_shape or input, not both")
+        input_shape = input
+    model = Model.of(model)
+    # No backend: the library's CPU sizes, with no device opened (what `vdnn plan` sees on the CPU).
+    be = Backend.of(backend) if backend is not None else None
+    (c, h, w), classes = model.resolve(input_shape, classes)
+    mem = MemoryOptions.of(options, **memory)
+    out = ffi.new("vdnn_plan_t **")
+    call(lib.vdnn_plan_create, model._h, be._h if be else ffi.NULL, ffi.NULL, (c_int(batch, "batch"), c, h, w),
+         classes, mem._c, out)
+    return Plan(out[0], keep=(model, be))

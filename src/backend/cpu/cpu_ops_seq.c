@@ -1,0 +1,382 @@
+/* Sequence ops on the CPU (fp32): token and position embeddings, linear over the last dimension and causal
+ * multi-head attention split in two ops (probabilities, then their mix of values), on OpenBLAS GEMMs. */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_internal.h"
+
+/* Tensors B x T x F are shapes {B, 1, T, F}: rows of F contiguous values (docs/sequence.md). */
+static size_t rows_of(vdnn_shape s) { return (size_t)s.n * (size_t)s.c * (size_t)s.h; }
+
+static vdnn_status seq_fp32(const vdnn_op_desc *d, vdnn_error *err)
+{
+    /* The sequence ops are fp32 only for now: refused, not emulated, like every dtype a backend cannot run fast. */
+    if (d->dtype != VDNN_DTYPE_F32)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "%s: only fp32 maps on the CPU (sequence ops have no %s path yet)",
+                         vdnn_layer_kind_name(d->kind), vdnn_dtype_name(d->dtype));
+    return VDNN_OK;
+}
+
+static bool same_shape(vdnn_shape a, vdnn_shape b) { return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w; }
+
+static vdnn_status shape_fail(const vdnn_op_desc *d, const char *want, vdnn_error *err)
+{
+    const vdnn_shape x = d->in[0], y = d->out;
+    return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: input %dx%dx%dx%d, output %dx%dx%dx%d: %s",
+                     vdnn_layer_kind_name(d->kind), x.n, x.c, x.h, x.w, y.n, y.c, y.h, y.w, want);
+}
+
+static vdnn_status need(const void *p, const vdnn_op_desc *d, const char *what, vdnn_error *err)
+{
+    if (p) return VDNN_OK;
+    return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: %s is NULL", vdnn_layer_kind_name(d->kind), what);
+}
+
+static vdnn_status no_create(cpu_backend *be, vdnn_op *op, vdnn_error *err) { return VDNN_OK; }
+static void no_destroy(cpu_backend *be, vdnn_op *op) {}
+
+/* ---- token embedding: y[r] = W[id(r)] ---- */
+
+static vdnn_status embed_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
+{
+    vdnn_status st = seq_fp32(d, err);
+    if (st) return st;
+    const vdnn_shape x = d->in[0], y = d->out;
+    if (d->n_inputs != 1 || x.c != 1 || x.w != 1 || y.n != x.n || y.c != 1 || y.h != x.h || y.w != d->p.filters ||
+        d->p.vocab < 1)
+        return shape_fail(d, "expected token ids Bx1xTx1 to Bx1xTxF with F outputs= and a vocabulary", err);
+    *info = (vdnn_op_info){.bwd_needs_x = true};
+    return VDNN_OK;
+}
+
+/* A token id from its float: ids are exact integers in floats below 2^24. */
+static vdnn_status token_at(const vdnn_op_desc *d, const float *x, size_t r, int *id, vdnn_error *err)
+{
+    const float v = x[r];
+    if (!(v >= 0.0f && v < (float)d->p.vocab) || v != floorf(v))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "embed: token %zu is %g, not an id in 0..%d", r, (double)v,
+                         d->p.vocab - 1);
+    *id = (int)v;
+    return VDNN_OK;
+}
+
+static vdnn_status embed_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const vdnn_op_desc *d = &op->d;
+    vdnn_status st = need(a->x[0], d, "x", err);
+    if (!st) st = need(a->y, d, "y", err);
+    if (!st) st = need(a->w, d, "w", err);
+    if (st) return st;
+    const size_t rows = rows_of(d->in[0]), f = (size_t)d->p.filters;
+    for (size_t r = 0; r < rows; r++) {
+        int id = 0;
+        if ((st = token_at(d, a->x[0], r, &id, err))) return st;
+        memcpy(a->y + r * f, a->w + (size_t)id * f, f * sizeof(float));
+    }
+    return VDNN_OK;
+}
+
+static vdnn_status embed_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const vdnn_op_desc *d = &op->d;
+    const size_t rows = rows_of(d->in[0]), f = (size_t)d->p.filters;
+    /* Token ids are not differentiable: their gradient is zero. */
+    if (a->dx[0]) memset(a->dx[0], 0, rows * sizeof(float));
+    if (!a->dw) return VDNN_OK;
+    vdnn_status st = need(a->x[0], d, "x", err);
+    if (!st) st = need(a->dy, d, "dy", err);
+    if (st) return st;
+    for (size_t r = 0; r < rows; r++) {
+        int id = 0;
+        if ((st = token_at(d, a->x[0], r, &id, err))) return st;
+    }
+    memset(a->dw, 0, (size_t)d->p.vocab * f * sizeof(float));
+    /* Threads own columns and add rows in token order, so the sums do not depend on the thread count. */
+    const long nf = (long)f;
+#pragma omp parallel for if ((long)rows * nf > CPU_PAR_MIN)
+    for (long j = 0; j < nf; j++)
+        for (size_t r = 0; r < rows; r++) a->dw[(size_t)a->x[0][r] * f + (size_t)j] += a->dy[r * f + (size_t)j];
+    return VDNN_OK;
+}
+
+const cpu_op_impl vdnn_cpu_op_embed = {embed_query, no_create, no_destroy, embed_forward, embed_backward, NULL};
+
+/* ---- learned position embedding: y[b, t] = x[b, t] + P[t] ---- */
+
+static vdnn_status pos_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
+{
+    vdnn_status st = seq_fp32(d, err);
+    if (st) return st;
+    if (d->n_inputs != 1 || !same_shape(d->in[0], d->out) || d->in[0].c != 1 || d->in[0].h > d->p.context)
+        return shape_fail(d, "expected Bx1xTxF to the same, T at most context=", err);
+    *info = (vdnn_op_info){.inplace_ok = true, .bwd_inplace_ok = true};
+    return VDNN_OK;
+}
+
+static vdnn_status pos_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const vdnn_op_desc *d = &op->d;
+    vdnn_status st = need(a->x[0], d, "x", err);
+    if (!st) st = need(a->y, d, "y", err);
+    if (!st) st = need(a->w, d, "w", err);
+    if (st) return st;
+    const size_t tf = (size_t)d->in[0].h * (size_t)d->in[0].w;
+    const long n = (long)d->in[0].n * (long)tf;
+#pragma omp parallel for if (n > CPU_PAR_MIN)
+    for (long i = 0; i < n; i++) a->y[i] = a->x[0][i] + a->w[(size_t)i % tf];
+    return VDNN_OK;
+}
+
+static vdnn_status pos_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const vdnn_op_desc *d = &op->d;
+    vdnn_status st = need(a->dy, d, "dy", err);
+    if (st) return st;
+    const size_t tf = (size_t)d->in[0].h * (size_t)d->in[0].w, n = (size_t)d->in[0].n * tf;
+    /* dw first: dx may be written over dy. Rows past the sequence get no gradient. */
+    if (a->dw) {
+        memset(a->dw, 0, (size_t)d->p.context * (size_t)d->in[0].w * sizeof(float));
+        const long m = (long)tf;
+#pragma omp parallel for if ((long)n > CPU_PAR_MIN)
+        for (long i = 0; i < m; i++)
+            for (int b = 0; b < d->in[0].n; b++) a->dw[i] += a->dy[(size_t)b * tf + (size_t)i];
+    }
+    if (a->dx[0] && a->dx[0] != a->dy) memcpy(a->dx[0], a->dy, n * sizeof(float));
+    return VDNN_OK;
+}
+
+const cpu_op_impl vdnn_cpu_op_pos_embed = {pos_query, no_create, no_destroy, pos_forward, pos_backward, NULL};
+
+/* ---- linear over the last dimension: Y = X W^T + b, W Fout x Fin as PyTorch's nn.Linear ---- */
+
+static vdnn_status linear_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
+{
+    vdnn_status st = seq_fp32(d, err);
+    if (st) return st;
+    const vdnn_shape x = d->in[0], y = d->out;
+    if (d->n_inputs != 1 || y.n != x.n || y.c != x.c || y.h != x.h || y.w != d->p.filters)
+        return shape_fail(d, "expected BxCxTxFin to BxCxTxFout with Fout outputs=", err);
+    /* Backward sums the bias gradient as ones^T dY, a GEMV over a row of ones it keeps in its workspace. */
+    *info = (vdnn_op_info){.bwd_needs_x = true, .bwd_ws_bytes = d->p.bias ? rows_of(x) * sizeof(float) : 0};
+    return VDNN_OK;
+}
+
+static vdnn_status linear_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const vdnn_op_desc *d = &op->d;
+    vdnn_status st = need(a->x[0], d, "x", err);
+    if (!st) st = need(a->y, d, "y", err);
+    if (!st) st = need(a->w, d, "w", err);
+    if (!st && d->p.bias) st = need(a->b, d, "b", err);
+    if (st) return st;
+    const int rows = (int)rows_of(d->in[0]), fin = d->in[0].w, fout = d->p.filters;
+    float beta = 0.0f;
+    if (d->p.bias) {
+        for (int r = 0; r < rows; r++) memcpy(a->y + (size_t)r * (size_t)fout, a->b, (size_t)fout * sizeof(float));
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, fout, fin, 1.0f, a->x[0], fin, a->w, fin, beta, a->y,
+                fout);
+    return VDNN_OK;
+}
+
+static vdnn_status linear_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const vdnn_op_desc *d = &op->d;
+    vdnn_status st = need(a->dy, d, "dy", err);
+    if (st) return st;
+    const int rows = (int)rows_of(d->in[0]), fin = d->in[0].w, fout = d->p.filters;
+    if (a->dx[0]) {
+        if ((st = need(a->w, d, "w", err))) return st;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, fin, fout, 1.0f, a->dy, fout, a->w, fin, 0.0f,
+                    a->dx[0], fin);
+    }
+    if (a->dw) {
+        if ((st = need(a->x[0], d, "x", err))) return st;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, fout, fin, rows, 1.0f, a->dy, fout, a->x[0], fin, 0.0f,
+                    a->dw, fin);
+    }
+    if (a->db && d->p.bias) {
+        if ((st = need(a->ws, d, "the workspace", err))) return st;
+        for (int r = 0; r < rows; r++) a->ws[r] = 1.0f;
+        cblas_sgemv(CblasRowMajor, CblasTrans, rows, fout, 1.0f, a->dy, fout, a->ws, 1, 0.0f, a->db, 1);
+    }
+    return VDNN_OK;
+}
+
+const cpu_op_impl vdnn_cpu_op_linear = {linear_query, no_create, no_destroy, linear_forward, linear_backward, NULL};
+
+/* ---- causal attention ----
+ * qkv {B,1,T,3F} holds each token's query, key and value side by side; head h reads columns h*D .. h*D+D-1 of
+ * each (D = F/H). The probabilities are their own tensor {B,H,T,T} so that a plan can keep, swap or recompute
+ * them like any feature map: at long context they are the largest tensors of the net. */
+
+typedef struct attn_dims {
+    int b, h, t, f, dh; /* batch, heads, tokens, width, width of a head */
+} attn_dims;
+
+static vdnn_status attn_dims_of(const vdnn_op_desc *d, vdnn_shape qkv, vdnn_shape probs, attn_dims *a,
+                                vdnn_error *err)
+{
+    if (qkv.c != 1 || qkv.w % 3 || probs.n != qkv.n || probs.h != qkv.h || probs.w != qkv.h || probs.c < 1 ||
+        (qkv.w / 3) % probs.c)
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: qkv %dx%dx%dx%d and probabilities %dx%dx%dx%d do not fit (expected "
+                         "Bx1xTx3F and BxHxTxT with H dividing F)", vdnn_layer_kind_name(d->kind), qkv.n, qkv.c,
+                         qkv.h, qkv.w, probs.n, probs.c, probs.h, probs.w);
+    *a = (attn_dims){qkv.n, probs.c, qkv.h, qkv.w / 3, qkv.w / 3 / probs.c};
+    return VDNN_OK;
+}
+
+static vdnn_status probs_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
+{
+    vdnn_status st = seq_fp32(d, err);
+    if (st) return st;
+    attn_dims ad;
+    if (d->n_inputs != 1) return shape_fail(d, "takes one input (qkv)", err);
+    if ((st = attn_dims_of(d, d->in[0], d->out, &ad, err))) return st;
+    if (ad.h != d->p.heads) return shape_fail(d, "the output's channels are not heads=", err);
+    /* Backward forms dS = P (dP - rowsum(P dP)) one head at a time in its workspace. */
+    *info = (vdnn_op_info){.bwd_needs_x = true, .bwd_needs_y = true,
+                           .bwd_ws_bytes = (size_t)ad.t * (size_t)ad.t * sizeof(float)};
+    return VDNN_OK;
+}
+
+static vdnn_status probs_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const vdnn_op_desc *d = &op->d;
+    vdnn_status st = need(a->x[0], d, "x", err);
+    if (!st) st = need(a->y, d, "y", err);
+    attn_dims ad;
+    if (!st) st = attn_dims_of(d, d->in[0], d->out, &ad, err);
+    if (st) return st;
+    const int t = ad.t, ld = 3 * ad.f;
+    const float scale = 1.0f / sqrtf((float)ad.dh);
+    for (int b = 0; b < ad.b; b++)
+        for (int h = 0; h < ad.h; h++) {
+            const float *q = a->x[0] + (size_t)b * (size_t)t * (size_t)ld + (size_t)h * (size_t)ad.dh;
+            float *p = a->y + ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, ad.dh, scale, q, ld, q + ad.f, ld, 0.0f, p, t);
+        }
+    /* The causal softmax of each row over its first i+1 scores: oneDNN's softmax would need the masked half
+     * filled with -inf first, a pass as long as this one. */
+    const long rows = (long)ad.b * ad.h * t;
+#pragma omp parallel for if (rows * t > CPU_PAR_MIN)
+    for (long r = 0; r < rows; r++) {
+        float *p = a->y + (size_t)r * (size_t)t;
+        const int live = (int)(r % t) + 1;
+        float m = p[0];
+        for (int j = 1; j < live; j++) m = p[j] > m ? p[j] : m;
+        double s = 0.0;
+        for (int j = 0; j < live; j++) s += (double)(p[j] = expf(p[j] - m));
+        const float inv = (float)(1.0 / s);
+        for (int j = 0; j < live; j++) p[j] *= inv;
+        for (int j = live; j < t; j++) p[j] = 0.0f;
+    }
+    return VDNN_OK;
+}
+
+static vdnn_status probs_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const vdnn_op_desc *d = &op->d;
+    if (!a->dx[0]) return VDNN_OK;
+    vdnn_status st = need(a->x[0], d, "x", err);
+    if (!st) st = need(a->y, d, "y", err);
+    if (!st) st = need(a->dy, d, "dy", err);
+    if (!st) st = need(a->ws, d, "the workspace", err);
+    attn_dims ad;
+    if (!st) st = attn_dims_of(d, d->in[0], d->out, &ad, err);
+    if (st) return st;
+    const int t = ad.t, ld = 3 * ad.f;
+    const float scale = 1.0f / sqrtf((float)ad.dh);
+    float *ds = a->ws;
+    /* Values get no gradient from the probabilities (attn_mix gives theirs). */
+    for (size_t r = 0; r < (size_t)ad.b * (size_t)t; r++)
+        memset(a->dx[0] + r * (size_t)ld + 2 * (size_t)ad.f, 0, (size_t)ad.f * sizeof(float));
+    for (int b = 0; b < ad.b; b++)
+        for (int h = 0; h < ad.h; h++) {
+            const size_t at = ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
+            const float *p = a->y + at, *dp = a->dy + at;
+            for (int i = 0; i < t; i++) {
+                const float *pr = p + (size_t)i * (size_t)t, *dr = dp + (size_t)i * (size_t)t;
+                float *sr = ds + (size_t)i * (size_t)t;
+                double dot = 0.0;
+                for (int j = 0; j <= i; j++) dot += (double)pr[j] * dr[j];
+                for (int j = 0; j <= i; j++) sr[j] = pr[j] * (dr[j] - (float)dot);
+                for (int j = i + 1; j < t; j++) sr[j] = 0.0f;
+            }
+            const size_t off = (size_t)b * (size_t)t * (size_t)ld + (size_t)h * (size_t)ad.dh;
+            const float *q = a->x[0] + off, *k = q + ad.f;
+            float *dq = a->dx[0] + off, *dk = dq + ad.f;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, ad.dh, t, scale, ds, t, k, ld, 0.0f, dq, ld);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, ad.dh, t, scale, ds, t, q, ld, 0.0f, dk, ld);
+        }
+    return VDNN_OK;
+}
+
+const cpu_op_impl vdnn_cpu_op_attn_probs = {probs_query, no_create, no_destroy, probs_forward, probs_backward, NULL};
+
+static vdnn_status mix_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
+{
+    vdnn_status st = seq_fp32(d, err);
+    if (st) return st;
+    attn_dims ad;
+    if (d->n_inputs != 2) return shape_fail(d, "takes two inputs (probabilities, then qkv)", err);
+    if ((st = attn_dims_of(d, d->in[1], d->in[0], &ad, err))) return st;
+    const vdnn_shape y = d->out;
+    if (y.n != ad.b || y.c != 1 || y.h != ad.t || y.w != ad.f) return shape_fail(d, "expected output Bx1xTxF", err);
+    *info = (vdnn_op_info){.bwd_needs_x = true};
+    return VDNN_OK;
+}
+
+static vdnn_status mix_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const vdnn_op_desc *d = &op->d;
+    vdnn_status st = need(a->x[0], d, "x[0]", err);
+    if (!st) st = need(a->x[1], d, "x[1]", err);
+    if (!st) st = need(a->y, d, "y", err);
+    attn_dims ad;
+    if (!st) st = attn_dims_of(d, d->in[1], d->in[0], &ad, err);
+    if (st) return st;
+    const int t = ad.t, ld = 3 * ad.f;
+    for (int b = 0; b < ad.b; b++)
+        for (int h = 0; h < ad.h; h++) {
+            const float *p = a->x[0] + ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
+            const float *v = a->x[1] + (size_t)b * (size_t)t * (size_t)ld + 2 * (size_t)ad.f + (size_t)h * ad.dh;
+            float *o = a->y + (size_t)b * (size_t)t * (size_t)ad.f + (size_t)h * (size_t)ad.dh;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, ad.dh, t, 1.0f, p, t, v, ld, 0.0f, o, ad.f);
+        }
+    return VDNN_OK;
+}
+
+static vdnn_status mix_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const vdnn_op_desc *d = &op->d;
+    if (!a->dx[0] && !a->dx[1]) return VDNN_OK;
+    vdnn_status st = need(a->dy, d, "dy", err);
+    if (!st && a->dx[0]) st = need(a->x[1], d, "x[1]", err);
+    if (!st && a->dx[1]) st = need(a->x[0], d, "x[0]", err);
+    attn_dims ad;
+    if (!st) st = attn_dims_of(d, d->in[1], d->in[0], &ad, err);
+    if (st) return st;
+    const int t = ad.t, ld = 3 * ad.f;
+    /* Queries and keys get no gradient from the mix (attn_probs gives theirs). */
+    if (a->dx[1])
+        for (size_t r = 0; r < (size_t)ad.b * (size_t)t; r++)
+            memset(a->dx[1] + r * (size_t)ld, 0, 2 * (size_t)ad.f * sizeof(float));
+    for (int b = 0; b < ad.b; b++)
+        for (int h = 0; h < ad.h; h++) {
+            const size_t pat = ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
+            const size_t vat = (size_t)b * (size_t)t * (size_t)ld + 2 * (size_t)ad.f + (size_t)h * ad.dh;
+            const float *dout = a->dy + (size_t)b * (size_t)t * (size_t)ad.f + (size_t)h * (size_t)ad.dh;
+            if (a->dx[0])
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, ad.dh, 1.0f, dout, ad.f, a->x[1] + vat, ld,
+                            0.0f, a->dx[0] + pat, t);
+            if (a->dx[1])
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, ad.dh, t, 1.0f, a->x[0] + pat, t, dout, ad.f,
+                            0.0f, a->dx[1] + vat, ld);
+        }
+    return VDNN_OK;
+}
+
+const cpu_op_impl vdnn_cpu_op_attn_mix = {mix_query, no_create, no_destroy, mix_forward, mix_backward, NULL};

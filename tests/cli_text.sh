@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Sequence models on the command line (docs/sequence.md): `vdnn info gpt-mini`, `--data text:FILE` errors (missing,
+# empty, too short for one sequence, longer than the model's context), and a short gpt-mini training run that prints
+# the validation loss in nats and bits per token and measures the peak `vdnn plan` plans.
+# Usage: cli_text.sh PATH/TO/vdnn   (run from the repository root; CTest does both)
+set -uo pipefail
+
+VDNN=${1:?usage: cli_text.sh PATH/TO/vdnn}
+# shellcheck source=lib_cli.sh
+source "$(dirname "$0")/lib_cli.sh"
+
+if "$VDNN" info gpt-mini >"$TMP/info" 2>"$TMP/err" && grep -q "attn_probs" "$TMP/info" &&
+    grep -q "parameters            867328" "$TMP/info"; then ok; else bad "info gpt-mini: $(head -c 300 "$TMP/err")"; fi
+
+: >"$TMP/empty.txt"
+printf 'hello world' >"$TMP/short.txt"
+python3 -c 'import sys; sys.stdout.write("the quick brown fox jumps over the lazy dog. " * 200)' >"$TMP/text.txt"
+common=(--model gpt-mini --batch 4 --device cpu --threads 1 --log-every 1000)
+run "text: missing file" 1 "text:$TMP/nope.txt: cannot open it" -- train "${common[@]}" --data "text:$TMP/nope.txt"
+run "text: empty file" 1 "the file is empty" -- train "${common[@]}" --data "text:$TMP/empty.txt"
+run "text: too short" 1 "11 bytes is too short for one sequence of 64 tokens" "needs at least 650 bytes" -- \
+    train "${common[@]}" --data "text:$TMP/short.txt"
+run "text: no file" 2 "no file given" -- train "${common[@]}" --data "text:"
+run "--seq-len 0" 2 "--seq-len" -- train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 0
+run "--seq-len beyond the context" 1 "sequence of 65 tokens is longer than its context=64" -- \
+    train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 65
+run "text on an image net" 2 "feeds sequence models" "lenet takes 1x28x28 images" -- train --model lenet --data "text:$TMP/text.txt" --steps 1
+
+if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 32 --steps 3 >"$TMP/out" 2>"$TMP/err" &&
+    grep -q "validation loss: [0-9.]* nats/token, [0-9.]* bits/token" "$TMP/out"; then ok
+else bad "train gpt-mini on text: $(head -c 400 "$TMP/err") $(tail -2 "$TMP/out")"; fi
+
+# AdamW: a bad name is refused; its two moments make the plan larger by the parameters' bytes (867,328 floats).
+run "--optimizer foo" 2 "--optimizer" "'foo'" -- train "${common[@]}" --data "text:$TMP/text.txt" --optimizer foo
+run "--beta1 1" 2 "--beta1" -- train "${common[@]}" --data "text:$TMP/text.txt" --optimizer adamw --beta1 1
+"$VDNN" plan gpt-mini --seq-len 32 --batch 4 --device cpu --json >"$TMP/sgd.json" 2>/dev/null
+"$VDNN" plan gpt-mini --seq-len 32 --batch 4 --device cpu --optimizer adamw --json >"$TMP/adamw.json" 2>/dev/null
+if [ "$(($(json_get "$TMP/adamw.json" peak_device_bytes) - $(json_get "$TMP/sgd.json" peak_device_bytes)))" = 3469312 ]
+then ok; else bad "plan --optimizer adamw: not 3469312 bytes more than SGD's"; fi
+if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 32 --steps 2 --no-eval --optimizer adamw --lr 0.001 \
+        --policy all --poison --json >"$TMP/run.json" 2>"$TMP/err" && "$VDNN" plan gpt-mini --seq-len 32 --batch 4 \
+        --device cpu --optimizer adamw --policy all --json >"$TMP/plan.json" 2>/dev/null &&
+    [ "$(json_get "$TMP/plan.json" peak_device_bytes)" = "$(json_get "$TMP/run.json" peak_device_bytes)" ]; then ok
+else bad "train --optimizer adamw --policy all: $(head -c 300 "$TMP/err")"; fi
+
+# The peak training measures is the one `vdnn plan` plans, under a swapping policy too.
+for p in none all auto; do
+    "$VDNN" plan gpt-mini --seq-len 32 --batch 4 --device cpu --policy "$p" --json >"$TMP/plan.json" 2>"$TMP/err" ||
+        bad "plan gpt-mini/$p: $(cat "$TMP/err")"
+    if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 32 --steps 1 --no-eval --policy "$p" \
+            --poison --json >"$TMP/run.json" 2>"$TMP/err"; then
+        planned=$(json_get "$TMP/plan.json" peak_device_bytes)
+        measured=$(json_get "$TMP/run.json" peak_device_bytes)
+        if [ "$planned" = "$measured" ]; then ok; else bad "gpt-mini/$p: planned peak $planned, measured $measured"; fi
+    else
+        bad "train gpt-mini/$p: $(head -c 300 "$TMP/err")"
+    fi
+done
+
+echo "cli_text: $passed passed, $failed failed"
+[ "$failed" = 0 ]

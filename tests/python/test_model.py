@@ -1,0 +1,99 @@
+"""vdnn.Model.load reads .cfg and .onnx files and .cfg text; its layers are `vdnn info`'s; ONNX errors name the
+file; a model is shared by nets and plans at different sizes."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import vdnn
+from conftest import ROOT, run_cli
+
+ONNX = os.path.join(ROOT, "tests", "data", "onnx")
+
+
+def test_onnx_model_is_the_commands():
+    path = os.path.join(ONNX, "tiny_cnn.onnx")
+    m = vdnn.Model.load(path)
+    assert m.name == "tiny_cnn" and m.defaults == ((3, 16, 16), 10) and m.source == path
+    info = json.loads(run_cli("info", path, "--batch", 4, "--json").stdout)
+    layers = m.layers(batch=4)
+    assert [(l.name, l.type, "x".join(map(str, l.out[1:]))) for l in layers[1:]] == \
+        [(l["name"], l["type"], l["output"]) for l in info["layers"]]
+    assert any(len(l.inputs) == 2 for l in layers)  # the residual join reads two layers
+    p = vdnn.plan(m, batch=8, policy="all", conv_algo="choose")
+    assert p.json() == run_cli("plan", path, "--batch", 8, "--policy", "all", "--json").stdout
+    net = vdnn.Net(m, vdnn.Backend("cpu", threads=2), batch=4)
+    x = np.random.default_rng(1).standard_normal((4, 3, 16, 16)).astype(np.float32)
+    assert np.isfinite(net.train_step(x, np.array([0, 1, 2, 9])))
+
+
+@pytest.mark.parametrize("name,cls,text", [
+    ("bad_dilation.onnx", vdnn.UnsupportedError, "dilations [2, 2]"),
+    ("bad_truncated.onnx", vdnn.FormatError, "not a valid ONNX model"),
+])
+def test_bad_onnx_names_the_file(name, cls, text):
+    with pytest.raises(cls) as e:
+        vdnn.Model.load(os.path.join(ONNX, name))
+    assert name in str(e.value) and text in str(e.value)
+
+
+def test_model_from_text_serves_several_sizes():
+    text = ("[net]\nname=tiny\ninput=1x8x8\nclasses=3\n[conv1]\ntype=conv\nfilters=4\nsize=3\npad=1\n"
+            "[relu1]\ntype=relu\n[fc]\ntype=fc\noutputs=classes\n[loss]\ntype=softmax\n")
+    m = vdnn.Model.load(text, source="tiny.cfg")
+    assert (m.name, m.source, len(m)) == ("tiny", "tiny.cfg", 5)
+    assert m.layers(batch=2)[1].out == (2, 4, 8, 8)
+    assert m.layers(batch=5, input_shape=(1, 12, 10))[1].out == (5, 4, 12, 10)
+    small = vdnn.plan(m, batch=4)
+    big = vdnn.plan(m, batch=64, input_shape=(1, 16, 16))
+    assert big.peak_device_bytes > small.peak_device_bytes
+    assert vdnn.Model.load(text.encode()).name == "tiny"
+
+
+def test_forward_and_export(tmp_path):
+    """forward gives the logits predict's probabilities come from; a trained net exported to ONNX loads again and
+    computes the same logits bit for bit."""
+    path = os.path.join(ONNX, "tiny_cnn.onnx")
+    net = vdnn.Net(vdnn.Model.load(path), vdnn.Backend("cpu", threads=2), batch=4)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 3, 16, 16)).astype(np.float32)
+    for _ in range(2):
+        net.train_step(x, np.array([3, 1, 4, 1]))
+    z = net.forward(x)
+    assert z.shape == (4, 10) and z.dtype == np.float32
+    e = np.exp(z.astype(np.float64) - z.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(net.predict(x), e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+    out = tmp_path / "trained.onnx"
+    net.export_onnx(out)
+    again = vdnn.Net(vdnn.Model.load(str(out)), vdnn.Backend("cpu", threads=2), batch=4)
+    assert np.array_equal(again.forward(x), z)
+    with pytest.raises(ValueError, match="images"):
+        net.forward(x[:, :2])
+
+
+def test_export_needs_an_onnx_model(tmp_path):
+    net = vdnn.Net(vdnn.Model.load(os.path.join(ROOT, "models", "lenet.cfg")), vdnn.Backend("cpu", threads=2), batch=4)
+    out = tmp_path / "x.onnx"
+    with pytest.raises(vdnn.Error):
+        net.export_onnx(out)
+    assert not out.exists()
+
+
+def test_sequence_model_takes_labels_per_token():
+    """A sequence model's labels and outputs are per token: (n, seq_len) labels, (n, seq_len, classes) logits;
+    labels shaped as an image model's are refused before the library reads past them."""
+    m = vdnn.Model.load(os.path.join(ROOT, "models", "gpt-mini.cfg"))
+    net = vdnn.Net(m, vdnn.Backend("cpu", threads=2), batch=2)
+    (c, t, w), k = net.input_shape, net.classes
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, k, size=(2, c, t, w)).astype(np.float32)
+    y = rng.integers(0, k, size=(2, t))
+    assert np.isfinite(net.train_step(x, y))
+    z = net.forward(x)
+    assert z.shape == (2, t, k)
+    p = net.predict(x)
+    e = np.exp(z.astype(np.float64) - z.max(axis=2, keepdims=True))
+    np.testing.assert_allclose(p, e / e.sum(axis=2, keepdims=True), rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match=r"\(2, %d\)" % t):
+        net.train_step(x, y[:, 0])

@@ -1,0 +1,113 @@
+"""Training through Python writes the checkpoint `vdnn train` writes, byte for byte, for the same seed and data:
+from numpy batches fed to Net.train_step in the loop's order, and through Net.train (the library's loop)."""
+import os
+
+import numpy as np
+import pytest
+
+import vdnn
+from conftest import LENET, THREADS, run_cli
+
+STEPS, BATCH, SEED, LR = 5, 16, 7, 0.05
+
+
+def cli_checkpoint(tmp_path, data, steps=STEPS):
+    path = tmp_path / "cli.ckpt"
+    run_cli("train", "--model", LENET, "--data", data, "--batch", BATCH, "--steps", steps, "--lr", LR,
+            "--lr-schedule", "constant", "--seed", SEED, "--device", "cpu", "--threads", THREADS, "--no-eval",
+            "--log-every", 1000, "--save", path)
+    return path.read_bytes()
+
+
+def new_net(lenet, cpu):
+    # The command's memory options: the library's defaults, but planners choose convolution algorithms.
+    return vdnn.Net(lenet, cpu, batch=BATCH, seed=SEED, conv_algo="choose")
+
+
+def fashion_mnist_present():
+    try:
+        vdnn.Dataset("fashion-mnist", "test")
+        return True
+    except vdnn.Error:
+        return False
+
+
+@pytest.mark.parametrize("data", ["synthetic", "fashion-mnist"])
+def test_train_steps_write_the_commands_checkpoint(tmp_path, lenet, cpu, data):
+    if data == "fashion-mnist" and not fashion_mnist_present():
+        pytest.skip("Debian's dataset-fashion-mnist is not installed")
+    want = cli_checkpoint(tmp_path, data)
+    net = new_net(lenet, cpu)
+    ds = vdnn.Dataset(data, "train", model=lenet, seed=SEED, batch=BATCH)
+    losses = [net.train_step(x, y, LR) for x, y in ds.batches(BATCH, SEED, STEPS)]
+    assert all(np.isfinite(losses)) and len(losses) == STEPS
+    net.save(tmp_path / "py.ckpt")
+    got = (tmp_path / "py.ckpt").read_bytes()
+    assert len(got) == len(want)
+    assert got == want, "first difference at byte %d" % next(i for i in range(len(got)) if got[i] != want[i])
+
+
+def test_train_loop_writes_the_commands_checkpoint(tmp_path, lenet, cpu):
+    want = cli_checkpoint(tmp_path, "synthetic")
+    net = new_net(lenet, cpu)
+    ds = vdnn.Dataset("synthetic", "train", model=lenet, seed=SEED, batch=BATCH)
+    reports = []
+    r = net.train(ds, steps=STEPS, lr=LR, lr_schedule="constant", log_every=2, evaluate=False,
+                  save=tmp_path / "loop.ckpt", progress=reports.append)
+    assert r["steps"] == STEPS and r["steps_run"] == STEPS and r["test_accuracy"] == -1
+    assert [p["step"] for p in reports] == [2, 4, 5]
+    assert all(p["total"] == STEPS and p["lr"] == pytest.approx(LR) for p in reports)
+    assert (tmp_path / "loop.ckpt").read_bytes() == want
+
+
+def test_a_different_seed_gives_another_checkpoint(tmp_path, lenet, cpu):
+    # The comparison above can fail: one more step, or another seed, changes the bytes.
+    want = cli_checkpoint(tmp_path, "synthetic")
+    net = vdnn.Net(lenet, cpu, batch=BATCH, seed=SEED + 1, conv_algo="choose")
+    ds = vdnn.Dataset("synthetic", "train", model=lenet, seed=SEED, batch=BATCH)
+    for x, y in ds.batches(BATCH, SEED + 1, STEPS):
+        net.train_step(x, y, LR)
+    net.save(tmp_path / "other.ckpt")
+    assert (tmp_path / "other.ckpt").read_bytes() != want
+
+
+def test_resume_continues_where_the_loop_stopped(tmp_path, lenet, cpu):
+    ds = vdnn.Dataset("synthetic", "train", model=lenet, seed=SEED, batch=BATCH)
+    test = vdnn.Dataset("synthetic", "test", model=lenet, seed=SEED, batch=BATCH)
+    whole = new_net(lenet, cpu)
+    r = whole.train(ds, test, steps=4, lr=LR, lr_schedule="constant", save=tmp_path / "whole.ckpt")
+    assert 0 <= r["test_accuracy"] <= 1 and np.isfinite(r["test_loss"])
+    half = new_net(lenet, cpu)
+    half.train(ds, steps=2, lr=LR, lr_schedule="constant", evaluate=False, save=tmp_path / "half.ckpt")
+    resumed = new_net(lenet, cpu)
+    resumed.load(tmp_path / "half.ckpt")
+    assert resumed.step == 2
+    resumed.train(ds, steps=4, lr=LR, lr_schedule="constant", evaluate=False, save=tmp_path / "resumed.ckpt")
+    assert (tmp_path / "resumed.ckpt").read_bytes() == (tmp_path / "whole.ckpt").read_bytes()
+    acc, loss = resumed.evaluate(test)
+    assert acc == pytest.approx(r["test_accuracy"]) and loss == pytest.approx(r["test_loss"])
+
+
+def test_progress_exception_is_raised_after_the_loop(lenet, cpu):
+    ds = vdnn.Dataset("synthetic", "train", model=lenet, seed=SEED, batch=BATCH)
+    net = new_net(lenet, cpu)
+
+    def stop(p):
+        raise KeyboardInterrupt("stop at %d" % p["step"])
+
+    with pytest.raises(KeyboardInterrupt, match="stop at 1"):
+        net.train(ds, steps=2, log_every=1, evaluate=False, progress=stop)
+
+
+def test_evaluate_and_predict_agree(lenet, cpu):
+    net = new_net(lenet, cpu)
+    ds = vdnn.Dataset("synthetic", "test", model=lenet, seed=SEED, batch=BATCH)
+    x, y = ds.images[:40], ds.labels[:40]  # more than a batch: run in chunks
+    acc, loss = net.evaluate(x, y)
+    p = net.predict(x)
+    assert p.shape == (40, 10) and np.allclose(p.sum(axis=1), 1, atol=1e-5)
+    assert acc == pytest.approx(np.mean(p.argmax(axis=1) == y))
+    assert loss == pytest.approx(-np.mean(np.log(p[np.arange(40), y])), rel=1e-4)
+    st = net.stats
+    assert st["batch"] == BATCH and st["step"] == 0 and st["peak_device_bytes"] > 0
+    assert os.path.basename(lenet.source) == "lenet.cfg"

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Writes gpt-tiny.cfg and gpt-tiny.bin: a tiny GPT (2 pre-norm blocks, width 16, 2 heads, context 8, vocabulary 20)
+computed by PyTorch in float32 on one thread, for tests/test_gpt_reference.c (docs/sequence.md).
+
+Recorded (VDNNREF1, see README.md): the tokens and next-token labels of a batch of 3 sequences of 6 tokens, the initial
+parameters under vdnn's storage names, every layer's output (".out") and its gradient (".out.grad") at step 0, the
+loss, every parameter gradient (".weight.grad", ".bias.grad"), 3 SGD steps (lr, momentum 0.9): the losses and the
+final parameters ("final.<name>"), and 3 AdamW steps from the same start ("meta.adamw" lr, beta1, beta2, eps, weight
+decay; "adamw.losses", "adamw.final.<name>"). Tensors B x T x F are laid out as vdnn's Bx1xTxF; the attention probabilities are
+B x heads x T x T; qkv holds q, k and v side by side, head h at columns h*D .. h*D+D-1 of each.
+
+Run with Debian's interpreter (python3-torch): /usr/bin/python3 tests/reference/make_gpt_reference.py
+"""
+import math
+import os
+import struct
+import sys
+
+import torch
+import torch.nn.functional as Fn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+B, T, CONTEXT, F, H, V, LAYERS = 3, 6, 8, 16, 2, 20, 2
+LR, MOMENTUM, STEPS = 0.1, 0.9, 3
+ADAM_LR, ADAM_BETAS, ADAM_EPS, ADAM_WD = 0.01, (0.9, 0.999), 1e-8, 0.01
+
+
+def write_cfg(path):
+    out = ["# gpt-tiny: the net of make_gpt_reference.py (written by it): tests/test_gpt_reference.c.",
+           "[net]", "name=gpt-tiny", f"input=1x{T}x1", f"classes={V}", "",
+           "[wte]", "type=embed", f"outputs={F}", "", "[wpe]", "type=pos_embed", f"context={CONTEXT}", ""]
+    prev = "wpe"
+    for i in range(LAYERS):
+        b = f"h{i}"
+        out += [f"[{b}.ln1]", "type=layernorm", f"input={prev}", "",
+                f"[{b}.qkv]", "type=linear", f"outputs={3 * F}", "",
+                f"[{b}.probs]", "type=attn_probs", f"heads={H}", "",
+                f"[{b}.mix]", "type=attn_mix", f"input={b}.probs,{b}.qkv", "",
+                f"[{b}.proj]", "type=linear", f"outputs={F}", "",
+                f"[{b}.res1]", "type=add", f"input={prev},{b}.proj", "",
+                f"[{b}.ln2]", "type=layernorm", "",
+                f"[{b}.fc]", "type=linear", f"outputs={4 * F}", "",
+                f"[{b}.gelu]", "type=gelu", "",
+                f"[{b}.fc2]", "type=linear", f"outputs={F}", "",
+                f"[{b}.res2]", "type=add", f"input={b}.res1,{b}.fc2", ""]
+        prev = f"{b}.res2"
+    out += ["[lnf]", "type=layernorm", "", "[head]", "type=linear", "outputs=classes", "", "[loss]", "type=softmax", ""]
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
+def make_params(gen):
+    """vdnn's storage name -> tensor, drawn with spreads that keep every layer's signal well away from zero."""
+    p = {"wte.weight": torch.randn(V, F, generator=gen) * 0.5, "wpe.weight": torch.randn(CONTEXT, F, generator=gen) * 0.3}
+
+    def lin(name, fin, fout):
+        p[name + ".weight"] = (torch.rand(fout, fin, generator=gen) * 2 - 1) / math.sqrt(fin)
+        p[name + ".bias"] = (torch.rand(fout, generator=gen) * 2 - 1) * 0.1
+
+    def ln(name):
+        p[name + ".weight"] = 1 + 0.2 * torch.randn(F, generator=gen)
+        p[name + ".bias"] = 0.1 * torch.randn(F, generator=gen)
+
+    for i in range(LAYERS):
+        ln(f"h{i}.ln1")
+        lin(f"h{i}.qkv", F, 3 * F)
+        lin(f"h{i}.proj", F, F)
+        ln(f"h{i}.ln2")
+        lin(f"h{i}.fc", F, 4 * F)
+        lin(f"h{i}.fc2", 4 * F, F)
+    ln("lnf")
+    lin("head", F, V)
+    return {k: v.clone().requires_grad_(True) for k, v in p.items()}
+
+
+def forward(p, tokens, labels, outs):
+    """The net; outs[name] = each layer's output (kept for its gradient). Returns the mean loss over tokens."""
+    def keep(name, t):
+        t.retain_grad()
+        outs[name] = t
+        return t
+
+    x = keep("wte", Fn.embedding(tokens, p["wte.weight"]))
+    x = keep("wpe", x + p["wpe.weight"][:T])
+    for i in range(LAYERS):
+        b = f"h{i}"
+        a = keep(f"{b}.ln1", Fn.layer_norm(x, (F,), p[f"{b}.ln1.weight"], p[f"{b}.ln1.bias"], 1e-5))
+        qkv = keep(f"{b}.qkv", Fn.linear(a, p[f"{b}.qkv.weight"], p[f"{b}.qkv.bias"]))
+        q, k, v = qkv.split(F, dim=2)
+        q, k, v = (t.view(B, T, H, F // H).transpose(1, 2) for t in (q, k, v))
+        s = q @ k.transpose(-2, -1) / math.sqrt(F // H)
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        probs = keep(f"{b}.probs", torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1))
+        mix = keep(f"{b}.mix", (probs @ v).transpose(1, 2).contiguous().view(B, T, F))
+        proj = keep(f"{b}.proj", Fn.linear(mix, p[f"{b}.proj.weight"], p[f"{b}.proj.bias"]))
+        r1 = keep(f"{b}.res1", x + proj)
+        a2 = keep(f"{b}.ln2", Fn.layer_norm(r1, (F,), p[f"{b}.ln2.weight"], p[f"{b}.ln2.bias"], 1e-5))
+        fc = keep(f"{b}.fc", Fn.linear(a2, p[f"{b}.fc.weight"], p[f"{b}.fc.bias"]))
+        g = keep(f"{b}.gelu", Fn.gelu(fc, approximate="tanh"))
+        fc2 = keep(f"{b}.fc2", Fn.linear(g, p[f"{b}.fc2.weight"], p[f"{b}.fc2.bias"]))
+        x = keep(f"{b}.res2", r1 + fc2)
+    lnf = keep("lnf", Fn.layer_norm(x, (F,), p["lnf.weight"], p["lnf.bias"], 1e-5))
+    logits = keep("head", Fn.linear(lnf, p["head.weight"], p["head.bias"]))
+    outs["loss"] = torch.softmax(logits, dim=-1)
+    return Fn.cross_entropy(logits.reshape(B * T, V), labels.reshape(B * T))
+
+
+F32, I32 = 1, 2
+
+
+class Writer:
+    def __init__(self):
+        self.arrays = []
+
+    def add(self, name, t, dtype=F32):
+        t = torch.as_tensor(t).detach()
+        data = (t.to(torch.float32).contiguous().numpy().astype("<f4") if dtype == F32
+                else t.to(torch.int32).contiguous().numpy().astype("<i4")).tobytes()
+        assert name not in (a[0] for a in self.arrays), name
+        self.arrays.append((name, dtype, list(t.shape), data))
+
+    def write(self, path):
+        with open(path, "wb") as f:
+            f.write(b"VDNNREF1")
+            f.write(struct.pack("<I", len(self.arrays)))
+            for name, dtype, shape, data in self.arrays:
+                nb = name.encode("ascii")
+                f.write(struct.pack("<I", len(nb)) + nb)
+                f.write(struct.pack("<II", dtype, len(shape)))
+                f.write(struct.pack(f"<{len(shape)}I", *shape))
+                f.write(data)
+
+
+def main():
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(17)
+    write_cfg(os.path.join(HERE, "gpt-tiny.cfg"))
+    text = torch.randint(0, V, (B * T + 1,), generator=gen)
+    tokens = text[:-1].view(B, T)
+    labels = text[1:].view(B, T)
+    p = make_params(gen)
+    init = {k: v.detach().clone() for k, v in p.items()}
+    w = Writer()
+    w.add("meta.batch", torch.tensor([B]), I32)
+    w.add("meta.steps", torch.tensor([STEPS]), I32)
+    w.add("meta.sgd", torch.tensor([LR, MOMENTUM, 0.0]))
+    w.add("data.out", tokens.float())
+    w.add("labels", labels.reshape(-1), I32)
+    for k, v in p.items():
+        w.add(k, v)
+    opt = torch.optim.SGD(p.values(), lr=LR, momentum=MOMENTUM)
+    losses = []
+    for step in range(STEPS):
+        outs = {}
+        opt.zero_grad()
+        loss = forward(p, tokens, labels, outs)
+        loss.backward()
+        losses.append(loss.item())
+        if step == 0:
+            w.add("loss.value", loss.detach().reshape(1))
+            for name, t in outs.items():
+                w.add(name + ".out", t)
+                if name != "loss":
+                    w.add(name + ".out.grad", t.grad)
+            for k, v in p.items():
+                w.add(k + ".grad", v.grad)
+        opt.step()
+    w.add("meta.losses", torch.tensor(losses))
+    for k, v in p.items():
+        w.add("final." + k, v)
+    # AdamW from the same initial parameters (the generator is not drawn from again: same start).
+    p = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
+    opt = torch.optim.AdamW(p.values(), lr=ADAM_LR, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=ADAM_WD)
+    sgd_losses, losses = losses, []
+    for step in range(STEPS):
+        opt.zero_grad()
+        loss = forward(p, tokens, labels, {})
+        loss.backward()
+        losses.append(loss.item())
+        opt.step()
+    w.add("meta.adamw", torch.tensor([ADAM_LR, ADAM_BETAS[0], ADAM_BETAS[1], ADAM_EPS, ADAM_WD]))
+    w.add("adamw.losses", torch.tensor(losses))
+    for k, v in p.items():
+        w.add("adamw.final." + k, v)
+    path = os.path.join(HERE, "gpt-tiny.bin")
+    w.write(path)
+    print(f"wrote {path}: {len(w.arrays)} arrays; SGD losses {', '.join(f'{l:.6f}' for l in sgd_losses)}; AdamW losses "
+          f"{', '.join(f'{l:.6f}' for l in losses)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

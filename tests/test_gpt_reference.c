@@ -1,0 +1,317 @@
+/* The sequence layers against PyTorch (tests/reference/gpt-tiny.bin, written by make_gpt_reference.py): every layer of
+ * a tiny GPT on the reference inputs (outputs, input gradients summed over readers, parameter gradients), then the
+ * whole net through the library: the step-0 loss and every parameter gradient, and three SGD steps' losses and
+ * final parameters. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/net.h"
+#include "exec/net_impl.h"
+#include "op_exec.h"
+#include "plan/plan.h"
+#include "ref_file.h"
+#include "testutil.h"
+
+#define REF_DIR VDNN_SOURCE_DIR "/tests/reference/"
+#define MAX_STEPS 8
+
+/* PyTorch and OpenBLAS/oneDNN sum in other orders: at most 4.5e-7 of a tensor's scale here (h0.ln2.weight.grad).
+ * The bound is relative to the tensor's largest value: attention probabilities and gradients span many magnitudes. */
+#define TOL_STEP0 2e-6
+#define TOL_FINAL 2e-6
+/* AdamW divides by sqrt(v) + eps, so it magnifies the gradients' rounding where they are small: at most 1.5e-6 of a
+ * tensor's scale here (h1.fc2.weight). */
+#define TOL_ADAMW 1e-5
+
+typedef struct ctx {
+    vt_ref_file ref;
+    vdnn_graph_t *g;
+    vdnn_backend_t *be;
+    int batch, steps;
+    float lr, momentum;
+    const float *tokens;
+    const int32_t *labels;
+} ctx;
+
+static size_t bad;
+
+/* |got - want| <= tol * (max |want| + 1e-6) everywhere. */
+static void check(const char *what, const float *got, const float *want, size_t n, double tol)
+{
+    double scale = 1e-6, worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)want[i]));
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        if (isnan(d)) d = INFINITY;
+        if (d > worst) worst = d, at = i;
+    }
+    const bool ok = worst <= tol * scale;
+    if (!ok || getenv("VDNN_TEST_VERBOSE"))
+        printf("  %s %-24s %5zu values, max |want| %.3g, worst error %.3g of scale%s\n", ok ? "  " : "!!", what, n,
+               scale, worst / scale, ok ? "" : " (MISMATCH)");
+    if (!ok) {
+        printf("     first worst [%zu]: got %.9g want %.9g\n", at, (double)got[at], (double)want[at]);
+        bad++;
+    }
+}
+
+static float *ref(ctx *c, const char *layer, const char *suffix, size_t n)
+{
+    char name[160];
+    snprintf(name, sizeof name, "%s%s", layer, suffix);
+    return vt_ref_f32(&c->ref, name, n);
+}
+
+static int setup(void **state)
+{
+    ctx *c = calloc(1, sizeof *c);
+    assert_non_null(c);
+    vt_ref_load(REF_DIR "gpt-tiny.bin", &c->ref);
+    c->batch = *(int32_t *)vt_ref_get(&c->ref, "meta.batch", VT_REF_I32, 1)->data;
+    c->steps = *(int32_t *)vt_ref_get(&c->ref, "meta.steps", VT_REF_I32, 1)->data;
+    assert_in_range(c->steps, 1, MAX_STEPS);
+    const float *sgd = vt_ref_f32(&c->ref, "meta.sgd", 3);
+    c->lr = sgd[0];
+    c->momentum = sgd[1];
+    vdnn_error err;
+    vt_assert_ok(vdnn_graph_load(REF_DIR "gpt-tiny.cfg", &c->g, &err), err);
+    vdnn_shape in = c->g->default_input;
+    in.n = c->batch;
+    vt_assert_ok(vdnn_graph_resolve(c->g, in, 0, &err), err);
+    c->tokens = vt_ref_f32(&c->ref, "data.out", vdnn_shape_count(in));
+    c->labels = vt_ref_get(&c->ref, "labels", VT_REF_I32, vdnn_graph_label_count(c->g))->data;
+    vdnn_cpu_options opt = {.threads = 1};
+    vt_assert_ok(vdnn_backend_cpu_create(&opt, &c->be, &err), err);
+    *state = c;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    ctx *c = *state;
+    vdnn_backend_destroy(c->be);
+    vdnn_graph_free(c->g);
+    vt_ref_free(&c->ref);
+    free(c);
+    return 0;
+}
+
+/* Each layer alone on the reference inputs and output gradient. */
+static void test_layers_match_pytorch(void **state)
+{
+    ctx *c = *state;
+    const vdnn_graph_t *g = c->g;
+    bad = 0;
+    float **dsum = calloc((size_t)g->n_layers, sizeof *dsum);
+    assert_non_null(dsum);
+    for (int l = 0; l < g->n_layers; l++) {
+        dsum[l] = calloc(vdnn_shape_count(g->layers[l].out), sizeof(float));
+        assert_non_null(dsum[l]);
+    }
+    for (int l = 1; l < g->n_layers; l++) {
+        const vdnn_layer *ly = &g->layers[l];
+        vdnn_op_desc d;
+        vdnn_op_desc_from_layer(g, l, true, &d);
+        vt_op_data in;
+        vt_op_data_alloc(&in, ly->name, &d);
+        for (int i = 0; i < ly->n_inputs; i++)
+            memcpy(in.x[i], ref(c, g->layers[ly->inputs[i]].name, ".out", in.nx[i]), in.nx[i] * sizeof(float));
+        if (in.nw) memcpy(in.w, ref(c, ly->name, ".weight", in.nw), in.nw * sizeof(float));
+        if (in.nb) memcpy(in.b, ref(c, ly->name, ".bias", in.nb), in.nb * sizeof(float));
+        if (in.labels) memcpy(in.labels, c->labels, vdnn_graph_label_count(g) * sizeof(int32_t));
+        else memcpy(in.dy, ref(c, ly->name, ".out.grad", in.ny), in.ny * sizeof(float));
+        vt_op_result r;
+        const vt_call call = {.backward = true};
+        vt_op_run(c->be, &in, &call, &r);
+        char what[160];
+        snprintf(what, sizeof what, "%s.out", ly->name);
+        check(what, r.y, ref(c, ly->name, ".out", in.ny), in.ny, TOL_STEP0);
+        if (in.labels) check("loss", &r.loss, vt_ref_f32(&c->ref, "loss.value", 1), 1, TOL_STEP0);
+        if (in.nw) {
+            snprintf(what, sizeof what, "%s.weight.grad", ly->name);
+            check(what, r.dw, ref(c, ly->name, ".weight.grad", in.nw), in.nw, TOL_STEP0);
+        }
+        if (in.nb) {
+            snprintf(what, sizeof what, "%s.bias.grad", ly->name);
+            check(what, r.db, ref(c, ly->name, ".bias.grad", in.nb), in.nb, TOL_STEP0);
+        }
+        for (int i = 0; i < ly->n_inputs; i++)
+            for (size_t k = 0; k < in.nx[i]; k++) dsum[ly->inputs[i]][k] += r.dx[i][k];
+        vt_op_result_free(&r);
+        vt_op_data_free(&in);
+    }
+    /* Input gradients, summed over every reader, against PyTorch's gradient of each output (the data has none). */
+    for (int l = 1; l < g->n_layers - 1; l++) {
+        char what[160];
+        snprintf(what, sizeof what, "%s.out.grad", g->layers[l].name);
+        const size_t n = vdnn_shape_count(g->layers[l].out);
+        check(what, dsum[l], ref(c, g->layers[l].name, ".out.grad", n), n, TOL_STEP0);
+    }
+    for (int l = 0; l < g->n_layers; l++) free(dsum[l]);
+    free(dsum);
+    if (bad) fail_msg("%zu tensors differ from PyTorch's", bad);
+}
+
+/* The whole net through the library: loaded with the reference parameters, gradients kept readable. */
+static void test_training_matches_pytorch(void **state)
+{
+    ctx *c = *state;
+    const vdnn_graph_t *g = c->g;
+    bad = 0;
+    vdnn_net_options cfg = vdnn_net_options_default();
+    cfg.batch = c->batch;
+    cfg.in_c = g->input.c;
+    cfg.in_h = g->input.h;
+    cfg.in_w = g->input.w;
+    cfg.classes = g->classes;
+    cfg.momentum = c->momentum;
+    cfg.weight_decay = 0;
+    cfg.memory.poison = true;
+    const vdnn_net_extras x = {.keep_weight_grads = true};
+    vdnn_net_t *net = NULL;
+    vdnn_error err;
+    vt_assert_ok(vdnn_net_create_ex(g, c->be, &cfg, &x, &net, &err), err);
+    for (int l = 1; l < g->n_layers; l++) {
+        const vdnn_layer *ly = &g->layers[l];
+        char name[160];
+        if (ly->n_weight) {
+            snprintf(name, sizeof name, "%s.weight", ly->name);
+            vt_assert_ok(vdnn_net_set(net, name, vt_ref_f32(&c->ref, name, ly->n_weight), ly->n_weight, &err), err);
+        }
+        if (ly->n_bias) {
+            snprintf(name, sizeof name, "%s.bias", ly->name);
+            vt_assert_ok(vdnn_net_set(net, name, vt_ref_f32(&c->ref, name, ly->n_bias), ly->n_bias, &err), err);
+        }
+    }
+    const float *losses = vt_ref_f32(&c->ref, "meta.losses", (size_t)c->steps);
+    float *buf = malloc(64 * 1024 * sizeof(float));
+    assert_non_null(buf);
+    for (int t = 0; t < c->steps; t++) {
+        float loss = 0;
+        vt_assert_ok(vdnn_net_train_step(net, c->tokens, c->labels, c->lr, &loss, &err), err);
+        char what[160];
+        snprintf(what, sizeof what, "loss at step %d", t);
+        check(what, &loss, &losses[t], 1, TOL_STEP0);
+        for (int l = 1; t == 0 && l < g->n_layers; l++) {
+            const vdnn_layer *ly = &g->layers[l];
+            const size_t counts[2] = {ly->n_weight, ly->n_bias};
+            const char *parts[2] = {".weight.grad", ".bias.grad"};
+            for (int k = 0; k < 2; k++) {
+                if (!counts[k]) continue;
+                snprintf(what, sizeof what, "%s%s", ly->name, parts[k]);
+                assert_true(counts[k] <= 64 * 1024);
+                vt_assert_ok(vdnn_net_get(net, what, buf, counts[k], &err), err);
+                check(what, buf, vt_ref_f32(&c->ref, what, counts[k]), counts[k], TOL_STEP0);
+            }
+        }
+    }
+    for (int l = 1; l < g->n_layers; l++) {
+        const vdnn_layer *ly = &g->layers[l];
+        const size_t counts[2] = {ly->n_weight, ly->n_bias};
+        const char *parts[2] = {".weight", ".bias"};
+        for (int k = 0; k < 2; k++) {
+            if (!counts[k]) continue;
+            char name[160], want[170];
+            snprintf(name, sizeof name, "%s%s", ly->name, parts[k]);
+            snprintf(want, sizeof want, "final.%s", name);
+            vt_assert_ok(vdnn_net_get(net, name, buf, counts[k], &err), err);
+            check(want, buf, vt_ref_f32(&c->ref, want, counts[k]), counts[k], TOL_FINAL);
+        }
+    }
+    free(buf);
+    vdnn_net_free(net);
+    if (bad) fail_msg("%zu tensors differ from PyTorch's", bad);
+}
+
+/* Three AdamW steps from the same start against torch.optim.AdamW: losses, parameters and both moments' effect. */
+static void test_adamw_matches_pytorch(void **state)
+{
+    ctx *c = *state;
+    const vdnn_graph_t *g = c->g;
+    bad = 0;
+    const float *hp = vt_ref_f32(&c->ref, "meta.adamw", 5);
+    vdnn_net_options cfg = vdnn_net_options_default();
+    cfg.batch = c->batch;
+    cfg.in_c = g->input.c;
+    cfg.in_h = g->input.h;
+    cfg.in_w = g->input.w;
+    cfg.classes = g->classes;
+    cfg.optimizer = VDNN_OPTIMIZER_ADAMW;
+    cfg.beta1 = hp[1];
+    cfg.beta2 = hp[2];
+    cfg.eps = hp[3];
+    cfg.weight_decay = hp[4];
+    cfg.memory.poison = true;
+    vdnn_net_t *net = NULL;
+    vdnn_error err;
+    vt_assert_ok(vdnn_net_create(g, c->be, &cfg, &net, &err), err);
+    /* The plan holds two moments per parameter. */
+    size_t params = 0, moments = 0;
+    for (int i = 0; i < net->plan_train->n_storages; i++) {
+        const vdnn_storage *s = &net->plan_train->st[i];
+        if (s->kind == VDNN_ST_WEIGHT || s->kind == VDNN_ST_BIAS) params += s->bytes;
+        if (s->kind == VDNN_ST_WMOM || s->kind == VDNN_ST_BMOM) moments += s->bytes;
+    }
+    assert_int_equal(moments, 2 * params);
+    for (int l = 1; l < g->n_layers; l++) {
+        const vdnn_layer *ly = &g->layers[l];
+        char name[160];
+        if (ly->n_weight) {
+            snprintf(name, sizeof name, "%s.weight", ly->name);
+            vt_assert_ok(vdnn_net_set(net, name, vt_ref_f32(&c->ref, name, ly->n_weight), ly->n_weight, &err), err);
+        }
+        if (ly->n_bias) {
+            snprintf(name, sizeof name, "%s.bias", ly->name);
+            vt_assert_ok(vdnn_net_set(net, name, vt_ref_f32(&c->ref, name, ly->n_bias), ly->n_bias, &err), err);
+        }
+    }
+    const float *losses = vt_ref_f32(&c->ref, "adamw.losses", (size_t)c->steps);
+    for (int t = 0; t < c->steps; t++) {
+        float loss = 0;
+        vt_assert_ok(vdnn_net_train_step(net, c->tokens, c->labels, hp[0], &loss, &err), err);
+        char what[64];
+        snprintf(what, sizeof what, "AdamW loss at step %d", t);
+        check(what, &loss, &losses[t], 1, TOL_STEP0);
+    }
+    float *buf = malloc(64 * 1024 * sizeof(float));
+    assert_non_null(buf);
+    for (int l = 1; l < g->n_layers; l++) {
+        const vdnn_layer *ly = &g->layers[l];
+        const size_t counts[2] = {ly->n_weight, ly->n_bias};
+        const char *parts[2] = {".weight", ".bias"};
+        for (int k = 0; k < 2; k++) {
+            if (!counts[k]) continue;
+            char name[160], want[180];
+            snprintf(name, sizeof name, "%s%s", ly->name, parts[k]);
+            snprintf(want, sizeof want, "adamw.final.%s", name);
+            vt_assert_ok(vdnn_net_get(net, name, buf, counts[k], &err), err);
+            const float *ref_v = vt_ref_f32(&c->ref, want, counts[k]);
+            if (k == 1 && strstr(ly->name, ".qkv")) {
+                /* The keys' bias has no gradient in exact arithmetic (it adds the same q.b to every score of a row,
+                 * which the softmax cancels): both sides hold rounding noise there, which AdamW scales to whole
+                 * steps. The queries' and values' thirds are compared. */
+                const size_t f = counts[k] / 3;
+                check(want, buf, ref_v, f, TOL_ADAMW);
+                check(want, buf + 2 * f, ref_v + 2 * f, f, TOL_ADAMW);
+                continue;
+            }
+            check(want, buf, ref_v, counts[k], TOL_ADAMW);
+        }
+    }
+    free(buf);
+    vdnn_net_free(net);
+    if (bad) fail_msg("%zu tensors differ from PyTorch's", bad);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layers_match_pytorch),
+        cmocka_unit_test(test_training_matches_pytorch),
+        cmocka_unit_test(test_adamw_matches_pytorch),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
