@@ -20,9 +20,11 @@ REPEATS=${REPEATS:-2}
 PY=${PY:-/usr/bin/python3}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 [ -x "$VDNN" ] || { echo "precision: $VDNN not built (run make)" >&2; exit 1; }
-"$PY" -c "import torch" 2>/dev/null || { echo "precision: $PY has no torch (apt-get install python3-torch)" >&2; exit 1; }
+"$PY" -c "import torch" 2>/dev/null ||
+  { echo "precision: $PY has no torch (apt-get install python3-torch)" >&2; exit 1; }
 
-echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)
+echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  host: $(nproc) cores, $cpu"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The plan's peak device bytes for these flags, or "-" if it does not fit.
@@ -51,7 +53,8 @@ largest() {
     mid=$(((good + bad) / 2 / 8 * 8))
     [ "$mid" -le "$good" ] && mid=$((good + 8))
     [ "$mid" -ge "$bad" ] && break
-    if [ "$(peak vgg16 --input 3x224x224 --batch "$mid" --policy auto --budget 12GiB --precision "$prec")" != "-" ]; then
+    if [ "$(peak vgg16 --input 3x224x224 --batch "$mid" --policy auto --budget 12GiB --precision "$prec")" != "-" ]
+    then
       good=$mid
     else
       bad=$mid
@@ -104,7 +107,8 @@ for net in resnet18 vgg16; do
   rf=$("$PY" -c "print(f'{$h/$f:.3f}')")
   rt=$("$PY" -c "print(f'{$h/$t:.3f}')")
   printf '%-10s %-9s %12.1f %12.1f %14.1f %10s %10s\n' "$net" 3x64x64 "$f" "$h" "$t" "$rf" "$rt"
-  runs+=("$net runs (img/s): vdnn fp32 $(printf '%.1f ' "${fs[@]}")| vdnn bf16 $(printf '%.1f ' "${hs[@]}")| torch bf16 $(printf '%.1f ' "${ts[@]}")")
+  runs+=("$net runs (img/s): vdnn fp32 $(printf '%.1f ' "${fs[@]}")| vdnn bf16 $(printf '%.1f ' "${hs[@]}")|\
+ torch bf16 $(printf '%.1f ' "${ts[@]}")")
   sum_fp32=$("$PY" -c "import math; print($sum_fp32 + math.log($rf))")
   sum_torch=$("$PY" -c "import math; print($sum_torch + math.log($rt))")
   n=$((n + 1))

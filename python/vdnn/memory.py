@@ -48,7 +48,8 @@ def precision_number(value):
     if isinstance(value, str):
         out = ffi.new("vdnn_precision *")
         if not lib.vdnn_precision_parse(encode(value), out):
-            raise InvalidArgError("memory.precision: unknown precision '%s' (one of %s)" % (value, ", ".join(PRECISIONS)))
+            raise InvalidArgError("memory.precision: unknown precision '%s' (one of %s)"
+                                  % (value, ", ".join(PRECISIONS)))
         return int(out[0])
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < lib.VDNN_PRECISION_COUNT:
         return value

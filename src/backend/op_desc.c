@@ -20,7 +20,8 @@ vdnn_status vdnn_backend_check_dtype(vdnn_backend_t *be, vdnn_dtype t, vdnn_erro
 {
     if (t == VDNN_DTYPE_F32) return VDNN_OK;
     if (!vdnn_dtype_valid(t))
-        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "memory.precision: %d is out of range (fp32, bf16 or fp16)", (int)t);
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "memory.precision: %d is out of range (fp32, bf16 or fp16)",
+                         (int)t);
     /* The backends check a type the same way for every op, so one small ReLU answers for the net; asking here,
      * before any plan, gives one message in the option's name rather than a layer's. */
     vdnn_op_desc d = {.kind = VDNN_LAYER_RELU, .n_inputs = 1, .in = {{1, 1, 1, 1}}, .out = {1, 1, 1, 1}, .dtype = t};

@@ -93,7 +93,8 @@ static vdnn_status stream_begin(vdnn_net_t *net, const vdnn_plan_t *plan, int l,
 {
     const vdnn_storage *xs = &plan->st[plan->ls[l].xs];
     const vdnn_shape in = net->g->layers[net->g->layers[l].inputs[0]].out;
-    *r = (stream_run){.net = net, .host = (char *)net->host + xs->host_offset, .img_bytes = vdnn_map_bytes(net->g, in) / (size_t)in.n,
+    *r = (stream_run){.net = net, .host = (char *)net->host + xs->host_offset,
+                      .img_bytes = vdnn_map_bytes(net->g, in) / (size_t)in.n,
                       .n_images = in.n, .first_event = xs->first_event};
     r->chunk = vdnn_plan_stream_chunk(plan, l, &r->n_chunks);
     *sm = (vdnn_stream){.x_read = stream_x_read, .x_chunk = stream_x_chunk, .ctx = r};

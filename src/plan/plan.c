@@ -309,7 +309,8 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
             p->ls[l].out = p->ls[ly->inputs[0]].out;
             append_name(p->st[p->ls[l].out].name, sizeof p->st[0].name, ly->name);
         } else {
-            fail |= (p->ls[l].out = add_storage(p, VDNN_ST_FMAP, l, vdnn_map_bytes(g, ly->out), false, ly->name, "")) < 0;
+            fail |= (p->ls[l].out =
+                         add_storage(p, VDNN_ST_FMAP, l, vdnn_map_bytes(g, ly->out), false, ly->name, "")) < 0;
         }
         if (tr && p->info[l].aux_bytes)
             fail |= (p->ls[l].aux = add_storage(p, VDNN_ST_AUX, l, p->info[l].aux_bytes, false, ly->name, ".aux")) < 0;

@@ -155,7 +155,8 @@ void vdnn_plan_print_json(const vdnn_plan_t *p, const vdnn_graph_t *g, size_t mi
     char a[96], b[96];
     fprintf(f, "{\"model\": ");
     json_string(f, g->name);
-    fprintf(f, ", \"batch\": %d, \"input\": \"%dx%dx%d\", \"policy\": \"%s\", \"precision\": \"%s\", \"feasible\": %s, ",
+    fprintf(f, ", \"batch\": %d, \"input\": \"%dx%dx%d\", \"policy\": \"%s\", \"precision\": \"%s\", "
+               "\"feasible\": %s, ",
             g->input.n, g->input.c, g->input.h, g->input.w, vdnn_policy_name(p->policy), vdnn_dtype_name(g->dtype),
             p->feasible ? "true" : "false");
     fprintf(f, "\"budget_bytes\": ");
