@@ -56,6 +56,7 @@ typedef enum vdnn_policy {
 } vdnn_policy;
 const char *vdnn_policy_name(vdnn_policy p);
 bool vdnn_policy_parse(const char *s, vdnn_policy *out);
+const char *vdnn_policy_description(vdnn_policy p);
 #define VDNN_ALGO_DEFAULT 0
 #define VDNN_ALGO_CHOOSE -1
 #define VDNN_ALGO_LEANEST -2
