@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_internal.h" /* op->info, to check op_create fills it */
+#include "backend/op_check.h"
 #include "op_desc.h"
 #include "op_exec.h"
 #include "testutil.h"
@@ -306,6 +307,15 @@ static void test_bf16_info(void **state)
         vdnn_op_desc d = cases[i].d;
         vt_assert_ok(be->ops->op_query(be, &d, &f32, &err), err);
         d.dtype = VDNN_DTYPE_BF16;
+        /* The ops ONNX import brought have fp32 loops only: refused with 16-bit maps, never read as floats. */
+        const bool act = d.kind >= VDNN_LAYER_SIGMOID && d.kind <= VDNN_LAYER_CHANNEL_MUL;
+        if (act || ((d.kind == VDNN_LAYER_MAXPOOL || d.kind == VDNN_LAYER_AVGPOOL) && vdnn_pool_own_windows(&d))) {
+            vt_assert_error(be->ops->op_query(be, &d, &info, &err), err, VDNN_ERR_UNSUPPORTED, "only fp32 maps");
+            vdnn_op *op = NULL;
+            vt_assert_error(be->ops->op_create(be, &d, &op, &err), err, VDNN_ERR_UNSUPPORTED,
+                            vdnn_layer_kind_name(d.kind));
+            continue;
+        }
         vt_assert_ok(be->ops->op_query(be, &d, &info, &err), err);
         const bool xent = d.kind == VDNN_LAYER_SOFTMAX_XENT;
         if (info.bwd_needs_x != (f32.bwd_needs_x || xent) || info.bwd_needs_y != (f32.bwd_needs_y && !xent) ||

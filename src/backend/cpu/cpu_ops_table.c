@@ -1,5 +1,6 @@
 /* The CPU backend's op entries: the table from layer kind to implementation, checks common to all ops, oneDNN status mapping. */
 #include "backend/cpu/cpu_internal.h"
+#include "backend/op_check.h"
 
 #include <stdlib.h>
 
@@ -61,7 +62,8 @@ static vdnn_status lookup(const cpu_backend *be, const vdnn_op_desc *d, const cp
     if (!shape_ok(d->out))
         return vdnn_fail(err, VDNN_ERR_SHAPE, "cpu op: output has shape %dx%dx%dx%d", d->out.n, d->out.c, d->out.h,
                          d->out.w);
-    return vdnn_cpu_check_dtype(be, d->dtype, vdnn_layer_kind_name(d->kind), err);
+    vdnn_status st = vdnn_cpu_check_dtype(be, d->dtype, vdnn_layer_kind_name(d->kind), err);
+    return st ? st : vdnn_op_check_fp32_only(d, "cpu", err);
 }
 
 vdnn_status vdnn_cpu_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
