@@ -32,6 +32,8 @@ static const zoo_net nets[] = {
     {"vgg16", {2, 3, 32, 32}, ALL_OPTIONS, true},      {"vgg19", {2, 3, 32, 32}, ALL_OPTIONS, false},
     {"resnet18", {2, 3, 32, 32}, ALL_OPTIONS, true},   {"resnet50", {2, 3, 32, 32}, PLAIN_ONLY, false},
     {"resnet101", {2, 3, 32, 32}, AUTO_ONCE, false},   {"resnet152", {2, 3, 32, 32}, AUTO_ONCE, false},
+    /* A sequence model: 64 tokens as 1x64x1, the attention probabilities a 2x4x64x64 tensor. */
+    {"gpt-mini", {2, 1, 64, 1}, ALL_OPTIONS, true},
 };
 #define N_NETS (int)(sizeof nets / sizeof nets[0])
 

@@ -102,3 +102,14 @@ bool vdnn_pool_own_windows(const vdnn_op_desc *d)
     bool excluded = d->kind == VDNN_LAYER_AVGPOOL && p->exclude_pad && (p->pad_h || p->pad_w);
     return grown || excluded;
 }
+
+vdnn_status vdnn_op_check_fp32_only(const vdnn_op_desc *d, const char *backend, vdnn_error *err)
+{
+    if (d->dtype == VDNN_DTYPE_F32) return VDNN_OK;
+    const bool act = d->kind >= VDNN_LAYER_SIGMOID && d->kind <= VDNN_LAYER_CHANNEL_MUL;
+    const bool pool = (d->kind == VDNN_LAYER_MAXPOOL || d->kind == VDNN_LAYER_AVGPOOL) && vdnn_pool_own_windows(d);
+    if (!act && !pool) return VDNN_OK;
+    return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "%s %s%s: only fp32 maps for now (no %s path yet)", backend,
+                     vdnn_layer_kind_name(d->kind), pool ? " with ceil_mode or padding left out of the average" : "",
+                     vdnn_dtype_name(d->dtype));
+}
