@@ -82,19 +82,6 @@ static void assert_round_trip(vdnn_net_t *net, const vdnn_graph_t *g, const char
     vdnn_graph_free(g2);
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 static int dir_entries(const char *dir)
 {
@@ -128,7 +115,7 @@ static void test_round_trip(void **state)
         vt_assert_ok(vdnn_net_save(net, ckpt, &err), err);
         vt_assert_ok(vdnn_model_export_onnx(g, ckpt, out2, &err), err);
         size_t n1, n2;
-        char *a = slurp(out, &n1), *b = slurp(out2, &n2);
+        char *a = vt_read_file(out, &n1), *b = vt_read_file(out2, &n2);
         assert_int_equal(n1, n2);
         assert_memory_equal(a, b, n1);
         free(a);
@@ -197,7 +184,7 @@ static void test_errors(void **state)
     vt_assert_error(vdnn_model_export_onnx(cnn, ckpt, out, &err), err, VDNN_ERR_MISMATCH,
                     "checkpoint has no 'conv1_Conv.weight'");
     size_t n;
-    char *kept = slurp(out, &n);
+    char *kept = vt_read_file(out, &n);
     assert_int_equal(n, 4);
     assert_memory_equal(kept, "keep", 4);
     free(kept);

@@ -143,21 +143,6 @@ static void test_fit(void **state)
     assert_close(m.latency_s, 0, 1, "skips NaN latency");
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 /* A measured-looking profile of the tiny net with copy samples. */
 static void sample_profile(const vdnn_graph_t *g, vdnn_profile *p)
@@ -301,7 +286,7 @@ static void test_bad_files(void **state)
     vt_assert_ok(vdnn_profile_write(path, &a, &err), err);
     vdnn_profile_release(&a);
     size_t len;
-    char *text = slurp(path, &len);
+    char *text = vt_read_file(path, &len);
 
     snprintf(bad, sizeof bad, "%s/absent.json", dir);
     vt_assert_error(vdnn_profile_read(bad, g, &p, &err), err, VDNN_ERR_IO, "absent.json: cannot open");

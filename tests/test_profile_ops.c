@@ -29,21 +29,6 @@ static vdnn_profile_t *profile_with_ops(const vdnn_model_t *m, vdnn_shape in, in
     return p;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 /* The plan's JSON text (malloc'd). */
 static char *plan_json(const vdnn_model_t *m, vdnn_backend_t *be, const vdnn_profile_t *prof, vdnn_shape in,
@@ -248,7 +233,7 @@ static void test_old_profiles(void **state)
     snprintf(path, sizeof path, "%s/est.json", dir);
     vt_assert_ok(vdnn_profile_save(est, path, &err), err);
     size_t len;
-    char *text = slurp(path, &len);
+    char *text = vt_read_file(path, &len);
     write_edit(dir, "v1.json", text, "\"format\": \"vdnn-profile\",\n  \"version\": 2,\n  ", "", v1, sizeof v1);
     vt_assert_ok(vdnn_profile_load(v1, m, in, 10, &old, &err), err);
     vdnn_profile_summary s;
@@ -301,7 +286,7 @@ static void test_bad_files(void **state)
     snprintf(path, sizeof path, "%s/ops.json", dir);
     vt_assert_ok(vdnn_profile_save(a, path, &err), err);
     size_t len;
-    char *text = slurp(path, &len);
+    char *text = vt_read_file(path, &len);
 
     const vdnn_status F = VDNN_ERR_FORMAT, M = VDNN_ERR_MISMATCH;
     expect_edit_fails(dir, m, in, text, "\"version\": 2", "\"version\": 3", F, "format version 3 is newer than this vdnn reads");

@@ -531,21 +531,6 @@ static void test_errors(void **state)
 
 /* ---- trace and SVG ---- */
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    if (len) *len = (size_t)n;
-    return buf;
-}
 
 static bool exists(const char *path)
 {
@@ -703,7 +688,7 @@ static void test_svg(void **state)
     snprintf(gantt, sizeof gantt, "%s/gantt.svg", dir);
     vdnn_error err;
     vt_assert_ok(vdnn_svg_memory(mem, "chain: memory", "costs by hand", tl, names, 2, 200, &err), err);
-    char *s = slurp(mem, NULL);
+    char *s = vt_read_file(mem, NULL);
     check_xml(s);
     assert_non_null(strstr(s, "<svg"));
     assert_non_null(strstr(s, "stroke-dasharray")); /* the budget */
@@ -714,13 +699,13 @@ static void test_svg(void **state)
     assert_int_equal((int)(strstr(strstr(s, "<path") + 5, "<path") != NULL), 1); /* two curves */
     free(s);
     vt_assert_ok(vdnn_svg_memory(mem, "no budget", NULL, tl, names, 2, SIZE_MAX, &err), err);
-    s = slurp(mem, NULL);
+    s = vt_read_file(mem, NULL);
     check_xml(s);
     assert_null(strstr(s, "stroke-dasharray"));
     free(s);
 
     vt_assert_ok(vdnn_svg_gantt(gantt, "chain: lanes", "costs by hand", tl, names, 2, &err), err);
-    s = slurp(gantt, NULL);
+    s = vt_read_file(gantt, NULL);
     check_xml(s);
     /* Every span is a rect with its label as a tooltip; stalls use the hatch. */
     for (int k = 0; k < 2; k++)

@@ -18,6 +18,8 @@ void vt_tmpdir(char *buf, size_t len);
 /* Removes a directory made by vt_tmpdir and the files in it. */
 void vt_rmdir(const char *dir);
 /* Writes `len` bytes to dir/name, returns the full path in out. */
+/* The whole file, NUL-terminated (the test fails if it cannot be read); *len (may be NULL) its size. Free it. */
+char *vt_read_file(const char *path, size_t *len);
 void vt_write_file(const char *dir, const char *name, const void *data, size_t len, char *out, size_t outlen);
 /* Uniform floats in [lo, hi) from a seeded generator. */
 void vt_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi);
