@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sequence models on the command line (docs/sequence.md): `vdnn info gpt-mini`, `--data text:FILE` errors (missing,
 # empty, too short for one sequence, longer than the model's context), and a short gpt-mini training run that prints
-# the validation loss in nats and bits per token and measures the peak `vdnn plan` plans.
+# the validation loss in nats and bits per token and measures the peak `vdnn plan` plans, and `vdnn sample`.
 # Usage: cli_text.sh PATH/TO/vdnn   (run from the repository root; CTest does both)
 set -uo pipefail
 
@@ -56,6 +56,25 @@ for p in none all auto; do
         bad "train gpt-mini/$p: $(head -c 300 "$TMP/err")"
     fi
 done
+
+# vdnn sample: the prompt and N more bytes, the same text for the same seed, and its errors.
+if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 32 --steps 20 --no-eval --optimizer adamw \
+        --lr 0.003 --save "$TMP/gpt.ckpt" >/dev/null 2>"$TMP/err"; then ok; else bad "train for sample: $(head -c 300 "$TMP/err")"; fi
+smp=(sample --resume "$TMP/gpt.ckpt" --seq-len 32 --device cpu --threads 1)
+if "$VDNN" "${smp[@]}" --prompt "the quick" --tokens 40 >"$TMP/s1" 2>"$TMP/err" && [ "$(head -c 9 "$TMP/s1")" = "the quick" ] &&
+    [ "$(wc -c <"$TMP/s1")" = 50 ]; then ok; else bad "sample greedy: $(head -c 300 "$TMP/err") [$(cat "$TMP/s1")]"; fi
+"$VDNN" "${smp[@]}" --prompt "the" --tokens 40 --temperature 1 --seed 5 >"$TMP/t1" 2>/dev/null
+"$VDNN" "${smp[@]}" --prompt "the" --tokens 40 --temperature 1 --seed 5 >"$TMP/t2" 2>/dev/null
+"$VDNN" "${smp[@]}" --prompt "the" --tokens 40 --temperature 1 --seed 6 >"$TMP/t3" 2>/dev/null
+if cmp -s "$TMP/t1" "$TMP/t2" && ! cmp -s "$TMP/t1" "$TMP/t3" && [ "$(wc -c <"$TMP/t1")" = 44 ]; then ok
+else bad "sample --temperature 1: not the same text for one seed, or the same for two"; fi
+run "sample without --prompt" 2 "--prompt TEXT are required" -- "${smp[@]}"
+run "sample --tokens 0" 2 "--tokens: invalid value '0'" -- "${smp[@]}" --prompt a --tokens 0
+run "sample --temperature -1" 2 "--temperature: invalid value '-1'" -- "${smp[@]}" --prompt a --temperature -1
+run "sample a prompt beyond --seq-len" 2 "--prompt: 33 bytes; it must be 1 to 32" -- "${smp[@]}" \
+    --prompt "$(printf 'a%.0s' $(seq 33))"
+run "sample at another --seq-len" 1 "was it trained at another --seq-len?" -- sample --resume "$TMP/gpt.ckpt" --device cpu --prompt a
+run "sample an image model" 2 "lenet is not a sequence model" -- sample --resume "$TMP/gpt.ckpt" --model lenet --prompt a
 
 echo "cli_text: $passed passed, $failed failed"
 [ "$failed" = 0 ]

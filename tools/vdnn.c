@@ -11,6 +11,7 @@ int vdnn_cmd_plot(int argc, char **argv);
 int vdnn_cmd_profile(int argc, char **argv);
 int vdnn_cmd_project(int argc, char **argv);
 int vdnn_cmd_export(int argc, char **argv);
+int vdnn_cmd_sample(int argc, char **argv);
 
 static const char usage[] =
     "usage: vdnn COMMAND [flags]   (vdnn COMMAND --help for its flags)\n"
@@ -22,7 +23,8 @@ static const char usage[] =
     "  simulate  predicted time, stalls and memory of one iteration of a plan, from a profile or an estimate\n"
     "  plot    SVG charts of memory over an iteration and of the compute/copy lanes, for several policies\n"
     "  project projected time to train on N devices: data parallelism alone vs hybrid data + model parallelism\n"
-    "  export  write an ONNX model back with a checkpoint's trained parameters\n";
+    "  export  write an ONNX model back with a checkpoint's trained parameters\n"
+    "  sample  continue a text prompt with a trained sequence model (gpt-mini)\n";
 
 int main(int argc, char **argv)
 {
@@ -33,7 +35,7 @@ int main(int argc, char **argv)
     static const struct { const char *name; int (*run)(int, char **); } cmds[] = {
         {"train", vdnn_cmd_train}, {"eval", vdnn_cmd_eval}, {"info", vdnn_cmd_info}, {"plan", vdnn_cmd_plan},
         {"simulate", vdnn_cmd_simulate}, {"profile", vdnn_cmd_profile}, {"plot", vdnn_cmd_plot},
-        {"project", vdnn_cmd_project}, {"export", vdnn_cmd_export}};
+        {"project", vdnn_cmd_project}, {"export", vdnn_cmd_export}, {"sample", vdnn_cmd_sample}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) return cmds[i].run(argc, argv);
     fprintf(stderr, "vdnn: unknown command '%s'\n%s", argv[1], usage);
