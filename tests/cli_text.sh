@@ -57,6 +57,37 @@ for p in none all auto; do
     fi
 done
 
+# tokens:FILE, llm.c's .bin layout: the vocabulary is the largest id + 1 (297 + 1 here); every malformed file is named
+# with why.
+python3 - "$TMP" <<'PY'
+import struct, sys
+d = sys.argv[1]
+ids = [(i * 7 + i // 5) % 300 for i in range(3000)]
+def write(name, ids, magic=20240520, version=1, count=None, cut=0):
+    head = [0] * 256
+    head[0], head[1], head[2] = magic, version, len(ids) if count is None else count
+    b = struct.pack("<256i", *head) + struct.pack("<%dH" % len(ids), *ids)
+    open("%s/%s" % (d, name), "wb").write(b[:len(b) - cut])
+write("tok.bin", ids)
+write("trunc.bin", ids, cut=3)
+write("magic.bin", ids, magic=1)
+write("version.bin", ids, version=2)
+write("short.bin", ids[:20])
+write("none.bin", [])
+open("%s/tiny.bin" % d, "wb").write(b"\x01\x02")
+PY
+if "$VDNN" train "${common[@]}" --data "tokens:$TMP/tok.bin" --seq-len 16 --steps 2 >"$TMP/out" 2>"$TMP/err" &&
+    grep -q "298 classes" "$TMP/out" && grep -q "validation loss: [0-9.]* nats/token" "$TMP/out"; then ok
+else bad "train on tokens: $(head -c 300 "$TMP/err") $(head -3 "$TMP/out")"; fi
+tk=(train "${common[@]}" --seq-len 16 --steps 1 --data)
+run "tokens: truncated" 1 "the header says 3000 tokens (6000 bytes after it), the file has 5997" "truncated" -- "${tk[@]}" "tokens:$TMP/trunc.bin"
+run "tokens: wrong magic" 1 "magic 1, expected 20240520" -- "${tk[@]}" "tokens:$TMP/magic.bin"
+run "tokens: other version" 1 "version 2; this build reads version 1" -- "${tk[@]}" "tokens:$TMP/version.bin"
+run "tokens: too short" 1 "20 tokens is too short for one sequence of 16 tokens" -- "${tk[@]}" "tokens:$TMP/short.bin"
+run "tokens: no tokens" 1 "holds no tokens" -- "${tk[@]}" "tokens:$TMP/none.bin"
+run "tokens: shorter than the header" 1 "2 bytes, shorter than the 1024-byte header" -- "${tk[@]}" "tokens:$TMP/tiny.bin"
+run "tokens: no file" 2 "no file given (use --data tokens:FILE)" -- "${tk[@]}" "tokens:"
+
 # vdnn sample: the prompt and N more bytes, the same text for the same seed, and its errors.
 if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 32 --steps 20 --no-eval --optimizer adamw \
         --lr 0.003 --save "$TMP/gpt.ckpt" >/dev/null 2>"$TMP/err"; then ok; else bad "train for sample: $(head -c 300 "$TMP/err")"; fi

@@ -384,7 +384,7 @@ static void test_dataset_idx_errors(void **state)
     vt_assert_error(vdnn_dataset_open("idx:", VDNN_SPLIT_TRAIN, no_shape, 0, 0, &ds, &err), err,
                     VDNN_ERR_INVALID_ARG, "unknown data spec \"idx:\"");
     vt_assert_error(vdnn_dataset_open("mnist", VDNN_SPLIT_TRAIN, no_shape, 0, 0, &ds, &err), err,
-                    VDNN_ERR_INVALID_ARG, "expected fashion-mnist, idx:DIR, cifar10:DIR, text:FILE or synthetic");
+                    VDNN_ERR_INVALID_ARG, "expected fashion-mnist, idx:DIR, cifar10:DIR, text:FILE, tokens:FILE or synthetic");
 }
 
 /* ---- CIFAR-10 ---- */

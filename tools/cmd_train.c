@@ -5,8 +5,11 @@
 
 #include "cmd_planning.h"
 
+/* text:FILE and tokens:FILE feed sequence models: sequences of --seq-len tokens, loss per token. */
+static bool is_sequence_data(const char *spec) { return !strncmp(spec, "text:", 5) || !strncmp(spec, "tokens:", 7); }
+
 static const char train_usage[] =
-    "usage: vdnn train [--model NAME|FILE] [--data fashion-mnist|cifar10:DIR|idx:DIR|text:FILE|synthetic]\n"
+    "usage: vdnn train [--model NAME|FILE] [--data fashion-mnist|cifar10:DIR|idx:DIR|text:FILE|tokens:FILE|synthetic]\n"
     "                  [--input CxHxW | --seq-len N] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
     "                  [--lr-schedule constant|step:N:GAMMA|cosine[,warmup=N]] [--momentum X]\n"
     "                  [--weight-decay X] [--optimizer sgd|adamw] [--beta1 X] [--beta2 X] [--eps X] [--seed N] [--threads N] [--device auto|cpu|cuda] [--no-tf32]\n"
@@ -36,7 +39,9 @@ static const char train_usage[] =
     "decay); its two moments per parameter are optimizer state the plan counts, as SGD's momentum (CPU only for now).\n"
     "--data text:FILE trains a sequence model (gpt-mini) on FILE's bytes as tokens, sequences of --seq-len tokens\n"
     "(default: the model's context) each predicting the next byte; the last tenth of the file is the validation\n"
-    "split, whose loss is printed in nats and bits per token (docs/sequence.md).\n"
+    "split, whose loss is printed in nats and bits per token (docs/sequence.md). --data tokens:FILE does the same\n"
+    "with pre-tokenized ids in llm.c's .bin layout (a header of 256 int32: 20240520, 1, the token count; then\n"
+    "uint16 ids); the vocabulary (the model's classes) is the largest id + 1 unless --classes says otherwise.\n"
     CLI_DEVICE_USAGE;
 
 static const char eval_usage[] =
@@ -115,7 +120,7 @@ static vdnn_status session_open(const cli_options *o, bool need_train, session *
         if (!syn.c || syn_classes < 2)
             rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--data synthetic needs --input CxHxW and --classes N");
     }
-    if (rc == VDNN_OK && !strncmp(o->data, "text:", 5) && !syn.h) {
+    if (rc == VDNN_OK && is_sequence_data(o->data) && !syn.h) {
         /* Sequences of the model's context unless --seq-len says otherwise. */
         vdnn_shape def;
         int def_classes;
@@ -250,7 +255,7 @@ int vdnn_cmd_train(int argc, char **argv)
                 printf("done: %ld steps, final loss %.4f, %.1f images/s, peak device memory %s (%zu bytes), %.1f s\n",
                        r.steps, r.final_loss, r.images_per_sec, vdnn_format_bytes(r.peak_device_bytes, pk, sizeof pk),
                        r.peak_device_bytes, r.elapsed_seconds);
-                if (r.test_accuracy >= 0 && !strncmp(o.data, "text:", 5))
+                if (r.test_accuracy >= 0 && is_sequence_data(o.data))
                     print_text_eval(r.test_loss, r.test_accuracy);
                 else if (r.test_accuracy >= 0)
                     printf("test accuracy: %.2f%% (loss %.4f)\n", 100.0 * r.test_accuracy, r.test_loss);
@@ -290,7 +295,7 @@ int vdnn_cmd_eval(int argc, char **argv)
             printf("{\"model\": \"%s\", \"checkpoint\": \"%s\", \"step\": %ld, \"test_accuracy\": %.6f, \"test_loss\": %.6f, "
                    "\"test_images\": %d}\n",
                    st.model, o.resume, (long)st.step, acc, loss, count);
-        else if (!strncmp(o.data, "text:", 5))
+        else if (is_sequence_data(o.data))
             print_text_eval(loss, acc);
         else
             printf("test accuracy: %.2f%% (loss %.4f) on %d images, checkpoint %s at step %ld\n", 100 * acc, loss,

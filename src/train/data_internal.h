@@ -44,6 +44,8 @@ vdnn_status vdnn_synthetic_open(vdnn_shape shape, int classes, uint64_t seed, vd
 /* text:FILE (data_text.c): the file's bytes as tokens in sequences of seq_len, each token's target the next byte; the
  * last tenth of the bytes is the test split. */
 vdnn_status vdnn_text_open(const char *path, int seq_len, vdnn_split split, vdnn_dataset_t **out, vdnn_error *err);
+/* tokens:FILE: llm.c's .bin token files (a 256-int32 header: magic 20240520, version 1, count; uint16 ids). */
+vdnn_status vdnn_tokens_open(const char *path, int seq_len, vdnn_split split, vdnn_dataset_t **out, vdnn_error *err);
 
 /* Reads and concatenates a split's CIFAR-10 batch files from dir (3x32x32 CHW pixels). */
 vdnn_status vdnn_cifar_read_split(const char *dir, vdnn_split split, int *count, uint8_t **pixels,

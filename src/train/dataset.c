@@ -213,8 +213,9 @@ vdnn_status vdnn_dataset_open(const char *spec, vdnn_split split, vdnn_shape syn
     if (!strncmp(spec, "idx:", 4) && spec[4]) return open_files(spec + 4, SRC_IDX, spec, split, out, err);
     if (!strncmp(spec, "cifar10:", 8) && spec[8]) return open_files(spec + 8, SRC_CIFAR, spec, split, out, err);
     if (!strncmp(spec, "text:", 5)) return vdnn_text_open(spec + 5, synthetic_shape.h, split, out, err);
+    if (!strncmp(spec, "tokens:", 7)) return vdnn_tokens_open(spec + 7, synthetic_shape.h, split, out, err);
     return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
-                     "unknown data spec \"%s\" (expected fashion-mnist, idx:DIR, cifar10:DIR, text:FILE or synthetic)",
+                     "unknown data spec \"%s\" (expected fashion-mnist, idx:DIR, cifar10:DIR, text:FILE, tokens:FILE or synthetic)",
                      spec);
 }
 
