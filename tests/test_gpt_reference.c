@@ -155,6 +155,23 @@ static void test_layers_match_pytorch(void **state)
     if (bad) fail_msg("%zu tensors differ from PyTorch's", bad);
 }
 
+/* The net's weights and biases from the reference (PyTorch's initial values). */
+static void set_reference_params(ctx *c, const vdnn_graph_t *g, vdnn_net_t *net)
+{
+    vdnn_error err;
+    for (int l = 1; l < g->n_layers; l++) {
+        const vdnn_layer *ly = &g->layers[l];
+        const size_t count[2] = {ly->n_weight, ly->n_bias};
+        const char *suffix[2] = {"weight", "bias"};
+        for (int k = 0; k < 2; k++) {
+            if (!count[k]) continue;
+            char name[160];
+            snprintf(name, sizeof name, "%s.%s", ly->name, suffix[k]);
+            vt_assert_ok(vdnn_net_set(net, name, vt_ref_f32(&c->ref, name, count[k]), count[k], &err), err);
+        }
+    }
+}
+
 /* The whole net through the library: loaded with the reference parameters, gradients kept readable. */
 static void test_training_matches_pytorch(void **state)
 {
@@ -174,18 +191,7 @@ static void test_training_matches_pytorch(void **state)
     vdnn_net_t *net = NULL;
     vdnn_error err;
     vt_assert_ok(vdnn_net_create_ex(g, c->be, &cfg, &x, &net, &err), err);
-    for (int l = 1; l < g->n_layers; l++) {
-        const vdnn_layer *ly = &g->layers[l];
-        char name[160];
-        if (ly->n_weight) {
-            snprintf(name, sizeof name, "%s.weight", ly->name);
-            vt_assert_ok(vdnn_net_set(net, name, vt_ref_f32(&c->ref, name, ly->n_weight), ly->n_weight, &err), err);
-        }
-        if (ly->n_bias) {
-            snprintf(name, sizeof name, "%s.bias", ly->name);
-            vt_assert_ok(vdnn_net_set(net, name, vt_ref_f32(&c->ref, name, ly->n_bias), ly->n_bias, &err), err);
-        }
-    }
+    set_reference_params(c, g, net);
     const float *losses = vt_ref_f32(&c->ref, "meta.losses", (size_t)c->steps);
     float *buf = malloc(64 * 1024 * sizeof(float));
     assert_non_null(buf);
@@ -256,18 +262,7 @@ static void test_adamw_matches_pytorch(void **state)
         if (s->kind == VDNN_ST_WMOM || s->kind == VDNN_ST_BMOM) moments += s->bytes;
     }
     assert_int_equal(moments, 2 * params);
-    for (int l = 1; l < g->n_layers; l++) {
-        const vdnn_layer *ly = &g->layers[l];
-        char name[160];
-        if (ly->n_weight) {
-            snprintf(name, sizeof name, "%s.weight", ly->name);
-            vt_assert_ok(vdnn_net_set(net, name, vt_ref_f32(&c->ref, name, ly->n_weight), ly->n_weight, &err), err);
-        }
-        if (ly->n_bias) {
-            snprintf(name, sizeof name, "%s.bias", ly->name);
-            vt_assert_ok(vdnn_net_set(net, name, vt_ref_f32(&c->ref, name, ly->n_bias), ly->n_bias, &err), err);
-        }
-    }
+    set_reference_params(c, g, net);
     const float *losses = vt_ref_f32(&c->ref, "adamw.losses", (size_t)c->steps);
     for (int t = 0; t < c->steps; t++) {
         float loss = 0;

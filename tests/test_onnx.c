@@ -568,22 +568,6 @@ static void test_other_input_size(void **state)
     vdnn_graph_free(g);
 }
 
-static int setup(void **state)
-{
-    vdnn_cpu_options co = {.threads = 2};
-    vdnn_backend_t *be = NULL;
-    vdnn_error err;
-    if (vdnn_backend_cpu_create(&co, &be, &err) != VDNN_OK) return -1;
-    *state = be;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    vdnn_backend_destroy(*state);
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -601,5 +585,5 @@ int main(void)
         cmocka_unit_test(test_tiny_cnn_trains),
         cmocka_unit_test(test_other_input_size),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, vt_cpu_backend_setup, vt_cpu_backend_teardown);
 }

@@ -204,22 +204,6 @@ static void test_errors(void **state)
     vt_rmdir(dir);
 }
 
-static int setup(void **state)
-{
-    vdnn_cpu_options co = {.threads = 2};
-    vdnn_backend_t *be = NULL;
-    vdnn_error err;
-    if (vdnn_backend_cpu_create(&co, &be, &err) != VDNN_OK) return -1;
-    *state = be;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    vdnn_backend_destroy(*state);
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,5 +211,5 @@ int main(void)
         cmocka_unit_test(test_trained),
         cmocka_unit_test(test_errors),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, vt_cpu_backend_setup, vt_cpu_backend_teardown);
 }

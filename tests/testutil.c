@@ -122,3 +122,19 @@ char *vt_read_file(const char *path, size_t *len)
     if (len) *len = (size_t)n;
     return buf;
 }
+
+int vt_cpu_backend_setup(void **state)
+{
+    vdnn_cpu_options co = {.threads = 2};
+    vdnn_backend_t *be = NULL;
+    vdnn_error err;
+    if (vdnn_backend_cpu_create(&co, &be, &err) != VDNN_OK) return -1;
+    *state = be;
+    return 0;
+}
+
+int vt_cpu_backend_teardown(void **state)
+{
+    vdnn_backend_destroy(*state);
+    return 0;
+}

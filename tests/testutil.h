@@ -18,6 +18,9 @@ void vt_tmpdir(char *buf, size_t len);
 /* Removes a directory made by vt_tmpdir and the files in it. */
 void vt_rmdir(const char *dir);
 /* Writes `len` bytes to dir/name, returns the full path in out. */
+/* cmocka group fixtures: *state is a 2-thread CPU backend. */
+int vt_cpu_backend_setup(void **state);
+int vt_cpu_backend_teardown(void **state);
 /* The whole file, NUL-terminated (the test fails if it cannot be read); *len (may be NULL) its size. Free it. */
 char *vt_read_file(const char *path, size_t *len);
 void vt_write_file(const char *dir, const char *name, const void *data, size_t len, char *out, size_t outlen);

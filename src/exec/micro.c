@@ -47,7 +47,7 @@ vdnn_status vdnn_net_micro_forward(vdnn_net_t *net, int micro, const float *imag
     const int m = net->opt.memory.micro_batches, b = net->g->input.n;
     if (micro != net->fwd_done || micro >= m || (!net->opt.memory.pipelined && net->bwd_done != micro))
         return out_of_order(net, "forward", micro, err);
-    const size_t per = vdnn_graph_label_count(net->g) / (size_t)b; /* labels per image (tokens of a sequence) */
+    const size_t per = vdnn_graph_labels_per_sample(net->g); /* labels per image (tokens of a sequence) */
     for (int i = 0; i < (int)((size_t)b * per); i++)
         if (labels[i] < 0 || labels[i] >= net->g->classes)
             return abandon(net, vdnn_fail(err, VDNN_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", labels[i],
@@ -81,7 +81,7 @@ vdnn_status vdnn_net_backward(vdnn_net_t *net, int micro, vdnn_error *err)
         /* Other micro-batches ran since this one's forward pass: its held blocks are where its slot is, and the
          * labels (one persistent storage) are another micro-batch's. */
         bind_slot(net, p, true);
-        const size_t per = vdnn_graph_label_count(net->g) / (size_t)b;
+        const size_t per = vdnn_graph_labels_per_sample(net->g);
         rc = net->be->ops->upload(net->be, net->ptr[p->labels], net->micro_labels + (size_t)micro * (size_t)b * per,
                                   sizeof(int32_t) * (size_t)b * per, err);
     }
@@ -115,7 +115,7 @@ vdnn_status vdnn_net_micro_step(vdnn_net_t *net, const float *images, const int3
     /* Pipelined, as a GPipe stage runs them: every forward pass, then every backward pass. */
     for (int j = 0; rc == VDNN_OK && j < m; j++) {
         rc = vdnn_net_micro_forward(net, j, images + (size_t)j * (size_t)b * img,
-                                    labels + (size_t)j * (size_t)b * (vdnn_graph_label_count(net->g) / (size_t)b), NULL,
+                                    labels + (size_t)j * (size_t)b * vdnn_graph_labels_per_sample(net->g), NULL,
                                     err);
         if (rc == VDNN_OK && !net->opt.memory.pipelined) rc = vdnn_net_backward(net, j, err);
     }

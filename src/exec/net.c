@@ -298,7 +298,7 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
         net->ptr = calloc((size_t)n_st, sizeof *net->ptr);
         net->host_scratch = malloc(vdnn_shape_bytes(g->layers[g->n_layers - 1].out));
         if (net->opt.memory.pipelined)
-            net->micro_labels = malloc(sizeof(int32_t) * (size_t)o->batch * (vdnn_graph_label_count(g) / (size_t)g->input.n));
+            net->micro_labels = malloc(sizeof(int32_t) * (size_t)o->batch * vdnn_graph_labels_per_sample(g));
         if (g->dtype != VDNN_DTYPE_F32) net->host_images = malloc(vdnn_map_bytes(g, g->input));
         if (!net->events || !net->ptr || !net->host_scratch || (net->opt.memory.pipelined && !net->micro_labels) ||
             (g->dtype != VDNN_DTYPE_F32 && !net->host_images))

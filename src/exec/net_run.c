@@ -26,7 +26,7 @@ vdnn_status vdnn_net_train_step(vdnn_net_t *net, const float *images, const int3
 {
     if (!images || !labels) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "train_step: no images or labels");
     /* One label per image, or per token of a sequence model. */
-    const size_t per = vdnn_graph_label_count(net->g) / (size_t)net->g->input.n;
+    const size_t per = vdnn_graph_labels_per_sample(net->g);
     for (int i = 0; i < (int)((size_t)net->opt.batch * per); i++)
         if (labels[i] < 0 || labels[i] >= net->g->classes)
             return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", labels[i], i,
@@ -61,7 +61,7 @@ static vdnn_status infer(vdnn_net_t *net, const float *images, const int32_t *la
     if (rc != VDNN_OK) return rc;
     const size_t img = vdnn_shape_bytes(net->g->input) / (size_t)N;
     const float *x = images;
-    const size_t per = vdnn_graph_label_count(net->g) / (size_t)N;
+    const size_t per = vdnn_graph_labels_per_sample(net->g);
     int32_t *lab = calloc((size_t)N * per, sizeof *lab);
     float *padded = n < N ? calloc((size_t)N, img) : NULL;
     if (!lab || (n < N && !padded)) {
@@ -104,7 +104,7 @@ vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int3
     const int K = net->g->classes, N = net->g->input.n;
     if (!labels) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "evaluation: no labels");
     /* A sequence model's images are its sequences and its rows their tokens: correct and loss_sum count tokens. */
-    const size_t per = vdnn_graph_label_count(net->g) / (size_t)N;
+    const size_t per = vdnn_graph_labels_per_sample(net->g);
     if (n <= 0 || n > N)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "evaluation batch: %d images is out of range (1 to %d)", n, N);
     /* Checked here, not by the loss op: the counting below indexes the probabilities by label. */
@@ -131,7 +131,7 @@ vdnn_status vdnn_net_eval_batch(vdnn_net_t *net, const float *images, const int3
 
 int vdnn_net_labels_per_sample(const vdnn_net_t *net)
 {
-    return (int)(vdnn_graph_label_count(net->g) / (size_t)net->g->input.n);
+    return (int)vdnn_graph_labels_per_sample(net->g);
 }
 
 vdnn_status vdnn_net_predict(vdnn_net_t *net, const float *images, int n, float *probs, vdnn_error *err)
@@ -139,7 +139,7 @@ vdnn_status vdnn_net_predict(vdnn_net_t *net, const float *images, int n, float 
     if (!probs) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "predict: no buffer for the probabilities");
     vdnn_status rc = infer(net, images, NULL, n, net->g->n_layers - 1, net->host_scratch, err);
     if (rc == VDNN_OK) memcpy(probs, net->host_scratch, sizeof *probs * (size_t)n * (size_t)net->g->classes *
-                                         (vdnn_graph_label_count(net->g) / (size_t)net->g->input.n));
+                                         vdnn_graph_labels_per_sample(net->g));
     return rc;
 }
 
@@ -159,6 +159,6 @@ vdnn_status vdnn_net_forward(vdnn_net_t *net, const float *images, int n, float 
     vdnn_status rc = infer(net, images, NULL, n, src, net->host_scratch, err);
     if (rc == VDNN_OK)
         memcpy(logits, net->host_scratch,
-               sizeof *logits * (size_t)n * (size_t)g->classes * (vdnn_graph_label_count(g) / (size_t)g->input.n));
+               sizeof *logits * (size_t)n * (size_t)g->classes * vdnn_graph_labels_per_sample(g));
     return rc;
 }

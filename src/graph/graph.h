@@ -196,6 +196,11 @@ static inline size_t vdnn_graph_label_count(const vdnn_graph_t *g)
 {
     return vdnn_xent_rows(g->layers[g->n_layers - 1].out);
 }
+/* Labels per sample: 1 for an image net, the tokens of a sequence for a sequence model. */
+static inline size_t vdnn_graph_labels_per_sample(const vdnn_graph_t *g)
+{
+    return vdnn_graph_label_count(g) / (size_t)g->input.n;
+}
 
 /* Whether a resolved graph reads token sequences (its first layer after the data is an embedding). */
 static inline bool vdnn_graph_is_sequence(const vdnn_graph_t *g)
