@@ -4,7 +4,9 @@
 # emulated host link. Each row: measured median step time, the simulator's prediction from a measured
 # profile, the lower bound, and the prediction error. The last line is
 # `auto_overhead_vs_best_other: X`: auto's measured time over the fastest other planner's, worst case.
-# Env: VDNN (binary), NETS ("model:CxHxW:batch ..."), STEPS (training steps per run), LINK (e.g. 16GB/s),
+# Env: VDNN (binary), NETS ("model:CxHxW:batch[:classes[:text]] ..."; classes default 10; `text` trains a sequence
+#      model such as gpt-mini (input 1xTx1, classes = its vocabulary 256) on English text instead of synthetic
+#      images), STEPS (training steps per run), LINK (e.g. 16GB/s),
 #      THREADS, FRACTIONS ("0.5 0.25"), ROUNDS (runs of each plan, interleaved; default 2), POLICIES (default
 #      all seven), OUT (directory for profiles and the raw table).
 set -euo pipefail
@@ -26,16 +28,20 @@ echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  host: $(nproc) cores, $(grep -m1 'model
 echo "link: $LINK emulated per direction, threads: $THREADS, steps per run: $STEPS (median step time, first excluded)"
 echo "rounds: $ROUNDS (every plan that fits runs once per round, the order reversed each round; measured = median of the rounds)"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+# The text a sequence model trains on (only step times are measured; any English text serves).
+cat /usr/share/common-licenses/* > "$OUT/text.txt"
 rows="$OUT/rows.txt"
 : > "$rows"
 ms() { python3 -c "print(f'{$1*1e3:.1f}')"; }
 train_s() { # policy budget -> median step seconds
-  "$VDNN" train --model "$net" --data synthetic "${common[@]}" --steps "$STEPS" --threads "$THREADS" --policy "$1" \
+  "$VDNN" train --model "$net" --data "$data" "${common[@]}" --steps "$STEPS" --threads "$THREADS" --policy "$1" \
     --budget "$2" --profile "$prof" --link-bandwidth "$LINK" --no-eval --json --device cpu 2>/dev/null | json 'd["step_seconds"]'
 }
 for spec in $NETS; do
-  IFS=: read -r net input batch <<<"$spec"
-  common=(--input "$input" --batch "$batch" --classes 10)
+  IFS=: read -r net input batch classes kind <<<"$spec"
+  common=(--input "$input" --batch "$batch" --classes "${classes:-10}")
+  data=synthetic
+  [ "${kind:-}" = text ] && data="text:$OUT/text.txt"
   peak=$("$VDNN" plan "$net" "${common[@]}" --json | json 'd["peak_device_bytes"]')
   prof="$OUT/$net.profile.json"
   "$VDNN" profile "$net" "${common[@]}" --threads "$THREADS" --link-bandwidth "$LINK" --iterations 3 --out "$prof" \

@@ -423,6 +423,32 @@ static void test_measure_busy(void **state)
     vdnn_backend_destroy(be);
 }
 
+/* A sequence model profiles like an image net: its random batch is token ids below the vocabulary and one
+ * label per token (a batch of images and one label per sample made the loss refuse a label). */
+static void test_measure_sequence(void **state)
+{
+    (void)state;
+    static const char *gpt = "[net]\nname=tiny-gpt\ninput=1x8x1\nclasses=16\n"
+                             "[wte]\ntype=embed\noutputs=8\n[wpe]\ntype=pos_embed\ncontext=8\n"
+                             "[ln]\ntype=layernorm\n[qkv]\ntype=linear\noutputs=24\n"
+                             "[probs]\ntype=attn_probs\nheads=2\n[mix]\ntype=attn_mix\ninput=probs,qkv\n"
+                             "[head]\ntype=linear\noutputs=classes\n[loss]\ntype=softmax\n";
+    vdnn_cpu_options co = {.threads = 1};
+    vdnn_backend_t *be = NULL;
+    vdnn_model_t *m = NULL;
+    vdnn_profile_t *prof = NULL;
+    vdnn_error err;
+    vt_assert_ok(vdnn_backend_cpu_create(&co, &be, &err), err);
+    vt_assert_ok(vdnn_model_parse(gpt, "tiny-gpt.cfg", &m, &err), err);
+    vt_assert_ok(vdnn_profile_measure_model(m, be, (vdnn_shape){3, 1, 8, 1}, 16, NULL, 1, &prof, NULL, &err), err);
+    vdnn_profile_summary s;
+    vdnn_profile_summarize(prof, &s);
+    assert_true(s.forward_s > 0 && s.backward_s > 0);
+    vdnn_profile_free(prof);
+    vdnn_model_free(m);
+    vdnn_backend_destroy(be);
+}
+
 /* The JSON reader on its own: escapes, numbers and what it must refuse. */
 static void test_json(void **state)
 {
@@ -466,6 +492,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_estimate),   cmocka_unit_test(test_fit),  cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_bad_files), cmocka_unit_test(test_measure_busy),  cmocka_unit_test(test_json),
+        cmocka_unit_test(test_measure_sequence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

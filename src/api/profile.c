@@ -66,16 +66,21 @@ vdnn_status vdnn_profile_save(const vdnn_profile_t *p, const char *path, vdnn_er
     return vdnn_profile_write(path, p, err);
 }
 
-/* Seeded random images in [-0.5, 0.5) and labels: what the measured steps run on. */
-static vdnn_status random_batch(const vdnn_graph_t *g, int batch, float **images, int32_t **labels, vdnn_error *err)
+/* Seeded random images in [-0.5, 0.5) (token ids below the vocabulary for a sequence model) and labels, one per
+ * row of the loss: what the measured steps run on. */
+static vdnn_status random_batch(const vdnn_graph_t *g, float **images, int32_t **labels, vdnn_error *err)
 {
-    const size_t n = vdnn_shape_count(g->input) / (size_t)g->input.n * (size_t)batch;
+    const size_t n = vdnn_shape_count(g->input);
+    const size_t n_labels = vdnn_graph_label_count(g);
+    const bool tokens = vdnn_graph_is_sequence(g);
     *images = malloc(n * sizeof **images);
-    *labels = malloc((size_t)batch * sizeof **labels);
+    *labels = malloc(n_labels * sizeof **labels);
     if (!*images || !*labels) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
     const uint64_t z = 12345;
-    for (size_t i = 0; i < n; i++) (*images)[i] = (float)((double)(vdnn_mix64(z + i) >> 11) / 9007199254740992.0) - 0.5f;
-    for (int i = 0; i < batch; i++) (*labels)[i] = (int32_t)(vdnn_mix64(z ^ (uint64_t)i) % (uint64_t)g->classes);
+    for (size_t i = 0; i < n; i++)
+        (*images)[i] = tokens ? (float)(vdnn_mix64(z + i) % (uint64_t)g->classes)
+                              : (float)((double)(vdnn_mix64(z + i) >> 11) / 9007199254740992.0) - 0.5f;
+    for (size_t i = 0; i < n_labels; i++) (*labels)[i] = (int32_t)(vdnn_mix64(z ^ (uint64_t)i) % (uint64_t)g->classes);
     return VDNN_OK;
 }
 
@@ -100,7 +105,7 @@ vdnn_status vdnn_profile_measure_model(const vdnn_model_t *m, vdnn_backend_t *be
     vdnn_status rc = new_profile(out, err);
     if (rc == VDNN_OK) rc = vdnn_net_create(m, be, &o, &net, err);
     if (rc == VDNN_OK) rc = vdnn_graph_clone(vdnn_net_graph(net), &g, err);
-    if (rc == VDNN_OK) rc = random_batch(g, o.batch, &images, &labels, err);
+    if (rc == VDNN_OK) rc = random_batch(g, &images, &labels, err);
     /* Copies up to the largest feature map (at most 256 MiB): the sizes a plan moves. */
     size_t max_copy = 64u << 10;
     for (int l = 0; rc == VDNN_OK && l < g->n_layers; l++)
