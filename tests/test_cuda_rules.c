@@ -9,8 +9,11 @@
 #include "testutil.h"
 
 #ifdef VDNN_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_conv_select.h"
 #include "backend/cuda/cuda_layout.h"
+#include "backend/op_check.h"
+#include "op_desc.h"
 
 static const vdnn_conv_rules tf32_fast = {.tf32 = true, .deterministic = false, .ws_limit = SIZE_MAX};
 
@@ -248,9 +251,73 @@ static void test_align_and_status(void **state)
     assert_non_null(strstr(vdnn_cuda_min_driver(99), "released"));
 }
 
+/* The sequence ops as CUDA describes them (its own query code, no device) keep and read what the CPU's do, so a
+ * plan made with either backend's op info holds on the other; bf16 and fp16 are refused naming the op, and shapes
+ * that do not fit are shape errors naming it. */
+static void test_sequence_info_as_cpu(void **state)
+{
+    vdnn_backend_t *cpu = NULL;
+    vdnn_error err;
+    vdnn_cpu_options co = {.threads = 1};
+    vt_assert_ok(vdnn_backend_cpu_create(&co, &cpu, &err), err);
+    vdnn_cuda_options o;
+    vdnn_cuda_options_default(&o);
+    const vdnn_shape t = {2, 1, 5, 8};
+    vdnn_op_desc ln_eval = vt_layernorm(t);
+    ln_eval.training = false;
+    const vdnn_op_desc cases[] = {
+        vt_embed(2, 5, 11, 8), vt_pos_embed(t, 7), vt_layernorm(t), ln_eval, vt_linear(t, 6, 1), vt_linear(t, 6, 0),
+        vt_attn_probs(2, 5, 8, 2), vt_attn_mix(2, 5, 8, 2), vt_act(VDNN_LAYER_GELU, t), vt_xent_seq(2, 5, 7),
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const vdnn_op_desc *d = &cases[i];
+        const char *name = vdnn_layer_kind_name(d->kind);
+        vdnn_op_info c;
+        vt_assert_ok(cpu->ops->op_query(cpu, d, &c, &err), err);
+        vdnn_op_algo a[VDNN_MAX_ALGOS];
+        int n = 0;
+        bool derived = true;
+        vt_assert_ok(vdnn_cuda_describe_op(&o, 9, 0, d, a, &n, &derived, &err), err);
+        assert_int_equal(n, 1);
+        assert_false(derived);
+        const vdnn_op_info *g = &a[0].info;
+        if (g->bwd_needs_x != c.bwd_needs_x || g->bwd_needs_y != c.bwd_needs_y || g->inplace_ok != c.inplace_ok ||
+            g->bwd_inplace_ok != c.bwd_inplace_ok || g->aux_bytes != c.aux_bytes)
+            fail_msg("%s (case %zu): cuda needs_x %d needs_y %d inplace %d/%d aux %zu; cpu %d %d %d/%d %zu", name, i,
+                     g->bwd_needs_x, g->bwd_needs_y, g->inplace_ok, g->bwd_inplace_ok, g->aux_bytes, c.bwd_needs_x,
+                     c.bwd_needs_y, c.inplace_ok, c.bwd_inplace_ok, c.aux_bytes);
+        if (d->kind == VDNN_LAYER_ATTN_PROBS) /* one sequence's heads of dS */
+            assert_int_equal(g->bwd_ws_bytes, 2 * 5 * 5 * sizeof(float));
+        vdnn_op_desc h = *d;
+        for (int k = 0; k < 2; k++) {
+            h.dtype = k ? VDNN_DTYPE_F16 : VDNN_DTYPE_BF16;
+            vdnn_status st = vdnn_cuda_describe_op(&o, 9, 0, &h, a, &n, &derived, &err);
+            if (st != VDNN_ERR_UNSUPPORTED || !strstr(err.msg, name) || !strstr(err.msg, "only fp32"))
+                fail_msg("%s in %s: %s \"%s\", expected a refusal naming it", name, vdnn_dtype_name(h.dtype),
+                         vdnn_status_name(st), err.msg);
+        }
+    }
+    vdnn_op_desc bad[] = {vt_linear(t, 6, 1), vt_attn_probs(2, 5, 8, 3), vt_embed(2, 5, 11, 8), vt_pos_embed(t, 4),
+                          vt_attn_mix(2, 5, 8, 2)};
+    bad[0].out.w = 7;   /* not outputs= */
+    bad[2].in[0].w = 2; /* two values per token */
+    bad[4].out.w = 9;   /* not the width */
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        vdnn_op_algo a[VDNN_MAX_ALGOS];
+        int n = 0;
+        bool derived;
+        vdnn_status st = vdnn_cuda_describe_op(&o, 9, 0, &bad[i], a, &n, &derived, &err);
+        if (st != VDNN_ERR_SHAPE || !strstr(err.msg, vdnn_layer_kind_name(bad[i].kind)))
+            fail_msg("bad %s: %s \"%s\", expected a shape error naming it", vdnn_layer_kind_name(bad[i].kind),
+                     vdnn_status_name(st), err.msg);
+    }
+    vdnn_backend_destroy(cpu);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sequence_info_as_cpu),
         cmocka_unit_test(test_usable),
         cmocka_unit_test(test_variants),
         cmocka_unit_test(test_cache_line),
