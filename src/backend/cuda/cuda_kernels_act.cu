@@ -9,8 +9,8 @@
 namespace {
 
 // GELU's tanh approximation (GPT-2, oneDNN's gelu_tanh): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-#define GELU_K 0.7978845608028654f
-#define GELU_C 0.044715f
+constexpr float GELU_K = 0.7978845608028654f;
+constexpr float GELU_C = 0.044715f;
 __device__ __forceinline__ float gelu_inner(float x) { return GELU_K * (x + GELU_C * x * x * x); }
 
 __device__ __forceinline__ float act_fwd(vdnn_cuda_act k, float x, float a, float b)
@@ -32,7 +32,7 @@ __device__ __forceinline__ float act_fwd(vdnn_cuda_act k, float x, float a, floa
     }
 }
 
-// v is y for sigmoid, hard-sigmoid and clip, x for hard-swish and SiLU.
+// v is y for sigmoid, hard-sigmoid and clip, x for hard-swish, SiLU and GELU.
 __device__ __forceinline__ float act_bwd(vdnn_cuda_act k, float v, float g, float a, float b)
 {
     switch (k) {
