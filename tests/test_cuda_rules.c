@@ -14,6 +14,9 @@
 #include "backend/cuda/cuda_layout.h"
 #include "backend/op_check.h"
 #include "op_desc.h"
+#include "plan/profile.h"
+#include "vdnn/model.h"
+#include "vdnn/plan.h"
 
 static const vdnn_conv_rules tf32_fast = {.tf32 = true, .deterministic = false, .ws_limit = SIZE_MAX};
 
@@ -314,10 +317,65 @@ static void test_sequence_info_as_cpu(void **state)
     vdnn_backend_destroy(cpu);
 }
 
+/* gpt-mini planned for a GPU from the CUDA backend's device-less description of its layers (as `vdnn plan --profile`
+ * with a described profile does): in-core; auto at half of that, feasible and within it; all (every map swapped)
+ * below in-core. */
+static void test_sequence_plans_from_cuda_info(void **state)
+{
+    const vdnn_shape in = {8, 1, 32, 1};
+    vdnn_error err;
+    vdnn_model_t *m = NULL;
+    vt_assert_ok(vdnn_model_load(VDNN_SOURCE_DIR "/models/gpt-mini.cfg", &m, &err), err);
+    vdnn_graph_t *g = vt_load_zoo("gpt-mini");
+    vt_assert_ok(vdnn_graph_resolve(g, in, 256, &err), err);
+    vdnn_cuda_options o;
+    vdnn_cuda_options_default(&o);
+    o.tf32 = 0;
+    vdnn_layer_algos *algos = calloc((size_t)g->n_layers, sizeof *algos);
+    assert_non_null(algos);
+    for (int l = 1; l < g->n_layers; l++) {
+        vdnn_op_desc d;
+        vdnn_op_desc_from_layer(g, l, true, &d);
+        bool derived = true;
+        vt_assert_ok(vdnn_cuda_describe_op(&o, 9, 0, &d, algos[l].a, &algos[l].n, &derived, &err), err);
+    }
+    vdnn_profile q;
+    vt_assert_ok(vdnn_profile_estimate(g, 4.95e14, 3.35e12, 5.5e10, &q, &err), err);
+    snprintf(q.device, sizeof q.device, "cuda");
+    vt_assert_ok(vdnn_cuda_describe_offline(&o, 9, 0, "a described GPU", &q.dev, &err), err);
+    q.ops = algos;
+    q.dtype = VDNN_DTYPE_F32;
+    snprintf(q.op_info_source, sizeof q.op_info_source, "described");
+    const vdnn_policy pols[3] = {VDNN_POLICY_NONE, VDNN_POLICY_AUTO, VDNN_POLICY_ALL};
+    size_t incore = 0;
+    for (int k = 0; k < 3; k++) {
+        vdnn_memory_options mem = vdnn_memory_options_default();
+        mem.policy = pols[k];
+        mem.budget = k == 1 ? incore / 2 : SIZE_MAX;
+        vdnn_plan_t *plan = NULL;
+        vt_assert_ok(vdnn_plan_create(m, NULL, &q, in, 256, &mem, &plan, &err), err);
+        vdnn_plan_summary sum;
+        vt_assert_ok(vdnn_plan_summarize(plan, &sum, &err), err);
+        printf("gpt-mini b8 t32 on described CUDA op info, %s: peak %zu bytes%s\n", vdnn_policy_name(pols[k]),
+               sum.peak_device_bytes, sum.feasible ? "" : " (infeasible)");
+        assert_true(sum.feasible);
+        if (k == 0) incore = sum.peak_device_bytes;
+        else if (k == 1) assert_true(sum.peak_device_bytes <= incore / 2);
+        else assert_true(sum.peak_device_bytes < incore);
+        vdnn_plan_free(plan);
+    }
+    q.ops = NULL;
+    vdnn_profile_release(&q);
+    free(algos);
+    vdnn_graph_free(g);
+    vdnn_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sequence_info_as_cpu),
+        cmocka_unit_test(test_sequence_plans_from_cuda_info),
         cmocka_unit_test(test_usable),
         cmocka_unit_test(test_variants),
         cmocka_unit_test(test_cache_line),
