@@ -98,18 +98,36 @@ __global__ void k_ln_bwd_dx(float *dx, const float *x, const float *mean, const 
     }
 }
 
-// One thread per column, rows in order.
-__global__ void k_ln_bwd_params(float *dw, float *db, const float *x, const float *mean, const float *var,
-                                const float *dy, size_t rows, int f, float eps)
+// Pass 1 of the parameter gradients: block (split s, a block of columns), one thread per column over the split's rows
+// in order; part holds f*splits sums of dy*xhat, then f*splits sums of dy.
+__global__ void k_ln_param_partials(double *part, const float *x, const float *mean, const float *var, const float *dy,
+                                    size_t rows, int f, float eps, int splits)
 {
-    const size_t j = vdnn_tid();
-    if (j >= (size_t)f) return;
+    const int s = blockIdx.x;
+    const int j = blockIdx.y * VDNN_THREADS + threadIdx.x;
+    if (j >= f) return;
+    const size_t len = (rows + (size_t)splits - 1) / (size_t)splits, r0 = (size_t)s * len;
+    const size_t r1 = r0 + len < rows ? r0 + len : rows;
     double aw = 0.0, ab = 0.0;
-    for (size_t r = 0; r < rows; r++) {
-        const float g = dy[r * (size_t)f + j];
+    for (size_t r = r0; r < r1; r++) {
+        const float g = dy[r * (size_t)f + (size_t)j];
         const float inv = (float)(1.0 / sqrt((double)var[r] + (double)eps));
-        aw += (double)g * (double)((x[r * (size_t)f + j] - mean[r]) * inv);
+        aw += (double)g * (double)((x[r * (size_t)f + (size_t)j] - mean[r]) * inv);
         ab += (double)g;
+    }
+    part[(size_t)j * (size_t)splits + (size_t)s] = aw;
+    part[((size_t)f + (size_t)j) * (size_t)splits + (size_t)s] = ab;
+}
+
+// Pass 2: each column adds its partials in split order.
+__global__ void k_ln_param_finish(float *dw, float *db, const double *part, int f, int splits)
+{
+    const int j = blockIdx.x * VDNN_THREADS + threadIdx.x;
+    if (j >= f) return;
+    double aw = 0.0, ab = 0.0;
+    for (int s = 0; s < splits; s++) {
+        aw += part[(size_t)j * (size_t)splits + (size_t)s];
+        ab += part[((size_t)f + (size_t)j) * (size_t)splits + (size_t)s];
     }
     if (dw) dw[j] = (float)aw;
     if (db) db[j] = (float)ab;
@@ -195,9 +213,9 @@ extern "C" cudaError_t vdnn_cuda_k_ln_fwd(cudaStream_t s, float *y, const float 
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_ln_bwd(cudaStream_t s, float *dx, float *dw, float *db, const float *x,
-                                          const float *mean, const float *var, const float *dy, const float *w,
-                                          size_t rows, int f, float eps)
+extern "C" cudaError_t vdnn_cuda_k_ln_bwd(cudaStream_t s, double *scratch, size_t scratch_bytes, float *dx, float *dw,
+                                          float *db, const float *x, const float *mean, const float *var,
+                                          const float *dy, const float *w, size_t rows, int f, float eps)
 {
     if (!rows || f <= 0) return cudaSuccess;
     if (rows > 0x7fffffffu) return cudaErrorInvalidConfiguration;
@@ -206,7 +224,19 @@ extern "C" cudaError_t vdnn_cuda_k_ln_bwd(cudaStream_t s, float *dx, float *dw, 
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return e;
     }
-    if (dw || db) k_ln_bwd_params<<<vdnn_blocks((size_t)f), VDNN_THREADS, 0, s>>>(dw, db, x, mean, var, dy, rows, f, eps);
+    if (!dw && !db) return cudaSuccess;
+    // Splits of 64 rows, at most 1024, as many as two sums per column and split fit in the scratch.
+    const size_t cap = scratch_bytes / (2 * sizeof(double) * (size_t)f);
+    if (cap < 1) return cudaErrorInvalidValue;
+    size_t splits = (rows + 63) / 64;
+    if (splits > 1024) splits = 1024;
+    if (splits > cap) splits = cap;
+    const unsigned col_blocks = (unsigned)((f + VDNN_THREADS - 1) / VDNN_THREADS);
+    k_ln_param_partials<<<dim3((unsigned)splits, col_blocks), VDNN_THREADS, 0, s>>>(scratch, x, mean, var, dy, rows, f,
+                                                                                     eps, (int)splits);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    k_ln_param_finish<<<col_blocks, VDNN_THREADS, 0, s>>>(dw, db, scratch, f, (int)splits);
     return cudaGetLastError();
 }
 

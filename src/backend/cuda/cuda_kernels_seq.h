@@ -30,10 +30,12 @@ cudaError_t vdnn_cuda_k_pos_bwd(cudaStream_t s, float *dw, const float *dy, int 
  * summed in double. mean and var (rows values each) are written when not NULL. */
 cudaError_t vdnn_cuda_k_ln_fwd(cudaStream_t s, float *y, const float *x, const float *w, const float *b, float *mean,
                                float *var, size_t rows, int f, float eps);
-/* dx from x, the kept mean and var, dy and w (any may be skipped: dx NULL); dw[j] = sum dy*xhat and db[j] = sum dy
- * over rows in order (skipped when NULL). */
-cudaError_t vdnn_cuda_k_ln_bwd(cudaStream_t s, float *dx, float *dw, float *db, const float *x, const float *mean,
-                               const float *var, const float *dy, const float *w, size_t rows, int f, float eps);
+/* dx from x, the kept mean and var, dy and w (skipped when dx is NULL); dw[j] = sum dy*xhat and db[j] = sum dy over
+ * the rows (skipped when both are NULL), in double: ranges of rows into per-split partials in `scratch`, then the
+ * partials in split order (the split count depends on the shape alone, so the sums repeat bit for bit). */
+cudaError_t vdnn_cuda_k_ln_bwd(cudaStream_t s, double *scratch, size_t scratch_bytes, float *dx, float *dw, float *db,
+                               const float *x, const float *mean, const float *var, const float *dy, const float *w,
+                               size_t rows, int f, float eps);
 
 /* In place over rows of t scores (rows = blocks of t query rows): row i of each block keeps the softmax of its first
  * (i mod t) + 1 scores, the rest become 0. */

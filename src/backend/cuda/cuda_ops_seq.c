@@ -117,12 +117,17 @@ static vdnn_status pos_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
 const cuda_op_impl vdnn_cuda_op_pos_embed = {.query = pos_query, .forward = pos_forward, .backward = pos_backward};
 
 /* ---- layer normalization over the last dimension ----
- * Training keeps each row's mean and (biased) variance in aux, rows means then rows variances, as the CPU. */
+ * Training keeps each row's mean and (biased) variance in aux, rows means then rows variances, as the CPU. The scale
+ * and shift gradients sum in two passes through the backend's reduction scratch (deterministic, no atomics). */
 
 static vdnn_status ln_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     if (d->n_inputs != 1 || !vdnn_cuda_same_shape(d->in[0], d->out))
         return shape_fail(d, "expected one input shaped like the output", err);
+    /* The parameter gradients' partial sums take two doubles per feature in the backend's reduction scratch. */
+    if ((size_t)d->in[0].w * 2 * sizeof(double) > VDNN_CUDA_SUM_SCRATCH_BYTES)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda layernorm: %d features (at most %zu)", d->in[0].w,
+                         VDNN_CUDA_SUM_SCRATCH_BYTES / (2 * sizeof(double)));
     if (!(d->p.bn_eps > 0.0f))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda layernorm: eps %g must be above 0", (double)d->p.bn_eps);
     *info = (vdnn_op_info){.aux_bytes = d->training ? 2 * rows_of(d->in[0]) * sizeof(float) : 0,
@@ -150,8 +155,8 @@ static vdnn_status ln_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args 
     if (!a->x[0] || !a->aux || !a->dy || (a->dx[0] && !a->w))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda layernorm backward: x, aux, dy (and w for dx) must be given");
     const size_t rows = rows_of(d->in[0]);
-    return kernel(vdnn_cuda_k_ln_bwd(compute(b), a->dx[0], a->dw, a->db, a->x[0], a->aux, a->aux + rows, a->dy, a->w,
-                                     rows, d->in[0].w, d->p.bn_eps),
+    return kernel(vdnn_cuda_k_ln_bwd(compute(b), b->sum_scratch, VDNN_CUDA_SUM_SCRATCH_BYTES, a->dx[0], a->dw, a->db,
+                                     a->x[0], a->aux, a->aux + rows, a->dy, a->w, rows, d->in[0].w, d->p.bn_eps),
                   d, "backward kernels", err);
 }
 
