@@ -26,14 +26,19 @@ __global__ void k_embed_fwd(float *y, const float *x, const float *w, size_t row
     }
 }
 
-// One thread per column, rows in token order: the CPU backend's order of additions, without atomics.
-__global__ void k_embed_bwd(float *dw, const float *x, const float *dy, size_t rows, int f, int vocab)
+// One thread per (column, slice of the vocabulary): it reads every token id and adds, in token order, the rows whose
+// id is in its slice. Each value of dw has one writer and the CPU backend's order of additions: no atomics, the same
+// floats. The slices only spread the work.
+__global__ void k_embed_bwd(float *dw, const float *x, const float *dy, size_t rows, int f, int vocab, int slices)
 {
-    const size_t j = vdnn_tid();
-    if (j >= (size_t)f) return;
+    const size_t t = vdnn_tid();
+    if (t >= (size_t)f * (size_t)slices) return;
+    const size_t j = t % (size_t)f;
+    const int s = (int)(t / (size_t)f), per = (vocab + slices - 1) / slices;
+    const int v0 = s * per, v1 = v0 + per < vocab ? v0 + per : vocab;
     for (size_t r = 0; r < rows; r++) {
         const int id = token_id(x[r], vocab);
-        if (id >= 0) dw[(size_t)id * (size_t)f + j] += dy[r * (size_t)f + j];
+        if (id >= v0 && id < v1) dw[(size_t)id * (size_t)f + j] += dy[r * (size_t)f + j];
     }
 }
 
@@ -184,7 +189,13 @@ extern "C" cudaError_t vdnn_cuda_k_embed_bwd(cudaStream_t s, float *dw, const fl
     if (f <= 0 || vocab <= 0) return cudaSuccess;
     cudaError_t e = cudaMemsetAsync(dw, 0, (size_t)vocab * (size_t)f * sizeof(float), s);
     if (e != cudaSuccess || !rows) return e;
-    k_embed_bwd<<<vdnn_blocks((size_t)f), VDNN_THREADS, 0, s>>>(dw, x, dy, rows, f, vocab);
+    // About 64k threads in all, at least one slice per thread column and at most one id per slice.
+    int slices = 65536 / f;
+    if (slices < 1) slices = 1;
+    if (slices > vocab) slices = vocab;
+    const size_t threads = (size_t)f * (size_t)slices;
+    k_embed_bwd<<<(unsigned)((threads + VDNN_THREADS - 1) / VDNN_THREADS), VDNN_THREADS, 0, s>>>(dw, x, dy, rows, f,
+                                                                                                vocab, slices);
     return cudaGetLastError();
 }
 

@@ -16,8 +16,8 @@ extern "C" {
  * becomes NaN (the ids live on the device, so they are not checked on the host as on the CPU). */
 cudaError_t vdnn_cuda_k_embed_fwd(cudaStream_t s, float *y, const float *x, const float *w, size_t rows, int f,
                                   int vocab);
-/* dw = 0, then each column adds dy's rows in token order into the row of its id (ids outside the vocabulary are
- * left out). */
+/* dw = 0, then each value of dw adds dy's rows of its id in token order (ids outside the vocabulary are left out):
+ * one writer per value, the CPU's order. */
 cudaError_t vdnn_cuda_k_embed_bwd(cudaStream_t s, float *dw, const float *x, const float *dy, size_t rows, int f,
                                   int vocab);
 
