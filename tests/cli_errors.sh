@@ -267,5 +267,19 @@ else
   echo "skipped the bf16 runs: this CPU lacks AVX-512 BF16"
 fi
 
+# ---- dynamic loss scaling (fp16's, asked for on fp32 here): a power of two, the skipped steps reported ----
+run "--loss-scale 3" 2 "--loss-scale" "power of two" -- \
+    train --data synthetic --input 1x8x8 --classes 3 --steps 1 --batch 4 --device cpu --loss-scale 3
+run "--loss-scale x" 2 "--loss-scale" -- train --loss-scale x
+run "fp16 on the cpu" 1 "fp16" -- train --data synthetic --input 1x8x8 --classes 3 --steps 1 --batch 4 --device cpu \
+    --precision fp16
+if "$VDNN" train --data synthetic --input 1x8x8 --classes 3 --steps 3 --batch 4 --device cpu --no-eval \
+    --loss-scale 1024 >"$TMP/ls.out" 2>"$TMP/err" && grep -q "loss scaling: 0 of 3 steps skipped" "$TMP/ls.out"
+then ok; else bad "train --loss-scale 1024: $(head -c 300 "$TMP/ls.out") $(head -c 300 "$TMP/err")"; fi
+if "$VDNN" train --data synthetic --input 1x8x8 --classes 3 --steps 2 --batch 4 --device cpu --no-eval --json \
+    --loss-scale 1024 >"$TMP/ls.json" 2>/dev/null && [ "$(json_get "$TMP/ls.json" skipped_steps)" = 0 ] &&
+    [ "$(json_get "$TMP/ls.json" loss_scale)" = 1024 ]
+then ok; else bad "train --loss-scale 1024 --json: $(head -c 300 "$TMP/ls.json")"; fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -9,8 +9,14 @@
 #include "testutil.h"
 
 #ifdef VDNN_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_conv_select.h"
 #include "backend/cuda/cuda_layout.h"
+#include "backend/op_check.h"
+#include "op_desc.h"
+#include "plan/profile.h"
+#include "vdnn/model.h"
+#include "vdnn/plan.h"
 
 static const vdnn_conv_rules tf32_fast = {.tf32 = true, .deterministic = false, .ws_limit = SIZE_MAX};
 
@@ -248,9 +254,128 @@ static void test_align_and_status(void **state)
     assert_non_null(strstr(vdnn_cuda_min_driver(99), "released"));
 }
 
+/* The sequence ops as CUDA describes them (its own query code, no device) keep and read what the CPU's do, so a
+ * plan made with either backend's op info holds on the other; bf16 and fp16 are refused naming the op, and shapes
+ * that do not fit are shape errors naming it. */
+static void test_sequence_info_as_cpu(void **state)
+{
+    vdnn_backend_t *cpu = NULL;
+    vdnn_error err;
+    vdnn_cpu_options co = {.threads = 1};
+    vt_assert_ok(vdnn_backend_cpu_create(&co, &cpu, &err), err);
+    vdnn_cuda_options o;
+    vdnn_cuda_options_default(&o);
+    const vdnn_shape t = {2, 1, 5, 8};
+    vdnn_op_desc ln_eval = vt_layernorm(t);
+    ln_eval.training = false;
+    const vdnn_op_desc cases[] = {
+        vt_embed(2, 5, 11, 8), vt_pos_embed(t, 7), vt_layernorm(t), ln_eval, vt_linear(t, 6, 1), vt_linear(t, 6, 0),
+        vt_attn_probs(2, 5, 8, 2), vt_attn_mix(2, 5, 8, 2), vt_act(VDNN_LAYER_GELU, t), vt_xent_seq(2, 5, 7),
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const vdnn_op_desc *d = &cases[i];
+        const char *name = vdnn_layer_kind_name(d->kind);
+        vdnn_op_info c;
+        vt_assert_ok(cpu->ops->op_query(cpu, d, &c, &err), err);
+        vdnn_op_algo a[VDNN_MAX_ALGOS];
+        int n = 0;
+        bool derived = true;
+        vt_assert_ok(vdnn_cuda_describe_op(&o, 9, 0, d, a, &n, &derived, &err), err);
+        assert_int_equal(n, 1);
+        assert_false(derived);
+        const vdnn_op_info *g = &a[0].info;
+        if (g->bwd_needs_x != c.bwd_needs_x || g->bwd_needs_y != c.bwd_needs_y || g->inplace_ok != c.inplace_ok ||
+            g->bwd_inplace_ok != c.bwd_inplace_ok || g->aux_bytes != c.aux_bytes)
+            fail_msg("%s (case %zu): cuda needs_x %d needs_y %d inplace %d/%d aux %zu; cpu %d %d %d/%d %zu", name, i,
+                     g->bwd_needs_x, g->bwd_needs_y, g->inplace_ok, g->bwd_inplace_ok, g->aux_bytes, c.bwd_needs_x,
+                     c.bwd_needs_y, c.inplace_ok, c.bwd_inplace_ok, c.aux_bytes);
+        if (d->kind == VDNN_LAYER_ATTN_PROBS) /* one sequence's heads of dS */
+            assert_int_equal(g->bwd_ws_bytes, 2 * 5 * 5 * sizeof(float));
+        vdnn_op_desc h = *d;
+        for (int k = 0; k < 2; k++) {
+            h.dtype = k ? VDNN_DTYPE_F16 : VDNN_DTYPE_BF16;
+            vdnn_status st = vdnn_cuda_describe_op(&o, 9, 0, &h, a, &n, &derived, &err);
+            if (st != VDNN_ERR_UNSUPPORTED || !strstr(err.msg, name) || !strstr(err.msg, "only fp32"))
+                fail_msg("%s in %s: %s \"%s\", expected a refusal naming it", name, vdnn_dtype_name(h.dtype),
+                         vdnn_status_name(st), err.msg);
+        }
+    }
+    vdnn_op_desc bad[] = {vt_linear(t, 6, 1), vt_attn_probs(2, 5, 8, 3), vt_embed(2, 5, 11, 8), vt_pos_embed(t, 4),
+                          vt_attn_mix(2, 5, 8, 2)};
+    bad[0].out.w = 7;   /* not outputs= */
+    bad[2].in[0].w = 2; /* two values per token */
+    bad[4].out.w = 9;   /* not the width */
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        vdnn_op_algo a[VDNN_MAX_ALGOS];
+        int n = 0;
+        bool derived;
+        vdnn_status st = vdnn_cuda_describe_op(&o, 9, 0, &bad[i], a, &n, &derived, &err);
+        if (st != VDNN_ERR_SHAPE || !strstr(err.msg, vdnn_layer_kind_name(bad[i].kind)))
+            fail_msg("bad %s: %s \"%s\", expected a shape error naming it", vdnn_layer_kind_name(bad[i].kind),
+                     vdnn_status_name(st), err.msg);
+    }
+    vdnn_backend_destroy(cpu);
+}
+
+/* gpt-mini planned for a GPU from the CUDA backend's device-less description of its layers (as `vdnn plan --profile`
+ * with a described profile does): in-core; auto at half of that, feasible and within it; all (every map swapped)
+ * below in-core. */
+static void test_sequence_plans_from_cuda_info(void **state)
+{
+    const vdnn_shape in = {8, 1, 32, 1};
+    vdnn_error err;
+    vdnn_model_t *m = NULL;
+    vt_assert_ok(vdnn_model_load(VDNN_SOURCE_DIR "/models/gpt-mini.cfg", &m, &err), err);
+    vdnn_graph_t *g = vt_load_zoo("gpt-mini");
+    vt_assert_ok(vdnn_graph_resolve(g, in, 256, &err), err);
+    vdnn_cuda_options o;
+    vdnn_cuda_options_default(&o);
+    o.tf32 = 0;
+    vdnn_layer_algos *algos = calloc((size_t)g->n_layers, sizeof *algos);
+    assert_non_null(algos);
+    for (int l = 1; l < g->n_layers; l++) {
+        vdnn_op_desc d;
+        vdnn_op_desc_from_layer(g, l, true, &d);
+        bool derived = true;
+        vt_assert_ok(vdnn_cuda_describe_op(&o, 9, 0, &d, algos[l].a, &algos[l].n, &derived, &err), err);
+    }
+    vdnn_profile q;
+    vt_assert_ok(vdnn_profile_estimate(g, 4.95e14, 3.35e12, 5.5e10, &q, &err), err);
+    snprintf(q.device, sizeof q.device, "cuda");
+    vt_assert_ok(vdnn_cuda_describe_offline(&o, 9, 0, "a described GPU", &q.dev, &err), err);
+    q.ops = algos;
+    q.dtype = VDNN_DTYPE_F32;
+    snprintf(q.op_info_source, sizeof q.op_info_source, "described");
+    const vdnn_policy pols[3] = {VDNN_POLICY_NONE, VDNN_POLICY_AUTO, VDNN_POLICY_ALL};
+    size_t incore = 0;
+    for (int k = 0; k < 3; k++) {
+        vdnn_memory_options mem = vdnn_memory_options_default();
+        mem.policy = pols[k];
+        mem.budget = k == 1 ? incore / 2 : SIZE_MAX;
+        vdnn_plan_t *plan = NULL;
+        vt_assert_ok(vdnn_plan_create(m, NULL, &q, in, 256, &mem, &plan, &err), err);
+        vdnn_plan_summary sum;
+        vt_assert_ok(vdnn_plan_summarize(plan, &sum, &err), err);
+        printf("gpt-mini b8 t32 on described CUDA op info, %s: peak %zu bytes%s\n", vdnn_policy_name(pols[k]),
+               sum.peak_device_bytes, sum.feasible ? "" : " (infeasible)");
+        assert_true(sum.feasible);
+        if (k == 0) incore = sum.peak_device_bytes;
+        else if (k == 1) assert_true(sum.peak_device_bytes <= incore / 2);
+        else assert_true(sum.peak_device_bytes < incore);
+        vdnn_plan_free(plan);
+    }
+    q.ops = NULL;
+    vdnn_profile_release(&q);
+    free(algos);
+    vdnn_graph_free(g);
+    vdnn_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sequence_info_as_cpu),
+        cmocka_unit_test(test_sequence_plans_from_cuda_info),
         cmocka_unit_test(test_usable),
         cmocka_unit_test(test_variants),
         cmocka_unit_test(test_cache_line),

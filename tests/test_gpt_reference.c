@@ -1,7 +1,8 @@
 /* The sequence layers against PyTorch (tests/reference/gpt-tiny.bin, written by make_gpt_reference.py): every layer of
  * a tiny GPT on the reference inputs (outputs, input gradients summed over readers, parameter gradients), then the
  * whole net through the library: the step-0 loss and every parameter gradient, and three SGD steps' losses and
- * final parameters. */
+ * final parameters. With VDNN_TEST_BACKEND=cuda (CTest's test_gpt_reference_cuda) the same on the CUDA backend, TF32
+ * off, at the same tolerances; without a usable GPU it exits 77 (skipped) saying why. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,27 @@ static float *ref(ctx *c, const char *layer, const char *suffix, size_t n)
     return vt_ref_f32(&c->ref, name, n);
 }
 
+static bool on_cuda(void)
+{
+    const char *b = getenv("VDNN_TEST_BACKEND");
+    return b && !strcmp(b, "cuda");
+}
+
+/* The CPU backend, or CUDA's in strict fp32 with reproducible algorithms; NULL and err set when it cannot open. */
+static vdnn_backend_t *open_backend(vdnn_error *err)
+{
+    vdnn_backend_t *be = NULL;
+    if (on_cuda()) {
+        vdnn_cuda_options o;
+        vdnn_cuda_options_default(&o);
+        o.tf32 = 0;
+        o.deterministic = 1;
+        return vdnn_backend_cuda_create_ex(&o, &be, err) == VDNN_OK ? be : NULL;
+    }
+    vdnn_cpu_options opt = {.threads = 1};
+    return vdnn_backend_cpu_create(&opt, &be, err) == VDNN_OK ? be : NULL;
+}
+
 static int setup(void **state)
 {
     ctx *c = calloc(1, sizeof *c);
@@ -83,8 +105,11 @@ static int setup(void **state)
     vt_assert_ok(vdnn_graph_resolve(c->g, in, 0, &err), err);
     c->tokens = vt_ref_f32(&c->ref, "data.out", vdnn_shape_count(in));
     c->labels = vt_ref_get(&c->ref, "labels", VT_REF_I32, vdnn_graph_label_count(c->g))->data;
-    vdnn_cpu_options opt = {.threads = 1};
-    vt_assert_ok(vdnn_backend_cpu_create(&opt, &c->be, &err), err);
+    c->be = open_backend(&err);
+    if (!c->be) {
+        printf("backend: %s\n", err.msg);
+        return -1;
+    }
     *state = c;
     return 0;
 }
@@ -303,6 +328,15 @@ static void test_adamw_matches_pytorch(void **state)
 
 int main(void)
 {
+    if (on_cuda()) {
+        vdnn_error err;
+        vdnn_backend_t *be = open_backend(&err);
+        if (!be) {
+            printf("SKIP: the CUDA backend does not open: %s\n", err.msg);
+            return VT_EXIT_SKIPPED;
+        }
+        vdnn_backend_destroy(be);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layers_match_pytorch),
         cmocka_unit_test(test_training_matches_pytorch),

@@ -382,9 +382,11 @@ static void test_sequence_ops(void **state)
             fail_msg("%s: needs_x %d needs_y %d inplace %d aux %zu, expected %d %d %d %zu", cases[i].name,
                      info.bwd_needs_x, info.bwd_needs_y, info.inplace_ok, info.aux_bytes, cases[i].needs_x,
                      cases[i].needs_y, cases[i].inplace, cases[i].aux);
-        if (cases[i].d.kind == VDNN_LAYER_SOFTMAX_XENT || cases[i].d.kind == VDNN_LAYER_GELU) continue;
         vdnn_op_desc d = cases[i].d;
         d.dtype = VDNN_DTYPE_BF16;
+        /* CUDA's rule (shared, so checked here too): every sequence op and the token-wise loss are fp32 only. */
+        vt_assert_error(vdnn_op_check_fp32_only(&d, "cuda", &err), err, VDNN_ERR_UNSUPPORTED, "only fp32 maps");
+        if (cases[i].d.kind == VDNN_LAYER_SOFTMAX_XENT || cases[i].d.kind == VDNN_LAYER_GELU) continue;
         vdnn_status st = be->ops->op_query(be, &d, &info, &err);
         if (st != VDNN_ERR_UNSUPPORTED && st != VDNN_ERR_NO_DEVICE)
             fail_msg("%s in bf16: %s \"%s\", expected a refusal", cases[i].name, vdnn_status_name(st), err.msg);

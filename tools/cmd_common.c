@@ -45,7 +45,7 @@ static const struct { const char *field, *flag; } plain_fields[] = {
     {"lr", "--lr"}, {"lr_schedule", "--lr-schedule"}, {"momentum", "--momentum"},
     {"weight_decay", "--weight-decay"}, {"optimizer", "--optimizer"}, {"beta1, beta2", "--beta1, --beta2"},
     {"eps", "--eps"}, {"memory.optimizer_moments", "--optimizer"}, {"threads", "--threads"}, {"epochs", "--epochs"}, {"steps", "--steps"},
-    {"iterations", "--iterations"},
+    {"iterations", "--iterations"}, {"loss_scale", "--loss-scale"},
 };
 
 /* The MPI runtime's option fields (vdnn_dist_options), named anywhere in its messages. */
@@ -265,6 +265,12 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             NEED_VALUE();
             if (!vdnn_parse_float(v, &d) || d < 0 || d >= 1) return bad(cmd, f, v, "a number in [0, 1)");
             *(f[6] == '1' ? &o->beta1 : &o->beta2) = d;
+        } else if (!strcmp(f, "--loss-scale") && (allowed & OPT_TRAINING)) {
+            /* The library checks that it is a power of two, naming the flag (plain_fields). */
+            NEED_VALUE();
+            if (!strcmp(v, "off")) o->loss_scale = -1;
+            else if (!vdnn_parse_float(v, &d) || !(d > 0)) return bad(cmd, f, v, "a power of two, or off");
+            else o->loss_scale = d;
         } else if (!strcmp(f, "--eps") && (allowed & OPT_TRAINING)) {
             NEED_VALUE();
             if (!vdnn_parse_float(v, &d) || d <= 0 || d >= 1) return bad(cmd, f, v, "a number in (0, 1)");
@@ -409,6 +415,7 @@ vdnn_net_options cli_net_options(const cli_options *o, vdnn_shape in, int classe
     no.beta1 = (float)o->beta1;
     no.beta2 = (float)o->beta2;
     no.eps = (float)o->eps;
+    no.loss_scale = (float)o->loss_scale;
     return no;
 }
 

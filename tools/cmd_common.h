@@ -21,6 +21,7 @@ typedef struct cli_options {
     double momentum, weight_decay;
     bool adamw;               /* --optimizer adamw (else SGD) */
     double beta1, beta2, eps; /* AdamW */
+    double loss_scale;        /* --loss-scale: dynamic loss scaling's first scale (0: fp16's default, -1: off) */
     long seed;
     int threads;
     const char *device;       /* auto | cpu | cuda */

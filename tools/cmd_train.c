@@ -17,7 +17,7 @@ static const char train_usage[] =
     "                  [--offload-params] [--stream-inputs]\n"
     "                  [--conv-algo default|lean|choose] [--allow-oversubscribe] [--poison] [--link-bandwidth BW]\n"
     "                  [--save FILE] [--resume FILE] [--log-every N] [--trace FILE.json] [--micro-batches M]\n"
-    "                  [--plan-json FILE] [--no-eval] [--precision fp32|bf16|fp16] [--json]\n"
+    "                  [--plan-json FILE] [--no-eval] [--precision fp32|bf16|fp16] [--loss-scale X|off] [--json]\n"
     "Trains MODEL (default lenet: models/NAME.cfg) on the data (default fashion-mnist), then evaluates\n"
     "on the test split. SIZE takes KiB/MiB/GiB suffixes. Defaults: batch 64, 2 epochs, lr 0.05 cosine,\n"
     "momentum 0.9, weight decay 5e-4, seed 1, policy none, unlimited budget.\n"
@@ -36,7 +36,10 @@ static const char train_usage[] =
     "Chrome trace.\n"
     "--plan-json FILE writes the plan the net trains with, as `vdnn plan --json` prints it for the same flags.\n"
     "--optimizer adamw: PyTorch's AdamW (defaults beta1 0.9, beta2 0.999, eps 1e-8; --weight-decay is its decoupled\n"
-    "decay); its two moments per parameter are optimizer state the plan counts, as SGD's momentum (CPU only for now).\n"
+    "decay); its two moments per parameter are optimizer state the plan counts, as SGD's momentum.\n"
+    "--loss-scale X: dynamic loss scaling from scale X (a power of two; PyTorch GradScaler's rule: a step with an\n"
+    "inf or NaN gradient is skipped and the scale halved, 2000 good steps double it). On by default from 65536\n"
+    "with --precision fp16 (CUDA only); off: none. The summary counts the skipped steps.\n"
     "--data text:FILE trains a sequence model (gpt-mini) on FILE's bytes as tokens, sequences of --seq-len tokens\n"
     "(default: the model's context) each predicting the next byte; the last tenth of the file is the validation\n"
     "split, whose loss is printed in nats and bits per token (docs/sequence.md). --data tokens:FILE does the same\n"
@@ -62,12 +65,13 @@ static void print_json(FILE *f, const vdnn_net_t *net, const vdnn_train_result *
             "\"final_loss\": %.6f, \"images_per_sec\": %.3f, \"step_seconds\": %.6f, \"train_seconds\": %.3f, "
             "\"elapsed_seconds\": %.3f, "
             "\"peak_device_bytes\": %zu, \"planned_peak_device_bytes\": %zu, \"host_bytes\": %zu, "
-            "\"bytes_moved_per_step\": %zu, \"offload_params\": %s, \"streamed_layers\": %d}\n",
+            "\"bytes_moved_per_step\": %zu, \"offload_params\": %s, \"streamed_layers\": %d, \"loss_scale\": %g, "
+            "\"skipped_steps\": %lld}\n",
             st.model, st.batch, st.micro_batches, st.input.c, st.input.h, st.input.w, st.classes,
             vdnn_policy_name(st.policy), vdnn_precision_name(st.precision), st.backend, r->steps, r->steps_run, r->test_accuracy, r->test_loss,
             r->final_loss, r->images_per_sec, r->step_seconds, r->train_seconds, r->elapsed_seconds,
             r->peak_device_bytes, st.device_bytes, st.host_bytes, st.bytes_moved, st.offload_params ? "true" : "false",
-            st.streamed_layers);
+            st.streamed_layers, (double)st.loss_scale, (long long)st.skipped_steps);
 }
 
 /* A language model's validation numbers: mean loss per token in nats and in bits (nats / ln 2). */
@@ -255,6 +259,11 @@ int vdnn_cmd_train(int argc, char **argv)
                 printf("done: %ld steps, final loss %.4f, %.1f images/s, peak device memory %s (%zu bytes), %.1f s\n",
                        r.steps, r.final_loss, r.images_per_sec, vdnn_format_bytes(r.peak_device_bytes, pk, sizeof pk),
                        r.peak_device_bytes, r.elapsed_seconds);
+                vdnn_net_stats ls;
+                vdnn_net_get_stats(s.net, &ls);
+                if (ls.loss_scaling)
+                    printf("loss scaling: %lld of %ld steps skipped (inf or NaN gradients), scale now %g\n",
+                           (long long)ls.skipped_steps, r.steps_run, (double)ls.loss_scale);
                 if (r.test_accuracy >= 0 && is_sequence_data(o.data))
                     print_text_eval(r.test_loss, r.test_accuracy);
                 else if (r.test_accuracy >= 0)

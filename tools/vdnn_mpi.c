@@ -138,6 +138,11 @@ static int parse(int argc, char **argv, int rank, run *r)
                 vdnn_precision_name(r->o.mem.precision));
         code = 2;
     }
+    /* Pipeline stages would each decide on their own gradients whether to skip a step. */
+    if (!code && r->o.loss_scale > 0) {
+        fprintf(say, "vdnn-mpi train: --loss-scale is not supported with MPI yet (vdnn train takes it)\n");
+        code = 2;
+    }
     const char *fs = getenv("VDNN_MPI_FAULT");
     if (!code && fs && *fs) {
         char tail;

@@ -27,6 +27,10 @@ typedef struct vdnn_net_options {
                                       borrowed: it must outlive the net */
     vdnn_optimizer optimizer;      /* default SGD; sets memory.optimizer_moments (1 or 2) */
     float beta1, beta2, eps;       /* AdamW (defaults 0.9, 0.999, 1e-8); weight_decay is its decoupled decay */
+    float loss_scale;              /* dynamic loss scaling's first scale, a power of two (GradScaler's rule: a step
+                                      with an inf or NaN gradient is skipped and the scale halved; it doubles after
+                                      2000 good steps). 0 (the default): 65536 with fp16 maps, off otherwise;
+                                      below 0: off */
 } vdnn_net_options;
 
 VDNN_API vdnn_net_options vdnn_net_options_default(void);
@@ -106,6 +110,9 @@ typedef struct vdnn_net_stats {
     vdnn_precision precision;      /* of the maps (memory.precision) */
     vdnn_precision checkpoint_precision; /* of the net that wrote the last checkpoint loaded (fp32 and bf16 load
                                             into each other: weights are fp32 in both); `precision` if none */
+    bool loss_scaling;             /* dynamic loss scaling is on (vdnn_net_options.loss_scale) */
+    float loss_scale;              /* its current scale (0 when off) */
+    int64_t skipped_steps;         /* steps whose update was skipped for an inf or NaN gradient (counted in step) */
 } vdnn_net_stats;
 
 VDNN_API void vdnn_net_get_stats(const vdnn_net_t *net, vdnn_net_stats *s);

@@ -251,6 +251,7 @@ typedef struct vdnn_net_options {
     const vdnn_profile_t *profile;
     vdnn_optimizer optimizer;
     float beta1, beta2, eps;
+    float loss_scale;
 } vdnn_net_options;
 vdnn_net_options vdnn_net_options_default(void);
 vdnn_status vdnn_net_create(const vdnn_model_t *m, vdnn_backend_t *be, const vdnn_net_options *o,
@@ -299,6 +300,9 @@ typedef struct vdnn_net_stats {
     int streamed_layers;
     vdnn_precision precision;
     vdnn_precision checkpoint_precision;
+    bool loss_scaling;
+    float loss_scale;
+    int64_t skipped_steps;
 } vdnn_net_stats;
 void vdnn_net_get_stats(const vdnn_net_t *net, vdnn_net_stats *s);
 /* train.h */

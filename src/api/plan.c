@@ -41,7 +41,10 @@ vdnn_status vdnn_plan_create(const vdnn_model_t *m, vdnn_backend_t *be, const vd
         if (!info || !algos) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory planning");
     }
     if (rc == VDNN_OK) rc = vdnn_op_source_algos(&src, g, true, algos, info, err);
-    if (rc == VDNN_OK) rc = vdnn_plan_training(g, info, algos, &mo, prof, false, out, err);
+    /* An fp16 net scales its loss by default (exec/loss_scale.h): every gradient is checked before any update, so
+     * gradients are kept until a separate update step, as that net's plan keeps them. */
+    const bool keep_grads = mo.precision == VDNN_PRECISION_FP16;
+    if (rc == VDNN_OK) rc = vdnn_plan_training(g, info, algos, &mo, prof, keep_grads, out, err);
     if (rc == VDNN_OK) (*out)->own_g = g;
     else vdnn_graph_free(g);
     free(info);

@@ -116,6 +116,8 @@ typedef struct vdnn_op_args {
     float *dw, *db;          /* overwritten, not accumulated */
     const int32_t *labels;   /* softmax_xent: device pointer, n labels */
     float *loss;             /* softmax_xent forward: device pointer to one float (mean loss) */
+    float grad_scale;        /* softmax_xent backward: dx is the gradient of grad_scale times the loss (0: 1); a
+                                power of two keeps it exact (fp16 loss scaling, exec/loss_scale.h) */
     uint64_t seed;           /* dropout: mask = f(seed, index), so recompute reproduces it */
     const vdnn_reduce *reduce; /* batchnorm training: batch statistics over every rank's share (NULL: this
                                   call's batch alone); backends without it fail with VDNN_ERR_UNSUPPORTED */
@@ -185,9 +187,13 @@ typedef struct vdnn_backend_ops {
                               float lr, float momentum, float weight_decay, vdnn_error *err);
     /* AdamW, PyTorch's rule and order (torch.optim.AdamW): w *= 1 - lr*wd; m = b1 m + (1-b1) g;
      * v = b2 v + (1-b2) g*g; w -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps), t the step from 1.
-     * NULL on backends without it (CUDA for now): the executor then refuses AdamW. */
+     * NULL on backends without it: the executor then refuses AdamW. */
     vdnn_status (*adamw_update)(vdnn_backend_t *be, float *w, const float *dw, float *m, float *v, size_t n, float lr,
                                 float beta1, float beta2, float eps, float weight_decay, long step, vdnn_error *err);
+    /* *finite = no value of the count tensors x[i] (n[i] floats each) is infinite or NaN. Waits for the compute
+     * queue. fp16 loss scaling checks the parameter gradients with it (exec/loss_scale.h); NULL: no loss scaling. */
+    vdnn_status (*all_finite)(vdnn_backend_t *be, const float *const *x, const size_t *n, int count, bool *finite,
+                              vdnn_error *err);
     /* Fills `poison` pattern (NaN) over device memory, for the --poison debug mode. The pattern is NaN read as
      * fp32, bf16 or fp16 at any even offset. */
     vdnn_status (*poison)(vdnn_backend_t *be, void *dst, size_t bytes, vdnn_error *err);

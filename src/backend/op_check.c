@@ -108,7 +108,10 @@ vdnn_status vdnn_op_check_fp32_only(const vdnn_op_desc *d, const char *backend, 
     if (d->dtype == VDNN_DTYPE_F32) return VDNN_OK;
     const bool act = d->kind >= VDNN_LAYER_SIGMOID && d->kind <= VDNN_LAYER_CHANNEL_MUL;
     const bool pool = (d->kind == VDNN_LAYER_MAXPOOL || d->kind == VDNN_LAYER_AVGPOOL) && vdnn_pool_own_windows(d);
-    if (!act && !pool) return VDNN_OK;
+    /* The sequence ops (and the token-wise loss) are fp32 on both backends (docs/sequence.md). */
+    const bool seq = d->kind >= VDNN_LAYER_EMBED ||
+                     (d->kind == VDNN_LAYER_SOFTMAX_XENT && vdnn_xent_rows(d->out) != (size_t)d->out.n);
+    if (!act && !pool && !seq) return VDNN_OK;
     return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "%s %s%s: only fp32 maps for now (no %s path yet)", backend,
                      vdnn_layer_kind_name(d->kind), pool ? " with ceil_mode or padding left out of the average" : "",
                      vdnn_dtype_name(d->dtype));

@@ -23,7 +23,8 @@ vdnn_status vdnn_op_check_pool(const vdnn_op_desc *d, vdnn_error *err);
 bool vdnn_pool_own_windows(const vdnn_op_desc *d);
 /* The ops that ONNX import brought (the activations, channel_mul, pooling's own windows) have fp32 kernels only on
  * CUDA: with 16-bit maps it refuses them (VDNN_ERR_UNSUPPORTED naming the op) rather than read 16-bit values as
- * floats. The CPU backend runs them in bf16 (scalar conversions in its own loops, oneDNN for the activations). */
+ * floats. The CPU backend runs them in bf16 (scalar conversions in its own loops, oneDNN for the activations).
+ * The sequence ops and the token-wise loss are refused too (the CPU backend refuses them itself). */
 vdnn_status vdnn_op_check_fp32_only(const vdnn_op_desc *d, const char *backend, vdnn_error *err);
 
 #endif

@@ -181,6 +181,7 @@ static vdnn_status compute_backward(vdnn_net_t *net, const vdnn_plan_t *plan, vd
     RES(later ? s->dwm : s->dw, a.dw);
     RES(later ? s->dbm : s->db, a.db);
     if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) RES(plan->labels, a.labels);
+    if (ly->kind == VDNN_LAYER_SOFTMAX_XENT && net->loss_scaling) a.grad_scale = net->scaler.scale;
     a.seed = mask_seed(net, l);
     a.reduce = net->x.bn_reduce;
     a.reduce_key = l;
@@ -221,8 +222,8 @@ static vdnn_status update(vdnn_net_t *net, const vdnn_plan_t *plan, int first, i
         const vdnn_layer_storage *s = &plan->ls[l];
         const vdnn_layer *ly = &net->g->layers[l];
         if (no->optimizer == VDNN_OPTIMIZER_ADAMW) {
-            /* The step being taken, from 1: net->step counts the steps done. */
-            const long t = (long)net->step + 1;
+            /* The update being made, from 1: net->step counts the steps done, skipped ones (loss scaling) too. */
+            const long t = (long)(net->step - net->scaler.skipped) + 1;
             if (s->w >= 0)
                 BE_CALL(o->adamw_update(net->be, (float *)net->ptr[s->w], (const float *)net->ptr[s->dw],
                                         (float *)net->ptr[s->vw], (float *)net->ptr[s->vw2], ly->n_weight, lr,
@@ -290,6 +291,11 @@ static vdnn_status compute(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **o
         if (plan->fused_update) return VDNN_OK;
         if (net->x.hooks && net->x.hooks->before_update)
             BE_CALL(net->x.hooks->before_update(net->x.hooks_ctx, net, err));
+        if (net->loss_scaling) {
+            bool apply = false;
+            BE_CALL(vdnn_net_loss_scale_check(net, plan, &apply, err));
+            if (!apply) return VDNN_OK;
+        }
         return update(net, plan, 1, net->g->n_layers - 1, lr, err);
     }
     return vdnn_fail(err, VDNN_ERR_BACKEND, "executor: unknown step kind");

@@ -202,6 +202,13 @@ static vdnn_status check_options(const vdnn_backend_t *be, const vdnn_net_option
             return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "optimizer AdamW: the %s backend has no AdamW update yet",
                              be->ops->name);
     }
+    if (!(o->loss_scale <= 0 || (isfinite(o->loss_scale) && frexpf(o->loss_scale, &(int){0}) == 0.5f)))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "loss_scale: %g is not a power of two (0: the default, below 0: "
+                         "off)", (double)o->loss_scale);
+    if ((o->loss_scale > 0 || (o->loss_scale == 0 && o->memory.precision == VDNN_PRECISION_FP16)) &&
+        !be->ops->all_finite)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "loss scaling: the %s backend has no gradient check",
+                         be->ops->name);
     vdnn_status rc = vdnn_memory_options_check(&o->memory, err);
     if (rc == VDNN_OK) rc = vdnn_backend_check_dtype((vdnn_backend_t *)be, (vdnn_dtype)o->memory.precision, err);
     if (rc != VDNN_OK) return rc;
@@ -249,6 +256,12 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
     if (x) net->x = *x;
     if (!net->x.dropout_seed) net->x.dropout_seed = vdnn_net_dropout_seed;
     if (net->x.hooks) net->x.keep_weight_grads = true;
+    /* Loss scaling checks every gradient before any update: no update inside backward. */
+    net->loss_scaling = o->loss_scale > 0 || (o->loss_scale == 0 && o->memory.precision == VDNN_PRECISION_FP16);
+    if (net->loss_scaling) {
+        net->x.keep_weight_grads = true;
+        vdnn_loss_scaler_init(&net->scaler, o->loss_scale > 0 ? o->loss_scale : VDNN_LOSS_SCALE_INIT);
+    }
     net->opt.memory.pipelined = m > 1 && o->memory.pipelined;
     net->fetch_storage = -1;
     net->info_train = calloc((size_t)g->n_layers, sizeof *net->info_train);

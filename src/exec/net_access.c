@@ -62,6 +62,9 @@ void vdnn_net_get_stats(const vdnn_net_t *net, vdnn_net_stats *s)
     s->streamed_layers = vdnn_plan_streamed_layers(p);
     s->precision = net->opt.memory.precision;
     s->checkpoint_precision = net->ckpt_precision;
+    s->loss_scaling = net->loss_scaling;
+    s->loss_scale = net->loss_scaling ? net->scaler.scale : 0.0f;
+    s->skipped_steps = net->scaler.skipped;
 }
 
 void vdnn_net_record(vdnn_net_t *net, struct vdnn_timeline *tl) { net->rec.tl = tl; }

@@ -3,6 +3,7 @@
 #ifndef VDNN_EXEC_NET_IMPL_H
 #define VDNN_EXEC_NET_IMPL_H
 
+#include "exec/loss_scale.h"
 #include "exec/net.h"
 
 struct vdnn_net {
@@ -42,6 +43,8 @@ struct vdnn_net {
     double micro_loss;                /* sum of the current step's micro-batch losses */
     double last_step_s;               /* wall time of the last training step */
     vdnn_precision ckpt_precision;    /* of the last checkpoint loaded; the net's own until one is */
+    bool loss_scaling;                /* dynamic loss scaling (opt.loss_scale): gradients checked before updates */
+    vdnn_loss_scaler scaler;
 };
 
 /* Shared by the net's files: plans' pointers, ops, parameters' first values. */
@@ -49,5 +52,9 @@ void vdnn_net_bind_plan(vdnn_net_t *net, const vdnn_plan_t *plan);
 vdnn_status vdnn_net_create_ops(vdnn_net_t *net, bool training, vdnn_op ***out, vdnn_error *err);
 void vdnn_net_destroy_ops(vdnn_net_t *net, vdnn_op **ops);
 vdnn_status vdnn_net_init_params(vdnn_net_t *net, vdnn_error *err);
+/* Loss scaling before an update (net_loss_scale.c): checks every parameter gradient of `plan`; when all are finite,
+ * multiplies them by 1/scale and sets *apply; otherwise leaves them, counts the step as skipped. The scale then
+ * changes as the scaler's rule says. */
+vdnn_status vdnn_net_loss_scale_check(vdnn_net_t *net, const vdnn_plan_t *plan, bool *apply, vdnn_error *err);
 
 #endif

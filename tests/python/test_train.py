@@ -111,3 +111,17 @@ def test_evaluate_and_predict_agree(lenet, cpu):
     st = net.stats
     assert st["batch"] == BATCH and st["step"] == 0 and st["peak_device_bytes"] > 0
     assert os.path.basename(lenet.source) == "lenet.cfg"
+
+
+def test_loss_scaling_counts_skipped_steps(lenet, cpu):
+    # Asked for on fp32 maps (fp16's is CUDA only): a power of two changes no float, and no step is skipped.
+    net = vdnn.Net(lenet, cpu, batch=BATCH, seed=SEED, loss_scale=1024)
+    ds = vdnn.Dataset("synthetic", "train", model=lenet, seed=SEED, batch=BATCH)
+    for x, y in ds.batches(BATCH, SEED, 2):
+        assert np.isfinite(net.train_step(x, y, LR))
+    st = net.stats
+    assert st["loss_scaling"] and st["loss_scale"] == 1024 and st["skipped_steps"] == 0 and st["step"] == 2
+    plain = new_net(lenet, cpu).stats
+    assert not plain["loss_scaling"] and plain["skipped_steps"] == 0
+    with pytest.raises(vdnn.Error, match="loss_scale"):
+        vdnn.Net(lenet, cpu, batch=BATCH, loss_scale=3)

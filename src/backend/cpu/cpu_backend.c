@@ -455,6 +455,26 @@ static vdnn_status cpu_adamw_update(vdnn_backend_t *be, float *w, const float *d
     return VDNN_OK;
 }
 
+static vdnn_status cpu_all_finite(vdnn_backend_t *be, const float *const *x, const size_t *n, int count, bool *finite,
+                                  vdnn_error *err)
+{
+    if (!finite || (count > 0 && (!x || !n)) || count < 0)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "all_finite: NULL argument or %d tensors", count);
+    bool ok = true;
+    for (int t = 0; t < count && ok; t++) {
+        if (n[t] && !x[t]) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "all_finite: tensor %d is NULL", t);
+        const float *p = x[t];
+        const ptrdiff_t m = (ptrdiff_t)n[t];
+        int bad = 0;
+        /* An OR over the values: the answer does not depend on the threads' order. */
+#pragma omp parallel for reduction(| : bad) if (m > CPU_PAR_MIN)
+        for (ptrdiff_t i = 0; i < m; i++) bad |= !isfinite(p[i]);
+        ok = !bad;
+    }
+    *finite = ok;
+    return VDNN_OK;
+}
+
 static vdnn_status cpu_poison(vdnn_backend_t *be, void *dst, size_t bytes, vdnn_error *err)
 {
     if (bytes && !dst) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "poison: NULL destination for %zu bytes", bytes);
@@ -506,6 +526,7 @@ static const vdnn_backend_ops cpu_ops = {
     .scale = cpu_scale,
     .sgd_update = cpu_sgd_update,
     .adamw_update = cpu_adamw_update,
+    .all_finite = cpu_all_finite,
     .poison = cpu_poison,
     .convert = vdnn_cpu_convert,
     .accumulate_typed = vdnn_cpu_accumulate_typed,

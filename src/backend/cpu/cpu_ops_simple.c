@@ -363,7 +363,8 @@ static vdnn_status xent_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     int k = (int)(count(d->out) / (size_t)n);
     vdnn_status st = check_labels(a->labels, n, k, "backward", err);
     if (st) return st;
-    float inv_n = 1.0f / (float)n;
+    /* A power-of-two loss scale times 1/n is exact, so dx is the unscaled one times the scale, bit for bit. */
+    const float inv_n = (1.0f / (float)n) * (a->grad_scale > 0.0f ? a->grad_scale : 1.0f);
     if (half) {
         /* The fp32 path's arithmetic on the fp32 softmax, never rounded to bf16 before the subtraction. */
 #pragma omp parallel for if ((ptrdiff_t)n * k > PAR_MIN)

@@ -2,6 +2,7 @@
  * copies, events and the element-wise helpers. */
 #include "backend/cuda/cuda_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -480,6 +481,51 @@ static vdnn_status cuda_sgd_update(vdnn_backend_t *be, float *w, const float *dw
                            "sgd_update kernel (%zu floats)", n);
 }
 
+static vdnn_status cuda_adamw_update(vdnn_backend_t *be, float *w, const float *dw, float *m, float *v, size_t n,
+                                     float lr, float beta1, float beta2, float eps, float weight_decay, long step,
+                                     vdnn_error *err)
+{
+    if (n && (!w || !dw || !m || !v))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "adamw_update: NULL pointer for %zu floats", n);
+    if (step < 1) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "adamw_update: step %ld (counts from 1)", step);
+    if (!n) return VDNN_OK;
+    cuda_backend *b = cu(be);
+    vdnn_status st = vdnn_cuda_use(b, err);
+    if (st) return st;
+    /* The CPU backend's constants, computed as it does: bias corrections in double, rounded once. */
+    const float step_size = (float)((double)lr / (1.0 - pow((double)beta1, (double)step)));
+    const float bc2_sqrt = (float)sqrt(1.0 - pow((double)beta2, (double)step));
+    const float decay = 1.0f - lr * weight_decay;
+    return vdnn_cuda_check(vdnn_cuda_k_adamw(b->stream[VDNN_QUEUE_COMPUTE], w, dw, m, v, n, decay, beta1, beta2, eps,
+                                             step_size, bc2_sqrt),
+                           err, "adamw_update kernel (%zu floats)", n);
+}
+
+/* One flag for all the tensors, read once: the check waits for the compute queue a single time. */
+static vdnn_status cuda_all_finite(vdnn_backend_t *be, const float *const *x, const size_t *n, int count, bool *finite,
+                                   vdnn_error *err)
+{
+    if (!finite || (count > 0 && (!x || !n)) || count < 0)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "all_finite: NULL argument or %d tensors", count);
+    for (int i = 0; i < count; i++)
+        if (n[i] && !x[i]) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "all_finite: tensor %d is NULL", i);
+    cuda_backend *b = cu(be);
+    vdnn_status st = vdnn_cuda_use(b, err);
+    if (st) return st;
+    cudaStream_t s = b->stream[VDNN_QUEUE_COMPUTE];
+    unsigned flag = 0;
+    st = vdnn_cuda_check(cudaMemsetAsync(b->finite_flag, 0, sizeof flag, s), err, "all_finite: cudaMemsetAsync");
+    for (int i = 0; i < count && !st; i++)
+        st = vdnn_cuda_check(vdnn_cuda_k_nonfinite(s, b->finite_flag, x[i], n[i]), err,
+                             "all_finite kernel (tensor %d, %zu floats)", i, n[i]);
+    if (!st)
+        st = vdnn_cuda_check(cudaMemcpyAsync(&flag, b->finite_flag, sizeof flag, cudaMemcpyDeviceToHost, s), err,
+                             "all_finite: cudaMemcpyAsync of the flag");
+    if (!st) st = vdnn_cuda_check(cudaStreamSynchronize(s), err, "all_finite: cudaStreamSynchronize");
+    if (!st) *finite = flag == 0;
+    return st;
+}
+
 static vdnn_status cuda_poison(vdnn_backend_t *be, void *dst, size_t bytes, vdnn_error *err)
 {
     if (!bytes) return VDNN_OK;
@@ -503,6 +549,7 @@ static void cuda_destroy(vdnn_backend_t *be)
     if (b->clock_ref && cudaEventDestroy(b->clock_ref) != cudaSuccess) (void)cudaGetLastError();
     vdnn_conv_cache_close(b->conv_cache);
     if (b->sum_scratch && cudaFree(b->sum_scratch) != cudaSuccess) (void)cudaGetLastError();
+    if (b->finite_flag && cudaFree(b->finite_flag) != cudaSuccess) (void)cudaGetLastError();
     for (int i = 0; i < 2; i++) {
         if (b->stage[i] && cudaFreeHost(b->stage[i]) != cudaSuccess) (void)cudaGetLastError();
         if (b->stage_done[i] && cudaEventDestroy(b->stage_done[i]) != cudaSuccess) (void)cudaGetLastError();
@@ -545,6 +592,8 @@ static const vdnn_backend_ops cuda_ops = {
     .accumulate = cuda_accumulate,
     .scale = cuda_scale,
     .sgd_update = cuda_sgd_update,
+    .adamw_update = cuda_adamw_update,
+    .all_finite = cuda_all_finite,
     .poison = cuda_poison,
     .convert = vdnn_cuda_convert,
     .accumulate_typed = vdnn_cuda_accumulate_typed,
@@ -721,6 +770,9 @@ static vdnn_status open_libraries(cuda_backend *b, vdnn_error *err)
     if (!st)
         st = vdnn_cuda_check(cudaMalloc((void **)&b->sum_scratch, VDNN_CUDA_SUM_SCRATCH_BYTES), err,
                              "cudaMalloc of the reduction scratch (%zu bytes)", VDNN_CUDA_SUM_SCRATCH_BYTES);
+    if (!st)
+        st = vdnn_cuda_check(cudaMalloc((void **)&b->finite_flag, sizeof *b->finite_flag), err,
+                             "cudaMalloc of the finite check's flag");
     /* As PyTorch: FP32 GEMMs may run as TF32 unless strict FP32 was asked for. */
     if (!st)
         st = vdnn_cublas_check(cublasSetMathMode(b->cublas, b->opt.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),

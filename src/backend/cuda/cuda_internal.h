@@ -29,6 +29,7 @@ typedef struct cuda_backend {
     void *stage[2];                        /* pinned staging for uploads from pageable memory (made at first use) */
     cudaEvent_t stage_done[2];             /* each staging buffer's last copy out */
     double *sum_scratch;                   /* VDNN_CUDA_SUM_SCRATCH_BYTES for per-channel partial sums */
+    unsigned *finite_flag;                 /* one device word for all_finite */
 } cuda_backend;
 
 typedef struct cuda_op_impl cuda_op_impl;
@@ -71,6 +72,13 @@ extern const cuda_op_impl vdnn_cuda_op_softmax_xent;
 extern const cuda_op_impl vdnn_cuda_op_act;
 extern const cuda_op_impl vdnn_cuda_op_channel_mul;
 extern const cuda_op_impl vdnn_cuda_op_pooling;
+/* The sequence ops, fp32 (cuda_ops_seq.c); GELU is one of the activations. */
+extern const cuda_op_impl vdnn_cuda_op_embed;
+extern const cuda_op_impl vdnn_cuda_op_pos_embed;
+extern const cuda_op_impl vdnn_cuda_op_layernorm;
+extern const cuda_op_impl vdnn_cuda_op_linear;
+extern const cuda_op_impl vdnn_cuda_op_attn_probs;
+extern const cuda_op_impl vdnn_cuda_op_attn_mix;
 
 /* Turn a CUDA / cuDNN / cuBLAS status into a vdnn error; the message names the call (printf-style)
  * and the library's own description. VDNN_OK on success; nothing is formatted then. */

@@ -30,6 +30,12 @@ cudaError_t vdnn_cuda_k_scale(cudaStream_t s, float *dst, float alpha, size_t n)
 /* g = dw + wd*w; v = momentum*v + g; w -= lr*v */
 cudaError_t vdnn_cuda_k_sgd(cudaStream_t s, float *w, const float *dw, float *v, size_t n, float lr, float momentum,
                             float weight_decay);
+/* AdamW with the CPU backend's arithmetic in its order (backend.h); decay = 1 - lr*wd, step_size = lr / (1 - beta1^t)
+ * and bc2_sqrt = sqrt(1 - beta2^t) come from the host, each rounded once. */
+cudaError_t vdnn_cuda_k_adamw(cudaStream_t s, float *w, const float *dw, float *m, float *v, size_t n, float decay,
+                              float beta1, float beta2, float eps, float step_size, float bc2_sqrt);
+/* *flag = 1 when any of x[0..n) is infinite or NaN (untouched otherwise, so calls accumulate). */
+cudaError_t vdnn_cuda_k_nonfinite(cudaStream_t s, unsigned *flag, const float *x, size_t n);
 /* dst = src converted from type st to dt, or with add: dst = dst + src, added in float and rounded once. dst and src
  * may be the same buffer only when the types agree. */
 cudaError_t vdnn_cuda_k_convert(cudaStream_t s, void *dst, vdnn_cuda_type dt, const void *src, vdnn_cuda_type st,
@@ -89,12 +95,14 @@ cudaError_t vdnn_cuda_k_softmax_xent_fwd(cudaStream_t s, vdnn_cuda_type t, void 
                                          const int32_t *labels, double *per_sample, int n, int k);
 /* *loss = mean of per_sample[0..n), summed in a fixed order */
 cudaError_t vdnn_cuda_k_mean_loss(cudaStream_t s, float *loss, const double *per_sample, int n);
-/* dx = (y - onehot(labels)) / n from float y; a row with a label outside [0, k) becomes NaN */
-cudaError_t vdnn_cuda_k_softmax_xent_bwd(cudaStream_t s, float *dx, const float *y, const int32_t *labels, int n, int k);
+/* dx = (y - onehot(labels)) * (scale / n) from float y, 1/n rounded before the scale (a loss scale, 1 when none: a
+ * power of two keeps dx exactly the unscaled one times it); a row with a label outside [0, k) becomes NaN */
+cudaError_t vdnn_cuda_k_softmax_xent_bwd(cudaStream_t s, float *dx, const float *y, const int32_t *labels, int n, int k,
+                                         float scale);
 /* The same from the logits x of a 16-bit map: the softmax recomputed in float (never rounded before the
  * subtraction), dx rounded once. */
 cudaError_t vdnn_cuda_k_softmax_xent_bwd_logits(cudaStream_t s, vdnn_cuda_type t, void *dx, const void *x,
-                                                const int32_t *labels, int n, int k);
+                                                const int32_t *labels, int n, int k, float scale);
 
 #ifdef __cplusplus
 }

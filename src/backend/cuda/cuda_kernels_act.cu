@@ -1,4 +1,4 @@
-// CUDA kernels of the element-wise activations (sigmoid, hard-sigmoid, hard-swish, SiLU, clip) and of the
+// CUDA kernels of the element-wise activations (sigmoid, hard-sigmoid, hard-swish, SiLU, clip, GELU) and of the
 // per-channel scaling of squeeze-and-excitation. The formulas are PyTorch's; their slopes at the kinks too.
 #include <math.h>
 
@@ -7,6 +7,11 @@
 #include "cuda_launch.cuh"
 
 namespace {
+
+// GELU's tanh approximation (GPT-2, oneDNN's gelu_tanh): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+constexpr float GELU_K = 0.7978845608028654f;
+constexpr float GELU_C = 0.044715f;
+__device__ __forceinline__ float gelu_inner(float x) { return GELU_K * (x + GELU_C * x * x * x); }
 
 __device__ __forceinline__ float act_fwd(vdnn_cuda_act k, float x, float a, float b)
 {
@@ -22,11 +27,12 @@ __device__ __forceinline__ float act_fwd(vdnn_cuda_act k, float x, float a, floa
         return x * r / 6.0f;
     }
     case VDNN_CUDA_ACT_SILU: return x / (1.0f + expf(-x));
+    case VDNN_CUDA_ACT_GELU: return 0.5f * x * (1.0f + tanhf(gelu_inner(x)));
     default: return x < a ? a : x > b ? b : x;
     }
 }
 
-// v is y for sigmoid, hard-sigmoid and clip, x for hard-swish and SiLU.
+// v is y for sigmoid, hard-sigmoid and clip, x for hard-swish, SiLU and GELU.
 __device__ __forceinline__ float act_bwd(vdnn_cuda_act k, float v, float g, float a, float b)
 {
     switch (k) {
@@ -36,6 +42,12 @@ __device__ __forceinline__ float act_bwd(vdnn_cuda_act k, float v, float g, floa
     case VDNN_CUDA_ACT_SILU: {
         const float s = 1.0f / (1.0f + expf(-v));
         return g * (s * (1.0f + v * (1.0f - s)));
+    }
+    case VDNN_CUDA_ACT_GELU: {
+        // d/dx 0.5 x (1 + tanh u), u = k (x + c x^3): 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 c x^2)
+        const float th = tanhf(gelu_inner(v));
+        const float du = GELU_K * (1.0f + 3.0f * GELU_C * v * v);
+        return g * (0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du);
     }
     default: return v > a && v < b ? g : 0.0f;
     }

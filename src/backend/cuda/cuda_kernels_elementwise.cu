@@ -32,6 +32,32 @@ __global__ void k_sgd(float *w, const float *dw, float *v, size_t n, float lr, f
     }
 }
 
+// The CPU backend's AdamW expression by expression, each operation rounded on its own (no fused multiply-adds), so
+// both backends give the same floats.
+__global__ void k_adamw(float *w, const float *dw, float *m, float *v, size_t n, float decay, float beta1, float beta2,
+                        float eps, float step_size, float bc2_sqrt)
+{
+    const float omb1 = 1.0f - beta1, omb2 = 1.0f - beta2;
+    for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads()) {
+        const float g = dw[i];
+        const float wi = __fmul_rn(w[i], decay);
+        const float mi = __fadd_rn(__fmul_rn(m[i], beta1), __fmul_rn(g, omb1));
+        const float vi = __fadd_rn(__fmul_rn(v[i], beta2), __fmul_rn(__fmul_rn(omb2, g), g));
+        const float den = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), eps);
+        m[i] = mi;
+        v[i] = vi;
+        w[i] = __fadd_rn(wi, __fmul_rn(-step_size, __fdiv_rn(mi, den)));
+    }
+}
+
+// Every thread that sees a value that is not finite writes the same 1: no read-modify-write, so no race.
+__global__ void k_nonfinite(unsigned *flag, const float *x, size_t n)
+{
+    bool bad = false;
+    for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads()) bad |= !isfinite(x[i]);
+    if (bad) *flag = 1u;
+}
+
 template <typename D, typename S> __global__ void k_convert(D *dst, const S *src, size_t n, int add)
 {
     for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads())
@@ -237,5 +263,21 @@ extern "C" cudaError_t vdnn_cuda_k_relu_bwd(cudaStream_t s, vdnn_cuda_type t, vo
     if (!n) return cudaSuccess;
     if (t == VDNN_CUDA_F32) return relu_bwd_f32(s, (float *)dx, (const float *)y, (const float *)dy, n);
     VDNN_TYPED(t, T, k_relu_bwd<T><<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>((T *)dx, (const T *)y, (const T *)dy, n));
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t vdnn_cuda_k_adamw(cudaStream_t s, float *w, const float *dw, float *m, float *v, size_t n,
+                                         float decay, float beta1, float beta2, float eps, float step_size,
+                                         float bc2_sqrt)
+{
+    if (!n) return cudaSuccess;
+    k_adamw<<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>(w, dw, m, v, n, decay, beta1, beta2, eps, step_size, bc2_sqrt);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t vdnn_cuda_k_nonfinite(cudaStream_t s, unsigned *flag, const float *x, size_t n)
+{
+    if (!n) return cudaSuccess;
+    k_nonfinite<<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>(flag, x, n);
     return cudaGetLastError();
 }

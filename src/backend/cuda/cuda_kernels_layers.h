@@ -21,11 +21,12 @@ typedef enum vdnn_cuda_act {
     VDNN_CUDA_ACT_HARDSWISH,
     VDNN_CUDA_ACT_SILU,
     VDNN_CUDA_ACT_CLIP,
+    VDNN_CUDA_ACT_GELU, /* GPT-2's tanh approximation */
 } vdnn_cuda_act;
 
 /* y = f(x), NaN kept (y may be x). */
 cudaError_t vdnn_cuda_k_act_fwd(cudaStream_t s, vdnn_cuda_act act, float *y, const float *x, size_t n, float a, float b);
-/* dx = f'(.) dy, the slope read from v: y for sigmoid, hardsigmoid and clip, x for hardswish and silu (dx may be dy). */
+/* dx = f'(.) dy, the slope read from v: y for sigmoid, hardsigmoid and clip, x for hardswish, silu and gelu (dx may be dy). */
 cudaError_t vdnn_cuda_k_act_bwd(cudaStream_t s, vdnn_cuda_act act, float *dx, const float *v, const float *dy, size_t n,
                                 float a, float b);
 

@@ -62,14 +62,15 @@ __global__ void k_softmax_xent_fwd(T *y, const T *x, const int32_t *labels, doub
 }
 
 // From the logits: the float softmax of the forward pass, minus the one-hot label, over n; rounded once.
-template <typename T> __global__ void k_softmax_xent_bwd_logits(T *dx, const T *x, const int32_t *labels, int n, int k)
+template <typename T>
+__global__ void k_softmax_xent_bwd_logits(T *dx, const T *x, const int32_t *labels, int n, int k, float scale)
 {
     const size_t row = blockIdx.x;
     const T *xr = x + row * (size_t)k;
     T *dr = dx + row * (size_t)k;
     const double lse = row_lse(xr, k);
     const int32_t lab = labels[row];
-    const float inv_n = 1.0f / (float)n;
+    const float inv_n = (1.0f / (float)n) * scale;
     for (int c = threadIdx.x; c < k; c += VDNN_THREADS) {
         const float y = (float)exp((double)vdnn_ld(xr[c]) - lse);
         dr[c] = lab < 0 || lab >= k ? vdnn_st<T>(NAN) : vdnn_st<T>((y - (c == lab ? 1.0f : 0.0f)) * inv_n);
@@ -85,10 +86,10 @@ __global__ void k_mean_loss(float *loss, const double *per, int n)
     if (threadIdx.x == 0) *loss = (float)(s / (double)n);
 }
 
-__global__ void k_softmax_xent_bwd(float *dx, const float *y, const int32_t *labels, int n, int k)
+__global__ void k_softmax_xent_bwd(float *dx, const float *y, const int32_t *labels, int n, int k, float scale)
 {
     const size_t total = (size_t)n * (size_t)k;
-    const float inv_n = 1.0f / (float)n;
+    const float inv_n = (1.0f / (float)n) * scale;
     for (size_t i = vdnn_tid(); i < total; i += vdnn_nthreads()) {
         const int row = (int)(i / (size_t)k), c = (int)(i % (size_t)k);
         const int32_t lab = labels[row];
@@ -119,11 +120,12 @@ extern "C" cudaError_t vdnn_cuda_k_softmax_xent_fwd(cudaStream_t s, vdnn_cuda_ty
 }
 
 extern "C" cudaError_t vdnn_cuda_k_softmax_xent_bwd_logits(cudaStream_t s, vdnn_cuda_type t, void *dx, const void *x,
-                                                           const int32_t *labels, int n, int k)
+                                                           const int32_t *labels, int n, int k, float scale)
 {
     if (n <= 0 || k <= 0) return cudaSuccess;
     VDNN_TYPED(t, T,
-               k_softmax_xent_bwd_logits<T><<<(unsigned)n, VDNN_THREADS, 0, s>>>((T *)dx, (const T *)x, labels, n, k));
+               k_softmax_xent_bwd_logits<T><<<(unsigned)n, VDNN_THREADS, 0, s>>>((T *)dx, (const T *)x, labels, n, k,
+                                                                                scale));
     return cudaGetLastError();
 }
 
@@ -135,10 +137,10 @@ extern "C" cudaError_t vdnn_cuda_k_mean_loss(cudaStream_t s, float *loss, const 
 }
 
 extern "C" cudaError_t vdnn_cuda_k_softmax_xent_bwd(cudaStream_t s, float *dx, const float *y, const int32_t *labels,
-                                                    int n, int k)
+                                                    int n, int k, float scale)
 {
     size_t total = (size_t)n * (size_t)k;
     if (n <= 0 || k <= 0) return cudaSuccess;
-    k_softmax_xent_bwd<<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>(dx, y, labels, n, k);
+    k_softmax_xent_bwd<<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>(dx, y, labels, n, k, scale);
     return cudaGetLastError();
 }

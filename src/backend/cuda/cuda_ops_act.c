@@ -1,11 +1,14 @@
-/* The element-wise activations on CUDA (sigmoid, hard-sigmoid, hard-swish, SiLU, clip): own kernels, one launch
- * per pass. Sigmoid, hard-sigmoid and clip read their slope from y, so forward may run in place; hard-swish and
- * SiLU read x. The same contract as the CPU backend's. */
+/* The element-wise activations on CUDA (sigmoid, hard-sigmoid, hard-swish, SiLU, clip, GELU): own kernels, one launch
+ * per pass. Sigmoid, hard-sigmoid and clip read their slope from y, so forward may run in place; hard-swish,
+ * SiLU and GELU read x. The same contract as the CPU backend's. */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_kernels_layers.h"
 #include "backend/op_check.h"
 
-static bool from_y(vdnn_layer_kind k) { return k != VDNN_LAYER_HARDSWISH && k != VDNN_LAYER_SILU; }
+static bool from_y(vdnn_layer_kind k)
+{
+    return k != VDNN_LAYER_HARDSWISH && k != VDNN_LAYER_SILU && k != VDNN_LAYER_GELU;
+}
 
 /* The kernels' activation and its two parameters. */
 static vdnn_cuda_act act_of(const vdnn_op_desc *d, float *a, float *b)
@@ -16,6 +19,7 @@ static vdnn_cuda_act act_of(const vdnn_op_desc *d, float *a, float *b)
     case VDNN_LAYER_HARDSIGMOID: *a = d->p.alpha, *b = d->p.beta; return VDNN_CUDA_ACT_HARDSIGMOID;
     case VDNN_LAYER_HARDSWISH: return VDNN_CUDA_ACT_HARDSWISH;
     case VDNN_LAYER_SILU: return VDNN_CUDA_ACT_SILU;
+    case VDNN_LAYER_GELU: return VDNN_CUDA_ACT_GELU;
     default: *a = d->p.clip_lo, *b = d->p.clip_hi; return VDNN_CUDA_ACT_CLIP;
     }
 }

@@ -234,15 +234,15 @@ const cuda_op_impl vdnn_cuda_op_flatten = {flatten_query, no_create, no_destroy,
 static vdnn_status xent_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     vdnn_status st = one_input_same_count(d, "softmax_xent", err);
-    /* Token-wise (sequence logits, one row per token: docs/sequence.md) runs on the CPU only for now. */
-    if (!st && vdnn_xent_rows(d->out) != (size_t)d->out.n)
-        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "softmax_xent over tokens (%dx%dx%dx%d) has no CUDA implementation "
-                         "yet (run it on the CPU)", d->out.n, d->out.c, d->out.h, d->out.w);
     if (st) return st;
+    if (vdnn_xent_rows(d->out) > (size_t)INT32_MAX)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda softmax_xent: %zu rows (at most %d)", vdnn_xent_rows(d->out),
+                         INT32_MAX);
     /* Per-sample losses (double), summed in a fixed order by a second kernel. 16-bit maps: backward recomputes the
      * softmax from the logits (backend.h, "Precision"). */
     const bool half = vdnn_cuda_half(d);
-    *info = (vdnn_op_info){.bwd_needs_x = half, .bwd_needs_y = !half, .fwd_ws_bytes = (size_t)d->out.n * sizeof(double)};
+    *info = (vdnn_op_info){.bwd_needs_x = half, .bwd_needs_y = !half,
+                           .fwd_ws_bytes = vdnn_xent_rows(d->out) * sizeof(double)};
     return VDNN_OK;
 }
 
@@ -250,7 +250,8 @@ static vdnn_status xent_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
 {
     vdnn_status st = need_fwd(op, a, "softmax_xent", err);
     if (st) return st;
-    int n = op->d.out.n;
+    /* One row per image, or per token of a sequence (vdnn_xent_rows); the loss is the mean over rows. */
+    int n = (int)vdnn_xent_rows(op->d.out);
     int k = (int)(count(op->d.out) / (size_t)n);
     double *per = NULL;
     if (a->loss) {
@@ -274,13 +275,15 @@ static vdnn_status xent_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
     if (!in || !a->labels)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "softmax_xent backward: %s is NULL",
                          in ? "labels" : half ? "x (16-bit maps recompute the softmax from the logits)" : "y");
-    int n = op->d.out.n;
+    /* One row per image, or per token of a sequence (vdnn_xent_rows); the loss is the mean over rows. */
+    int n = (int)vdnn_xent_rows(op->d.out);
     int k = (int)(count(op->d.out) / (size_t)n);
+    const float scale = a->grad_scale > 0.0f ? a->grad_scale : 1.0f;
     if (half)
         return vdnn_cuda_check(vdnn_cuda_k_softmax_xent_bwd_logits(compute(b), vdnn_cuda_type_of(&op->d), a->dx[0], in,
-                                                                   a->labels, n, k),
+                                                                   a->labels, n, k, scale),
                                err, "softmax_xent backward kernel (%d x %d, from the logits)", n, k);
-    return vdnn_cuda_check(vdnn_cuda_k_softmax_xent_bwd(compute(b), a->dx[0], a->y, a->labels, n, k), err,
+    return vdnn_cuda_check(vdnn_cuda_k_softmax_xent_bwd(compute(b), a->dx[0], a->y, a->labels, n, k, scale), err,
                            "softmax_xent backward kernel (%d x %d)", n, k);
 }
 

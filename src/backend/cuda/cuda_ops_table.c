@@ -28,6 +28,13 @@ static const cuda_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_SILU] = &vdnn_cuda_op_act,
     [VDNN_LAYER_CLIP] = &vdnn_cuda_op_act,
     [VDNN_LAYER_CHANNEL_MUL] = &vdnn_cuda_op_channel_mul,
+    [VDNN_LAYER_EMBED] = &vdnn_cuda_op_embed,
+    [VDNN_LAYER_POS_EMBED] = &vdnn_cuda_op_pos_embed,
+    [VDNN_LAYER_LAYERNORM] = &vdnn_cuda_op_layernorm,
+    [VDNN_LAYER_LINEAR] = &vdnn_cuda_op_linear,
+    [VDNN_LAYER_ATTN_PROBS] = &vdnn_cuda_op_attn_probs,
+    [VDNN_LAYER_ATTN_MIX] = &vdnn_cuda_op_attn_mix,
+    [VDNN_LAYER_GELU] = &vdnn_cuda_op_act,
 };
 
 _Static_assert((int)VDNN_CUDA_F32 == (int)VDNN_DTYPE_F32 && (int)VDNN_CUDA_BF16 == (int)VDNN_DTYPE_BF16 &&
@@ -56,7 +63,7 @@ static vdnn_status lookup(const cuda_backend *b, const vdnn_op_desc *d, const cu
     if ((int)d->kind < 0 || d->kind >= VDNN_LAYER_KIND_COUNT)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda op: unknown layer kind %d", (int)d->kind);
     *impl = op_table[d->kind];
-    /* The sequence layers run on the CPU only for now (docs/sequence.md). */
+    /* Sequence layers added since (LSTM) run on the CPU only for now (docs/sequence.md). */
     if (!*impl && d->kind >= VDNN_LAYER_EMBED)
         return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda op: %s has no CUDA implementation yet (run it on the CPU)",
                          vdnn_layer_kind_name(d->kind));
