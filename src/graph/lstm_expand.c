@@ -98,7 +98,7 @@ vdnn_status vdnn_graph_expand_lstm(vdnn_graph_t *g, vdnn_error *err)
             outmap[i] = at;
             continue;
         }
-        if (g->default_input.c < 1) {
+        if (L->p.chunk > 0 && g->default_input.c < 1) {
             st = expand_fail(g, L, err, "needs the sequence length ([net] input=1xTx1) to cut it into chunks");
             break;
         }
