@@ -774,6 +774,10 @@ static void test_lstm_model(void **state)
         assert_int_equal(c->inputs[1], vdnn_graph_find(g, "lstm2.params"));
     }
     assert_int_equal(layer(g, "lstm1.t3")->p.step0, 96);
+    /* Stacked layers are emitted chunk by chunk (lstm1.t0, lstm2.t0, lstm1.t1, ...): backward then consumes layer
+     * 1's chunk gradients as layer 2 makes them. */
+    assert_int_equal(vdnn_graph_find(g, "lstm2.t0"), vdnn_graph_find(g, "lstm1.t0") + 2);
+    assert_int_equal(vdnn_graph_find(g, "lstm1.t1"), vdnn_graph_find(g, "lstm2.t0") + 1);
     assert_int_equal(vdnn_graph_find(g, "lstm1"), -1); /* nothing reads layer 1 whole: no gather */
     assert_out(g, "lstm2", 1, 128, 256);
     assert_int_equal(layer(g, "lstm2")->kind, VDNN_LAYER_SEQ_CAT);
@@ -811,12 +815,18 @@ static void test_lstm_model(void **state)
     st = vdnn_graph_resolve(g, (vdnn_shape){2, 3, 10, 10}, 0, &err);
     vt_assert_error(st, err, VDNN_ERR_SHAPE, "embed reads token ids");
     vdnn_graph_free(g);
-    /* Ten chunks gather through two levels (at most eight inputs a node). */
+    /* Ten chunks gather through two levels (at most eight inputs a node) in groups of about sqrt(10), each group's
+     * gather right after its last chunk, so that backward consumes their gradients soon after making them. */
     g = parse_ok("[net]\ninput=1x20x1\nclasses=8\n[e]\ntype=embed\noutputs=3\n[l]\ntype=lstm\nhidden=4\n"
-                 "chunk=2\n[loss]\ntype=softmax\n");
-    assert_int_equal(layer(g, "l.cat0")->n_inputs, 8);
-    assert_int_equal(layer(g, "l.cat1")->n_inputs, 2);
-    assert_int_equal(layer(g, "l")->n_inputs, 2);
+                 "chunk=2\n[h]\ntype=linear\noutputs=classes\n[loss]\ntype=softmax\n");
+    assert_int_equal(layer(g, "l.cat0")->n_inputs, 4);
+    assert_int_equal(layer(g, "l.cat1")->n_inputs, 4);
+    assert_int_equal(layer(g, "l.cat2")->n_inputs, 2);
+    assert_int_equal(layer(g, "l")->n_inputs, 3);
+    assert_int_equal(vdnn_graph_find(g, "l.cat0"), vdnn_graph_find(g, "l.t3") + 1);
+    resolve_ok(g, 2, 0, 0, 0, 0);
+    assert_out(g, "l.cat2", 1, 4, 4);
+    assert_out(g, "l", 1, 20, 4);
     vdnn_graph_free(g);
     const struct {
         const char *text, *phrase;

@@ -16,7 +16,7 @@
 #include "train/data.h"
 #include "train/net_checkpoint.h"
 
-#define BATCH 2
+#define BATCH 32
 #define SEQ 128 /* lstm-lm's file length: its four chunks of 32 steps */
 #define STEPS 2
 
@@ -57,7 +57,7 @@ static void env_open(env *e)
     vdnn_error err;
     memset(e, 0, sizeof *e);
     snprintf(e->path, sizeof e->path, "/tmp/vdnn_test_lstm_%d.txt", (int)getpid());
-    write_text(e->path, 6000);
+    write_text(e->path, 60000);
     e->g = vt_load_zoo("lstm-lm");
     vt_assert_ok(vdnn_graph_resolve(e->g, (vdnn_shape){BATCH, 1, SEQ, 1}, 256, &err), err);
     vt_assert_ok(vdnn_profile_estimate(e->g, 4e13, 2e12, 16e9, &e->prof, &err), err);
