@@ -38,7 +38,8 @@ if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --steps 3 --optimize
         --save "$TMP/lstm.ckpt" >"$TMP/out" 2>"$TMP/err" &&
     grep -q "validation loss: [0-9.]* nats/token, [0-9.]* bits/token" "$TMP/out"; then ok
 else bad "train lstm-lm on text: $(head -c 400 "$TMP/err") $(tail -2 "$TMP/out")"; fi
-if "$VDNN" sample --resume "$TMP/lstm.ckpt" --model lstm-lm --device cpu --threads 1 --prompt "the cell" --tokens 20 >"$TMP/s" 2>"$TMP/err" &&
+smp=(sample --resume "$TMP/lstm.ckpt" --model lstm-lm --device cpu --threads 1)
+if "$VDNN" "${smp[@]}" --prompt "the cell" --tokens 20 >"$TMP/s" 2>"$TMP/err" &&
     [ "$(head -c 8 "$TMP/s")" = "the cell" ] && [ "$(wc -c <"$TMP/s")" = 29 ]; then ok
 else bad "sample lstm-lm: $(head -c 300 "$TMP/err") [$(cat "$TMP/s")]"; fi
 

@@ -232,8 +232,8 @@ static void ref_lstm(const vt_op_data *in, double *y)
     const int In = d->p.lstm_in, ldx = d->in[0].w, tin = d->in[0].h, sp = d->n_inputs > 2 ? d->in[2].h : 0;
     const float *wih = in->x[1], *whh = wih + (size_t)4 * H * In, *whr = whh + (size_t)4 * H * P;
     const float *bih = whr + (d->p.proj ? (size_t)P * H : 0), *bhh = bih + 4 * H;
-    double *h = malloc((size_t)P * sizeof *h), *c = malloc((size_t)H * sizeof *c), *g = malloc(4 * (size_t)H * sizeof *g);
-    double *m = malloc((size_t)H * sizeof *m);
+    double *h = malloc((size_t)P * sizeof *h), *c = malloc((size_t)H * sizeof *c);
+    double *g = malloc(4 * (size_t)H * sizeof *g), *m = malloc((size_t)H * sizeof *m);
     assert_true(h && c && g && m);
     for (int b = 0; b < B; b++) {
         for (int j = 0; j < P; j++) h[j] = sp ? in->x[2][((size_t)b * sp + sp - 1) * W + j] : 0.0;

@@ -111,7 +111,8 @@ static void train_run(const env *e, vdnn_policy pol, size_t budget, run_result *
         const float *x = e->ds->images + (size_t)s * BATCH * SEQ;
         const int32_t *y = e->ds->labels + (size_t)s * BATCH * SEQ;
         vt_assert_ok(vdnn_net_train_step(net, x, y, 0.5f, &r->loss[s], &err), err);
-        if (!isfinite(r->loss[s])) fail_msg("lstm-lm/%s: step %d loss %g", vdnn_policy_name(pol), s, (double)r->loss[s]);
+        if (!isfinite(r->loss[s]))
+            fail_msg("lstm-lm/%s: step %d loss %g", vdnn_policy_name(pol), s, (double)r->loss[s]);
     }
     r->train_peak = p->peak_device_bytes;
     r->n_swap = count_class(p, VDNN_CLASS_SWAP);

@@ -130,7 +130,8 @@ static vdnn_status flush(expander *x)
             st = expand_fail(g, L, x->err, "the name is too long for its chunk nodes (at most 47 characters)");
         else if (n > 4096)
             st = expand_fail(g, L, x->err, "chunk= gives too many chunks (at most 4096)");
-        else if (!(x->chunks[x->group[j]] = calloc((size_t)n, sizeof(int))) || !(cats[j] = calloc((size_t)n, sizeof(int))))
+        else if (!(x->chunks[x->group[j]] = calloc((size_t)n, sizeof(int))) ||
+                 !(cats[j] = calloc((size_t)n, sizeof(int))))
             st = oom(x);
         needed[j] = gather_needed(x, x->group[j]);
     }
@@ -140,7 +141,8 @@ static vdnn_status flush(expander *x)
             const int li = x->group[j];
             const vdnn_layer *L = &g->layers[li];
             const int src = L->inputs[0], k_steps = n == 1 ? 0 : L->p.chunk;
-            /* The stack's first layer reads an earlier stack's chunks or a whole sequence; the others the layer below. */
+            /* The stack's first layer reads an earlier stack's chunks or a whole sequence; the others the layer
+             * below. */
             const bool from_chunks = j > 0 || (x->chunks[src] && per_chunk(g, src, li, x->t));
             if (k == 0) {
                 snprintf(name, sizeof name, "%s.params", L->name);
