@@ -69,6 +69,8 @@ bool vt_fd_linear(const vdnn_op_desc *d)
     case VDNN_LAYER_POS_EMBED:
     case VDNN_LAYER_LINEAR:
     case VDNN_LAYER_ATTN_MIX:
+    case VDNN_LAYER_PARAMS:
+    case VDNN_LAYER_SEQ_CAT:
     case VDNN_LAYER_CHANNEL_MUL: return true; /* in each tensor alone, which is how differences perturb them */
     default: return false;
     }
@@ -126,7 +128,9 @@ bool vt_fd_direction(vt_exec *e, float *t, size_t n, const float *g, double obj_
     memcpy(keep, t, n * sizeof *keep);
     vt_fill_uniform(v, n, seed, -1.f, 1.f);
     const bool linear = vt_fd_linear(&e->d);
-    const float h = (float)(linear ? VT_FD_STEP_LINEAR : VT_FD_STEP);
+    /* An LSTM chunk's direction moves every gate of every step at once and its state carries the curvature on
+     * through the steps: a smaller step keeps the third-order term of central differences below the bound. */
+    const float h = (float)(linear ? VT_FD_STEP_LINEAR : VT_FD_STEP) / (e->d.kind == VDNN_LAYER_LSTM ? 8.0f : 1.0f);
     for (size_t j = 0; j < n; j++) t[j] = keep[j] + h * v[j];
     double abs_p, abs_m, lp = vt_exec_objective(e, &abs_p);
     double want = 0.0, rss = 0.0;

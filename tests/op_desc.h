@@ -47,6 +47,13 @@ vdnn_op_desc vt_linear(vdnn_shape in, int outputs, int bias);
 vdnn_op_desc vt_attn_probs(int b, int t, int width, int heads);
 vdnn_op_desc vt_attn_mix(int b, int t, int width, int heads);
 vdnn_op_desc vt_xent_seq(int b, int t, int vocab);
+/* One lstm chunk of s steps, hidden h, projection proj (0: none), reading steps step0.. of an input {b,1,tin,ldx}
+ * (its first `in` features), with a previous chunk of prev steps (0: none, the state starts at zero). */
+vdnn_op_desc vt_lstm(int b, int s, int h, int proj, int in, int tin, int ldx, int step0, int prev);
+/* An lstm's parameters as a tensor (the op's input is a 1x1x1x1 stand-in for the data). */
+vdnn_op_desc vt_lstm_params(int h, int proj, int in);
+/* seq_cat of n inputs {b,1,steps[i],w} keeping the first cols columns. */
+vdnn_op_desc vt_seq_cat(int b, int n, const int *steps, int w, int cols);
 
 /* Element counts of the weights (conv/fc weights, batchnorm gamma), biases (beta) and running statistics. */
 void vt_op_param_counts(const vdnn_op_desc *d, size_t *nw, size_t *nb, size_t *nstats);

@@ -222,6 +222,63 @@ static void ref_attn(const vt_op_data *in, double *y)
     free(row);
 }
 
+/* LSTM chunk, PyTorch's equations in double: rows [h_t | c_t]. */
+static double sig(double v) { return 1.0 / (1.0 + exp(-v)); }
+
+static void ref_lstm(const vt_op_data *in, double *y)
+{
+    const vdnn_op_desc *d = &in->d;
+    const int B = d->in[0].n, S = d->out.h, H = d->p.filters, P = vdnn_lstm_h_width(&d->p), W = P + H;
+    const int In = d->p.lstm_in, ldx = d->in[0].w, tin = d->in[0].h, sp = d->n_inputs > 2 ? d->in[2].h : 0;
+    const float *wih = in->x[1], *whh = wih + (size_t)4 * H * In, *whr = whh + (size_t)4 * H * P;
+    const float *bih = whr + (d->p.proj ? (size_t)P * H : 0), *bhh = bih + 4 * H;
+    double *h = malloc((size_t)P * sizeof *h), *c = malloc((size_t)H * sizeof *c);
+    double *g = malloc(4 * (size_t)H * sizeof *g), *m = malloc((size_t)H * sizeof *m);
+    assert_true(h && c && g && m);
+    for (int b = 0; b < B; b++) {
+        for (int j = 0; j < P; j++) h[j] = sp ? in->x[2][((size_t)b * sp + sp - 1) * W + j] : 0.0;
+        for (int j = 0; j < H; j++) c[j] = sp ? in->x[2][((size_t)b * sp + sp - 1) * W + P + j] : 0.0;
+        for (int t = 0; t < S; t++) {
+            const float *x = in->x[0] + ((size_t)b * tin + d->p.step0 + t) * ldx;
+            for (int r = 0; r < 4 * H; r++) {
+                double s = (double)bih[r] + bhh[r];
+                for (int k = 0; k < In; k++) s += (double)wih[(size_t)r * In + k] * x[k];
+                for (int k = 0; k < P; k++) s += (double)whh[(size_t)r * P + k] * h[k];
+                g[r] = s;
+            }
+            double *out = y + ((size_t)b * S + t) * W;
+            for (int j = 0; j < H; j++) {
+                c[j] = sig(g[H + j]) * c[j] + sig(g[j]) * tanh(g[2 * H + j]);
+                m[j] = sig(g[3 * H + j]) * tanh(c[j]);
+                out[P + j] = c[j];
+            }
+            for (int j = 0; j < P; j++) {
+                double s = 0;
+                if (!d->p.proj) s = m[j];
+                else
+                    for (int k = 0; k < H; k++) s += (double)whr[(size_t)j * H + k] * m[k];
+                h[j] = out[j] = s;
+            }
+        }
+    }
+    free(h), free(c), free(g), free(m);
+}
+
+static void ref_seq_cat(const vt_op_data *in, double *y)
+{
+    const vdnn_op_desc *d = &in->d;
+    const int cols = d->p.filters, T = d->out.h;
+    int at = 0;
+    for (int i = 0; i < d->n_inputs; i++) {
+        const vdnn_shape s = d->in[i];
+        for (int b = 0; b < s.n; b++)
+            for (int t = 0; t < s.h; t++)
+                for (int j = 0; j < cols; j++)
+                    y[((size_t)b * T + at + t) * cols + j] = in->x[i][((size_t)b * s.h + t) * s.w + j];
+        at += s.h;
+    }
+}
+
 static void ref_softmax_xent(const vt_op_data *in, double *y, double *loss)
 {
     /* One row per image, or per token of a sequence. */
@@ -244,6 +301,13 @@ void vt_ref_forward(const vt_op_data *in, size_t step, double *y, double *loss)
     if (d->kind == VDNN_LAYER_BATCHNORM) return ref_bn(in, step, y);
     if (d->kind == VDNN_LAYER_SOFTMAX_XENT) return ref_softmax_xent(in, y, loss);
     if (d->kind == VDNN_LAYER_ATTN_PROBS || d->kind == VDNN_LAYER_ATTN_MIX) return ref_attn(in, y);
+    if (d->kind == VDNN_LAYER_LSTM) return ref_lstm(in, y);
+    if (d->kind == VDNN_LAYER_SEQ_CAT) return ref_seq_cat(in, y);
+    if (d->kind == VDNN_LAYER_PARAMS) {
+        for (size_t i = 0; i < in->nw; i++) y[i] = in->w[i];
+        for (size_t i = 0; i < in->nb; i++) y[in->nw + i] = in->b[i];
+        return;
+    }
     const float p = d->p.dropout_p;
     for (size_t i = 0; i < in->ny; i += step) {
         const pos o = unravel(d->out, i);

@@ -592,6 +592,8 @@ static void test_kind_names_and_find(void **state)
     for (int k = 1; k < VDNN_LAYER_KIND_COUNT; k++) {
         char text[512];
         const char *extra = "";
+        if (vdnn_layer_kind_internal((vdnn_layer_kind)k)) continue; /* test_lstm_parse_errors refuses them */
+        if (k == VDNN_LAYER_LSTM) extra = "hidden=2\n";
         if (k == VDNN_LAYER_CONV) extra = "filters=2\nsize=1\n";
         if (k == VDNN_LAYER_MAXPOOL || k == VDNN_LAYER_AVGPOOL) extra = "size=1\n";
         if (k == VDNN_LAYER_FC) extra = "outputs=2\n";
@@ -609,7 +611,8 @@ static void test_kind_names_and_find(void **state)
                      extra);
         }
         vdnn_graph_t *g = parse_ok(text);
-        assert_int_equal(layer(g, "x")->kind, k);
+        /* An lstm becomes its chunk nodes and their gather under its name. */
+        assert_int_equal(layer(g, k == VDNN_LAYER_LSTM ? "x.t0" : "x")->kind, k);
         /* The sequence layers resolve in sequence models only (test_sequence_model). */
         if (k < VDNN_LAYER_EMBED || k == VDNN_LAYER_GELU) resolve_ok(g, 1, 2, 2, 2, 0);
         vdnn_graph_free(g);
@@ -747,6 +750,105 @@ static void test_sequence_model(void **state)
     vdnn_graph_free(g);
 }
 
+/* LSTM layers (docs/sequence.md, "LSTM"): chunk nodes, one parameter tensor per layer counted as PyTorch's
+ * nn.LSTM, the gather of the last layer, chunks that do not divide the sequence, and parse errors. */
+static void test_lstm_model(void **state)
+{
+    (void)state;
+    vdnn_graph_t *g = load_ok("models/lstm-lm.cfg");
+    resolve_ok(g, 3, 0, 0, 0, 0);
+    assert_int_equal(param_count(g), 1020160);
+    /* nn.LSTM(128, 256, num_layers=2): 921,600 parameters, in the two parameter tensors. */
+    const vdnn_layer *p1 = layer(g, "lstm1.params"), *p2 = layer(g, "lstm2.params");
+    assert_int_equal(p1->n_weight + p1->n_bias + p2->n_weight + p2->n_bias, 921600);
+    assert_int_equal(p1->out.w, 395264);
+    for (int k = 0; k < 4; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "lstm2.t%d", k);
+        const vdnn_layer *c = layer(g, name);
+        assert_int_equal(c->n_weight + c->n_bias, 0); /* the chunks read the tensor, they own nothing */
+        assert_out(g, name, 1, 32, 512);
+        assert_int_equal(c->n_inputs, k ? 3 : 2);
+        snprintf(name, sizeof name, "lstm1.t%d", k);
+        assert_int_equal(c->inputs[0], vdnn_graph_find(g, name)); /* layer 2 reads layer 1 chunk by chunk */
+        assert_int_equal(c->inputs[1], vdnn_graph_find(g, "lstm2.params"));
+    }
+    assert_int_equal(layer(g, "lstm1.t3")->p.step0, 96);
+    /* Stacked layers are emitted chunk by chunk (lstm1.t0, lstm2.t0, lstm1.t1, ...): backward then consumes layer
+     * 1's chunk gradients as layer 2 makes them. */
+    assert_int_equal(vdnn_graph_find(g, "lstm2.t0"), vdnn_graph_find(g, "lstm1.t0") + 2);
+    assert_int_equal(vdnn_graph_find(g, "lstm1.t1"), vdnn_graph_find(g, "lstm2.t0") + 1);
+    assert_int_equal(vdnn_graph_find(g, "lstm1"), -1); /* nothing reads layer 1 whole: no gather */
+    assert_out(g, "lstm2", 1, 128, 256);
+    assert_int_equal(layer(g, "lstm2")->kind, VDNN_LAYER_SEQ_CAT);
+    assert_int_equal(vdnn_graph_label_count(g), 3 * 128);
+    vdnn_graph_free(g);
+    /* biglstm: nn.LSTM(1024, 8192, num_layers=2, proj_size=1024) holds 151,126,016 parameters. */
+    g = load_ok("models/biglstm.cfg");
+    resolve_ok(g, 1, 0, 0, 0, 0);
+    p1 = layer(g, "lstm1.params"), p2 = layer(g, "lstm2.params");
+    assert_int_equal(p1->n_weight + p1->n_bias + p2->n_weight + p2->n_bias, 151126016);
+    assert_out(g, "lstm1.t0", 1, 20, 1024 + 8192);
+    assert_out(g, "lstm2", 1, 20, 1024);
+    vdnn_graph_free(g);
+    /* chunk=4 over 10 steps: 4 + 4 + 2; then 9 to 12 steps fit the three chunks, 13 and 8 do not. */
+    const char *ten = "[net]\ninput=1x10x1\nclasses=8\n[e]\ntype=embed\noutputs=3\n[l]\ntype=lstm\nhidden=4\n"
+                      "proj=2\nchunk=4\n[m]\ntype=lstm\nhidden=3\nchunk=5\n[h]\ntype=linear\noutputs=classes\n"
+                      "[loss]\ntype=softmax\n";
+    g = parse_ok(ten);
+    resolve_ok(g, 2, 0, 0, 0, 0);
+    assert_out(g, "l.t2", 1, 2, 6);
+    /* m cuts the sequence otherwise: it reads l's gather (its h, 2 wide) from step 0 and step 5. */
+    assert_out(g, "l", 1, 10, 2);
+    assert_int_equal(layer(g, "m.t1")->inputs[0], vdnn_graph_find(g, "l"));
+    assert_int_equal(layer(g, "m.t1")->p.step0, 5);
+    assert_int_equal(layer(g, "m.params")->n_weight, 4 * 3 * (2 + 3));
+    resolve_ok(g, 2, 1, 9, 1, 0);
+    assert_out(g, "l.t2", 1, 1, 6);
+    assert_out(g, "m.t1", 1, 4, 6);
+    vdnn_error err;
+    vdnn_status st = vdnn_graph_resolve(g, (vdnn_shape){2, 1, 13, 1}, 0, &err);
+    vt_assert_error(st, err, VDNN_ERR_SHAPE, "mem.cfg:7: layer 'l.t0': a sequence of 13 steps does not fill 3 chunks "
+                    "of chunk=4 steps (this model takes 9 to 12 steps)");
+    st = vdnn_graph_resolve(g, (vdnn_shape){2, 1, 8, 1}, 0, &err);
+    vt_assert_error(st, err, VDNN_ERR_SHAPE, "does not fill 3 chunks");
+    st = vdnn_graph_resolve(g, (vdnn_shape){2, 3, 10, 10}, 0, &err);
+    vt_assert_error(st, err, VDNN_ERR_SHAPE, "embed reads token ids");
+    vdnn_graph_free(g);
+    /* Ten chunks gather through two levels (at most eight inputs a node) in groups of about sqrt(10), each group's
+     * gather right after its last chunk, so that backward consumes their gradients soon after making them. */
+    g = parse_ok("[net]\ninput=1x20x1\nclasses=8\n[e]\ntype=embed\noutputs=3\n[l]\ntype=lstm\nhidden=4\n"
+                 "chunk=2\n[h]\ntype=linear\noutputs=classes\n[loss]\ntype=softmax\n");
+    assert_int_equal(layer(g, "l.cat0")->n_inputs, 4);
+    assert_int_equal(layer(g, "l.cat1")->n_inputs, 4);
+    assert_int_equal(layer(g, "l.cat2")->n_inputs, 2);
+    assert_int_equal(layer(g, "l")->n_inputs, 3);
+    assert_int_equal(vdnn_graph_find(g, "l.cat0"), vdnn_graph_find(g, "l.t3") + 1);
+    resolve_ok(g, 2, 0, 0, 0, 0);
+    assert_out(g, "l.cat2", 1, 4, 4);
+    assert_out(g, "l", 1, 20, 4);
+    vdnn_graph_free(g);
+    const struct {
+        const char *text, *phrase;
+    } bad[] = {
+        {"[net]\ninput=1x8x1\n[l]\ntype=lstm\nchunk=2\n", "mem.cfg:3: lstm layer 'l' needs hidden="},
+        {"[l]\ntype=lstm\nhidden=4\nchunk=2\n", "mem.cfg:1: lstm layer 'l': needs the sequence length"},
+        {"[net]\ninput=1x8x1\n[l]\ntype=lstm\nhidden=4\nchunk=0\n", "mem.cfg:6: chunk=0 is out of range"},
+        {"[net]\ninput=1x8x1\n[l]\ntype=lstm\nhidden=4\nproj=-1\n", "mem.cfg:6: proj=-1 is out of range"},
+        {"[p]\ntype=params\n", "mem.cfg:2: unknown layer type 'params'"},
+        {"[p]\ntype=seq_cat\n", "mem.cfg:2: unknown layer type 'seq_cat'"},
+        {"[net]\ninput=1x8x1\n[l]\ntype=lstm\nhidden=4\nheads=2\n", "unknown key 'heads' for a lstm layer"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "%s[h]\ntype=linear\noutputs=2\n[loss]\ntype=softmax\n", bad[i].text);
+        vdnn_graph_t *h = NULL;
+        st = vdnn_graph_parse(text, "mem.cfg", &h, &err);
+        vt_assert_error(st, err, VDNN_ERR_PARSE, bad[i].phrase);
+        assert_null(h);
+    }
+}
+
 static void test_string_errors(void **state)
 {
     (void)state;
@@ -822,6 +924,7 @@ int main(void)
         cmocka_unit_test(test_kind_names_and_find), cmocka_unit_test(test_string_errors),
         cmocka_unit_test(test_mangled_texts),     cmocka_unit_test(test_act_and_windows),
         cmocka_unit_test(test_sequence_model),
+        cmocka_unit_test(test_lstm_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -422,11 +422,51 @@ static void test_sequence_ops(void **state)
     vdnn_backend_destroy(be);
 }
 
+/* The LSTM ops (docs/sequence.md, "LSTM"): flags and sizes the planner trusts, the bf16 refusal, shape errors
+ * naming the op. */
+static void test_lstm_ops(void **state)
+{
+    vdnn_backend_t *be = cpu(0);
+    vdnn_error err = {0};
+    vdnn_op_info info;
+    /* batch 2, 3 steps, hidden 4, projection 2, 5 inputs */
+    const vdnn_op_desc d = vt_lstm(2, 3, 4, 2, 5, 3, 5, 0, 2);
+    vt_assert_ok(be->ops->op_query(be, &d, &info, &err), err);
+    assert_true(info.bwd_needs_x && info.bwd_needs_y && !info.inplace_ok && !info.bwd_inplace_ok);
+    assert_int_equal(info.aux_bytes, 2 * 3 * 4 * 4 * sizeof(float)); /* the four gates of every step */
+    assert_int_equal(d.in[1].w, 4 * 4 * (5 + 2) + 2 * 4 + 8 * 4);    /* PyTorch's count with proj_size */
+    const vdnn_op_desc ok[] = {d, vt_lstm_params(4, 2, 5), vt_seq_cat(2, 2, (const int[]){3, 1}, 6, 2)};
+    for (size_t i = 0; i < 3; i++) {
+        vdnn_op_desc b = ok[i];
+        vt_assert_ok(be->ops->op_query(be, &b, &info, &err), err);
+        b.dtype = VDNN_DTYPE_BF16;
+        vdnn_status st = be->ops->op_query(be, &b, &info, &err);
+        if (st != VDNN_ERR_UNSUPPORTED && st != VDNN_ERR_NO_DEVICE)
+            fail_msg("%s in bf16: %s \"%s\", expected a refusal", vdnn_layer_kind_name(b.kind), vdnn_status_name(st),
+                     err.msg);
+    }
+    vdnn_op_desc bad[6] = {d, d, d, d, ok[1], ok[2]};
+    bad[0].out.w = 5;       /* not P + H */
+    bad[1].in[1].w -= 1;    /* one parameter short */
+    bad[2].p.step0 = 1;     /* steps 1..3 of an input of 3 */
+    bad[3].in[2].w = 7;     /* a previous chunk of other rows */
+    bad[4].out.w += 1;      /* parameters of another size */
+    bad[5].out.h = 5;       /* 3 + 1 steps, not 5 */
+    for (size_t i = 0; i < 6; i++) {
+        vdnn_status st = be->ops->op_query(be, &bad[i], &info, &err);
+        if (st != VDNN_ERR_SHAPE || !strstr(err.msg, vdnn_layer_kind_name(bad[i].kind)))
+            fail_msg("bad %s #%zu: %s \"%s\", expected a shape error naming it", vdnn_layer_kind_name(bad[i].kind),
+                     i, vdnn_status_name(st), err.msg);
+    }
+    vdnn_backend_destroy(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_info_flags),
         cmocka_unit_test(test_sequence_ops),
+        cmocka_unit_test(test_lstm_ops),
         cmocka_unit_test(test_conv_candidates),
         cmocka_unit_test(test_refused_descriptions),
         cmocka_unit_test(test_missing_buffers),

@@ -34,6 +34,9 @@ static const zoo_net nets[] = {
     {"resnet101", {2, 3, 32, 32}, AUTO_ONCE, false},   {"resnet152", {2, 3, 32, 32}, AUTO_ONCE, false},
     /* A sequence model: 64 tokens as 1x64x1, the attention probabilities a 2x4x64x64 tensor. */
     {"gpt-mini", {2, 1, 64, 1}, ALL_OPTIONS, true},
+    /* LSTM chunk nodes reading one parameter tensor, whose gradient sums over the chunks. */
+    {"lstm-lm", {2, 1, 128, 1}, ALL_OPTIONS, true},
+    {"lstm-long", {2, 1, 2048, 1}, AUTO_ONCE, false},  {"biglstm", {1, 1, 20, 1}, AUTO_ONCE, false},
 };
 #define N_NETS (int)(sizeof nets / sizeof nets[0])
 

@@ -159,6 +159,8 @@ vdnn_status vdnn_net_init_params(vdnn_net_t *net, vdnn_error *err)
                 double fan_in = ly->kind == VDNN_LAYER_CONV
                                     ? (double)in.c / ly->p.groups * ly->p.kernel_h * ly->p.kernel_w
                                     : ly->kind == VDNN_LAYER_LINEAR ? (double)in.w
+                                    /* nn.LSTM draws every weight and bias in +-1/sqrt(hidden) */
+                                    : ly->kind == VDNN_LAYER_PARAMS ? (double)ly->p.filters
                                                                    : (double)in.c * in.h * in.w;
                 double bound = 1.0 / sqrt(fan_in);
                 /* Embedding tables: GPT-2 draws them with standard deviation 0.02; a uniform of that spread. */

@@ -23,6 +23,8 @@ static const char *const kind_names[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_LAYERNORM] = "layernorm", [VDNN_LAYER_LINEAR] = "linear",
     [VDNN_LAYER_ATTN_PROBS] = "attn_probs", [VDNN_LAYER_ATTN_MIX] = "attn_mix",
     [VDNN_LAYER_GELU] = "gelu",
+    [VDNN_LAYER_LSTM] = "lstm",           [VDNN_LAYER_PARAMS] = "params",
+    [VDNN_LAYER_SEQ_CAT] = "seq_cat",
 };
 
 const char *vdnn_layer_kind_name(vdnn_layer_kind k)
@@ -392,6 +394,67 @@ static vdnn_status resolve_layer(vdnn_graph_t *g, int idx, vdnn_error *err)
         L->flops_fwd = 8.0 * (double)in_count;
         L->flops_bwd = 12.0 * (double)in_count;
         break;
+    case VDNN_LAYER_PARAMS: {
+        /* PyTorch's nn.LSTM layout: weight_ih 4H x In, weight_hh 4H x P, weight_hr P x H, then bias_ih, bias_hh. */
+        const vdnn_layer *s = &g->layers[p->src];
+        p->lstm_in = s->kind == VDNN_LAYER_LSTM ? vdnn_lstm_h_width(&s->p) : s->out.w;
+        vdnn_lstm_param_counts(p, &L->n_weight, &L->n_bias);
+        out = (vdnn_shape){1, 1, 1, (int)(L->n_weight + L->n_bias)};
+        L->flops_fwd = L->flops_bwd = (double)(L->n_weight + L->n_bias);
+        if (L->n_weight + L->n_bias > (size_t)INT_MAX) return layer_fail(g, L, err, "the lstm's parameters overflow");
+        break;
+    }
+    case VDNN_LAYER_LSTM: {
+        const vdnn_layer *x = &g->layers[L->inputs[0]], *pr = &g->layers[L->inputs[1]];
+        const int pw = vdnn_lstm_h_width(p), hh = p->filters;
+        int steps = in.h;
+        if (in.c != 1) return layer_fail(g, L, err, "lstm reads a sequence 1xTxF, got %s", shape_str(in, a, sizeof a));
+        if (x->kind == VDNN_LAYER_LSTM) {
+            p->lstm_in = vdnn_lstm_h_width(&x->p);
+            p->step0 = 0;
+        } else {
+            p->lstm_in = in.w;
+            if (p->n_chunks > 1) {
+                const int k = p->chunk, n = p->n_chunks;
+                const int last = in.h - (n - 1) * k;
+                if (last < 1 || last > k)
+                    return layer_fail(g, L, err, "a sequence of %d steps does not fill %d chunks of chunk=%d steps "
+                                      "(this model takes %d to %d steps)", in.h, n, k, (n - 1) * k + 1, n * k);
+                steps = p->chunk_index < n - 1 ? k : last;
+                p->step0 = p->chunk_index * k;
+            }
+        }
+        if (pr->kind != VDNN_LAYER_PARAMS || pr->p.lstm_in != p->lstm_in)
+            return layer_fail(g, L, err, "lstm's parameters are for %d input features, its input has %d",
+                              pr->p.lstm_in, p->lstm_in);
+        if (L->n_inputs > 2) {
+            const vdnn_shape s = g->layers[L->inputs[2]].out;
+            if (s.n != in.n || s.w != pw + hh)
+                return layer_fail(g, L, err, "the previous chunk is %s, expected rows of %d (h then c)",
+                                  shape_str(s, a, sizeof a), pw + hh);
+        }
+        out = (vdnn_shape){in.n, 1, steps, pw + hh};
+        /* Per step: the input and recurrent GEMMs, the projection, and about ten operations per cell value. */
+        const double rows = (double)in.n * steps;
+        const double gemm = 2.0 * rows * 4.0 * hh * (p->lstm_in + pw) + (p->proj ? 2.0 * rows * hh * pw : 0.0);
+        L->flops_fwd = gemm + 10.0 * rows * hh;
+        L->flops_bwd = 2.0 * gemm + 20.0 * rows * hh;
+        break;
+    }
+    case VDNN_LAYER_SEQ_CAT: {
+        long long t = 0;
+        for (int k = 0; k < L->n_inputs; k++) {
+            const vdnn_shape s = g->layers[L->inputs[k]].out;
+            if (s.n != in.n || s.c != 1 || s.w < p->filters)
+                return layer_fail(g, L, err, "seq_cat input '%s' is %s, expected 1xTx%d or wider",
+                                  g->layers[L->inputs[k]].name, shape_str(s, a, sizeof a), p->filters);
+            t += s.h;
+        }
+        if (t > INT_MAX) return layer_fail(g, L, err, "seq_cat's sequence is too long");
+        out = (vdnn_shape){in.n, 1, (int)t, p->filters};
+        L->flops_fwd = L->flops_bwd = (double)vdnn_shape_count(out);
+        break;
+    }
     case VDNN_LAYER_SOFTMAX_XENT:
         if (in.h == 1 && in.w == 1 ? in.c != g->classes : in.c != 1 || in.w != g->classes)
             return layer_fail(g, L, err, "softmax input is %s, expected %dx1x1 (images) or 1xTx%d (sequences) "

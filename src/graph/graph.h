@@ -47,6 +47,11 @@ typedef enum vdnn_layer_kind {
     VDNN_LAYER_ATTN_PROBS,   /* causal softmax(Q K^T / sqrt(d)) from qkv {B,1,T,3F} -> {B,H,T,T} */
     VDNN_LAYER_ATTN_MIX,     /* inputs (probs {B,H,T,T}, qkv {B,1,T,3F}) -> P V, heads side by side {B,1,T,F} */
     VDNN_LAYER_GELU,         /* GPT-2's tanh approximation of GELU */
+    /* LSTM (docs/sequence.md, "LSTM"): a file's [x] type=lstm becomes, at parse time, a parameter tensor node,
+     * one lstm node per chunk of time steps and a seq_cat gathering their h (src/graph/lstm_expand.c). */
+    VDNN_LAYER_LSTM,         /* one chunk: inputs (x, params, previous chunk) -> {B,1,S,P+H}, rows [h_t | c_t] */
+    VDNN_LAYER_PARAMS,       /* a layer's parameters as a tensor {1,1,1,weights+biases}, read by several nodes */
+    VDNN_LAYER_SEQ_CAT,      /* inputs {B,1,S_i,W_i} -> {B,1,sum S_i,cols}: the first cols of each row, along time */
     VDNN_LAYER_KIND_COUNT
 } vdnn_layer_kind;
 
@@ -83,6 +88,12 @@ typedef struct vdnn_layer_params {
     int vocab;
     int context;
     int heads;
+    /* lstm: hidden H is in filters; proj P (0: none, h is H wide); chunk K steps per node as the file gives it
+     * (0: the whole sequence); chunk_index k of n_chunks; step0, the first step of x[0] it reads (k K when x[0] is
+     * the whole sequence, 0 when it is the previous layer's chunk k); lstm_in, the input features In (resolved).
+     * params: the same hidden, proj and lstm_in, with src the layer whose output width is In (an lstm chunk:
+     * its P). seq_cat: filters is the columns it keeps. */
+    int proj, chunk, chunk_index, n_chunks, step0, lstm_in, src;
 } vdnn_layer_params;
 
 typedef struct vdnn_layer {
@@ -134,6 +145,29 @@ struct vdnn_graph {
      * into a net of another. */
     vdnn_dtype dtype;
 };
+
+/* Replaces each lstm layer of a parsed file (one node per layer) by its parameter tensor, its chunk nodes and,
+ * where a layer other than the next lstm reads it, the seq_cat of its h under the layer's own name (lstm_expand.c).
+ * Inputs must be linked; consumer counts are left to the caller. */
+vdnn_status vdnn_graph_expand_lstm(vdnn_graph_t *g, vdnn_error *err);
+
+/* An lstm's h width: its projection P, else its hidden H. */
+static inline int vdnn_lstm_h_width(const vdnn_layer_params *p) { return p->proj ? p->proj : p->filters; }
+
+/* An lstm's parameter counts in PyTorch's layout: weight_ih 4H x In, weight_hh 4H x P, weight_hr P x H (with a
+ * projection), then bias_ih and bias_hh, 4H each. */
+static inline void vdnn_lstm_param_counts(const vdnn_layer_params *p, size_t *weights, size_t *biases)
+{
+    const size_t h = (size_t)p->filters, pw = (size_t)vdnn_lstm_h_width(p);
+    *weights = 4 * h * ((size_t)p->lstm_in + pw) + (p->proj ? pw * h : 0);
+    *biases = 8 * h;
+}
+
+/* Whether layer kind k is written by the parser itself (never in a model file under its name). */
+static inline bool vdnn_layer_kind_internal(vdnn_layer_kind k)
+{
+    return k == VDNN_LAYER_PARAMS || k == VDNN_LAYER_SEQ_CAT;
+}
 
 /* Reads a model file: a .cfg model, or an ONNX model when the path ends in .onnx (graph/onnx.h). Errors name
  * the file and line ("models/x.cfg:12: unknown layer type 'foo'") or the ONNX node. */

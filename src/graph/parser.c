@@ -46,6 +46,9 @@ static const int_key int_keys[] = {
     {"bias", KB(VDNN_LAYER_CONV) | KB(VDNN_LAYER_FC) | KB(VDNN_LAYER_LINEAR), 0, 1, PF(bias), NO_FIELD},
     {"context", KB(VDNN_LAYER_POS_EMBED), 1, MAX_COUNT, PF(context), NO_FIELD},
     {"heads", KB(VDNN_LAYER_ATTN_PROBS), 1, 4096, PF(heads), NO_FIELD},
+    {"hidden", KB(VDNN_LAYER_LSTM), 1, MAX_COUNT, PF(filters), NO_FIELD},
+    {"proj", KB(VDNN_LAYER_LSTM), 1, MAX_COUNT, PF(proj), NO_FIELD},
+    {"chunk", KB(VDNN_LAYER_LSTM), 1, MAX_COUNT, PF(chunk), NO_FIELD},
     {"size", KB(VDNN_LAYER_LRN), 1, MAX_DIM, PF(lrn_size), NO_FIELD},
     {"ceil_mode", POOL_KINDS, 0, 1, PF(ceil_mode), NO_FIELD},
 };
@@ -187,7 +190,7 @@ static bool kind_from_name(const char *s, vdnn_layer_kind *k)
         return true;
     }
     for (int i = 1; i < VDNN_LAYER_KIND_COUNT; i++)
-        if (!strcmp(s, vdnn_layer_kind_name((vdnn_layer_kind)i))) {
+        if (!vdnn_layer_kind_internal((vdnn_layer_kind)i) && !strcmp(s, vdnn_layer_kind_name((vdnn_layer_kind)i))) {
             *k = (vdnn_layer_kind)i;
             return true;
         }
@@ -254,7 +257,7 @@ static vdnn_status parse_layer_key(parser *ps, vdnn_layer *L, const kv *e, unsig
         if (!strcmp(d->key, "size") || !strcmp(d->key, "size_h")) *seen |= 2;
         if (!strcmp(d->key, "size") || !strcmp(d->key, "size_w")) *seen |= 4;
         if (!strncmp(d->key, "stride", 6)) *seen |= 8;
-        if (!strcmp(d->key, "context") || !strcmp(d->key, "heads")) *seen |= 16;
+        if (!strcmp(d->key, "context") || !strcmp(d->key, "heads") || !strcmp(d->key, "hidden")) *seen |= 16;
         return VDNN_OK;
     }
     for (size_t i = 0; i < sizeof float_keys / sizeof float_keys[0]; i++) {
@@ -284,7 +287,7 @@ static vdnn_status finish_layer(parser *ps)
         return perr(ps, VDNN_ERR_PARSE, type->line,
                     "unknown layer type '%s' (expected conv, maxpool, avgpool, relu, lrn, batchnorm, dropout, fc, "
                     "concat, add, gap, flatten, sigmoid, hardsigmoid, hardswish, silu, clip, relu6, channel_mul, "
-                    "embed, pos_embed, layernorm, linear, attn_probs, attn_mix, gelu or softmax)",
+                    "embed, pos_embed, layernorm, linear, attn_probs, attn_mix, gelu, lstm or softmax)",
                     type->val);
     vdnn_status st = grow_layers(ps);
     if (st) return st;
@@ -336,6 +339,8 @@ static vdnn_status finish_layer(parser *ps)
                     L->name);
     if (kind == VDNN_LAYER_ATTN_PROBS && !(seen & 16))
         return perr(ps, VDNN_ERR_PARSE, L->line, "attn_probs layer '%s' needs heads=", L->name);
+    if (kind == VDNN_LAYER_LSTM && !(seen & 16))
+        return perr(ps, VDNN_ERR_PARSE, L->line, "lstm layer '%s' needs hidden= (the cell width)", L->name);
     if ((KB(kind) & WINDOW_KINDS) && (seen & 6) != 6)
         return perr(ps, VDNN_ERR_PARSE, L->line, "%s layer '%s' needs size= (or size_h= and size_w=)", kname,
                     L->name);
@@ -526,6 +531,8 @@ static vdnn_status check_graph(parser *ps)
         vdnn_status st = link_inputs(ps, i);
         if (st) return st;
     }
+    vdnn_status st = vdnn_graph_expand_lstm(g, ps->err);
+    if (st) return st;
     for (int i = 0; i < g->n_layers; i++) g->layers[i].n_consumers = 0;
     for (int i = 1; i < g->n_layers; i++)
         for (int k = 0; k < g->layers[i].n_inputs; k++) g->layers[g->layers[i].inputs[k]].n_consumers++;

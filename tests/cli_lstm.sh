@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# LSTM language models on the command line (docs/sequence.md, "LSTM"): `vdnn info lstm-lm` (its chunk nodes and
+# parameter count), `vdnn plan biglstm` under auto, a short lstm-lm training run on text whose measured peak is the
+# planned one under none, all and auto (at 20 MiB of its 24 MiB), `vdnn sample` from it (the prompt, 20 more bytes and a
+# newline), and a chunked model given a sequence it cannot cut.
+# Usage: cli_lstm.sh PATH/TO/vdnn   (run from the repository root; CTest does both)
+set -uo pipefail
+
+VDNN=${1:?usage: cli_lstm.sh PATH/TO/vdnn}
+# shellcheck source=lib_cli.sh
+source "$(dirname "$0")/lib_cli.sh"
+
+if "$VDNN" info lstm-lm >"$TMP/info" 2>"$TMP/err" && grep -q "^lstm2.t3 .* lstm " "$TMP/info" &&
+    grep -q "^lstm1.params .* params " "$TMP/info" && grep -q "parameters            1020160" "$TMP/info"; then ok
+else bad "info lstm-lm: $(head -c 300 "$TMP/err")"; fi
+
+if "$VDNN" plan biglstm --batch 4 --device cpu --policy auto --budget 1600MiB --json >"$TMP/big.json" 2>"$TMP/err" &&
+    [ "$(json_get "$TMP/big.json" feasible)" = true ]; then ok; else bad "plan biglstm: $(head -c 300 "$TMP/err")"; fi
+
+python3 -c 'import sys; sys.stdout.write("the cell state of a chunk is swapped or recomputed. " * 120)' >"$TMP/text.txt"
+common=(--model lstm-lm --batch 4 --device cpu --threads 1 --log-every 1000)
+for p in none all auto; do
+    budget=()
+    [ "$p" = auto ] && budget=(--budget 20MiB)
+    "$VDNN" plan lstm-lm --batch 4 --device cpu --policy "$p" "${budget[@]}" --json >"$TMP/plan.json" 2>"$TMP/err" ||
+        bad "plan lstm-lm/$p: $(cat "$TMP/err")"
+    if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --steps 2 --no-eval --policy "$p" "${budget[@]}" \
+            --poison --json >"$TMP/run.json" 2>"$TMP/err"; then
+        planned=$(json_get "$TMP/plan.json" peak_device_bytes)
+        measured=$(json_get "$TMP/run.json" peak_device_bytes)
+        if [ "$planned" = "$measured" ]; then ok; else bad "lstm-lm/$p: planned peak $planned, measured $measured"; fi
+    else
+        bad "train lstm-lm/$p: $(head -c 300 "$TMP/err")"
+    fi
+done
+
+if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --steps 3 --optimizer adamw --lr 0.003 \
+        --save "$TMP/lstm.ckpt" >"$TMP/out" 2>"$TMP/err" &&
+    grep -q "validation loss: [0-9.]* nats/token, [0-9.]* bits/token" "$TMP/out"; then ok
+else bad "train lstm-lm on text: $(head -c 400 "$TMP/err") $(tail -2 "$TMP/out")"; fi
+smp=(sample --resume "$TMP/lstm.ckpt" --model lstm-lm --device cpu --threads 1)
+if "$VDNN" "${smp[@]}" --prompt "the cell" --tokens 20 >"$TMP/s" 2>"$TMP/err" &&
+    [ "$(head -c 8 "$TMP/s")" = "the cell" ] && [ "$(wc -c <"$TMP/s")" = 29 ]; then ok
+else bad "sample lstm-lm: $(head -c 300 "$TMP/err") [$(cat "$TMP/s")]"; fi
+
+run "lstm-lm at a length its chunks cannot cut" 1 "a sequence of 64 steps does not fill 4 chunks of chunk=32 steps" \
+    "this model takes 97 to 128 steps" -- train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 64 --steps 1
+
+echo "cli_lstm: $passed passed, $failed failed"
+[ "$failed" = 0 ]
