@@ -1,7 +1,7 @@
 /* The sequence layers against PyTorch (tests/reference/gpt-tiny.bin, written by make_gpt_reference.py): every layer of
  * a tiny GPT on the reference inputs (outputs, input gradients summed over readers, parameter gradients), then the
  * whole net through the library: the step-0 loss and every parameter gradient, and three SGD steps' losses and
- * final parameters. */
+ * final parameters; three AdamW steps; three SGD steps with gradient clipping by global norm. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -301,12 +301,72 @@ static void test_adamw_matches_pytorch(void **state)
     if (bad) fail_msg("%zu tensors differ from PyTorch's", bad);
 }
 
+/* Three SGD steps with the gradients clipped to a global norm below every step's (torch.nn.utils.clip_grad_norm_):
+ * losses and final parameters; and the clipping refused where its gradients cannot wait (offload_params). */
+static void test_clip_matches_pytorch(void **state)
+{
+    ctx *c = *state;
+    const vdnn_graph_t *g = c->g;
+    bad = 0;
+    const float clip = *vt_ref_f32(&c->ref, "meta.clip", 1);
+    const float *norms = vt_ref_f32(&c->ref, "clip.norms", (size_t)c->steps);
+    for (int t = 0; t < c->steps; t++) assert_true(norms[t] > clip); /* the reference clips every step */
+    vdnn_net_options cfg = vdnn_net_options_default();
+    cfg.batch = c->batch;
+    cfg.in_c = g->input.c;
+    cfg.in_h = g->input.h;
+    cfg.in_w = g->input.w;
+    cfg.classes = g->classes;
+    cfg.momentum = c->momentum;
+    cfg.weight_decay = 0;
+    cfg.clip_grad_norm = clip;
+    cfg.memory.poison = true;
+    vdnn_net_t *net = NULL;
+    vdnn_error err;
+    cfg.memory.offload_params = true;
+    vt_assert_error(vdnn_net_create(g, c->be, &cfg, &net, &err), err, VDNN_ERR_INVALID_ARG, "clip_grad_norm: ");
+    cfg.memory.offload_params = false;
+    cfg.clip_grad_norm = -1;
+    vt_assert_error(vdnn_net_create(g, c->be, &cfg, &net, &err), err, VDNN_ERR_INVALID_ARG, "clip_grad_norm: ");
+    cfg.clip_grad_norm = clip;
+    vt_assert_ok(vdnn_net_create(g, c->be, &cfg, &net, &err), err);
+    assert_false(net->plan_train->fused_update);
+    set_reference_params(c, g, net);
+    const float *losses = vt_ref_f32(&c->ref, "clip.losses", (size_t)c->steps);
+    for (int t = 0; t < c->steps; t++) {
+        float loss = 0;
+        vt_assert_ok(vdnn_net_train_step(net, c->tokens, c->labels, c->lr, &loss, &err), err);
+        char what[64];
+        snprintf(what, sizeof what, "clipped loss at step %d", t);
+        check(what, &loss, &losses[t], 1, TOL_STEP0);
+    }
+    float *buf = malloc(64 * 1024 * sizeof(float));
+    assert_non_null(buf);
+    for (int l = 1; l < g->n_layers; l++) {
+        const vdnn_layer *ly = &g->layers[l];
+        const size_t counts[2] = {ly->n_weight, ly->n_bias};
+        const char *parts[2] = {".weight", ".bias"};
+        for (int k = 0; k < 2; k++) {
+            if (!counts[k]) continue;
+            char name[160], want[180];
+            snprintf(name, sizeof name, "%s%s", ly->name, parts[k]);
+            snprintf(want, sizeof want, "clip.final.%s", name);
+            vt_assert_ok(vdnn_net_get(net, name, buf, counts[k], &err), err);
+            check(want, buf, vt_ref_f32(&c->ref, want, counts[k]), counts[k], TOL_FINAL);
+        }
+    }
+    free(buf);
+    vdnn_net_free(net);
+    if (bad) fail_msg("%zu tensors differ from PyTorch's", bad);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layers_match_pytorch),
         cmocka_unit_test(test_training_matches_pytorch),
         cmocka_unit_test(test_adamw_matches_pytorch),
+        cmocka_unit_test(test_clip_matches_pytorch),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -44,7 +44,7 @@ static const struct { const char *field, *flag; } plain_fields[] = {
     {"batch", "--batch"}, {"input", "--input"}, {"classes", "--classes"}, {"seed", "--seed"},
     {"lr", "--lr"}, {"lr_schedule", "--lr-schedule"}, {"momentum", "--momentum"},
     {"weight_decay", "--weight-decay"}, {"optimizer", "--optimizer"}, {"beta1, beta2", "--beta1, --beta2"},
-    {"eps", "--eps"}, {"memory.optimizer_moments", "--optimizer"}, {"threads", "--threads"}, {"epochs", "--epochs"}, {"steps", "--steps"},
+    {"eps", "--eps"}, {"clip_grad_norm", "--clip-grad-norm"}, {"memory.optimizer_moments", "--optimizer"}, {"threads", "--threads"}, {"epochs", "--epochs"}, {"steps", "--steps"},
     {"iterations", "--iterations"},
 };
 
@@ -217,7 +217,7 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
         double d;
         char range[64];
         if (!strcmp(f, "--model") && (allowed & OPT_MODEL)) { NEED_VALUE(); o->model = v; }
-        else if (!strcmp(f, "--data") && (allowed & OPT_DATA)) { NEED_VALUE(); o->data = v; }
+        else if (!strcmp(f, "--data") && (allowed & OPT_DATA)) { NEED_VALUE(); o->data = v; o->data_given = true; }
         else if (!strcmp(f, "--input") && (allowed & OPT_SHAPE)) {
             NEED_VALUE();
             snprintf(range, sizeof range, "CxHxW, each from 1 to %d, e.g. 3x224x224", VDNN_MAX_SIDE);
@@ -265,6 +265,10 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             NEED_VALUE();
             if (!vdnn_parse_float(v, &d) || d < 0 || d >= 1) return bad(cmd, f, v, "a number in [0, 1)");
             *(f[6] == '1' ? &o->beta1 : &o->beta2) = d;
+        } else if (!strcmp(f, "--clip-grad-norm") && (allowed & OPT_TRAINING)) {
+            NEED_VALUE();
+            if (!vdnn_parse_float(v, &d) || !(d > 0) || d > 1e30) return bad(cmd, f, v, "a positive number");
+            o->clip_grad_norm = d;
         } else if (!strcmp(f, "--eps") && (allowed & OPT_TRAINING)) {
             NEED_VALUE();
             if (!vdnn_parse_float(v, &d) || d <= 0 || d >= 1) return bad(cmd, f, v, "a number in (0, 1)");
@@ -409,6 +413,7 @@ vdnn_net_options cli_net_options(const cli_options *o, vdnn_shape in, int classe
     no.beta1 = (float)o->beta1;
     no.beta2 = (float)o->beta2;
     no.eps = (float)o->eps;
+    no.clip_grad_norm = (float)o->clip_grad_norm;
     return no;
 }
 

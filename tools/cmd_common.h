@@ -11,6 +11,7 @@
 typedef struct cli_options {
     const char *model;        /* NAME or FILE */
     const char *data;         /* dataset spec */
+    bool data_given;          /* --data was on the command line (else a sequence model takes CLI_DEFAULT_TEXT) */
     int in_c, in_h, in_w;     /* 0: from the data or the model */
     int classes;              /* 0: from the data or the model */
     int batch;
@@ -21,6 +22,7 @@ typedef struct cli_options {
     double momentum, weight_decay;
     bool adamw;               /* --optimizer adamw (else SGD) */
     double beta1, beta2, eps; /* AdamW */
+    double clip_grad_norm;    /* --clip-grad-norm X (0: off) */
     long seed;
     int threads;
     const char *device;       /* auto | cpu | cuda */
@@ -60,6 +62,11 @@ typedef struct cli_options {
     "forward saves the input to host memory a batch chunk at a time before writing the output over it, and its\n"\
     "backward reads the input back a chunk at a time. Same results bit for bit; not with --micro-batches or\n"   \
     "policy um. Policy auto does it by itself where nothing else fits.\n"
+
+/* The text a sequence model trains and evaluates on when no --data is given: English quotations from Debian's
+ * `fortunes` package (fortune-mod's data files), read as bytes, the '%' lines between quotations included. */
+#define CLI_DEFAULT_TEXT_FILE "/usr/share/games/fortunes/cookie"
+#define CLI_DEFAULT_TEXT_PACKAGE "fortunes"
 
 /* Flags each subcommand accepts, as a bit set. */
 enum {

@@ -27,6 +27,10 @@ typedef struct vdnn_net_options {
                                       borrowed: it must outlive the net */
     vdnn_optimizer optimizer;      /* default SGD; sets memory.optimizer_moments (1 or 2) */
     float beta1, beta2, eps;       /* AdamW (defaults 0.9, 0.999, 1e-8); weight_decay is its decoupled decay */
+    float clip_grad_norm;          /* > 0: before each update, every parameter gradient is scaled by
+                                      clip_grad_norm / (norm + 1e-6) when their global L2 norm exceeds it (PyTorch's
+                                      clip_grad_norm_); the gradients are then kept until one update step, so not with
+                                      memory.offload_params. 0 (the default): no clipping */
 } vdnn_net_options;
 
 VDNN_API vdnn_net_options vdnn_net_options_default(void);

@@ -251,6 +251,7 @@ typedef struct vdnn_net_options {
     const vdnn_profile_t *profile;
     vdnn_optimizer optimizer;
     float beta1, beta2, eps;
+    float clip_grad_norm;
 } vdnn_net_options;
 vdnn_net_options vdnn_net_options_default(void);
 vdnn_status vdnn_net_create(const vdnn_model_t *m, vdnn_backend_t *be, const vdnn_net_options *o,

@@ -188,6 +188,9 @@ typedef struct vdnn_backend_ops {
      * NULL on backends without it (CUDA for now): the executor then refuses AdamW. */
     vdnn_status (*adamw_update)(vdnn_backend_t *be, float *w, const float *dw, float *m, float *v, size_t n, float lr,
                                 float beta1, float beta2, float eps, float weight_decay, long step, vdnn_error *err);
+    /* *sum = the sum of x[i]^2 over n floats, accumulated in double, the same for the same x (gradient clipping by
+     * global norm). NULL on backends without it (CUDA for now): the net then refuses clip_grad_norm. */
+    vdnn_status (*sum_squares)(vdnn_backend_t *be, const float *x, size_t n, double *sum, vdnn_error *err);
     /* Fills `poison` pattern (NaN) over device memory, for the --poison debug mode. The pattern is NaN read as
      * fp32, bf16 or fp16 at any even offset. */
     vdnn_status (*poison)(vdnn_backend_t *be, void *dst, size_t bytes, vdnn_error *err);

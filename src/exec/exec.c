@@ -1,5 +1,6 @@
 /* Replays a plan: allocations at planned offsets, copies on the copy queues ordered by events, and each
  * step's compute. It makes no decisions of its own; it only checks that what it is told is sound. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -212,6 +213,38 @@ static vdnn_status sum_micro(vdnn_net_t *net, const vdnn_plan_t *plan, int l, vd
     return VDNN_OK;
 }
 
+/* PyTorch's clip_grad_norm_: the L2 norm over every parameter gradient of the step, summed in layer order (so the
+ * same under every plan), and when it exceeds the limit each gradient scaled by limit / (norm + 1e-6). */
+static vdnn_status clip_grads(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_error *err)
+{
+    vdnn_backend_t *be = net->be;
+    double sum = 0.0;
+    for (int l = 1; l < net->g->n_layers; l++) {
+        const vdnn_layer_storage *s = &plan->ls[l];
+        const vdnn_layer *ly = &net->g->layers[l];
+        double part;
+        if (s->dw >= 0) {
+            BE_CALL(be->ops->sum_squares(be, (const float *)net->ptr[s->dw], ly->n_weight, &part, err));
+            sum += part;
+        }
+        if (s->db >= 0) {
+            BE_CALL(be->ops->sum_squares(be, (const float *)net->ptr[s->db], ly->n_bias, &part, err));
+            sum += part;
+        }
+    }
+    const double norm = sqrt(sum);
+    /* PyTorch scales by min(1, limit / (norm + 1e-6)); a factor of 1 changes nothing. */
+    const double k = (double)net->opt.clip_grad_norm / (norm + 1e-6);
+    if (!(k < 1.0)) return VDNN_OK;
+    for (int l = 1; l < net->g->n_layers; l++) {
+        const vdnn_layer_storage *s = &plan->ls[l];
+        const vdnn_layer *ly = &net->g->layers[l];
+        if (s->dw >= 0) BE_CALL(be->ops->scale(be, (float *)net->ptr[s->dw], (float)k, ly->n_weight, err));
+        if (s->db >= 0) BE_CALL(be->ops->scale(be, (float *)net->ptr[s->db], (float)k, ly->n_bias, err));
+    }
+    return VDNN_OK;
+}
+
 /* SGD or AdamW on the parameters of layers [first, last]. */
 static vdnn_status update(vdnn_net_t *net, const vdnn_plan_t *plan, int first, int last, float lr, vdnn_error *err)
 {
@@ -290,6 +323,7 @@ static vdnn_status compute(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **o
         if (plan->fused_update) return VDNN_OK;
         if (net->x.hooks && net->x.hooks->before_update)
             BE_CALL(net->x.hooks->before_update(net->x.hooks_ctx, net, err));
+        if (net->opt.clip_grad_norm > 0) BE_CALL(clip_grads(net, plan, err));
         return update(net, plan, 1, net->g->n_layers - 1, lr, err);
     }
     return vdnn_fail(err, VDNN_ERR_BACKEND, "executor: unknown step kind");

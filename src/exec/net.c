@@ -202,6 +202,16 @@ static vdnn_status check_options(const vdnn_backend_t *be, const vdnn_net_option
             return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "optimizer AdamW: the %s backend has no AdamW update yet",
                              be->ops->name);
     }
+    if (!(o->clip_grad_norm >= 0) || isinf(o->clip_grad_norm))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "clip_grad_norm: %g is out of range (0: off, or a positive number)",
+                         (double)o->clip_grad_norm);
+    if (o->clip_grad_norm > 0 && !be->ops->sum_squares)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "clip_grad_norm: the %s backend cannot clip gradients yet",
+                         be->ops->name);
+    if (o->clip_grad_norm > 0 && o->memory.offload_params)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
+                         "clip_grad_norm: clipping needs every gradient before the first update, and "
+                         "memory.offload_params updates each layer's homed parameters in its backward step: not both");
     vdnn_status rc = vdnn_memory_options_check(&o->memory, err);
     if (rc == VDNN_OK) rc = vdnn_backend_check_dtype((vdnn_backend_t *)be, (vdnn_dtype)o->memory.precision, err);
     if (rc != VDNN_OK) return rc;
@@ -249,6 +259,8 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
     if (x) net->x = *x;
     if (!net->x.dropout_seed) net->x.dropout_seed = vdnn_net_dropout_seed;
     if (net->x.hooks) net->x.keep_weight_grads = true;
+    /* Clipping scales every gradient by their global norm: all of them wait for one update step. */
+    if (o->clip_grad_norm > 0) net->x.keep_weight_grads = true;
     net->opt.memory.pipelined = m > 1 && o->memory.pipelined;
     net->fetch_storage = -1;
     net->info_train = calloc((size_t)g->n_layers, sizeof *net->info_train);

@@ -6,7 +6,9 @@ Recorded (VDNNREF1, see README.md): the tokens and next-token labels of a batch 
 parameters under vdnn's storage names, every layer's output (".out") and its gradient (".out.grad") at step 0, the
 loss, every parameter gradient (".weight.grad", ".bias.grad"), 3 SGD steps (lr, momentum 0.9): the losses and the
 final parameters ("final.<name>"), and 3 AdamW steps from the same start ("meta.adamw" lr, beta1, beta2, eps, weight
-decay; "adamw.losses", "adamw.final.<name>"). Tensors B x T x F are laid out as vdnn's Bx1xTxF; the attention probabilities are
+decay; "adamw.losses", "adamw.final.<name>"), and 3 SGD steps with gradient clipping by global norm
+(torch.nn.utils.clip_grad_norm_ before each step; "meta.clip" the limit, set below every step's norm so that clipping
+acts, "clip.norms" each step's norm before clipping, "clip.losses", "clip.final.<name>"). Tensors B x T x F are laid out as vdnn's Bx1xTxF; the attention probabilities are
 B x heads x T x T; qkv holds q, k and v side by side, head h at columns h*D .. h*D+D-1 of each.
 
 Run with Debian's interpreter (python3-torch): /usr/bin/python3 tests/reference/make_gpt_reference.py
@@ -23,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 B, T, CONTEXT, F, H, V, LAYERS = 3, 6, 8, 16, 2, 20, 2
 LR, MOMENTUM, STEPS = 0.1, 0.9, 3
 ADAM_LR, ADAM_BETAS, ADAM_EPS, ADAM_WD = 0.01, (0.9, 0.999), 1e-8, 0.01
+CLIP = 0.5
 
 
 def write_cfg(path):
@@ -183,6 +186,23 @@ def main():
     w.add("adamw.losses", torch.tensor(losses))
     for k, v in p.items():
         w.add("adamw.final." + k, v)
+    # SGD with the gradients clipped to a global norm of CLIP (below every step's: the clipping acts each time).
+    p = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
+    opt = torch.optim.SGD(p.values(), lr=LR, momentum=MOMENTUM)
+    clip_losses, norms = [], []
+    for step in range(STEPS):
+        opt.zero_grad()
+        loss = forward(p, tokens, labels, {})
+        loss.backward()
+        clip_losses.append(loss.item())
+        norms.append(torch.nn.utils.clip_grad_norm_(list(p.values()), CLIP).item())
+        opt.step()
+    assert min(norms) > CLIP, norms
+    w.add("meta.clip", torch.tensor([CLIP]))
+    w.add("clip.norms", torch.tensor(norms))
+    w.add("clip.losses", torch.tensor(clip_losses))
+    for k, v in p.items():
+        w.add("clip.final." + k, v)
     path = os.path.join(HERE, "gpt-tiny.bin")
     w.write(path)
     print(f"wrote {path}: {len(w.arrays)} arrays; SGD losses {', '.join(f'{l:.6f}' for l in sgd_losses)}; AdamW losses "
