@@ -83,6 +83,12 @@ typedef struct vdnn_layer_params {
     int vocab;
     int context;
     int heads;
+    /* Weight tying (tie=LAYER on a linear, as GPT-2's output projection): the index of the earlier embed layer whose
+     * table is this layer's weight, 0 if none; on that embed layer, tied_by is the linear's index. The table is one
+     * parameter (counted, initialised, updated and saved once, under the embed's name); its gradient is the sum of
+     * both layers' (docs/sequence.md). */
+    int tie;
+    int tied_by;
 } vdnn_layer_params;
 
 typedef struct vdnn_layer {
