@@ -41,7 +41,7 @@ static const struct mem_flag {
 
 /* The other option fields library messages begin with ("batch: ..."), and their flags. */
 static const struct { const char *field, *flag; } plain_fields[] = {
-    {"batch", "--batch"}, {"input", "--input"}, {"classes", "--classes"}, {"seed", "--seed"},
+    {"batch", "--batch"}, {"input", "--input"}, {"classes", "--classes"}, {"context", "--context"}, {"seed", "--seed"},
     {"lr", "--lr"}, {"lr_schedule", "--lr-schedule"}, {"momentum", "--momentum"},
     {"weight_decay", "--weight-decay"}, {"optimizer", "--optimizer"}, {"beta1, beta2", "--beta1, --beta2"},
     {"eps", "--eps"}, {"clip_grad_norm", "--clip-grad-norm"}, {"memory.optimizer_moments", "--optimizer"}, {"threads", "--threads"}, {"epochs", "--epochs"}, {"steps", "--steps"},
@@ -228,6 +228,12 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             snprintf(range, sizeof range, "an integer from 1 to %d", VDNN_MAX_SIDE);
             if (!vdnn_parse_int(v, &n) || n < 1 || n > VDNN_MAX_SIDE) return bad(cmd, f, v, range);
             o->in_c = 1, o->in_h = (int)n, o->in_w = 1;
+        } else if (!strcmp(f, "--context") && (allowed & OPT_SHAPE)) {
+            /* A sequence model's context: its position table's rows and its default sequence length. */
+            NEED_VALUE();
+            snprintf(range, sizeof range, "an integer from 1 to %d", VDNN_MAX_SIDE);
+            if (!vdnn_parse_int(v, &n) || n < 1 || n > VDNN_MAX_SIDE) return bad(cmd, f, v, range);
+            o->context = (int)n;
         } else if (!strcmp(f, "--classes") && (allowed & OPT_SHAPE)) {
             NEED_VALUE();
             if (!vdnn_parse_int(v, &n) || n < 2 || n > 1000000) return bad(cmd, f, v, "an integer from 2 to 1000000");
@@ -309,6 +315,17 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
 #undef NEED_VALUE
     }
     return true;
+}
+
+vdnn_status cli_load_model_opts(const cli_options *o, vdnn_model_t **m, vdnn_error *err)
+{
+    vdnn_status rc = cli_load_model(o->model, m, err);
+    if (rc != VDNN_OK || !o->context) return rc;
+    vdnn_model_t *c = NULL;
+    rc = vdnn_model_with_context(*m, o->context, &c, err);
+    vdnn_model_free(*m);
+    *m = c;
+    return rc;
 }
 
 vdnn_status cli_load_model(const char *model, vdnn_model_t **m, vdnn_error *err)

@@ -14,6 +14,7 @@ typedef struct cli_options {
     bool data_given;          /* --data was on the command line (else a sequence model takes CLI_DEFAULT_TEXT) */
     int in_c, in_h, in_w;     /* 0: from the data or the model */
     int classes;              /* 0: from the data or the model */
+    int context;              /* --context N: a sequence model's context (position table and input length); 0: the file's */
     int batch;
     int epochs;
     long steps;
@@ -86,6 +87,8 @@ vdnn_status cli_error(vdnn_error *err, vdnn_status s, const char *fmt, ...) __at
 
 /* Finds and loads the model: NAME -> models/NAME.cfg, else a file path. */
 vdnn_status cli_load_model(const char *model, vdnn_model_t **m, vdnn_error *err);
+/* The same for o->model, then --context applied (vdnn_model_with_context). */
+vdnn_status cli_load_model_opts(const cli_options *o, vdnn_model_t **m, vdnn_error *err);
 /* Input shape (n = batch) and class count from flags, else the data, else the model's defaults. */
 vdnn_status cli_shape(const cli_options *o, const vdnn_model_t *m, const vdnn_dataset_t *ds, vdnn_shape *in,
                       int *classes, vdnn_error *err);

@@ -10,7 +10,7 @@ static bool is_sequence_data(const char *spec) { return !strncmp(spec, "text:", 
 
 static const char train_usage[] =
     "usage: vdnn train [--model NAME|FILE] [--data fashion-mnist|cifar10:DIR|idx:DIR|text:FILE|tokens:FILE|synthetic]\n"
-    "                  [--input CxHxW | --seq-len N] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
+    "                  [--input CxHxW | --seq-len N] [--context N] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
     "                  [--lr-schedule constant|step:N:GAMMA|cosine[,warmup=N]] [--momentum X]\n"
     "                  [--weight-decay X] [--optimizer sgd|adamw] [--beta1 X] [--beta2 X] [--eps X] [--clip-grad-norm X] [--seed N] [--threads N] [--device auto|cpu|cuda] [--no-tf32]\n"
     "                  [--deterministic] [--budget SIZE] [--host-budget SIZE] [--policy POLICY] [--profile FILE]\n"
@@ -45,11 +45,13 @@ static const char train_usage[] =
     "split, whose loss is printed in nats and bits per token (docs/sequence.md). --data tokens:FILE does the same\n"
     "with pre-tokenized ids in llm.c's .bin layout (a header of 256 int32: 20240520, 1, the token count; then\n"
     "uint16 ids); the vocabulary (the model's classes) is the largest id + 1 unless --classes says otherwise.\n"
+    "--context N gives a sequence model a context of N tokens (its position table's rows, the default --seq-len).\n"
     "Without --data a sequence model reads " CLI_DEFAULT_TEXT_FILE " (Debian package " CLI_DEFAULT_TEXT_PACKAGE ").\n"
     CLI_DEVICE_USAGE;
 
 static const char eval_usage[] =
-    "usage: vdnn eval --resume FILE [--model NAME|FILE] [--data SPEC] [--input CxHxW | --seq-len N] [--classes N]\n"
+    "usage: vdnn eval --resume FILE [--model NAME|FILE] [--data SPEC] [--input CxHxW | --seq-len N] [--context N]\n"
+    "                 [--classes N]\n"
     "                 [--batch N] [--threads N] [--device auto|cpu|cuda] [--no-tf32] [--deterministic]\n"
     "                 [--precision fp32|bf16|fp16] [--json]\n"
     "Evaluates a checkpoint on the test split of the data and prints accuracy and loss (a sequence model without\n"
@@ -128,7 +130,7 @@ static vdnn_status default_text(cli_options *o, const vdnn_model_t *m, vdnn_erro
 static vdnn_status session_open(cli_options *o, bool need_train, session *s, vdnn_error *err)
 {
     memset(s, 0, sizeof *s);
-    vdnn_status rc = cli_load_model(o->model, &s->m, err);
+    vdnn_status rc = cli_load_model_opts(o, &s->m, err);
     if (rc == VDNN_OK) rc = default_text(o, s->m, err);
     /* n: synthetic data makes at least one batch of training images. */
     vdnn_shape syn = {o->batch, o->in_c, o->in_h, o->in_w};

@@ -178,7 +178,7 @@ static vdnn_status open_backend(const cli_options *o, vdnn_backend_t **be, vdnn_
 static vdnn_status setup(run *r, vdnn_error *err)
 {
     const cli_options *o = &r->o;
-    vdnn_status rc = cli_load_model(o->model, &r->m, err);
+    vdnn_status rc = cli_load_model_opts(o, &r->m, err);
     vdnn_shape syn = {0, o->in_c, o->in_h, o->in_w};
     int syn_classes = o->classes;
     if (rc == VDNN_OK && !strcmp(o->data, "synthetic")) {
