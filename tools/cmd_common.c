@@ -317,6 +317,14 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
     return true;
 }
 
+bool cli_sequence_model(const vdnn_model_t *m)
+{
+    vdnn_shape def;
+    int classes;
+    vdnn_model_defaults(m, &def, &classes);
+    return def.c == 1 && def.w == 1 && def.h > 1;
+}
+
 vdnn_status cli_load_model_opts(const cli_options *o, vdnn_model_t **m, vdnn_error *err)
 {
     vdnn_status rc = cli_load_model(o->model, m, err);

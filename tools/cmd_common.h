@@ -85,6 +85,8 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
 /* Fills err (status s) as the library does: for the command's own failures. */
 vdnn_status cli_error(vdnn_error *err, vdnn_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Whether m is a sequence model (its default input is token ids, 1xTx1 with T > 1): the default text, "sequences". */
+bool cli_sequence_model(const vdnn_model_t *m);
 /* Finds and loads the model: NAME -> models/NAME.cfg, else a file path. */
 vdnn_status cli_load_model(const char *model, vdnn_model_t **m, vdnn_error *err);
 /* The same for o->model, then --context applied (vdnn_model_with_context). */

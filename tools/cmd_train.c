@@ -114,10 +114,7 @@ static vdnn_status write_plan(const vdnn_plan_t *plan, const char *path, vdnn_er
 /* Without --data a sequence model (input 1xTx1) reads the default text; o->data is set to it. */
 static vdnn_status default_text(cli_options *o, const vdnn_model_t *m, vdnn_error *err)
 {
-    vdnn_shape def;
-    int def_classes;
-    vdnn_model_defaults(m, &def, &def_classes);
-    if (o->data_given || def.c != 1 || def.w != 1 || def.h < 2) return VDNN_OK;
+    if (o->data_given || !cli_sequence_model(m)) return VDNN_OK;
     struct stat sb;
     if (stat(CLI_DEFAULT_TEXT_FILE, &sb) != 0 || !S_ISREG(sb.st_mode))
         return cli_error(err, VDNN_ERR_IO, "no --data given: %s, a sequence model, reads the default text %s, which is "
