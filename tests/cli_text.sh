@@ -88,6 +88,35 @@ run "tokens: no tokens" 1 "holds no tokens" -- "${tk[@]}" "tokens:$TMP/none.bin"
 run "tokens: shorter than the header" 1 "2 bytes, shorter than the 1024-byte header" -- "${tk[@]}" "tokens:$TMP/tiny.bin"
 run "tokens: no file" 2 "no file given (use --data tokens:FILE)" -- "${tk[@]}" "tokens:"
 
+# Without --data a sequence model reads the default text (Debian's fortunes package), or says which package is missing.
+if [ -r /usr/share/games/fortunes/cookie ]; then
+    if "$VDNN" train "${common[@]}" --seq-len 16 --steps 1 >"$TMP/out" 2>"$TMP/err" &&
+        grep -q "validation loss: [0-9.]* nats/token" "$TMP/out"; then ok
+    else bad "train gpt-mini on the default text: $(head -c 300 "$TMP/err")"; fi
+else
+    run "default text missing" 1 "install the Debian package 'fortunes'" -- train "${common[@]}" --seq-len 16 --steps 1
+fi
+
+# --clip-grad-norm: a positive number, not with --offload-params; a clipped run trains.
+run "--clip-grad-norm 0" 2 "--clip-grad-norm: invalid value '0'" -- train "${common[@]}" --data "text:$TMP/text.txt" --clip-grad-norm 0
+run "--clip-grad-norm with --offload-params" 2 "--clip-grad-norm: clipping needs every gradient" -- \
+    train "${common[@]}" --data "text:$TMP/text.txt" --clip-grad-norm 1 --offload-params
+if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 32 --steps 2 --no-eval --clip-grad-norm 0.5 \
+        >"$TMP/out" 2>"$TMP/err"; then ok; else bad "train --clip-grad-norm: $(head -c 300 "$TMP/err")"; fi
+
+# --context N: the position table grows (64 more rows of 128), sequences up to N train; not for an image model.
+if "$VDNN" info gpt-mini --context 128 >"$TMP/info" 2>"$TMP/err" && grep -q "parameters            875520" "$TMP/info"
+then ok; else bad "info gpt-mini --context 128: $(head -c 300 "$TMP/err")"; fi
+if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --context 128 --seq-len 100 --steps 1 --no-eval \
+        >"$TMP/out" 2>"$TMP/err"; then ok; else bad "train --context 128: $(head -c 300 "$TMP/err")"; fi
+run "--context on an image model" 2 "--context: models/lenet.cfg has no pos_embed layer" -- info lenet --context 128
+
+# vdnn project counts a sequence model's samples as sequences of its context.
+printf '64 1\n4096 1\n' >"$TMP/epochs.txt"
+if "$VDNN" project gpt-mini --devices 4 --batch 16 --epochs-table "$TMP/epochs.txt" --dataset-size 10000 >"$TMP/out" 2>"$TMP/err" &&
+    grep -q "10000 sequences of 64 tokens per epoch" "$TMP/out" && grep -q "sequences/s" "$TMP/out"; then ok
+else bad "project gpt-mini: $(head -c 300 "$TMP/err")"; fi
+
 # vdnn sample: the prompt and N more bytes, the same text for the same seed, and its errors.
 if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 32 --steps 20 --no-eval --optimizer adamw \
         --lr 0.003 --save "$TMP/gpt.ckpt" >/dev/null 2>"$TMP/err"; then ok; else bad "train for sample: $(head -c 300 "$TMP/err")"; fi
