@@ -34,6 +34,8 @@ static const zoo_net nets[] = {
     {"resnet101", {2, 3, 32, 32}, AUTO_ONCE, false},   {"resnet152", {2, 3, 32, 32}, AUTO_ONCE, false},
     /* A sequence model: 64 tokens as 1x64x1, the attention probabilities a 2x4x64x64 tensor. */
     {"gpt-mini", {2, 1, 64, 1}, ALL_OPTIONS, true},
+    /* Its output projection tied to the embedding: a parameter two layers read, a gradient summed across steps. */
+    {"gpt2-small", {2, 1, 32, 1}, AUTO_ONCE, false},
 };
 #define N_NETS (int)(sizeof nets / sizeof nets[0])
 

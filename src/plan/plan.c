@@ -883,7 +883,9 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
     }
     for (int l = 0; l < g->n_layers; l++)
-        p->ls[l] = (vdnn_layer_storage){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false, -1};
+        p->ls[l] = (vdnn_layer_storage){.out = -1, .aux = -1, .grad = -1, .w = -1, .b = -1, .stats = -1, .dw = -1,
+                                        .db = -1, .vw = -1, .vb = -1, .vw2 = -1, .vb2 = -1, .dwm = -1, .dbm = -1,
+                                        .dwt = -1, .xs = -1, .xb = -1, .in_place = false};
     rc = build_storages(p, g, err);
     if (rc == VDNN_OK) rc = build_steps(p, g, err);
     if (rc != VDNN_OK) {
