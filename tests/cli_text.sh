@@ -88,8 +88,19 @@ run "tokens: no tokens" 1 "holds no tokens" -- "${tk[@]}" "tokens:$TMP/none.bin"
 run "tokens: shorter than the header" 1 "2 bytes, shorter than the 1024-byte header" -- "${tk[@]}" "tokens:$TMP/tiny.bin"
 run "tokens: no file" 2 "no file given (use --data tokens:FILE)" -- "${tk[@]}" "tokens:"
 
-# Without --data a sequence model reads the default text (Debian's fortunes package), or says which package is missing.
-if [ -r /usr/share/games/fortunes/cookie ]; then
+# Without --data a sequence model reads the default text (Debian's fortunes packages), or says which package is missing.
+# text:DIR reads a directory's text files as one text: binary files and symlinks are left out.
+mkdir -p "$TMP/dir" && cp "$TMP/text.txt" "$TMP/dir/a" && cp "$TMP/text.txt" "$TMP/dir/b" && printf 'x\0y' >"$TMP/dir/c.dat" &&
+    ln -sf a "$TMP/dir/a.u8"
+"$VDNN" train "${common[@]}" --data "text:$TMP/dir" --seq-len 16 --steps 1 --no-eval >"$TMP/out" 2>"$TMP/err"
+# Two copies of the text (the binary file and the symlink left out): the first nine tenths, cut into sequences.
+all=$((2 * $(wc -c <"$TMP/text.txt")))
+want=$(((all - all / 10 - 1) / 16))
+if grep -q ", $want train images" "$TMP/out"; then ok
+else bad "text:DIR: expected $want training sequences of two files: $(head -c 300 "$TMP/err") $(cat "$TMP/out")"; fi
+mkdir -p "$TMP/bin" && printf 'x\0y' >"$TMP/bin/c.dat"
+run "text:DIR without text" 1 "holds no text file" -- train "${common[@]}" --data "text:$TMP/bin" --seq-len 16 --steps 1
+if [ -d /usr/share/games/fortunes ]; then
     if "$VDNN" train "${common[@]}" --seq-len 16 --steps 1 >"$TMP/out" 2>"$TMP/err" &&
         grep -q "validation loss: [0-9.]* nats/token" "$TMP/out"; then ok
     else bad "train gpt-mini on the default text: $(head -c 300 "$TMP/err")"; fi

@@ -64,9 +64,10 @@ typedef struct cli_options {
     "backward reads the input back a chunk at a time. Same results bit for bit; not with --micro-batches or\n"   \
     "policy um. Policy auto does it by itself where nothing else fits.\n"
 
-/* The text a sequence model trains and evaluates on when no --data is given: English quotations from Debian's
- * `fortunes` package (fortune-mod's data files), read as bytes, the '%' lines between quotations included. */
-#define CLI_DEFAULT_TEXT_FILE "/usr/share/games/fortunes/cookie"
+/* The text a sequence model trains and evaluates on when no --data is given: the English quotations of Debian's
+ * `fortunes` and `fortunes-min` packages (fortune-mod's data files), the directory's text files read as one text
+ * (text:DIR), the '%' lines between quotations included. */
+#define CLI_DEFAULT_TEXT_DIR "/usr/share/games/fortunes"
 #define CLI_DEFAULT_TEXT_PACKAGE "fortunes"
 
 /* Flags each subcommand accepts, as a bit set. */

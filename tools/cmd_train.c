@@ -46,7 +46,8 @@ static const char train_usage[] =
     "with pre-tokenized ids in llm.c's .bin layout (a header of 256 int32: 20240520, 1, the token count; then\n"
     "uint16 ids); the vocabulary (the model's classes) is the largest id + 1 unless --classes says otherwise.\n"
     "--context N gives a sequence model a context of N tokens (its position table's rows, the default --seq-len).\n"
-    "Without --data a sequence model reads " CLI_DEFAULT_TEXT_FILE " (Debian package " CLI_DEFAULT_TEXT_PACKAGE ").\n"
+    "Without --data a sequence model reads text:" CLI_DEFAULT_TEXT_DIR " (Debian's " CLI_DEFAULT_TEXT_PACKAGE "\n"
+    "and fortunes-min): the text files of a directory read as one text, in name order.\n"
     CLI_DEVICE_USAGE;
 
 static const char eval_usage[] =
@@ -55,7 +56,7 @@ static const char eval_usage[] =
     "                 [--batch N] [--threads N] [--device auto|cpu|cuda] [--no-tf32] [--deterministic]\n"
     "                 [--precision fp32|bf16|fp16] [--json]\n"
     "Evaluates a checkpoint on the test split of the data and prints accuracy and loss (a sequence model without\n"
-    "--data: on " CLI_DEFAULT_TEXT_FILE ", as vdnn train).\n" CLI_PRECISION_USAGE
+    "--data: on " CLI_DEFAULT_TEXT_DIR ", as vdnn train).\n" CLI_PRECISION_USAGE
     CLI_DEVICE_USAGE;
 
 static void print_json(FILE *f, const vdnn_net_t *net, const vdnn_train_result *r)
@@ -116,11 +117,11 @@ static vdnn_status default_text(cli_options *o, const vdnn_model_t *m, vdnn_erro
 {
     if (o->data_given || !cli_sequence_model(m)) return VDNN_OK;
     struct stat sb;
-    if (stat(CLI_DEFAULT_TEXT_FILE, &sb) != 0 || !S_ISREG(sb.st_mode))
+    if (stat(CLI_DEFAULT_TEXT_DIR, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return cli_error(err, VDNN_ERR_IO, "no --data given: %s, a sequence model, reads the default text %s, which is "
                          "missing: install the Debian package '%s' (scripts/setup.sh does), or give --data text:FILE",
-                         vdnn_model_name(m), CLI_DEFAULT_TEXT_FILE, CLI_DEFAULT_TEXT_PACKAGE);
-    o->data = "text:" CLI_DEFAULT_TEXT_FILE;
+                         vdnn_model_name(m), CLI_DEFAULT_TEXT_DIR, CLI_DEFAULT_TEXT_PACKAGE);
+    o->data = "text:" CLI_DEFAULT_TEXT_DIR;
     return VDNN_OK;
 }
 
