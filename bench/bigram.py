@@ -6,10 +6,26 @@ vdnn's split (src/train/data_text.c): the first len - len // 10 bytes train, the
 cut into (m - 1) // T sequences of T bytes, each byte's target the byte after it. The losses are the mean over those
 targets, in nats and bits per token, as vdnn train prints them.
 
-usage: python3 bench/bigram.py FILE [--seq-len T]   (T defaults to 64, gpt-mini's context)
+usage: python3 bench/bigram.py FILE|DIR [--seq-len T]   (T defaults to 64, gpt-mini's context)
+A directory is read as text:DIR reads it: its regular files without NUL bytes (symlinks left out), in name order.
 """
 import argparse
 import math
+import os
+
+
+def read_text(path):
+    if not os.path.isdir(path):
+        return open(path, "rb").read()
+    parts = []
+    for name in sorted(os.listdir(path)):
+        p = os.path.join(path, name)
+        if os.path.islink(p) or not os.path.isfile(p):
+            continue
+        b = open(p, "rb").read()
+        if b and b"\0" not in b:
+            parts.append(b)
+    return b"".join(parts)
 
 
 def main():
@@ -17,7 +33,7 @@ def main():
     ap.add_argument("file")
     ap.add_argument("--seq-len", type=int, default=64)
     a = ap.parse_args()
-    data = open(a.file, "rb").read()
+    data = read_text(a.file)
     cut = len(data) - len(data) // 10
     train, val = data[:cut], data[cut:]
     t = a.seq_len

@@ -132,6 +132,12 @@ static int parse(int argc, char **argv, int rank, run *r)
         fprintf(say, "vdnn-mpi train: --trace is not supported with MPI\n");
         code = 2;
     }
+    /* Each stage holds only its layers' gradients: a global norm would need a sum across the stages first. */
+    if (!code && r->o.clip_grad_norm > 0 && r->dc.stages > 1) {
+        fprintf(say, "vdnn-mpi train: --clip-grad-norm is not supported with --stages > 1 yet (data parallelism alone "
+                "clips the summed gradients)\n");
+        code = 2;
+    }
     /* The runtimes exchange feature and gradient maps between stages as fp32 values: not yet bf16 ones. */
     if (!code && r->o.mem.precision != VDNN_PRECISION_FP32) {
         fprintf(say, "vdnn-mpi train: --precision %s is not supported with MPI yet (fp32 only; vdnn train takes it)\n",
