@@ -122,6 +122,12 @@ if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --context 128 --seq-
         >"$TMP/out" 2>"$TMP/err"; then ok; else bad "train --context 128: $(head -c 300 "$TMP/err")"; fi
 run "--context on an image model" 2 "--context: models/lenet.cfg has no pos_embed layer" -- info lenet --context 128
 
+# vdnn profile measures a sequence model (token ids and a label per token), and vdnn plan plans from it.
+if "$VDNN" profile gpt-mini --batch 4 --seq-len 16 --device cpu --threads 1 --out "$TMP/prof.json" >/dev/null 2>"$TMP/err" &&
+    "$VDNN" plan gpt-mini --batch 4 --seq-len 16 --device cpu --profile "$TMP/prof.json" --policy auto --json \
+        >"$TMP/plan.json" 2>>"$TMP/err" && [ "$(json_get "$TMP/plan.json" feasible)" = true ]; then ok
+else bad "profile gpt-mini, then plan from it: $(head -c 300 "$TMP/err")"; fi
+
 # vdnn project counts a sequence model's samples as sequences of its context.
 printf '64 1\n4096 1\n' >"$TMP/epochs.txt"
 if "$VDNN" project gpt-mini --devices 4 --batch 16 --epochs-table "$TMP/epochs.txt" --dataset-size 10000 >"$TMP/out" 2>"$TMP/err" &&

@@ -66,16 +66,21 @@ vdnn_status vdnn_profile_save(const vdnn_profile_t *p, const char *path, vdnn_er
     return vdnn_profile_write(path, p, err);
 }
 
-/* Seeded random images in [-0.5, 0.5) and labels: what the measured steps run on. */
+/* Seeded random images in [-0.5, 0.5) (a sequence model's: token ids) and labels (one per sample, or per token):
+ * what the measured steps run on. */
 static vdnn_status random_batch(const vdnn_graph_t *g, int batch, float **images, int32_t **labels, vdnn_error *err)
 {
     const size_t n = vdnn_shape_count(g->input) / (size_t)g->input.n * (size_t)batch;
+    const size_t nl = vdnn_graph_labels_per_sample(g) * (size_t)batch;
+    const bool tokens = vdnn_graph_is_sequence(g);
     *images = malloc(n * sizeof **images);
-    *labels = malloc((size_t)batch * sizeof **labels);
+    *labels = malloc(nl * sizeof **labels);
     if (!*images || !*labels) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
     const uint64_t z = 12345;
-    for (size_t i = 0; i < n; i++) (*images)[i] = (float)((double)(vdnn_mix64(z + i) >> 11) / 9007199254740992.0) - 0.5f;
-    for (int i = 0; i < batch; i++) (*labels)[i] = (int32_t)(vdnn_mix64(z ^ (uint64_t)i) % (uint64_t)g->classes);
+    for (size_t i = 0; i < n; i++)
+        (*images)[i] = tokens ? (float)(vdnn_mix64(z + i) % (uint64_t)g->classes)
+                              : (float)((double)(vdnn_mix64(z + i) >> 11) / 9007199254740992.0) - 0.5f;
+    for (size_t i = 0; i < nl; i++) (*labels)[i] = (int32_t)(vdnn_mix64(z ^ (uint64_t)i) % (uint64_t)g->classes);
     return VDNN_OK;
 }
 
