@@ -502,6 +502,22 @@ static void test_tied_matches_pytorch(void **state)
                                          &ck[k]);
     }
     for (int k = 0; k < 4; k++) vdnn_checkpoint_release(&ck[k]);
+    /* Micro-batches of one sequence each: the table's gradient summed over both uses and both micro-batches; the
+     * same parameters as one batch up to float summation order. */
+    const size_t nt = g->layers[wte].n_weight;
+    float *one = malloc(nt * sizeof(float));
+    assert_non_null(one);
+    for (int k = 0; k < 2; k++) {
+        cfg = tied_options(g, batch, hp, 0);
+        cfg.memory.micro_batches = k ? batch : 1;
+        vt_assert_ok(vdnn_net_create(g, be, &cfg, &net, &err), err);
+        set_reference_params(&(ctx){.ref = r}, g, net);
+        for (int t = 0; t < steps; t++) vt_assert_ok(vdnn_net_train_step(net, tokens, labels, hp[0], &loss, &err), err);
+        vt_assert_ok(vdnn_net_get(net, "wte.weight", k ? buf : one, nt, &err), err);
+        vdnn_net_free(net);
+    }
+    check("tied wte.weight, micro-batches of 1", buf, one, nt, TOL_ADAMW);
+    free(one);
     free(buf);
     vdnn_backend_destroy(be);
     vdnn_graph_free(g);

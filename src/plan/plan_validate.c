@@ -536,7 +536,8 @@ static void backward_access(op_pass *o, const vdnn_step *st)
     for (int i = 0; i < ly->n_inputs; i++) acc(o, st->dx[i], false, true);
     acc(o, st->ws, false, true);
     acc(o, s->xb, false, true);
-    acc(o, s->dw, p->micro_batches > 1, true);
+    /* A tied linear writes its part of the table's gradient afresh in every micro-batch. */
+    acc(o, s->dw, p->micro_batches > 1 && !ly->p.tie, true);
     acc(o, s->db, p->micro_batches > 1, true);
     acc(o, s->dwm, false, true);
     acc(o, s->dbm, false, true);
