@@ -121,7 +121,7 @@ uint64_t vdnn_graph_hash(const vdnn_graph_t *g)
         MIX(ly->n_weight);
         MIX(ly->n_bias);
         MIX(ly->n_stats);
-        MIX(ly->p.tie);
+        if (ly->p.tie) MIX(ly->p.tie); /* only where tied: the hashes of other models stay as they were */
         for (int i = 0; i < ly->n_inputs; i++) MIX(ly->inputs[i]);
     }
 #undef MIX
