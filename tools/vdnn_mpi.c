@@ -196,6 +196,13 @@ static vdnn_status setup(run *r, vdnn_error *err)
         if (!syn.c || syn_classes < 2)
             rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--data synthetic needs --input CxHxW and --classes N");
     }
+    /* A sequence model's text comes in sequences of its context unless --seq-len says otherwise. */
+    if (rc == VDNN_OK && !syn.h && cli_sequence_model(r->m)) {
+        vdnn_shape def;
+        int def_classes;
+        vdnn_model_defaults(r->m, &def, &def_classes);
+        syn.h = def.h;
+    }
     if (rc == VDNN_OK) rc = vdnn_dataset_open(o->data, VDNN_SPLIT_TRAIN, syn, syn_classes, (uint64_t)o->seed, &r->train, err);
     if (rc == VDNN_OK) rc = vdnn_dataset_open(o->data, VDNN_SPLIT_TEST, syn, syn_classes, (uint64_t)o->seed, &r->test, err);
     vdnn_shape in;
