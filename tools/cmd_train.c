@@ -9,9 +9,10 @@
 static bool is_sequence_data(const char *spec) { return !strncmp(spec, "text:", 5) || !strncmp(spec, "tokens:", 7); }
 
 static const char train_usage[] =
-    "usage: vdnn train [--model NAME|FILE] [--data fashion-mnist|cifar10:DIR|idx:DIR|text:FILE|tokens:FILE|synthetic]\n"
+    "usage: vdnn train [--model NAME|FILE] [--data fashion-mnist|cifar10:DIR|idx:DIR|text:FILE|text:DIR|tokens:FILE|\n"
+    "                  synthetic]\n"
     "                  [--input CxHxW | --seq-len N] [--context N] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
-    "                  [--lr-schedule constant|step:N:GAMMA|cosine[,warmup=N]] [--momentum X]\n"
+    "                  [--lr-schedule constant|step:N:GAMMA|cosine[:MIN][,warmup=N]] [--momentum X]\n"
     "                  [--weight-decay X] [--optimizer sgd|adamw] [--beta1 X] [--beta2 X] [--eps X] [--clip-grad-norm X] [--seed N] [--threads N] [--device auto|cpu|cuda] [--no-tf32]\n"
     "                  [--deterministic] [--budget SIZE] [--host-budget SIZE] [--policy POLICY] [--profile FILE]\n"
     "                  [--offload-params] [--stream-inputs]\n"
@@ -52,8 +53,7 @@ static const char train_usage[] =
 
 static const char eval_usage[] =
     "usage: vdnn eval --resume FILE [--model NAME|FILE] [--data SPEC] [--input CxHxW | --seq-len N] [--context N]\n"
-    "                 [--classes N]\n"
-    "                 [--batch N] [--threads N] [--device auto|cpu|cuda] [--no-tf32] [--deterministic]\n"
+    "                 [--classes N] [--batch N] [--threads N] [--device auto|cpu|cuda] [--no-tf32] [--deterministic]\n"
     "                 [--precision fp32|bf16|fp16] [--json]\n"
     "Evaluates a checkpoint on the test split of the data and prints accuracy and loss (a sequence model without\n"
     "--data: on " CLI_DEFAULT_TEXT_DIR ", as vdnn train).\n" CLI_PRECISION_USAGE
