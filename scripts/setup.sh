@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages vdnn needs (only those missing), as root or through sudo. With --test, also what
 # `make test` needs beyond the build: PyTorch, torchvision and ONNX for Python, with which test_torchvision
-# exports torchvision's networks and computes their references (it skips without them).
+# exports torchvision's networks and computes their references (it skips without them). Both install `fortunes`
+# and `fortunes-min`, whose English quotations are the default text of sequence models (docs/sequence.md).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config zlib1g-dev libdnnl-dev libopenblas-dev libcmocka-dev
       dataset-fashion-mnist libopenmpi-dev openmpi-bin python3 python3-numpy python3-cffi python3-pytest
-      libonnx-dev protobuf-c-compiler libprotobuf-c-dev)
+      libonnx-dev protobuf-c-compiler libprotobuf-c-dev fortunes fortunes-min)
 if [ "${1:-}" = "--test" ]; then
-  pkgs=(python3-torch python3-torchvision python3-onnx python3-numpy)
+  pkgs=(python3-torch python3-torchvision python3-onnx python3-numpy fortunes fortunes-min)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

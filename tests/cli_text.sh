@@ -88,6 +88,52 @@ run "tokens: no tokens" 1 "holds no tokens" -- "${tk[@]}" "tokens:$TMP/none.bin"
 run "tokens: shorter than the header" 1 "2 bytes, shorter than the 1024-byte header" -- "${tk[@]}" "tokens:$TMP/tiny.bin"
 run "tokens: no file" 2 "no file given (use --data tokens:FILE)" -- "${tk[@]}" "tokens:"
 
+# Without --data a sequence model reads the default text (Debian's fortunes packages), or says which package is missing.
+# text:DIR reads a directory's text files as one text: binary files and symlinks are left out.
+mkdir -p "$TMP/dir" && cp "$TMP/text.txt" "$TMP/dir/a" && cp "$TMP/text.txt" "$TMP/dir/b" && printf 'x\0y' >"$TMP/dir/c.dat" &&
+    ln -sf a "$TMP/dir/a.u8"
+"$VDNN" train "${common[@]}" --data "text:$TMP/dir" --seq-len 16 --steps 1 --no-eval >"$TMP/out" 2>"$TMP/err"
+# Two copies of the text (the binary file and the symlink left out): the first nine tenths, cut into sequences.
+all=$((2 * $(wc -c <"$TMP/text.txt")))
+want=$(((all - all / 10 - 1) / 16))
+if grep -q ", $want train images" "$TMP/out"; then ok
+else bad "text:DIR: expected $want training sequences of two files: $(head -c 300 "$TMP/err") $(cat "$TMP/out")"; fi
+mkdir -p "$TMP/bin" && printf 'x\0y' >"$TMP/bin/c.dat"
+run "text:DIR without text" 1 "holds no text file" -- train "${common[@]}" --data "text:$TMP/bin" --seq-len 16 --steps 1
+if [ -d /usr/share/games/fortunes ]; then
+    if "$VDNN" train "${common[@]}" --seq-len 16 --steps 1 >"$TMP/out" 2>"$TMP/err" &&
+        grep -q "validation loss: [0-9.]* nats/token" "$TMP/out"; then ok
+    else bad "train gpt-mini on the default text: $(head -c 300 "$TMP/err")"; fi
+else
+    run "default text missing" 1 "install the Debian package 'fortunes'" -- train "${common[@]}" --seq-len 16 --steps 1
+fi
+
+# --clip-grad-norm: a positive number, not with --offload-params; a clipped run trains.
+run "--clip-grad-norm 0" 2 "--clip-grad-norm: invalid value '0'" -- train "${common[@]}" --data "text:$TMP/text.txt" --clip-grad-norm 0
+run "--clip-grad-norm with --offload-params" 2 "--clip-grad-norm: clipping needs every gradient" -- \
+    train "${common[@]}" --data "text:$TMP/text.txt" --clip-grad-norm 1 --offload-params
+if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 32 --steps 2 --no-eval --clip-grad-norm 0.5 \
+        >"$TMP/out" 2>"$TMP/err"; then ok; else bad "train --clip-grad-norm: $(head -c 300 "$TMP/err")"; fi
+
+# --context N: the position table grows (64 more rows of 128), sequences up to N train; not for an image model.
+if "$VDNN" info gpt-mini --context 128 >"$TMP/info" 2>"$TMP/err" && grep -q "parameters            875520" "$TMP/info"
+then ok; else bad "info gpt-mini --context 128: $(head -c 300 "$TMP/err")"; fi
+if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --context 128 --seq-len 100 --steps 1 --no-eval \
+        >"$TMP/out" 2>"$TMP/err"; then ok; else bad "train --context 128: $(head -c 300 "$TMP/err")"; fi
+run "--context on an image model" 2 "--context: models/lenet.cfg has no pos_embed layer" -- info lenet --context 128
+
+# vdnn profile measures a sequence model (token ids and a label per token), and vdnn plan plans from it.
+if "$VDNN" profile gpt-mini --batch 4 --seq-len 16 --device cpu --threads 1 --out "$TMP/prof.json" >/dev/null 2>"$TMP/err" &&
+    "$VDNN" plan gpt-mini --batch 4 --seq-len 16 --device cpu --profile "$TMP/prof.json" --policy auto --json \
+        >"$TMP/plan.json" 2>>"$TMP/err" && [ "$(json_get "$TMP/plan.json" feasible)" = true ]; then ok
+else bad "profile gpt-mini, then plan from it: $(head -c 300 "$TMP/err")"; fi
+
+# vdnn project counts a sequence model's samples as sequences of its context.
+printf '64 1\n4096 1\n' >"$TMP/epochs.txt"
+if "$VDNN" project gpt-mini --devices 4 --batch 16 --epochs-table "$TMP/epochs.txt" --dataset-size 10000 >"$TMP/out" 2>"$TMP/err" &&
+    grep -q "10000 sequences of 64 tokens per epoch" "$TMP/out" && grep -q "sequences/s" "$TMP/out"; then ok
+else bad "project gpt-mini: $(head -c 300 "$TMP/err")"; fi
+
 # vdnn sample: the prompt and N more bytes, the same text for the same seed, and its errors.
 if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 32 --steps 20 --no-eval --optimizer adamw \
         --lr 0.003 --save "$TMP/gpt.ckpt" >/dev/null 2>"$TMP/err"; then ok; else bad "train for sample: $(head -c 300 "$TMP/err")"; fi

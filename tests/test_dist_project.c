@@ -168,6 +168,46 @@ static void the_epochs_table_decides(void **state)
     assert_true(hy.train_s < dp.train_s);
 }
 
+/* A sequence model with a tied output projection: the estimate uploads a label per token, and a pipeline that puts
+ * the embedding and the projection in different stages exchanges the table's gradient between them each step. */
+static void sequence_model_with_tied_table(void **state)
+{
+    (void)state;
+    static const char gpt[] = "[net]\ninput=1x8x1\nclasses=16\n[wte]\ntype=embed\noutputs=8\n"
+                              "[wpe]\ntype=pos_embed\ncontext=8\n[a]\ntype=linear\noutputs=8\n"
+                              "[b]\ntype=linear\noutputs=8\n[lnf]\ntype=layernorm\n"
+                              "[head]\ntype=linear\noutputs=classes\ntie=wte\nbias=0\n[loss]\ntype=softmax\n";
+    vdnn_graph_t *g = NULL;
+    vdnn_error err;
+    vt_assert_ok(vdnn_graph_parse(gpt, "gpt.cfg", &g, &err), err);
+    vt_assert_ok(vdnn_graph_resolve(g, (vdnn_shape){4, 0, 0, 0}, 0, &err), err);
+    vdnn_profile p;
+    memset(&p, 0, sizeof p);
+    vt_assert_ok(vdnn_profile_estimate(g, 1e12, 1e11, 1e9, &p, &err), err);
+    /* 4 sequences of 8 token ids in, and 32 labels. */
+    assert_true(fabs(p.load_s - (4 * 8 * 4 + 32 * 4) / 1e9) < 1e-15);
+    vdnn_epochs_table flat;
+    vt_assert_ok(vdnn_epochs_table_parse("4 1\n", "flat", &flat, &err), err);
+    vdnn_project_config c = {.devices = 2, .batch = 4, .micro_batches = 2, .allreduce_bytes_per_s = 1e9,
+                             .allreduce_latency_s = 0, .p2p_bytes_per_s = 1e6, .p2p_latency_s = 1e-3,
+                             .bucket_bytes = 1 << 20, .dataset_images = 1000, .epochs = &flat};
+    vdnn_layout_estimate dp, two;
+    vt_assert_ok(vdnn_project_estimate(g, &p, &c, 1, &dp, &err), err);
+    vt_assert_ok(vdnn_project_estimate(g, &p, &c, 2, &two, &err), err);
+    const int wte = vdnn_graph_find(g, "wte"), head = vdnn_graph_find(g, "head");
+    assert_true(two.split.last[0] >= wte && two.split.first[1] <= head && two.split.last[0] < head);
+    /* One worker per stage: no all-reduce; the table's 16 x 8 gradients cross the stage link once. */
+    const double exchange = 1e-3 + 16.0 * 8 * 4 / 1e6;
+    assert_true(fabs(two.comm_s - exchange) < 1e-9);
+    assert_true(two.step_s > exchange);
+    /* Data parallelism: the table is summed once with the other gradients, counted once (16 x 8). */
+    double params = 0;
+    for (int l = 1; l < g->n_layers; l++) params += (double)(g->layers[l].n_weight + g->layers[l].n_bias);
+    assert_true(fabs(dp.comm_s - vdnn_ring_allreduce_s(params * 4, 2, 1e9, 0)) < 1e-12);
+    vdnn_profile_release(&p);
+    vdnn_graph_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -177,6 +217,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(gradient_sums_overlap_backward, setup, teardown),
         cmocka_unit_test_setup_teardown(pipelines_and_their_bubbles, setup, teardown),
         cmocka_unit_test_setup_teardown(the_epochs_table_decides, setup, teardown),
+        cmocka_unit_test(sequence_model_with_tied_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -189,6 +189,31 @@ static void stage_graphs_partition_the_model(void **state)
     vdnn_graph_free(g);
 }
 
+/* A tied table split over two stages is refused by name; within one stage, its index follows the renumbering. */
+static void tied_tables_stay_in_one_stage(void **state)
+{
+    (void)state;
+    static const char tied[] = "[net]\ninput=1x8x1\nclasses=16\n[wte]\ntype=embed\noutputs=8\n"
+                               "[a]\ntype=linear\noutputs=8\n[b]\ntype=linear\noutputs=8\n"
+                               "[head]\ntype=linear\noutputs=classes\ntie=wte\nbias=0\n[loss]\ntype=softmax\n";
+    vdnn_graph_t *g = parse_resolved(tied, 2), *sg = NULL;
+    vdnn_error err;
+    const int wte = vdnn_graph_find(g, "wte"), a = vdnn_graph_find(g, "a"), head = vdnn_graph_find(g, "head");
+    vdnn_stage_split s = {.stages = 2, .first = {1, a + 1}, .last = {a, g->n_layers - 1}};
+    vt_assert_error(vdnn_stage_graph(g, &s, 1, &sg, &err), err, VDNN_ERR_UNSUPPORTED,
+                    "layer 'head' shares its table with layer 'wte' of another stage");
+    vt_assert_error(vdnn_stage_graph(g, &s, 0, &sg, &err), err, VDNN_ERR_UNSUPPORTED,
+                    "layer 'wte' shares its table with layer 'head' of another stage");
+    s = (vdnn_stage_split){.stages = 1, .first = {1}, .last = {g->n_layers - 1}};
+    vt_assert_ok(vdnn_stage_graph(g, &s, 0, &sg, &err), err);
+    const int sh = vdnn_graph_find(sg, "head"), sw = vdnn_graph_find(sg, "wte");
+    assert_true(sh > 0 && sw > 0 && sw != wte && head > 0);
+    assert_int_equal(sg->layers[sh].p.tie, sw);
+    assert_int_equal(sg->layers[sw].p.tied_by, sh);
+    vdnn_graph_free(sg);
+    vdnn_graph_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -196,6 +221,7 @@ int main(void)
         cmocka_unit_test(stage_keys_place_layers),
         cmocka_unit_test(balance_minimises_the_largest_stage),
         cmocka_unit_test(stage_graphs_partition_the_model),
+        cmocka_unit_test(tied_tables_stay_in_one_stage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

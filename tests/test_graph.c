@@ -702,6 +702,13 @@ static const string_case string_cases[] = {
     {"[m]\ntype=attn_mix\n" TAIL, VDNN_ERR_PARSE, 1, "needs input= with two layers (the attention probabilities"},
     {"[l]\ntype=linear\n" TAIL, VDNN_ERR_PARSE, 1, "linear layer 'l' needs outputs="},
     {"[l]\ntype=layernorm\neps=0\n" TAIL, VDNN_ERR_PARSE, 3, "eps=0 is out of range"},
+    /* weight tying */
+    {"[l]\ntype=linear\noutputs=4\ntie=wte\n" TAIL, VDNN_ERR_PARSE, 4, "layer 'l': tie=wte names no earlier layer"},
+    {"[r]\ntype=relu\n[l]\ntype=linear\noutputs=4\ntie=r\n" TAIL, VDNN_ERR_PARSE, 6,
+     "tie=r is a relu layer; a linear ties only to an embed layer's table"},
+    {"[e]\ntype=embed\noutputs=4\n[l]\ntype=linear\noutputs=4\ntie=e\n[k]\ntype=linear\noutputs=4\ntie=e\n" TAIL,
+     VDNN_ERR_PARSE, 11, "tie=e: its table is tied to layer 'l' already"},
+    {"[e]\ntype=embed\noutputs=4\ntie=e\n" TAIL, VDNN_ERR_PARSE, 4, "unknown key 'tie' for a embed layer"},
 };
 
 /* gpt-mini (docs/sequence.md): B x T x F as Bx1xTxF, the attention probabilities BxHxTxT, one label per token;
@@ -747,6 +754,22 @@ static void test_sequence_model(void **state)
     g = parse_ok(bad_loss);
     st = vdnn_graph_resolve(g, (vdnn_shape){1, 0, 0, 0}, 0, &err);
     vt_assert_error(st, err, VDNN_ERR_SHAPE, "expected 16x1x1 (images) or 1xTx16 (sequences)");
+    vdnn_graph_free(g);
+    /* A tied output projection: no weight of its own; one whose shape is not the table's is refused. */
+    const char *tied = "[net]\ninput=1x8x1\nclasses=16\n[e]\ntype=embed\noutputs=10\n[h]\ntype=linear\n"
+                       "outputs=classes\ntie=e\nbias=0\n[loss]\ntype=softmax\n";
+    g = parse_ok(tied);
+    resolve_ok(g, 2, 0, 0, 0, 0);
+    assert_int_equal(param_count(g), 16 * 10);
+    assert_int_equal(layer(g, "h")->p.tie, 1);
+    assert_int_equal(layer(g, "e")->p.tied_by, 2);
+    vdnn_graph_free(g);
+    const char *bad_tie = "[net]\ninput=1x8x1\nclasses=16\n[e]\ntype=embed\noutputs=10\n[f]\ntype=linear\n"
+                          "outputs=12\n[h]\ntype=linear\noutputs=classes\ntie=e\n[loss]\ntype=softmax\n";
+    g = parse_ok(bad_tie);
+    st = vdnn_graph_resolve(g, (vdnn_shape){1, 0, 0, 0}, 0, &err);
+    vt_assert_error(st, err, VDNN_ERR_SHAPE, "layer 'h': tie=e: its table is 16 x 10 (vocabulary x width), this "
+                    "linear's weight is 16 x 12");
     vdnn_graph_free(g);
 }
 

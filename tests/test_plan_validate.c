@@ -37,6 +37,8 @@ static const zoo_net nets[] = {
     /* LSTM chunk nodes reading one parameter tensor, whose gradient sums over the chunks. */
     {"lstm-lm", {2, 1, 128, 1}, ALL_OPTIONS, true},
     {"lstm-long", {2, 1, 2048, 1}, AUTO_ONCE, false},  {"biglstm", {1, 1, 20, 1}, AUTO_ONCE, false},
+    /* Its output projection tied to the embedding: a parameter two layers read, a gradient summed across steps. */
+    {"gpt2-small", {2, 1, 32, 1}, AUTO_ONCE, false},
 };
 #define N_NETS (int)(sizeof nets / sizeof nets[0])
 

@@ -39,6 +39,24 @@ static const double warm3_step[] = {0.06666666666666667, 0.13333333333333333, 0.
                                     0.020000000000000004, 0.020000000000000004, 0.0020000000000000005,
                                     0.0020000000000000005};
 
+/* The GPT schedule (nanoGPT's get_lr, llm.c's train_gpt2): linear warmup over W steps to the peak rate, then a
+ * cosine to a floor at T steps, the floor afterwards. Computed independently of vdnn's SequentialLR reading above, as one
+ * PyTorch LambdaLR with base 6e-4, floor 6e-5, W 5, T 20 (Debian's python3-torch):
+ *
+ *   m = 6e-5 / 6e-4
+ *   def f(t):
+ *       if t < 5: return (t + 1) / 5
+ *       if t >= 20: return m
+ *       return m + (1 - m) * 0.5 * (1 + math.cos(math.pi * (t - 5) / (20 - 5)))
+ *   print(run(6e-4, lambda o: LambdaLR(o, f), 23))        # with torch.optim.AdamW in run()
+ */
+static const double gpt_warm5_cos20[] = {
+    0.00011999999999999999, 0.00023999999999999998, 0.00035999999999999997, 0.00047999999999999996, 0.0006, 0.0006,
+    0.0005940998521981274, 0.0005766572735635022, 0.0005484345884812357, 0.0005106652637168917, 0.00046499999999999997,
+    0.00041343458848123576, 0.0003582226850822664, 0.0003017773149177336, 0.00024656541151876424, 0.00019500000000000005,
+    0.00014933473628310837, 0.00011156541151876422, 8.334272643649774e-05, 6.590014780187247e-05, 5.9999999999999995e-05,
+    5.9999999999999995e-05, 5.9999999999999995e-05};
+
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* PyTorch updates the rate recursively, so agreement is to rounding, not bit for bit. */
@@ -77,6 +95,14 @@ static void test_matches_pytorch(void **state)
     expect_series(&s, warm4_cos_8, N_OF(warm4_cos_8));
     s = parsed("step:2:0.1,warmup=3", 0.2, 0);
     expect_series(&s, warm3_step, N_OF(warm3_step));
+}
+
+/* --lr-schedule cosine:MIN,warmup=W with --steps T is the usual GPT schedule. */
+static void test_gpt_schedule(void **state)
+{
+    (void)state;
+    vdnn_lr_schedule s = parsed("cosine:6e-5,warmup=5", 6e-4, 20);
+    expect_series(&s, gpt_warm5_cos20, N_OF(gpt_warm5_cos20));
 }
 
 static void test_constant_and_edges(void **state)
@@ -152,6 +178,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_pytorch),
+        cmocka_unit_test(test_gpt_schedule),
         cmocka_unit_test(test_constant_and_edges),
         cmocka_unit_test(test_parse_fields),
         cmocka_unit_test(test_bad_specs),

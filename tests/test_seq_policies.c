@@ -79,6 +79,7 @@ static void env_close(env *e)
 }
 
 static bool adamw_on; /* the optimizer of train_run's nets (set by each test before it trains) */
+static float clip_on;  /* their clip_grad_norm (0: none) */
 
 static vdnn_net_options config(const env *e, vdnn_policy pol, size_t budget, bool poison)
 {
@@ -97,6 +98,7 @@ static vdnn_net_options config(const env *e, vdnn_policy pol, size_t budget, boo
         cfg.optimizer = VDNN_OPTIMIZER_ADAMW;
         cfg.weight_decay = 0.01f;
     }
+    cfg.clip_grad_norm = clip_on;
     return cfg;
 }
 
@@ -298,12 +300,55 @@ static void test_adamw_policies_bitwise(void **state)
     env_close(&e);
 }
 
+/* Gradient clipping by global norm: the norm is summed in layer order from gradients that every plan computes bit for
+ * bit alike, so the clipped steps are too; and clipping acts (the parameters differ from unclipped training). */
+static void test_clip_policies_bitwise(void **state)
+{
+    (void)state;
+    adamw_on = false;
+    env e;
+    env_open(&e);
+    run_result ref, plain, r;
+    memset(&plain, 0, sizeof plain);
+    train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, true, &plain);
+    clip_on = 0.05f; /* far below gpt-mini's first gradients' norm */
+    memset(&ref, 0, sizeof ref);
+    train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, true, &ref);
+    assert_true(memcmp(&ref.loss[STEPS - 1], &plain.loss[STEPS - 1], sizeof(float)) != 0);
+    const struct {
+        vdnn_policy pol;
+        size_t budget;
+    } runs[] = {{VDNN_POLICY_ALL, SIZE_MAX},
+                {VDNN_POLICY_RECOMPUTE, (ref.train_peak * 3) / 4},
+                {VDNN_POLICY_DYN, (ref.train_peak * 3) / 4},
+                {VDNN_POLICY_AUTO, (ref.train_peak * 3) / 4}};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        memset(&r, 0, sizeof r);
+        train_run(&e, runs[k].pol, runs[k].budget, true, &r);
+        char head[96];
+        snprintf(head, sizeof head, "gpt-mini clipped/%s at %zu: against none", vdnn_policy_name(runs[k].pol),
+                 runs[k].budget);
+        vt_assert_same_checkpoint(head, &ref.ck, &r.ck);
+        for (int s = 0; s < STEPS; s++)
+            if (memcmp(&ref.loss[s], &r.loss[s], sizeof(float)))
+                fail_msg("%s: step %d loss %.9g, none gave %.9g", head, s, (double)r.loss[s], (double)ref.loss[s]);
+        print_message("gpt-mini clipped %-9s peak %zu (none %zu), %d swapped, %d recomputed\n",
+                      vdnn_policy_name(runs[k].pol), r.train_peak, ref.train_peak, r.n_swap, r.n_recompute);
+        vdnn_checkpoint_release(&r.ck);
+    }
+    clip_on = 0;
+    vdnn_checkpoint_release(&ref.ck);
+    vdnn_checkpoint_release(&plain.ck);
+    env_close(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_loader),
         cmocka_unit_test(test_policies_bitwise),
         cmocka_unit_test(test_adamw_policies_bitwise),
+        cmocka_unit_test(test_clip_policies_bitwise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,10 +41,10 @@ static const struct mem_flag {
 
 /* The other option fields library messages begin with ("batch: ..."), and their flags. */
 static const struct { const char *field, *flag; } plain_fields[] = {
-    {"batch", "--batch"}, {"input", "--input"}, {"classes", "--classes"}, {"seed", "--seed"},
+    {"batch", "--batch"}, {"input", "--input"}, {"classes", "--classes"}, {"context", "--context"}, {"seed", "--seed"},
     {"lr", "--lr"}, {"lr_schedule", "--lr-schedule"}, {"momentum", "--momentum"},
     {"weight_decay", "--weight-decay"}, {"optimizer", "--optimizer"}, {"beta1, beta2", "--beta1, --beta2"},
-    {"eps", "--eps"}, {"memory.optimizer_moments", "--optimizer"}, {"threads", "--threads"}, {"epochs", "--epochs"}, {"steps", "--steps"},
+    {"eps", "--eps"}, {"clip_grad_norm", "--clip-grad-norm"}, {"memory.optimizer_moments", "--optimizer"}, {"threads", "--threads"}, {"epochs", "--epochs"}, {"steps", "--steps"},
     {"iterations", "--iterations"}, {"loss_scale", "--loss-scale"},
 };
 
@@ -217,7 +217,7 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
         double d;
         char range[64];
         if (!strcmp(f, "--model") && (allowed & OPT_MODEL)) { NEED_VALUE(); o->model = v; }
-        else if (!strcmp(f, "--data") && (allowed & OPT_DATA)) { NEED_VALUE(); o->data = v; }
+        else if (!strcmp(f, "--data") && (allowed & OPT_DATA)) { NEED_VALUE(); o->data = v; o->data_given = true; }
         else if (!strcmp(f, "--input") && (allowed & OPT_SHAPE)) {
             NEED_VALUE();
             snprintf(range, sizeof range, "CxHxW, each from 1 to %d, e.g. 3x224x224", VDNN_MAX_SIDE);
@@ -228,6 +228,12 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             snprintf(range, sizeof range, "an integer from 1 to %d", VDNN_MAX_SIDE);
             if (!vdnn_parse_int(v, &n) || n < 1 || n > VDNN_MAX_SIDE) return bad(cmd, f, v, range);
             o->in_c = 1, o->in_h = (int)n, o->in_w = 1;
+        } else if (!strcmp(f, "--context") && (allowed & OPT_SHAPE)) {
+            /* A sequence model's context: its position table's rows and its default sequence length. */
+            NEED_VALUE();
+            snprintf(range, sizeof range, "an integer from 1 to %d", VDNN_MAX_SIDE);
+            if (!vdnn_parse_int(v, &n) || n < 1 || n > VDNN_MAX_SIDE) return bad(cmd, f, v, range);
+            o->context = (int)n;
         } else if (!strcmp(f, "--classes") && (allowed & OPT_SHAPE)) {
             NEED_VALUE();
             if (!vdnn_parse_int(v, &n) || n < 2 || n > 1000000) return bad(cmd, f, v, "an integer from 2 to 1000000");
@@ -271,6 +277,10 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             if (!strcmp(v, "off")) o->loss_scale = -1;
             else if (!vdnn_parse_float(v, &d) || !(d > 0)) return bad(cmd, f, v, "a power of two, or off");
             else o->loss_scale = d;
+        } else if (!strcmp(f, "--clip-grad-norm") && (allowed & OPT_TRAINING)) {
+            NEED_VALUE();
+            if (!vdnn_parse_float(v, &d) || !(d > 0) || d > 1e30) return bad(cmd, f, v, "a positive number");
+            o->clip_grad_norm = d;
         } else if (!strcmp(f, "--eps") && (allowed & OPT_TRAINING)) {
             NEED_VALUE();
             if (!vdnn_parse_float(v, &d) || d <= 0 || d >= 1) return bad(cmd, f, v, "a number in (0, 1)");
@@ -311,6 +321,25 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
 #undef NEED_VALUE
     }
     return true;
+}
+
+bool cli_sequence_model(const vdnn_model_t *m)
+{
+    vdnn_shape def;
+    int classes;
+    vdnn_model_defaults(m, &def, &classes);
+    return def.c == 1 && def.w == 1 && def.h > 1;
+}
+
+vdnn_status cli_load_model_opts(const cli_options *o, vdnn_model_t **m, vdnn_error *err)
+{
+    vdnn_status rc = cli_load_model(o->model, m, err);
+    if (rc != VDNN_OK || !o->context) return rc;
+    vdnn_model_t *c = NULL;
+    rc = vdnn_model_with_context(*m, o->context, &c, err);
+    vdnn_model_free(*m);
+    *m = c;
+    return rc;
 }
 
 vdnn_status cli_load_model(const char *model, vdnn_model_t **m, vdnn_error *err)
@@ -416,6 +445,7 @@ vdnn_net_options cli_net_options(const cli_options *o, vdnn_shape in, int classe
     no.beta2 = (float)o->beta2;
     no.eps = (float)o->eps;
     no.loss_scale = (float)o->loss_scale;
+    no.clip_grad_norm = (float)o->clip_grad_norm;
     return no;
 }
 

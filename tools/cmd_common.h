@@ -11,8 +11,10 @@
 typedef struct cli_options {
     const char *model;        /* NAME or FILE */
     const char *data;         /* dataset spec */
+    bool data_given;          /* --data was on the command line (else a sequence model takes CLI_DEFAULT_TEXT) */
     int in_c, in_h, in_w;     /* 0: from the data or the model */
     int classes;              /* 0: from the data or the model */
+    int context;              /* --context N: a sequence model's context (position table and input length); 0: the file's */
     int batch;
     int epochs;
     long steps;
@@ -22,6 +24,7 @@ typedef struct cli_options {
     bool adamw;               /* --optimizer adamw (else SGD) */
     double beta1, beta2, eps; /* AdamW */
     double loss_scale;        /* --loss-scale: dynamic loss scaling's first scale (0: fp16's default, -1: off) */
+    double clip_grad_norm;    /* --clip-grad-norm X (0: off) */
     long seed;
     int threads;
     const char *device;       /* auto | cpu | cuda */
@@ -62,6 +65,12 @@ typedef struct cli_options {
     "backward reads the input back a chunk at a time. Same results bit for bit; not with --micro-batches or\n"   \
     "policy um. Policy auto does it by itself where nothing else fits.\n"
 
+/* The text a sequence model trains and evaluates on when no --data is given: the English quotations of Debian's
+ * `fortunes` and `fortunes-min` packages (fortune-mod's data files), the directory's text files read as one text
+ * (text:DIR), the '%' lines between quotations included. */
+#define CLI_DEFAULT_TEXT_DIR "/usr/share/games/fortunes"
+#define CLI_DEFAULT_TEXT_PACKAGE "fortunes"
+
 /* Flags each subcommand accepts, as a bit set. */
 enum {
     OPT_MODEL = 1 << 0, OPT_DATA = 1 << 1, OPT_SHAPE = 1 << 2, OPT_BATCH = 1 << 3, OPT_TRAINING = 1 << 4,
@@ -78,8 +87,12 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
 /* Fills err (status s) as the library does: for the command's own failures. */
 vdnn_status cli_error(vdnn_error *err, vdnn_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Whether m is a sequence model (its default input is token ids, 1xTx1 with T > 1): the default text, "sequences". */
+bool cli_sequence_model(const vdnn_model_t *m);
 /* Finds and loads the model: NAME -> models/NAME.cfg, else a file path. */
 vdnn_status cli_load_model(const char *model, vdnn_model_t **m, vdnn_error *err);
+/* The same for o->model, then --context applied (vdnn_model_with_context). */
+vdnn_status cli_load_model_opts(const cli_options *o, vdnn_model_t **m, vdnn_error *err);
 /* Input shape (n = batch) and class count from flags, else the data, else the model's defaults. */
 vdnn_status cli_shape(const cli_options *o, const vdnn_model_t *m, const vdnn_dataset_t *ds, vdnn_shape *in,
                       int *classes, vdnn_error *err);

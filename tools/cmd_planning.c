@@ -27,7 +27,7 @@ vdnn_status cli_model_load(const cli_options *o, const cli_cost_options *c, cli_
                            vdnn_error *err)
 {
     memset(m, 0, sizeof *m);
-    vdnn_status rc = cli_load_model(o->model, &m->m, err);
+    vdnn_status rc = cli_load_model_opts(o, &m->m, err);
     if (rc == VDNN_OK) rc = cli_shape(o, m->m, NULL, &m->in, &m->classes, err);
     if (rc == VDNN_OK && c) rc = cli_cost_profile(c, m->m, m->in, m->classes, &m->prof, err);
     /* A profile that recorded its device's op info plans for that device, which need not be here, unless --device

@@ -57,7 +57,7 @@ int vdnn_cmd_profile(int argc, char **argv)
     vdnn_shape in;
     int classes = 0;
     bool busy = false;
-    vdnn_status rc = cli_load_model(o.model, &m, &err);
+    vdnn_status rc = cli_load_model_opts(&o, &m, &err);
     if (rc == VDNN_OK) rc = cli_shape(&o, m, NULL, &in, &classes, &err);
     if (rc == VDNN_OK) rc = cli_backend(&o, &be, &err);
     if (rc == VDNN_OK) rc = vdnn_profile_measure_model(m, be, in, classes, &o.mem, (int)k, &prof, &busy, &err);

@@ -22,7 +22,10 @@ static const char project_usage[] =
     "              latency 1e-5 s per ring step) in --bucket buckets (default 25MiB) overlapping backward\n"
     "  epochs      from --epochs-table: lines 'GLOBAL_BATCH EPOCHS' (epochs to reach the target accuracy),\n"
     "              interpolated in log2(batch); beyond the last row, extrapolated (marked '*')\n"
-    "  time        epochs x ceil(--dataset-size / global batch) steps (default 1281167, ImageNet-1k)\n"
+    "  time        epochs x ceil(--dataset-size / global batch) steps (default 1281167, ImageNet-1k); for a\n"
+    "              sequence model the samples are sequences of the model's context (or --seq-len) tokens\n"
+    "  sharing     a tied output projection (tie=) in another stage than its embedding keeps a copy of the\n"
+    "              table, whose gradients the two stages exchange each step over the stage link\n"
     "BW takes GB/s or MB/s suffixes (decimal).\n";
 
 static bool parse_bw(const char *s, double *out)
@@ -212,18 +215,22 @@ int vdnn_cmd_project(int argc, char **argv)
     const vdnn_model_t *g = m.m;
     const vdnn_profile_t *prof = m.prof;
     const vdnn_shape in = m.in;
+    const bool seq = rc == VDNN_OK && cli_sequence_model(g);
     char desc[512] = "", a[32], b[32];
     if (rc == VDNN_OK) cli_cost_describe(&costs, prof, desc, sizeof desc);
     if (rc == VDNN_OK && !o.json) {
-        printf("projection for %s, input %dx%dx%d, batch %d per worker, %.0f images per epoch\n", vdnn_model_name(g), in.c, in.h,
-               in.w, f.c.batch, f.c.dataset_images);
+        /* A sequence model's samples are sequences (--dataset-size counts them), each of in.h tokens. */
+        char unit[64] = "images";
+        if (seq) snprintf(unit, sizeof unit, "sequences of %d tokens", in.h);
+        printf("projection for %s, input %dx%dx%d, batch %d per worker, %.0f %s per epoch\n", vdnn_model_name(g), in.c,
+               in.h, in.w, f.c.batch, f.c.dataset_images, unit);
         printf("costs: %s\n", desc);
         printf("links: all-reduce %.4g GB/s per device (%.3g us per ring step), stages %.4g GB/s (%.3g us), "
                "buckets %s, %d micro-batches per hybrid step\n",
                f.c.allreduce_bytes_per_s / 1e9, f.c.allreduce_latency_s * 1e6, f.c.p2p_bytes_per_s / 1e9,
                f.c.p2p_latency_s * 1e6, vdnn_format_bytes(f.c.bucket_bytes, a, sizeof a), f.c.micro_batches);
         printf("%-8s %-14s %8s %8s %10s %10s %10s %12s %14s\n", "devices", "layout", "batch", "epochs", "step ms",
-               "exposed ms", "bubble ms", "images/s", "time to train");
+               "exposed ms", "bubble ms", seq ? "sequences/s" : "images/s", "time to train");
     }
     if (rc == VDNN_OK && o.json)
         printf("{\"model\": \"%s\", \"input\": \"%dx%dx%d\", \"batch_per_worker\": %d, \"micro_batches\": %d, "

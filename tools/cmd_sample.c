@@ -8,7 +8,7 @@
 
 static const char sample_usage[] =
     "usage: vdnn sample --resume CKPT [--model NAME|FILE] --prompt TEXT [--tokens N] [--temperature T]\n"
-    "                   [--seq-len N] [--seed N] [--device cpu|cuda|auto] [--threads N]\n"
+    "                   [--seq-len N] [--context N] [--seed N] [--device cpu|cuda|auto] [--threads N]\n"
     "Continues TEXT by N tokens (default 200) with a sequence model trained by `vdnn train --data text:FILE\n"
     "--save CKPT` (bytes as tokens). Each token is the model's most likely next byte (--temperature 0, the\n"
     "default) or drawn from its softmax at temperature T > 0 (--seed makes the draw repeatable). The model sees\n"
@@ -147,7 +147,7 @@ int vdnn_cmd_sample(int argc, char **argv)
     vdnn_model_t *m = NULL;
     vdnn_backend_t *be = NULL;
     vdnn_net_t *net = NULL;
-    vdnn_status rc = cli_load_model(o.model, &m, &err);
+    vdnn_status rc = cli_load_model_opts(&o, &m, &err);
     vdnn_shape def = {0};
     int classes = 0;
     if (rc == VDNN_OK) {

@@ -9,10 +9,11 @@
 static bool is_sequence_data(const char *spec) { return !strncmp(spec, "text:", 5) || !strncmp(spec, "tokens:", 7); }
 
 static const char train_usage[] =
-    "usage: vdnn train [--model NAME|FILE] [--data fashion-mnist|cifar10:DIR|idx:DIR|text:FILE|tokens:FILE|synthetic]\n"
-    "                  [--input CxHxW | --seq-len N] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
-    "                  [--lr-schedule constant|step:N:GAMMA|cosine[,warmup=N]] [--momentum X]\n"
-    "                  [--weight-decay X] [--optimizer sgd|adamw] [--beta1 X] [--beta2 X] [--eps X] [--seed N] [--threads N] [--device auto|cpu|cuda] [--no-tf32]\n"
+    "usage: vdnn train [--model NAME|FILE] [--data fashion-mnist|cifar10:DIR|idx:DIR|text:FILE|text:DIR|tokens:FILE|\n"
+    "                  synthetic]\n"
+    "                  [--input CxHxW | --seq-len N] [--context N] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
+    "                  [--lr-schedule constant|step:N:GAMMA|cosine[:MIN][,warmup=N]] [--momentum X]\n"
+    "                  [--weight-decay X] [--optimizer sgd|adamw] [--beta1 X] [--beta2 X] [--eps X] [--clip-grad-norm X] [--seed N] [--threads N] [--device auto|cpu|cuda] [--no-tf32]\n"
     "                  [--deterministic] [--budget SIZE] [--host-budget SIZE] [--policy POLICY] [--profile FILE]\n"
     "                  [--offload-params] [--stream-inputs]\n"
     "                  [--conv-algo default|lean|choose] [--allow-oversubscribe] [--poison] [--link-bandwidth BW]\n"
@@ -40,18 +41,26 @@ static const char train_usage[] =
     "--loss-scale X: dynamic loss scaling from scale X (a power of two; PyTorch GradScaler's rule: a step with an\n"
     "inf or NaN gradient is skipped and the scale halved, 2000 good steps double it). On by default from 65536\n"
     "with --precision fp16 (CUDA only); off: none. The summary counts the skipped steps.\n"
+    "decay); its two moments per parameter are optimizer state the plan counts, as SGD's momentum (CPU only for now).\n"
+    "--clip-grad-norm X scales every gradient by X / (norm + 1e-6) when their global L2 norm exceeds X (PyTorch's\n"
+    "clip_grad_norm_), before either optimizer's update; gradients then wait for one update step (not with\n"
+    "--offload-params; CPU only for now).\n"
     "--data text:FILE trains a sequence model (gpt-mini) on FILE's bytes as tokens, sequences of --seq-len tokens\n"
     "(default: the model's context) each predicting the next byte; the last tenth of the file is the validation\n"
     "split, whose loss is printed in nats and bits per token (docs/sequence.md). --data tokens:FILE does the same\n"
     "with pre-tokenized ids in llm.c's .bin layout (a header of 256 int32: 20240520, 1, the token count; then\n"
     "uint16 ids); the vocabulary (the model's classes) is the largest id + 1 unless --classes says otherwise.\n"
+    "--context N gives a sequence model a context of N tokens (its position table's rows, the default --seq-len).\n"
+    "Without --data a sequence model reads text:" CLI_DEFAULT_TEXT_DIR " (Debian's " CLI_DEFAULT_TEXT_PACKAGE "\n"
+    "and fortunes-min): the text files of a directory read as one text, in name order.\n"
     CLI_DEVICE_USAGE;
 
 static const char eval_usage[] =
-    "usage: vdnn eval --resume FILE [--model NAME|FILE] [--data SPEC] [--input CxHxW | --seq-len N] [--classes N]\n"
-    "                 [--batch N] [--threads N] [--device auto|cpu|cuda] [--no-tf32] [--deterministic]\n"
+    "usage: vdnn eval --resume FILE [--model NAME|FILE] [--data SPEC] [--input CxHxW | --seq-len N] [--context N]\n"
+    "                 [--classes N] [--batch N] [--threads N] [--device auto|cpu|cuda] [--no-tf32] [--deterministic]\n"
     "                 [--precision fp32|bf16|fp16] [--json]\n"
-    "Evaluates a checkpoint on the test split of the data and prints accuracy and loss.\n" CLI_PRECISION_USAGE
+    "Evaluates a checkpoint on the test split of the data and prints accuracy and loss (a sequence model without\n"
+    "--data: on " CLI_DEFAULT_TEXT_DIR ", as vdnn train).\n" CLI_PRECISION_USAGE
     CLI_DEVICE_USAGE;
 
 static void print_json(FILE *f, const vdnn_net_t *net, const vdnn_train_result *r)
@@ -108,10 +117,24 @@ static vdnn_status write_plan(const vdnn_plan_t *plan, const char *path, vdnn_er
     return rc;
 }
 
-static vdnn_status session_open(const cli_options *o, bool need_train, session *s, vdnn_error *err)
+/* Without --data a sequence model (input 1xTx1) reads the default text; o->data is set to it. */
+static vdnn_status default_text(cli_options *o, const vdnn_model_t *m, vdnn_error *err)
+{
+    if (o->data_given || !cli_sequence_model(m)) return VDNN_OK;
+    struct stat sb;
+    if (stat(CLI_DEFAULT_TEXT_DIR, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return cli_error(err, VDNN_ERR_IO, "no --data given: %s, a sequence model, reads the default text %s, which is "
+                         "missing: install the Debian package '%s' (scripts/setup.sh does), or give --data text:FILE",
+                         vdnn_model_name(m), CLI_DEFAULT_TEXT_DIR, CLI_DEFAULT_TEXT_PACKAGE);
+    o->data = "text:" CLI_DEFAULT_TEXT_DIR;
+    return VDNN_OK;
+}
+
+static vdnn_status session_open(cli_options *o, bool need_train, session *s, vdnn_error *err)
 {
     memset(s, 0, sizeof *s);
-    vdnn_status rc = cli_load_model(o->model, &s->m, err);
+    vdnn_status rc = cli_load_model_opts(o, &s->m, err);
+    if (rc == VDNN_OK) rc = default_text(o, s->m, err);
     /* n: synthetic data makes at least one batch of training images. */
     vdnn_shape syn = {o->batch, o->in_c, o->in_h, o->in_w};
     int syn_classes = o->classes;

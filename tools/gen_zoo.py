@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the long zoo model files (VGG, ResNet, GoogLeNet) into models/; run from anywhere."""
+"""Writes the long zoo model files (VGG, ResNet, GoogLeNet, GPT-2 small) into models/; run from anywhere."""
 import os
 import sys
 
@@ -183,12 +183,43 @@ without aux heads has 6,624,904: no conv biases, 3x3 in place of 5x5, and BN gam
     m.write()
 
 
+def gpt(name, blocks, width, heads, context, vocab, header):
+    """GPT-2's pre-norm transformer (docs/sequence.md): x + attn(ln(x)), then x + mlp(ln(x)), MLP 4x wide with GELU,
+    the attention as its probabilities and their mix of the values, the output projection tied to the token
+    embedding (tie=wte, no bias) as GPT-2's."""
+    m = Model(name, header, input_size="1x%dx1" % context, classes=vocab)
+    m.layer("wte", "embed", outputs=width)
+    prev = m.layer("wpe", "pos_embed", context=context)
+    for i in range(blocks):
+        b = "h%d" % i
+        m.layer(b + ".ln1", "layernorm", [prev])
+        m.layer(b + ".qkv", "linear", outputs=3 * width)
+        m.layer(b + ".probs", "attn_probs", heads=heads)
+        m.layer(b + ".mix", "attn_mix", [b + ".probs", b + ".qkv"])
+        m.layer(b + ".proj", "linear", outputs=width)
+        res1 = m.layer(b + ".res1", "add", [prev, b + ".proj"])
+        m.layer(b + ".ln2", "layernorm")
+        m.layer(b + ".fc", "linear", outputs=4 * width)
+        m.layer(b + ".gelu", "gelu")
+        m.layer(b + ".fc2", "linear", outputs=width)
+        prev = m.layer(b + ".res2", "add", [res1, b + ".fc2"])
+    m.layer("lnf", "layernorm")
+    m.layer("head", "linear", outputs="classes", tie="wte", bias=0)
+    m.layer("loss", "softmax")
+    m.write()
+
+
 def main():
     for name in VGG_CONFIGS:
         vgg(name)
     for name in RESNET_CONFIGS:
         resnet(name)
     googlenet()
+    gpt("gpt2-small", 12, 768, 12, 1024, 256, """
+gpt2-small: GPT-2 small (Radford et al. 2019; 124M parameters with its 50257-token vocabulary) over bytes: 12 blocks,
+width 768, 12 heads, context 1024, vocabulary 256, the output projection tied to the token embedding (docs/sequence.md).
+86,039,040 parameters: GPT-2's 124,439,808 less its 50257 x 768 token table, plus this one's 256 x 768.
+""")
     return 0
 
 

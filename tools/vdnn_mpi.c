@@ -132,6 +132,12 @@ static int parse(int argc, char **argv, int rank, run *r)
         fprintf(say, "vdnn-mpi train: --trace is not supported with MPI\n");
         code = 2;
     }
+    /* Each stage holds only its layers' gradients: a global norm would need a sum across the stages first. */
+    if (!code && r->o.clip_grad_norm > 0 && r->dc.stages > 1) {
+        fprintf(say, "vdnn-mpi train: --clip-grad-norm is not supported with --stages > 1 yet (data parallelism alone "
+                "clips the summed gradients)\n");
+        code = 2;
+    }
     /* The runtimes exchange feature and gradient maps between stages as fp32 values: not yet bf16 ones. */
     if (!code && r->o.mem.precision != VDNN_PRECISION_FP32) {
         fprintf(say, "vdnn-mpi train: --precision %s is not supported with MPI yet (fp32 only; vdnn train takes it)\n",
@@ -183,7 +189,7 @@ static vdnn_status open_backend(const cli_options *o, vdnn_backend_t **be, vdnn_
 static vdnn_status setup(run *r, vdnn_error *err)
 {
     const cli_options *o = &r->o;
-    vdnn_status rc = cli_load_model(o->model, &r->m, err);
+    vdnn_status rc = cli_load_model_opts(o, &r->m, err);
     vdnn_shape syn = {0, o->in_c, o->in_h, o->in_w};
     int syn_classes = o->classes;
     if (rc == VDNN_OK && !strcmp(o->data, "synthetic")) {
@@ -194,6 +200,13 @@ static vdnn_status setup(run *r, vdnn_error *err)
         if (!syn_classes) syn_classes = def_classes;
         if (!syn.c || syn_classes < 2)
             rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--data synthetic needs --input CxHxW and --classes N");
+    }
+    /* A sequence model's text comes in sequences of its context unless --seq-len says otherwise. */
+    if (rc == VDNN_OK && !syn.h && cli_sequence_model(r->m)) {
+        vdnn_shape def;
+        int def_classes;
+        vdnn_model_defaults(r->m, &def, &def_classes);
+        syn.h = def.h;
     }
     if (rc == VDNN_OK) rc = vdnn_dataset_open(o->data, VDNN_SPLIT_TRAIN, syn, syn_classes, (uint64_t)o->seed, &r->train, err);
     if (rc == VDNN_OK) rc = vdnn_dataset_open(o->data, VDNN_SPLIT_TEST, syn, syn_classes, (uint64_t)o->seed, &r->test, err);

@@ -23,6 +23,11 @@ VDNN_API const char *vdnn_model_source(const vdnn_model_t *m);
 VDNN_API int vdnn_model_layer_count(const vdnn_model_t *m);
 /* The [net] section's input=CxHxW (n 0) and classes=N; zeros where the file gives none. */
 VDNN_API void vdnn_model_defaults(const vdnn_model_t *m, vdnn_shape *input, int *classes);
+/* A copy of a sequence model whose context is `context` tokens: every pos_embed layer's table has that many rows and
+ * the default input is 1 x context x 1 (longer or shorter sequences than the file's; docs/sequence.md). The caller
+ * frees it. VDNN_ERR_INVALID_ARG (naming the model) for a model without a pos_embed layer or a context out of range,
+ * VDNN_ERR_UNSUPPORTED for a model carrying trained parameters (an ONNX model's initializers). */
+VDNN_API vdnn_status vdnn_model_with_context(const vdnn_model_t *m, int context, vdnn_model_t **out, vdnn_error *err);
 
 /* Writes the ONNX model `m` was read from (the .onnx file at vdnn_model_source) to `out` with the parameters a
  * checkpoint of it holds (vdnn_net_save's file) as its initializers: weights, biases, batch-norm scales, shifts

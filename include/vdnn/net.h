@@ -31,6 +31,10 @@ typedef struct vdnn_net_options {
                                       with an inf or NaN gradient is skipped and the scale halved; it doubles after
                                       2000 good steps). 0 (the default): 65536 with fp16 maps, off otherwise;
                                       below 0: off */
+    float clip_grad_norm;          /* > 0: before each update, every parameter gradient is scaled by
+                                      clip_grad_norm / (norm + 1e-6) when their global L2 norm exceeds it (PyTorch's
+                                      clip_grad_norm_); the gradients are then kept until one update step, so not with
+                                      memory.offload_params. 0 (the default): no clipping */
 } vdnn_net_options;
 
 VDNN_API vdnn_net_options vdnn_net_options_default(void);

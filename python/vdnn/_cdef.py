@@ -95,6 +95,7 @@ const char *vdnn_model_name(const vdnn_model_t *m);
 const char *vdnn_model_source(const vdnn_model_t *m);
 int vdnn_model_layer_count(const vdnn_model_t *m);
 void vdnn_model_defaults(const vdnn_model_t *m, vdnn_shape *input, int *classes);
+vdnn_status vdnn_model_with_context(const vdnn_model_t *m, int context, vdnn_model_t **out, vdnn_error *err);
 vdnn_status vdnn_model_export_onnx(const vdnn_model_t *m, const char *checkpoint, const char *out,
                                             vdnn_error *err);
 #define VDNN_LAYER_NAME_LEN 64
@@ -252,6 +253,7 @@ typedef struct vdnn_net_options {
     vdnn_optimizer optimizer;
     float beta1, beta2, eps;
     float loss_scale;
+    float clip_grad_norm;
 } vdnn_net_options;
 vdnn_net_options vdnn_net_options_default(void);
 vdnn_status vdnn_net_create(const vdnn_model_t *m, vdnn_backend_t *be, const vdnn_net_options *o,

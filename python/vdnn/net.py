@@ -52,9 +52,10 @@ class Net:
     """A model trained on a backend under a memory plan.
 
     Net(model, backend=None, batch=64, input_shape=None, classes=0, seed=1, momentum=0.9, weight_decay=5e-4,
-        options=None, loss_scale=None, **memory)
+        options=None, loss_scale=None, clip_grad_norm=None, **memory)
     model: a vdnn.Model or a path; backend: a vdnn.Backend, a name ("cpu", "cuda", "auto") or None (the CPU);
-    input_shape (c, h, w) and classes: None/0 take the model's; options: a vdnn.MemoryOptions (or dict), and/or its
+    input_shape (c, h, w) and classes: None/0 take the model's; clip_grad_norm X: gradients clipped to global norm X
+    before each update (PyTorch's clip_grad_norm_); options: a vdnn.MemoryOptions (or dict), and/or its
     fields as keywords (policy="auto", budget="11MiB", ...). Defaults are vdnn_net_options_default()'s.
     A budget too small raises vdnn.BudgetError naming the smallest budget that works.
     loss_scale: dynamic loss scaling's first scale, a power of two (None or 0: 65536 with fp16 maps, off otherwise;
@@ -62,7 +63,7 @@ class Net:
     """
 
     def __init__(self, model, backend=None, batch=None, input_shape=None, classes=0, seed=None, momentum=None,
-                 weight_decay=None, options=None, loss_scale=None, **memory):
+                 weight_decay=None, options=None, loss_scale=None, clip_grad_norm=None, **memory):
         self.model = Model.of(model)
         self.backend = Backend.of(backend)
         o = ffi.new("vdnn_net_options *")
@@ -80,6 +81,8 @@ class Net:
             o.weight_decay = weight_decay
         if loss_scale is not None:
             o.loss_scale = loss_scale
+        if clip_grad_norm is not None:
+            o.clip_grad_norm = clip_grad_norm
         o.memory = MemoryOptions.of(options, **memory)._c[0]
         out = ffi.new("vdnn_net_t **")
         call(lib.vdnn_net_create, self.model._h, self.backend._h, o, out)

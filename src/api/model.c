@@ -30,6 +30,28 @@ void vdnn_model_defaults(const vdnn_model_t *m, vdnn_shape *input, int *classes)
     if (classes) *classes = m->default_classes;
 }
 
+vdnn_status vdnn_model_with_context(const vdnn_model_t *m, int context, vdnn_model_t **out, vdnn_error *err)
+{
+    if (!m || !out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "model_with_context: no model or no place for the copy");
+    *out = NULL;
+    int tables = 0;
+    for (int l = 1; l < m->n_layers; l++) tables += m->layers[l].kind == VDNN_LAYER_POS_EMBED;
+    if (!tables)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "context: %s has no pos_embed layer (a context is a sequence "
+                         "model's)", m->source);
+    if (context < 1 || context > VDNN_MAX_SIDE)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "context: %d is out of range (1 to %d)", context, VDNN_MAX_SIDE);
+    if (m->n_init)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "context: %s carries trained parameters, whose position table "
+                         "has the file's size", m->source);
+    vdnn_status rc = vdnn_graph_clone(m, out, err);
+    if (rc != VDNN_OK) return rc;
+    for (int l = 1; l < m->n_layers; l++)
+        if ((*out)->layers[l].kind == VDNN_LAYER_POS_EMBED) (*out)->layers[l].p.context = context;
+    (*out)->default_input = (vdnn_shape){0, 1, context, 1};
+    return VDNN_OK;
+}
+
 vdnn_status vdnn_model_layers(const vdnn_model_t *m, vdnn_shape input, int classes, vdnn_backend_t *be,
                               vdnn_layer_info *out, vdnn_error *err)
 {

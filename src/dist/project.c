@@ -83,6 +83,28 @@ double vdnn_ring_allreduce_s(double bytes, int n, double bytes_per_s, double lat
     return 2.0 * (n - 1) * latency_s + 2.0 * (n - 1) / n * bytes / bytes_per_s;
 }
 
+/* The layer whose parameters layer l uses besides (or instead of) its own, or 0: a tied output projection's
+ * embedding (graph.h's tie). A pipeline stage that holds l but not that layer keeps a copy of those parameters, and the
+ * two stages sum their gradients of it every step (as Megatron-LM does for GPT's tied embedding). */
+static int shared_owner(const vdnn_graph_t *g, int l) { return g->layers[l].p.tie; }
+
+static int stage_of(const vdnn_stage_split *sp, int stages, int l)
+{
+    for (int s = 0; s < stages; s++)
+        if (l >= sp->first[s] && l <= sp->last[s]) return s;
+    return -1;
+}
+
+/* Parameters of layer l as a stage holding layers [first, last] keeps them: its own, and a copy of those it shares
+ * with a layer of another stage. */
+static double stage_layer_params(const vdnn_graph_t *g, int l, int first, int last)
+{
+    double n = (double)(g->layers[l].n_weight + g->layers[l].n_bias);
+    const int o = shared_owner(g, l);
+    if (o && (o < first || o > last)) n += (double)(g->layers[o].n_weight + g->layers[o].n_bias);
+    return n;
+}
+
 /* Per-layer backward time without the layer's share of the SGD update (the profile's backward includes
  * the fused update; a data-parallel step updates once, after the sums). */
 static double bwd_only(const vdnn_graph_t *g, const vdnn_profile *p, int l, double total_params)
@@ -102,7 +124,7 @@ static void backward_with_sums(const vdnn_graph_t *g, const vdnn_profile *p, con
     *comm_total = 0;
     for (int l = last; l >= first; l--) {
         t += bwd_only(g, p, l, total_params) * scale;
-        bucket += (double)(g->layers[l].n_weight + g->layers[l].n_bias) * sizeof(float);
+        bucket += stage_layer_params(g, l, first, last) * sizeof(float);
         if (bucket > 0 && (bucket >= (double)c->bucket_bytes || l == first)) {
             double d = vdnn_ring_allreduce_s(bucket, workers, c->allreduce_bytes_per_s, c->allreduce_latency_s);
             link_free = (link_free > t ? link_free : t) + d;
@@ -164,7 +186,7 @@ vdnn_status vdnn_project_estimate(const vdnn_graph_t *g, const vdnn_profile *p, 
         for (int l = e->split.first[s]; l <= e->split.last[s]; l++) {
             f += p->fwd_s[l] * scale;
             b += bwd_only(g, p, l, total_params) * scale;
-            params += (double)(g->layers[l].n_weight + g->layers[l].n_bias);
+            params += stage_layer_params(g, l, e->split.first[s], e->split.last[s]);
         }
         bs[s] = b;
         /* Sending the stage's output forward and the gradient of its input back, per micro-batch. */
@@ -194,6 +216,17 @@ vdnn_status vdnn_project_estimate(const vdnn_graph_t *g, const vdnn_profile *p, 
         step_end = fmax(step_end, comm_end);
         e->comm_s = fmax(e->comm_s, comm_total);
     }
+    /* Shared parameters split over two stages: their gradients are exchanged between the stages (each sends its
+     * part, in parallel) once both are summed over the workers, before the update. */
+    double shared = 0;
+    for (int l = 1; l < L; l++) {
+        const int o = shared_owner(g, l);
+        if (o && stage_of(&e->split, stages, o) != stage_of(&e->split, stages, l))
+            shared += c->p2p_latency_s + (double)(g->layers[o].n_weight + g->layers[o].n_bias) * sizeof(float) /
+                                             c->p2p_bytes_per_s;
+    }
+    step_end += shared;
+    e->comm_s += shared;
     e->compute_s = load + slots * (max_f + max_b) + max_update;
     e->bubble_s = (stages - 1) * (max_f + max_b);
     e->step_s = step_end + max_update;

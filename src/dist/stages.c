@@ -255,6 +255,14 @@ vdnn_status vdnn_stage_graph(const vdnn_graph_t *g, const vdnn_stage_split *s, i
             else if (in_l == first - 1) L->inputs[i] = 1;
             else rc = not_a_cut(g, first - 1, "starting a stage", err);
         }
+        /* A tied table within the stage follows the renumbering; across stages the runtime has no exchange of its
+         * gradient yet (vdnn project models one). */
+        const int t = L->p.tie ? L->p.tie : L->p.tied_by;
+        if (rc == VDNN_OK && t && (t < first || t > last))
+            rc = vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "%s: layer '%s' shares its table with layer '%s' of another stage "
+                           "(tie=): pipelines do not split tied parameters yet", g->source, L->name, g->layers[t].name);
+        if (L->p.tie) L->p.tie = L->p.tie - first + VDNN_STAGE_PREFIX;
+        if (L->p.tied_by) L->p.tied_by = L->p.tied_by - first + VDNN_STAGE_PREFIX;
         sg->n_layers++;
     }
     if (rc == VDNN_OK && !is_last) {

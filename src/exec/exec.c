@@ -1,5 +1,6 @@
 /* Replays a plan: allocations at planned offsets, copies on the copy queues ordered by events, and each
  * step's compute. It makes no decisions of its own; it only checks that what it is told is sound. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -178,7 +179,8 @@ static vdnn_status compute_backward(vdnn_net_t *net, const vdnn_plan_t *plan, vd
     RES(s->grad, a.dy);
     /* Micro-batches after the first write their gradients aside; sum_micro adds them to the first's. */
     const bool later = plan->micro_batches > 1 && net->micro > 0;
-    RES(later ? s->dwm : s->dw, a.dw);
+    /* A tied linear writes its part of the table's gradient aside (s->dw, every micro-batch). */
+    RES(later && !ly->p.tie ? s->dwm : s->dw, a.dw);
     RES(later ? s->dbm : s->db, a.db);
     if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) RES(plan->labels, a.labels);
     if (ly->kind == VDNN_LAYER_SOFTMAX_XENT && net->loss_scaling) a.grad_scale = net->scaler.scale;
@@ -191,7 +193,15 @@ static vdnn_status compute_backward(vdnn_net_t *net, const vdnn_plan_t *plan, vd
         BE_CALL(stream_begin(net, plan, l, true, &r, &sm, err));
         a.stream = &sm;
     }
-    return net->be->ops->op_backward(net->be, ops[l], &a, err);
+    BE_CALL(net->be->ops->op_backward(net->be, ops[l], &a, err));
+    /* A tied table's gradient: this layer's, then the tied linear's added (PyTorch sums the two in the same order
+     * of operands: a + b rounds alike either way). */
+    if (s->dwt >= 0) {
+        char *t;
+        BE_CALL(resident(net, plan, s->dwt, "tied gradient", &t, err));
+        BE_CALL(net->be->ops->accumulate(net->be, (float *)a.dw, (const float *)t, ly->n_weight, err));
+    }
+    return VDNN_OK;
 }
 
 /* Gradient accumulation over micro-batches, in micro-batch order: sum = g0 + g1 + ...; after the last,
@@ -206,9 +216,42 @@ static vdnn_status sum_micro(vdnn_net_t *net, const vdnn_plan_t *plan, int l, vd
         if (pair[k][0] < 0) continue;
         float *sum = (float *)net->ptr[pair[k][0]];
         const size_t n = (size_t)pair[k][2];
+        if (!n) continue; /* a tied linear's weight: summed by the embed layer */
         if (net->micro > 0) BE_CALL(be->ops->accumulate(be, sum, (const float *)net->ptr[pair[k][1]], n, err));
         if (net->micro == plan->micro_batches - 1)
             BE_CALL(be->ops->scale(be, sum, 1.0f / (float)plan->micro_batches, n, err));
+    }
+    return VDNN_OK;
+}
+
+/* PyTorch's clip_grad_norm_: the L2 norm over every parameter gradient of the step, summed in layer order (so the
+ * same under every plan), and when it exceeds the limit each gradient scaled by limit / (norm + 1e-6). */
+static vdnn_status clip_grads(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_error *err)
+{
+    vdnn_backend_t *be = net->be;
+    double sum = 0.0;
+    for (int l = 1; l < net->g->n_layers; l++) {
+        const vdnn_layer_storage *s = &plan->ls[l];
+        const vdnn_layer *ly = &net->g->layers[l];
+        double part;
+        if (s->dw >= 0 && ly->n_weight) {
+            BE_CALL(be->ops->sum_squares(be, (const float *)net->ptr[s->dw], ly->n_weight, &part, err));
+            sum += part;
+        }
+        if (s->db >= 0) {
+            BE_CALL(be->ops->sum_squares(be, (const float *)net->ptr[s->db], ly->n_bias, &part, err));
+            sum += part;
+        }
+    }
+    const double norm = sqrt(sum);
+    /* PyTorch scales by min(1, limit / (norm + 1e-6)); a factor of 1 changes nothing. */
+    const double k = (double)net->opt.clip_grad_norm / (norm + 1e-6);
+    if (!(k < 1.0)) return VDNN_OK;
+    for (int l = 1; l < net->g->n_layers; l++) {
+        const vdnn_layer_storage *s = &plan->ls[l];
+        const vdnn_layer *ly = &net->g->layers[l];
+        if (s->dw >= 0 && ly->n_weight) BE_CALL(be->ops->scale(be, (float *)net->ptr[s->dw], (float)k, ly->n_weight, err));
+        if (s->db >= 0) BE_CALL(be->ops->scale(be, (float *)net->ptr[s->db], (float)k, ly->n_bias, err));
     }
     return VDNN_OK;
 }
@@ -224,7 +267,7 @@ static vdnn_status update(vdnn_net_t *net, const vdnn_plan_t *plan, int first, i
         if (no->optimizer == VDNN_OPTIMIZER_ADAMW) {
             /* The update being made, from 1: net->step counts the steps done, skipped ones (loss scaling) too. */
             const long t = (long)(net->step - net->scaler.skipped) + 1;
-            if (s->w >= 0)
+            if (s->w >= 0 && ly->n_weight)
                 BE_CALL(o->adamw_update(net->be, (float *)net->ptr[s->w], (const float *)net->ptr[s->dw],
                                         (float *)net->ptr[s->vw], (float *)net->ptr[s->vw2], ly->n_weight, lr,
                                         no->beta1, no->beta2, no->eps, no->weight_decay, t, err));
@@ -234,7 +277,7 @@ static vdnn_status update(vdnn_net_t *net, const vdnn_plan_t *plan, int first, i
                                         no->beta1, no->beta2, no->eps, no->weight_decay, t, err));
             continue;
         }
-        if (s->w >= 0)
+        if (s->w >= 0 && ly->n_weight)
             BE_CALL(o->sgd_update(net->be, (float *)net->ptr[s->w], (const float *)net->ptr[s->dw],
                                   (float *)net->ptr[s->vw], ly->n_weight, lr, net->opt.momentum,
                                   net->opt.weight_decay, err));
@@ -296,6 +339,7 @@ static vdnn_status compute(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **o
             BE_CALL(vdnn_net_loss_scale_check(net, plan, &apply, err));
             if (!apply) return VDNN_OK;
         }
+        if (net->opt.clip_grad_norm > 0) BE_CALL(clip_grads(net, plan, err));
         return update(net, plan, 1, net->g->n_layers - 1, lr, err);
     }
     return vdnn_fail(err, VDNN_ERR_BACKEND, "executor: unknown step kind");

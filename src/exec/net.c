@@ -209,6 +209,16 @@ static vdnn_status check_options(const vdnn_backend_t *be, const vdnn_net_option
         !be->ops->all_finite)
         return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "loss scaling: the %s backend has no gradient check",
                          be->ops->name);
+    if (!(o->clip_grad_norm >= 0) || isinf(o->clip_grad_norm))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "clip_grad_norm: %g is out of range (0: off, or a positive number)",
+                         (double)o->clip_grad_norm);
+    if (o->clip_grad_norm > 0 && !be->ops->sum_squares)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "clip_grad_norm: the %s backend cannot clip gradients yet",
+                         be->ops->name);
+    if (o->clip_grad_norm > 0 && o->memory.offload_params)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
+                         "clip_grad_norm: clipping needs every gradient before the first update, and "
+                         "memory.offload_params updates each layer's homed parameters in its backward step: not both");
     vdnn_status rc = vdnn_memory_options_check(&o->memory, err);
     if (rc == VDNN_OK) rc = vdnn_backend_check_dtype((vdnn_backend_t *)be, (vdnn_dtype)o->memory.precision, err);
     if (rc != VDNN_OK) return rc;
@@ -262,6 +272,8 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
         net->x.keep_weight_grads = true;
         vdnn_loss_scaler_init(&net->scaler, o->loss_scale > 0 ? o->loss_scale : VDNN_LOSS_SCALE_INIT);
     }
+    /* Clipping scales every gradient by their global norm: all of them wait for one update step. */
+    if (o->clip_grad_norm > 0) net->x.keep_weight_grads = true;
     net->opt.memory.pipelined = m > 1 && o->memory.pipelined;
     net->fetch_storage = -1;
     net->info_train = calloc((size_t)g->n_layers, sizeof *net->info_train);

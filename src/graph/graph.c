@@ -123,6 +123,7 @@ uint64_t vdnn_graph_hash(const vdnn_graph_t *g)
         MIX(ly->n_weight);
         MIX(ly->n_bias);
         MIX(ly->n_stats);
+        if (ly->p.tie) MIX(ly->p.tie); /* only where tied: the hashes of other models stay as they were */
         for (int i = 0; i < ly->n_inputs; i++) MIX(ly->inputs[i]);
     }
 #undef MIX
@@ -362,6 +363,14 @@ static vdnn_status resolve_layer(vdnn_graph_t *g, int idx, vdnn_error *err)
         double rows = (double)in_count / in.w;
         L->flops_fwd = 2.0 * rows * (double)L->n_weight;
         L->flops_bwd = 2.0 * L->flops_fwd;
+        if (p->tie) {
+            /* The embed's table, vocabulary x width, is this layer's weight, outputs x inputs: one parameter. */
+            const vdnn_layer *E = &g->layers[p->tie];
+            if (p->filters != E->p.vocab || in.w != E->p.filters)
+                return layer_fail(g, L, err, "tie=%s: its table is %d x %d (vocabulary x width), this linear's weight "
+                                  "is %d x %d (outputs x inputs)", E->name, E->p.vocab, E->p.filters, p->filters, in.w);
+            L->n_weight = 0;
+        }
         break;
     }
     case VDNN_LAYER_ATTN_PROBS: {

@@ -94,6 +94,12 @@ typedef struct vdnn_layer_params {
      * params: the same hidden, proj and lstm_in, with src the layer whose output width is In (an lstm chunk:
      * its P). seq_cat: filters is the columns it keeps. */
     int proj, chunk, chunk_index, n_chunks, step0, lstm_in, src;
+    /* Weight tying (tie=LAYER on a linear, as GPT-2's output projection): the index of the earlier embed layer whose
+     * table is this layer's weight, 0 if none; on that embed layer, tied_by is the linear's index. The table is one
+     * parameter (counted, initialised, updated and saved once, under the embed's name); its gradient is the sum of
+     * both layers' (docs/sequence.md). */
+    int tie;
+    int tied_by;
 } vdnn_layer_params;
 
 typedef struct vdnn_layer {

@@ -312,6 +312,22 @@ static vdnn_status finish_layer(parser *ps)
             ps->in_line[idx] = e->line;
             continue;
         }
+        if (!strcmp(e->key, "tie") && kind == VDNN_LAYER_LINEAR) {
+            /* The table of an earlier embed layer is this linear's weight (GPT-2's tied output projection). */
+            int j = vdnn_graph_find(g, e->val);
+            if (j < 0 || j >= idx)
+                return perr(ps, VDNN_ERR_PARSE, e->line, "layer '%s': tie=%s names no earlier layer", ps->sec_name,
+                            e->val);
+            if (g->layers[j].kind != VDNN_LAYER_EMBED)
+                return perr(ps, VDNN_ERR_PARSE, e->line, "layer '%s': tie=%s is a %s layer; a linear ties only to an "
+                            "embed layer's table", ps->sec_name, e->val, vdnn_layer_kind_name(g->layers[j].kind));
+            if (g->layers[j].p.tied_by)
+                return perr(ps, VDNN_ERR_PARSE, e->line, "layer '%s': tie=%s: its table is tied to layer '%s' already",
+                            ps->sec_name, e->val, g->layers[g->layers[j].p.tied_by].name);
+            L->p.tie = j;
+            g->layers[j].p.tied_by = idx;
+            continue;
+        }
         if (!strcmp(e->key, "stage")) {
             /* Pipelines run stages in file order, so a placement never goes back to an earlier stage. */
             long v;

@@ -132,6 +132,8 @@ void vdnn_plan_set_offload_params(vdnn_plan_t *p, bool on)
     for (int i = 0; i < p->n_storages_analyzed; i++) {
         vdnn_storage *s = &p->st[i];
         if (!homeable(s->kind)) continue;
+        /* A tied table is read by the first layer and the last: it stays on the device (its moments are homed). */
+        if (s->kind == VDNN_ST_WEIGHT && p->g->layers[s->layer].p.tied_by) continue;
         s->homed = on;
         s->persistent = !on;
     }
@@ -276,6 +278,8 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
         if (ly->n_weight) fail |= (s->w = add_storage(p, VDNN_ST_WEIGHT, l, ly->n_weight * 4, true, ly->name, ".weight")) < 0;
         if (ly->n_bias) fail |= (s->b = add_storage(p, VDNN_ST_BIAS, l, ly->n_bias * 4, true, ly->name, ".bias")) < 0;
         if (ly->n_stats) fail |= (s->stats = add_storage(p, VDNN_ST_STATS, l, ly->n_stats * 4, true, ly->name, ".stats")) < 0;
+        /* A tied linear reads the embed's table (an earlier layer: its storage exists). */
+        if (ly->p.tie) s->w = p->ls[ly->p.tie].w;
     }
     fail |= (p->labels = add_storage(p, VDNN_ST_LABELS, 0, vdnn_graph_label_count(g) * 4, true, "labels", "")) < 0;
     fail |= (p->loss = add_storage(p, VDNN_ST_LOSS, L - 1, sizeof(float), true, "loss", "")) < 0;
@@ -298,6 +302,12 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
             fail |= (s->dwm = add_storage(p, VDNN_ST_TEMP, l, ly->n_weight * 4, false, ly->name, ".weight.grad.micro")) < 0;
         if (p->micro_batches > 1 && ly->n_bias)
             fail |= (s->dbm = add_storage(p, VDNN_ST_TEMP, l, ly->n_bias * 4, false, ly->name, ".bias.grad.micro")) < 0;
+        /* The tied linear's part of the table's gradient waits for the embed's backward, which adds it to its own. */
+        if (ly->p.tie) {
+            const vdnn_layer *E = &g->layers[ly->p.tie];
+            fail |= (s->dw = add_storage(p, VDNN_ST_TEMP, l, E->n_weight * 4, false, ly->name, ".weight.grad.tied")) < 0;
+            p->ls[ly->p.tie].dwt = s->dw;
+        }
     }
     /* Feature maps and aux state. */
     fail |= (p->ls[0].out = add_storage(p, VDNN_ST_FMAP, 0, vdnn_map_bytes(g, g->input), false, "data", "")) < 0;
@@ -383,6 +393,7 @@ static vdnn_status build_steps(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error
         use(p, p->ls[l].db, s);
         use(p, p->ls[l].dwm, s);
         use(p, p->ls[l].dbm, s);
+        use(p, p->ls[l].dwt, s);
         if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) use(p, p->labels, s);
         for (int i = 0; i < ly->n_inputs; i++) {
             int in = ly->inputs[i];
@@ -872,7 +883,9 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
         return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
     }
     for (int l = 0; l < g->n_layers; l++)
-        p->ls[l] = (vdnn_layer_storage){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false};
+        p->ls[l] = (vdnn_layer_storage){.out = -1, .aux = -1, .grad = -1, .w = -1, .b = -1, .stats = -1, .dw = -1,
+                                        .db = -1, .vw = -1, .vb = -1, .vw2 = -1, .vb2 = -1, .dwm = -1, .dbm = -1,
+                                        .dwt = -1, .xs = -1, .xb = -1, .in_place = false};
     rc = build_storages(p, g, err);
     if (rc == VDNN_OK) rc = build_steps(p, g, err);
     if (rc != VDNN_OK) {

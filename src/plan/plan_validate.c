@@ -503,9 +503,11 @@ static void forward_access(op_pass *o, int l, bool recompute, int ws)
 static void update_access(op_pass *o, int l)
 {
     const vdnn_layer_storage *s = &o->v->p->ls[l];
-    acc(o, s->dw, true, false);
+    /* A tied linear's weight is the embed's table, updated (from the summed gradient) with that layer. */
+    const bool tied = o->v->p->g->layers[l].p.tie != 0;
+    acc(o, tied ? -1 : s->dw, true, false);
     acc(o, s->db, true, false);
-    acc(o, s->w, true, true);
+    acc(o, tied ? -1 : s->w, true, true);
     acc(o, s->b, true, true);
     acc(o, s->vw, true, true);
     acc(o, s->vb, true, true);
@@ -534,10 +536,12 @@ static void backward_access(op_pass *o, const vdnn_step *st)
     for (int i = 0; i < ly->n_inputs; i++) acc(o, st->dx[i], false, true);
     acc(o, st->ws, false, true);
     acc(o, s->xb, false, true);
-    acc(o, s->dw, p->micro_batches > 1, true);
+    /* A tied linear writes its part of the table's gradient afresh in every micro-batch. */
+    acc(o, s->dw, p->micro_batches > 1 && !ly->p.tie, true);
     acc(o, s->db, p->micro_batches > 1, true);
     acc(o, s->dwm, false, true);
     acc(o, s->dbm, false, true);
+    acc(o, s->dwt, true, false); /* the tied linear's part of the table's gradient, added after the op */
 }
 
 static vdnn_status run_op(validator *v, const char *who, const vdnn_step *st, const vdnn_action *a)

@@ -97,8 +97,8 @@ vdnn_status vdnn_profile_estimate(const vdnn_graph_t *g, double flops_per_s, dou
         p->bwd_s[l] = has_backward(ly) ? fmax(ly->flops_bwd / flops_per_s, 2 * bytes / mem_bytes_per_s) : 0;
         param_bytes += (double)(ly->n_weight + ly->n_bias) * sizeof(float);
     }
-    /* The executor uploads the images and the labels before the first layer. */
-    p->load_s = ((double)vdnn_map_bytes(g, g->input) + (double)g->input.n * 4) / link_bytes_per_s;
+    /* The executor uploads the images and the labels (one per sample, or per token of a sequence) first. */
+    p->load_s = ((double)vdnn_map_bytes(g, g->input) + (double)vdnn_graph_label_count(g) * 4) / link_bytes_per_s;
     /* SGD with momentum streams five arrays per parameter: reads w, dw and v, writes w and v. */
     p->update_s = 5 * param_bytes / mem_bytes_per_s;
     /* a += b reads two arrays and writes one. */

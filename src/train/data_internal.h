@@ -43,6 +43,10 @@ vdnn_status vdnn_synthetic_open(vdnn_shape shape, int classes, uint64_t seed, vd
 
 /* text:FILE (data_text.c): the file's bytes as tokens in sequences of seq_len, each token's target the next byte; the
  * last tenth of the bytes is the test split. */
+/* A whole file's bytes (kind names the spec in messages: "text", "tokens"); *buf is the caller's to free. */
+vdnn_status vdnn_text_read_file(const char *kind, const char *path, unsigned char **buf, size_t *len, vdnn_error *err);
+/* text:DIR: the directory's regular files without NUL bytes, in name order, concatenated (data_text_dir.c). */
+vdnn_status vdnn_text_read_dir(const char *dir, unsigned char **buf, size_t *len, vdnn_error *err);
 vdnn_status vdnn_text_open(const char *path, int seq_len, vdnn_split split, vdnn_dataset_t **out, vdnn_error *err);
 /* tokens:FILE: llm.c's .bin token files (a 256-int32 header: magic 20240520, version 1, count; uint16 ids). */
 vdnn_status vdnn_tokens_open(const char *path, int seq_len, vdnn_split split, vdnn_dataset_t **out, vdnn_error *err);

@@ -1,4 +1,4 @@
-/* text:FILE: a file's bytes as tokens (vocabulary 256), and tokens:FILE: llm.c's pre-tokenized .bin files (a
+/* text:FILE: a file's bytes as tokens (vocabulary 256; text:DIR, a directory's text files as one), and tokens:FILE: llm.c's pre-tokenized .bin files (a
  * 256-int32 header, then uint16 token ids), cut into sequences with next-token targets, the last tenth held out as
  * the test split. */
 #include <errno.h>
@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "train/data_internal.h"
 
@@ -17,7 +18,7 @@
 #define TOKENS_MAGIC 20240520
 #define TOKENS_VERSION 1
 
-static vdnn_status read_all(const char *kind, const char *path, unsigned char **buf, size_t *len, vdnn_error *err)
+vdnn_status vdnn_text_read_file(const char *kind, const char *path, unsigned char **buf, size_t *len, vdnn_error *err)
 {
     *buf = NULL;
     *len = 0;
@@ -106,7 +107,9 @@ static vdnn_status seq_open(const char *kind, const char *path, int seq_len, vdn
                          seq_len);
     unsigned char *b;
     size_t bytes;
-    vdnn_status st = read_all(kind, path, &b, &bytes, err);
+    struct stat sb;
+    const bool dir = text && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    vdnn_status st = dir ? vdnn_text_read_dir(path, &b, &bytes, err) : vdnn_text_read_file(kind, path, &b, &bytes, err);
     if (st) return st;
     uint32_t *ids = NULL;
     size_t len = bytes;

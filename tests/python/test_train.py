@@ -11,11 +11,11 @@ from conftest import LENET, THREADS, run_cli
 STEPS, BATCH, SEED, LR = 5, 16, 7, 0.05
 
 
-def cli_checkpoint(tmp_path, data, steps=STEPS):
+def cli_checkpoint(tmp_path, data, steps=STEPS, extra=()):
     path = tmp_path / "cli.ckpt"
     run_cli("train", "--model", LENET, "--data", data, "--batch", BATCH, "--steps", steps, "--lr", LR,
             "--lr-schedule", "constant", "--seed", SEED, "--device", "cpu", "--threads", THREADS, "--no-eval",
-            "--log-every", 1000, "--save", path)
+            "--log-every", 1000, "--save", path, *extra)
     return path.read_bytes()
 
 
@@ -125,3 +125,17 @@ def test_loss_scaling_counts_skipped_steps(lenet, cpu):
     assert not plain["loss_scaling"] and plain["skipped_steps"] == 0
     with pytest.raises(vdnn.Error, match="loss_scale"):
         vdnn.Net(lenet, cpu, batch=BATCH, loss_scale=3)
+
+
+def test_clipped_training_writes_the_commands_checkpoint(tmp_path, lenet, cpu):
+    """Net(clip_grad_norm=X) is --clip-grad-norm X: the same bytes; and the clipping acts (another checkpoint)."""
+    want = cli_checkpoint(tmp_path, "synthetic", extra=("--clip-grad-norm", 0.01))
+    net = vdnn.Net(lenet, cpu, batch=BATCH, seed=SEED, conv_algo="choose", clip_grad_norm=0.01)
+    ds = vdnn.Dataset("synthetic", "train", model=lenet, seed=SEED, batch=BATCH)
+    for x, y in ds.batches(BATCH, SEED, STEPS):
+        net.train_step(x, y, LR)
+    net.save(tmp_path / "clipped.ckpt")
+    assert (tmp_path / "clipped.ckpt").read_bytes() == want
+    assert cli_checkpoint(tmp_path, "synthetic") != want
+    with pytest.raises(vdnn.Error, match="clip_grad_norm"):
+        vdnn.Net(lenet, cpu, batch=BATCH, clip_grad_norm=-1.0)

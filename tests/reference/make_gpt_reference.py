@@ -6,8 +6,13 @@ Recorded (VDNNREF1, see README.md): the tokens and next-token labels of a batch 
 parameters under vdnn's storage names, every layer's output (".out") and its gradient (".out.grad") at step 0, the
 loss, every parameter gradient (".weight.grad", ".bias.grad"), 3 SGD steps (lr, momentum 0.9): the losses and the
 final parameters ("final.<name>"), and 3 AdamW steps from the same start ("meta.adamw" lr, beta1, beta2, eps, weight
-decay; "adamw.losses", "adamw.final.<name>"). Tensors B x T x F are laid out as vdnn's Bx1xTxF; the attention probabilities are
+decay; "adamw.losses", "adamw.final.<name>"), and 3 SGD steps with gradient clipping by global norm
+(torch.nn.utils.clip_grad_norm_ before each step; "meta.clip" the limit, set below every step's norm so that clipping
+acts, "clip.norms" each step's norm before clipping, "clip.losses", "clip.final.<name>"). Tensors B x T x F are laid out as vdnn's Bx1xTxF; the attention probabilities are
 B x heads x T x T; qkv holds q, k and v side by side, head h at columns h*D .. h*D+D-1 of each.
+
+Also gpt-tiny-tied.cfg and gpt-tiny-tied.bin: the net with its output projection tied to the token embedding
+(tied_reference below).
 
 Run with Debian's interpreter (python3-torch): /usr/bin/python3 tests/reference/make_gpt_reference.py
 """
@@ -23,11 +28,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 B, T, CONTEXT, F, H, V, LAYERS = 3, 6, 8, 16, 2, 20, 2
 LR, MOMENTUM, STEPS = 0.1, 0.9, 3
 ADAM_LR, ADAM_BETAS, ADAM_EPS, ADAM_WD = 0.01, (0.9, 0.999), 1e-8, 0.01
+CLIP = 0.5
+TIED_CLIP = 1.0
 
 
-def write_cfg(path):
-    out = ["# gpt-tiny: the net of make_gpt_reference.py (written by it): tests/test_gpt_reference.c.",
-           "[net]", "name=gpt-tiny", f"input=1x{T}x1", f"classes={V}", "",
+def write_cfg(path, tied=False):
+    name = "gpt-tiny-tied" if tied else "gpt-tiny"
+    out = [f"# {name}: the net of make_gpt_reference.py (written by it): tests/test_gpt_reference.c.",
+           "[net]", f"name={name}", f"input=1x{T}x1", f"classes={V}", "",
            "[wte]", "type=embed", f"outputs={F}", "", "[wpe]", "type=pos_embed", f"context={CONTEXT}", ""]
     prev = "wpe"
     for i in range(LAYERS):
@@ -44,12 +52,14 @@ def write_cfg(path):
                 f"[{b}.fc2]", "type=linear", f"outputs={F}", "",
                 f"[{b}.res2]", "type=add", f"input={b}.res1,{b}.fc2", ""]
         prev = f"{b}.res2"
-    out += ["[lnf]", "type=layernorm", "", "[head]", "type=linear", "outputs=classes", "", "[loss]", "type=softmax", ""]
+    head = ["tie=wte", "bias=0"] if tied else []
+    out += ["[lnf]", "type=layernorm", "", "[head]", "type=linear", "outputs=classes"] + head + ["", "[loss]",
+                                                                                               "type=softmax", ""]
     with open(path, "w") as f:
         f.write("\n".join(out))
 
 
-def make_params(gen):
+def make_params(gen, tied=False):
     """vdnn's storage name -> tensor, drawn with spreads that keep every layer's signal well away from zero."""
     p = {"wte.weight": torch.randn(V, F, generator=gen) * 0.5, "wpe.weight": torch.randn(CONTEXT, F, generator=gen) * 0.3}
 
@@ -69,7 +79,8 @@ def make_params(gen):
         lin(f"h{i}.fc", F, 4 * F)
         lin(f"h{i}.fc2", 4 * F, F)
     ln("lnf")
-    lin("head", F, V)
+    if not tied:
+        lin("head", F, V)
     return {k: v.clone().requires_grad_(True) for k, v in p.items()}
 
 
@@ -100,7 +111,10 @@ def forward(p, tokens, labels, outs):
         fc2 = keep(f"{b}.fc2", Fn.linear(g, p[f"{b}.fc2.weight"], p[f"{b}.fc2.bias"]))
         x = keep(f"{b}.res2", r1 + fc2)
     lnf = keep("lnf", Fn.layer_norm(x, (F,), p["lnf.weight"], p["lnf.bias"], 1e-5))
-    logits = keep("head", Fn.linear(lnf, p["head.weight"], p["head.bias"]))
+    if "head.weight" in p:
+        logits = keep("head", Fn.linear(lnf, p["head.weight"], p["head.bias"]))
+    else:  # tied: the token embedding's table is the output projection (GPT-2), no bias
+        logits = keep("head", Fn.linear(lnf, p["wte.weight"]))
     outs["loss"] = torch.softmax(logits, dim=-1)
     return Fn.cross_entropy(logits.reshape(B * T, V), labels.reshape(B * T))
 
@@ -129,6 +143,50 @@ class Writer:
                 f.write(struct.pack("<II", dtype, len(shape)))
                 f.write(struct.pack(f"<{len(shape)}I", *shape))
                 f.write(data)
+
+
+def tied_reference():
+    """gpt-tiny-tied.cfg and .bin: the same net with the output projection tied to the token embedding (GPT-2's
+    weight tying, no output bias): the step-0 logits ("head.out"), loss, every parameter gradient (the table's the sum
+    of both uses), and 3 AdamW steps with clipping by global norm (meta.adamw, meta.clip, adamw.losses,
+    adamw.final.<name>)."""
+    gen = torch.Generator().manual_seed(29)
+    write_cfg(os.path.join(HERE, "gpt-tiny-tied.cfg"), tied=True)
+    text = torch.randint(0, V, (B * T + 1,), generator=gen)
+    tokens, labels = text[:-1].view(B, T), text[1:].view(B, T)
+    p = make_params(gen, tied=True)
+    w = Writer()
+    w.add("meta.batch", torch.tensor([B]), I32)
+    w.add("meta.steps", torch.tensor([STEPS]), I32)
+    w.add("data.out", tokens.float())
+    w.add("labels", labels.reshape(-1), I32)
+    for k, v in p.items():
+        w.add(k, v)
+    opt = torch.optim.AdamW(p.values(), lr=ADAM_LR, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=ADAM_WD)
+    losses, norms = [], []
+    for step in range(STEPS):
+        opt.zero_grad()
+        outs = {}
+        loss = forward(p, tokens, labels, outs)
+        loss.backward()
+        losses.append(loss.item())
+        if step == 0:
+            w.add("head.out", outs["head"])
+            w.add("loss.value", loss.detach().reshape(1))
+            for k, v in p.items():
+                w.add(k + ".grad", v.grad)
+        norms.append(torch.nn.utils.clip_grad_norm_(list(p.values()), TIED_CLIP).item())
+        opt.step()
+    assert min(norms) > TIED_CLIP, norms
+    w.add("meta.adamw", torch.tensor([ADAM_LR, ADAM_BETAS[0], ADAM_BETAS[1], ADAM_EPS, ADAM_WD]))
+    w.add("meta.clip", torch.tensor([TIED_CLIP]))
+    w.add("adamw.losses", torch.tensor(losses))
+    for k, v in p.items():
+        w.add("adamw.final." + k, v)
+    path = os.path.join(HERE, "gpt-tiny-tied.bin")
+    w.write(path)
+    print(f"wrote {path}: {len(w.arrays)} arrays; tied AdamW losses {', '.join(f'{l:.6f}' for l in losses)}, norms "
+          f"{', '.join(f'{n:.4f}' for n in norms)}", file=sys.stderr)
 
 
 def main():
@@ -183,8 +241,26 @@ def main():
     w.add("adamw.losses", torch.tensor(losses))
     for k, v in p.items():
         w.add("adamw.final." + k, v)
+    # SGD with the gradients clipped to a global norm of CLIP (below every step's: the clipping acts each time).
+    p = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
+    opt = torch.optim.SGD(p.values(), lr=LR, momentum=MOMENTUM)
+    clip_losses, norms = [], []
+    for step in range(STEPS):
+        opt.zero_grad()
+        loss = forward(p, tokens, labels, {})
+        loss.backward()
+        clip_losses.append(loss.item())
+        norms.append(torch.nn.utils.clip_grad_norm_(list(p.values()), CLIP).item())
+        opt.step()
+    assert min(norms) > CLIP, norms
+    w.add("meta.clip", torch.tensor([CLIP]))
+    w.add("clip.norms", torch.tensor(norms))
+    w.add("clip.losses", torch.tensor(clip_losses))
+    for k, v in p.items():
+        w.add("clip.final." + k, v)
     path = os.path.join(HERE, "gpt-tiny.bin")
     w.write(path)
+    tied_reference()
     print(f"wrote {path}: {len(w.arrays)} arrays; SGD losses {', '.join(f'{l:.6f}' for l in sgd_losses)}; AdamW losses "
           f"{', '.join(f'{l:.6f}' for l in losses)}", file=sys.stderr)
 

@@ -1,7 +1,9 @@
 /* The CPU backend: host memory, copy queues as worker threads (optionally throttled to emulate a PCIe link), events, element-wise helpers. */
 #include "backend/cpu/cpu_internal.h"
 
+#include <cblas.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -417,6 +419,17 @@ static vdnn_status cpu_scale(vdnn_backend_t *be, float *dst, float alpha, size_t
     return VDNN_OK;
 }
 
+/* OpenBLAS's dsdot: float inputs, double accumulation; its split over threads depends only on n and the thread
+ * count, so the same gradients give the same sum under every memory plan. */
+static vdnn_status cpu_sum_squares(vdnn_backend_t *be, const float *x, size_t n, double *sum, vdnn_error *err)
+{
+    (void)be;
+    if (n && !x) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "sum_squares: NULL pointer for %zu floats", n);
+    if (n > (size_t)INT_MAX) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "sum_squares: %zu floats are too many", n);
+    *sum = n ? cblas_dsdot((int)n, x, 1, x, 1) : 0.0;
+    return VDNN_OK;
+}
+
 static vdnn_status cpu_sgd_update(vdnn_backend_t *be, float *w, const float *dw, float *v, size_t n, float lr,
                                   float momentum, float weight_decay, vdnn_error *err)
 {
@@ -527,6 +540,7 @@ static const vdnn_backend_ops cpu_ops = {
     .sgd_update = cpu_sgd_update,
     .adamw_update = cpu_adamw_update,
     .all_finite = cpu_all_finite,
+    .sum_squares = cpu_sum_squares,
     .poison = cpu_poison,
     .convert = vdnn_cpu_convert,
     .accumulate_typed = vdnn_cpu_accumulate_typed,
