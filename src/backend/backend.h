@@ -195,7 +195,7 @@ typedef struct vdnn_backend_ops {
     vdnn_status (*all_finite)(vdnn_backend_t *be, const float *const *x, const size_t *n, int count, bool *finite,
                               vdnn_error *err);
     /* *sum = the sum of x[i]^2 over n floats, accumulated in double, the same for the same x (gradient clipping by
-     * global norm). NULL on backends without it (CUDA for now): the net then refuses clip_grad_norm. */
+     * global norm). NULL on a backend without it: the net then refuses clip_grad_norm. */
     vdnn_status (*sum_squares)(vdnn_backend_t *be, const float *x, size_t n, double *sum, vdnn_error *err);
     /* Fills `poison` pattern (NaN) over device memory, for the --poison debug mode. The pattern is NaN read as
      * fp32, bf16 or fp16 at any even offset. */

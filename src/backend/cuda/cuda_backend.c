@@ -526,6 +526,26 @@ static vdnn_status cuda_all_finite(vdnn_backend_t *be, const float *const *x, co
     return st;
 }
 
+/* Gradient clipping's squares, summed on the device in double (the reduction scratch holds the result) and read
+ * back: the clipping factor is decided on the host, as on the CPU. */
+static vdnn_status cuda_sum_squares(vdnn_backend_t *be, const float *x, size_t n, double *sum, vdnn_error *err)
+{
+    if (!sum || (n && !x)) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "sum_squares: NULL pointer for %zu floats", n);
+    *sum = 0.0;
+    if (!n) return VDNN_OK;
+    cuda_backend *b = cu(be);
+    vdnn_status st = vdnn_cuda_use(b, err);
+    if (st) return st;
+    cudaStream_t s = b->stream[VDNN_QUEUE_COMPUTE];
+    double *out = b->sum_scratch;
+    st = vdnn_cuda_check(vdnn_cuda_k_sum_squares(s, out, x, n), err, "sum_squares kernel (%zu floats)", n);
+    if (!st)
+        st = vdnn_cuda_check(cudaMemcpyAsync(sum, out, sizeof *sum, cudaMemcpyDeviceToHost, s), err,
+                             "sum_squares: cudaMemcpyAsync of the sum");
+    if (!st) st = vdnn_cuda_check(cudaStreamSynchronize(s), err, "sum_squares: cudaStreamSynchronize");
+    return st;
+}
+
 static vdnn_status cuda_poison(vdnn_backend_t *be, void *dst, size_t bytes, vdnn_error *err)
 {
     if (!bytes) return VDNN_OK;
@@ -594,6 +614,7 @@ static const vdnn_backend_ops cuda_ops = {
     .sgd_update = cuda_sgd_update,
     .adamw_update = cuda_adamw_update,
     .all_finite = cuda_all_finite,
+    .sum_squares = cuda_sum_squares,
     .poison = cuda_poison,
     .convert = vdnn_cuda_convert,
     .accumulate_typed = vdnn_cuda_accumulate_typed,

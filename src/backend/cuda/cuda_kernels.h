@@ -36,6 +36,8 @@ cudaError_t vdnn_cuda_k_adamw(cudaStream_t s, float *w, const float *dw, float *
                               float beta1, float beta2, float eps, float step_size, float bc2_sqrt);
 /* *flag = 1 when any of x[0..n) is infinite or NaN (untouched otherwise, so calls accumulate). */
 cudaError_t vdnn_cuda_k_nonfinite(cudaStream_t s, unsigned *flag, const float *x, size_t n);
+/* *out (device) = the sum of x[i]^2 in double, one block in a fixed order (gradient clipping's norm). */
+cudaError_t vdnn_cuda_k_sum_squares(cudaStream_t s, double *out, const float *x, size_t n);
 /* dst = src converted from type st to dt, or with add: dst = dst + src, added in float and rounded once. dst and src
  * may be the same buffer only when the types agree. */
 cudaError_t vdnn_cuda_k_convert(cudaStream_t s, void *dst, vdnn_cuda_type dt, const void *src, vdnn_cuda_type st,

@@ -51,11 +51,28 @@ __global__ void k_adamw(float *w, const float *dw, float *m, float *v, size_t n,
 }
 
 // Every thread that sees a value that is not finite writes the same 1: no read-modify-write, so no race.
+#define VDNN_SUMSQ_THREADS 1024
+
 __global__ void k_nonfinite(unsigned *flag, const float *x, size_t n)
 {
     bool bad = false;
     for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads()) bad |= !isfinite(x[i]);
     if (bad) *flag = 1u;
+}
+
+/* One block: each thread sums its strided share in double, then a fixed tree: the same x gives the same sum. */
+__global__ void k_sum_squares(double *out, const float *x, size_t n)
+{
+    __shared__ double part[VDNN_SUMSQ_THREADS];
+    double s = 0.0;
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)x[i] * (double)x[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *out = part[0];
 }
 
 template <typename D, typename S> __global__ void k_convert(D *dst, const S *src, size_t n, int add)
@@ -272,6 +289,12 @@ extern "C" cudaError_t vdnn_cuda_k_adamw(cudaStream_t s, float *w, const float *
 {
     if (!n) return cudaSuccess;
     k_adamw<<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>(w, dw, m, v, n, decay, beta1, beta2, eps, step_size, bc2_sqrt);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t vdnn_cuda_k_sum_squares(cudaStream_t s, double *out, const float *x, size_t n)
+{
+    k_sum_squares<<<1, VDNN_SUMSQ_THREADS, 0, s>>>(out, x, n);
     return cudaGetLastError();
 }
 
