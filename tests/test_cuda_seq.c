@@ -1,8 +1,9 @@
 /* The CUDA backend's sequence-model and mixed-precision training pieces on a GPU (written without one, never run
  * there yet: docs/cuda.md): AdamW and the finite check against the CPU backend's, gpt-mini trained with AdamW on
  * CUDA against the CPU and bitwise equal under two memory policies, lstm-lm likewise under three, and fp16 training
- * with dynamic loss scaling (an overflowing scale skips steps and counts them). The ops themselves are compared with the CPU by the op
- * harness (test_ops_cuda). Without a usable GPU every case skips and the program exits 77 with the reason. */
+ * with dynamic loss scaling (an overflowing scale skips steps and counts them). The ops themselves are compared with
+ * the CPU by the op harness (test_ops_cuda). Without a usable GPU every case skips and the program exits 77 with
+ * the reason. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
