@@ -271,6 +271,10 @@ static void test_sequence_info_as_cpu(void **state)
     const vdnn_op_desc cases[] = {
         vt_embed(2, 5, 11, 8), vt_pos_embed(t, 7), vt_layernorm(t), ln_eval, vt_linear(t, 6, 1), vt_linear(t, 6, 0),
         vt_attn_probs(2, 5, 8, 2), vt_attn_mix(2, 5, 8, 2), vt_act(VDNN_LAYER_GELU, t), vt_xent_seq(2, 5, 7),
+        /* LSTM: from zero state, steps 2..4 with state, over chunk rows with a projection, lstm-lm's chunk */
+        vt_lstm(2, 4, 3, 0, 5, 4, 5, 0, 0), vt_lstm(2, 3, 4, 0, 3, 6, 3, 2, 2), vt_lstm(1, 2, 4, 3, 3, 2, 7, 0, 2),
+        vt_lstm(2, 32, 256, 0, 256, 32, 512, 0, 32), vt_lstm_params(5, 2, 3), vt_lstm_params(3, 0, 5),
+        vt_seq_cat(2, 3, (const int[]){2, 1, 2}, 7, 4),
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const vdnn_op_desc *d = &cases[i];
@@ -289,6 +293,10 @@ static void test_sequence_info_as_cpu(void **state)
             fail_msg("%s (case %zu): cuda needs_x %d needs_y %d inplace %d/%d aux %zu; cpu %d %d %d/%d %zu", name, i,
                      g->bwd_needs_x, g->bwd_needs_y, g->inplace_ok, g->bwd_inplace_ok, g->aux_bytes, c.bwd_needs_x,
                      c.bwd_needs_y, c.inplace_ok, c.bwd_inplace_ok, c.aux_bytes);
+        /* The LSTM ops' workspaces are the CPU's too (the same buffers: one step's gates, the gates' gradient). */
+        if (d->kind >= VDNN_LAYER_LSTM && (g->fwd_ws_bytes != c.fwd_ws_bytes || g->bwd_ws_bytes != c.bwd_ws_bytes))
+            fail_msg("%s (case %zu): cuda workspaces %zu/%zu, cpu %zu/%zu", name, i, g->fwd_ws_bytes, g->bwd_ws_bytes,
+                     c.fwd_ws_bytes, c.bwd_ws_bytes);
         if (d->kind == VDNN_LAYER_ATTN_PROBS) /* one sequence's heads of dS */
             assert_int_equal(g->bwd_ws_bytes, 2 * 5 * 5 * sizeof(float));
         vdnn_op_desc h = *d;
@@ -300,11 +308,19 @@ static void test_sequence_info_as_cpu(void **state)
                          vdnn_status_name(st), err.msg);
         }
     }
+    const vdnn_op_desc lstm = vt_lstm(2, 3, 4, 2, 5, 3, 5, 0, 2);
     vdnn_op_desc bad[] = {vt_linear(t, 6, 1), vt_attn_probs(2, 5, 8, 3), vt_embed(2, 5, 11, 8), vt_pos_embed(t, 4),
-                          vt_attn_mix(2, 5, 8, 2)};
-    bad[0].out.w = 7;   /* not outputs= */
-    bad[2].in[0].w = 2; /* two values per token */
-    bad[4].out.w = 9;   /* not the width */
+                          vt_attn_mix(2, 5, 8, 2), lstm, lstm, lstm, lstm, vt_lstm_params(4, 2, 5),
+                          vt_seq_cat(2, 2, (const int[]){3, 1}, 6, 2)};
+    bad[0].out.w = 7;    /* not outputs= */
+    bad[2].in[0].w = 2;  /* two values per token */
+    bad[4].out.w = 9;    /* not the width */
+    bad[5].out.w = 5;    /* not P + H */
+    bad[6].in[1].w -= 1; /* one parameter short */
+    bad[7].p.step0 = 1;  /* steps 1..3 of an input of 3 */
+    bad[8].in[2].w = 7;  /* a previous chunk of other rows */
+    bad[9].out.w += 1;   /* parameters of another size */
+    bad[10].out.h = 5;   /* 3 + 1 steps, not 5 */
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         vdnn_op_algo a[VDNN_MAX_ALGOS];
         int n = 0;
@@ -317,33 +333,40 @@ static void test_sequence_info_as_cpu(void **state)
     vdnn_backend_destroy(cpu);
 }
 
-/* gpt-mini planned for a GPU from the CUDA backend's device-less description of its layers (as `vdnn plan --profile`
- * with a described profile does): in-core; auto at half of that, feasible and within it; all (every map swapped)
- * below in-core. */
-static void test_sequence_plans_from_cuda_info(void **state)
+/* A sequence model planned for a GPU from the CUDA backend's device-less description of its layers (as `vdnn plan
+ * --profile` with a described profile does): in-core; auto at auto_pct % of that, feasible and within it; all (every
+ * map swapped) below in-core. With same_as_cpu, the same profile with the CPU backend's op info instead must make
+ * the same plans (equal peaks): the two backends' op info agree for every layer of the model (not so for gpt-mini,
+ * whose CUDA linear needs no bias workspace). */
+static void plans_from_cuda_info(const char *name, vdnn_shape in, int auto_pct, bool same_as_cpu)
 {
-    const vdnn_shape in = {8, 1, 32, 1};
     vdnn_error err;
     vdnn_model_t *m = NULL;
-    vt_assert_ok(vdnn_model_load(VDNN_SOURCE_DIR "/models/gpt-mini.cfg", &m, &err), err);
-    vdnn_graph_t *g = vt_load_zoo("gpt-mini");
+    char path[512];
+    snprintf(path, sizeof path, "%s/models/%s.cfg", VDNN_SOURCE_DIR, name);
+    vt_assert_ok(vdnn_model_load(path, &m, &err), err);
+    vdnn_graph_t *g = vt_load_zoo(name);
     vt_assert_ok(vdnn_graph_resolve(g, in, 256, &err), err);
+    vdnn_backend_t *cpu = NULL;
+    vdnn_cpu_options co = {.threads = 1};
+    vt_assert_ok(vdnn_backend_cpu_create(&co, &cpu, &err), err);
     vdnn_cuda_options o;
     vdnn_cuda_options_default(&o);
     o.tf32 = 0;
     vdnn_layer_algos *algos = calloc((size_t)g->n_layers, sizeof *algos);
-    assert_non_null(algos);
+    vdnn_layer_algos *cpu_algos = calloc((size_t)g->n_layers, sizeof *cpu_algos);
+    assert_true(algos && cpu_algos);
     for (int l = 1; l < g->n_layers; l++) {
         vdnn_op_desc d;
         vdnn_op_desc_from_layer(g, l, true, &d);
         bool derived = true;
         vt_assert_ok(vdnn_cuda_describe_op(&o, 9, 0, &d, algos[l].a, &algos[l].n, &derived, &err), err);
+        vt_assert_ok(cpu->ops->op_algos(cpu, &d, cpu_algos[l].a, &cpu_algos[l].n, &err), err);
     }
     vdnn_profile q;
     vt_assert_ok(vdnn_profile_estimate(g, 4.95e14, 3.35e12, 5.5e10, &q, &err), err);
     snprintf(q.device, sizeof q.device, "cuda");
     vt_assert_ok(vdnn_cuda_describe_offline(&o, 9, 0, "a described GPU", &q.dev, &err), err);
-    q.ops = algos;
     q.dtype = VDNN_DTYPE_F32;
     snprintf(q.op_info_source, sizeof q.op_info_source, "described");
     const vdnn_policy pols[3] = {VDNN_POLICY_NONE, VDNN_POLICY_AUTO, VDNN_POLICY_ALL};
@@ -351,24 +374,46 @@ static void test_sequence_plans_from_cuda_info(void **state)
     for (int k = 0; k < 3; k++) {
         vdnn_memory_options mem = vdnn_memory_options_default();
         mem.policy = pols[k];
-        mem.budget = k == 1 ? incore / 2 : SIZE_MAX;
-        vdnn_plan_t *plan = NULL;
-        vt_assert_ok(vdnn_plan_create(m, NULL, &q, in, 256, &mem, &plan, &err), err);
-        vdnn_plan_summary sum;
-        vt_assert_ok(vdnn_plan_summarize(plan, &sum, &err), err);
-        printf("gpt-mini b8 t32 on described CUDA op info, %s: peak %zu bytes%s\n", vdnn_policy_name(pols[k]),
-               sum.peak_device_bytes, sum.feasible ? "" : " (infeasible)");
-        assert_true(sum.feasible);
-        if (k == 0) incore = sum.peak_device_bytes;
-        else if (k == 1) assert_true(sum.peak_device_bytes <= incore / 2);
-        else assert_true(sum.peak_device_bytes < incore);
-        vdnn_plan_free(plan);
+        mem.budget = k == 1 ? incore / 100 * (size_t)auto_pct : SIZE_MAX;
+        size_t peak[2] = {0, 0};
+        for (int side = 0; side < (same_as_cpu ? 2 : 1); side++) {
+            q.ops = side ? cpu_algos : algos;
+            vdnn_plan_t *plan = NULL;
+            vt_assert_ok(vdnn_plan_create(m, NULL, &q, in, 256, &mem, &plan, &err), err);
+            vdnn_plan_summary sum;
+            vt_assert_ok(vdnn_plan_summarize(plan, &sum, &err), err);
+            printf("%s b%d t%d on %s op info, %s: peak %zu bytes%s\n", name, in.n, in.h,
+                   side ? "the CPU's" : "described CUDA", vdnn_policy_name(pols[k]), sum.peak_device_bytes,
+                   sum.feasible ? "" : " (infeasible)");
+            assert_true(sum.feasible);
+            peak[side] = sum.peak_device_bytes;
+            vdnn_plan_free(plan);
+        }
+        if (same_as_cpu) assert_int_equal(peak[0], peak[1]);
+        if (k == 0) incore = peak[0];
+        else if (k == 1) assert_true(peak[0] <= incore / 100 * (size_t)auto_pct);
+        else assert_true(peak[0] < incore);
     }
     q.ops = NULL;
     vdnn_profile_release(&q);
     free(algos);
+    free(cpu_algos);
+    vdnn_backend_destroy(cpu);
     vdnn_graph_free(g);
     vdnn_model_free(m);
+}
+
+static void test_sequence_plans_from_cuda_info(void **state)
+{
+    plans_from_cuda_info("gpt-mini", (vdnn_shape){8, 1, 32, 1}, 50, false);
+}
+
+/* lstm-lm's chunks, parameter tensors and gathers, from the CUDA LSTM ops' info (the file's 128 steps: its chunks
+ * are cut for it). Its parameters and their tensor copies weigh more than gpt-mini's against its maps, so auto is
+ * asked for three quarters of in-core rather than half. Every layer's info is the CPU's, so the plans are too. */
+static void test_lstm_plans_from_cuda_info(void **state)
+{
+    plans_from_cuda_info("lstm-lm", (vdnn_shape){8, 1, 128, 1}, 75, true);
 }
 
 int main(void)
@@ -376,6 +421,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sequence_info_as_cpu),
         cmocka_unit_test(test_sequence_plans_from_cuda_info),
+        cmocka_unit_test(test_lstm_plans_from_cuda_info),
         cmocka_unit_test(test_usable),
         cmocka_unit_test(test_variants),
         cmocka_unit_test(test_cache_line),

@@ -1,8 +1,9 @@
 /* The CUDA backend's sequence-model and mixed-precision training pieces on a GPU (written without one, never run
  * there yet: docs/cuda.md): AdamW and the finite check against the CPU backend's, gpt-mini trained with AdamW on
- * CUDA against the CPU and bitwise equal under two memory policies, and fp16 training with dynamic loss scaling
- * (an overflowing scale skips steps and counts them). The ops themselves are compared with the CPU by the op
- * harness (test_ops_cuda). Without a usable GPU every case skips and the program exits 77 with the reason. */
+ * CUDA against the CPU and bitwise equal under two memory policies, lstm-lm likewise under three, and fp16 training
+ * with dynamic loss scaling (an overflowing scale skips steps and counts them). The ops themselves are compared with
+ * the CPU by the op harness (test_ops_cuda). Without a usable GPU every case skips and the program exits 77 with
+ * the reason. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,6 +146,7 @@ static void test_all_finite(void **state)
 #define GPT_BATCH 2
 #define GPT_SEQ 16
 #define GPT_STEPS 3
+#define LSTM_SEQ 128 /* lstm-lm's file length: its graph's four chunks of 32 steps */
 
 typedef struct gpt_run {
     float loss[GPT_STEPS];
@@ -152,11 +154,12 @@ typedef struct gpt_run {
     size_t n;
 } gpt_run;
 
-static void gpt_train(vdnn_backend_t *be, const vdnn_graph_t *g, vdnn_policy pol, gpt_run *r)
+/* GPT_STEPS AdamW steps of a byte-level model over batches of `seq` tokens. */
+static void seq_train(vdnn_backend_t *be, const vdnn_graph_t *g, int seq, vdnn_policy pol, gpt_run *r)
 {
     vdnn_net_options cfg = vdnn_net_options_default();
     cfg.batch = GPT_BATCH;
-    cfg.in_c = 1, cfg.in_h = GPT_SEQ, cfg.in_w = 1;
+    cfg.in_c = 1, cfg.in_h = seq, cfg.in_w = 1;
     cfg.classes = 256;
     cfg.seed = 5;
     cfg.optimizer = VDNN_OPTIMIZER_ADAMW;
@@ -165,10 +168,11 @@ static void gpt_train(vdnn_backend_t *be, const vdnn_graph_t *g, vdnn_policy pol
     vdnn_net_t *net = NULL;
     vdnn_error err;
     vt_assert_ok(vdnn_net_create(g, be, &cfg, &net, &err), err);
-    float tokens[GPT_BATCH * GPT_SEQ];
-    int32_t labels[GPT_BATCH * GPT_SEQ];
+    float tokens[GPT_BATCH * LSTM_SEQ];
+    int32_t labels[GPT_BATCH * LSTM_SEQ];
+    assert_true(seq <= LSTM_SEQ);
     for (int s = 0; s < GPT_STEPS; s++) {
-        for (int i = 0; i < GPT_BATCH * GPT_SEQ; i++) {
+        for (int i = 0; i < GPT_BATCH * seq; i++) {
             tokens[i] = (float)((i * 37 + s * 11) % 256);
             labels[i] = (i * 53 + s * 7 + 1) % 256;
         }
@@ -201,9 +205,9 @@ static void test_gpt_training(void **state)
     vdnn_graph_t *g = vt_load_zoo("gpt-mini");
     vdnn_backend_t *be = gpu(), *c = cpu();
     gpt_run none, all, ref;
-    gpt_train(be, g, VDNN_POLICY_NONE, &none);
-    gpt_train(be, g, VDNN_POLICY_ALL, &all);
-    gpt_train(c, g, VDNN_POLICY_NONE, &ref);
+    seq_train(be, g, GPT_SEQ, VDNN_POLICY_NONE, &none);
+    seq_train(be, g, GPT_SEQ, VDNN_POLICY_ALL, &all);
+    seq_train(c, g, GPT_SEQ, VDNN_POLICY_NONE, &ref);
     assert_int_equal(none.n, all.n);
     if (memcmp(none.params, all.params, none.n * sizeof(float))) fail_msg("policy all differs from none on CUDA");
     assert_memory_equal(none.loss, all.loss, sizeof none.loss);
@@ -216,6 +220,39 @@ static void test_gpt_training(void **state)
     /* Parameters are not compared with the CPU's: AdamW turns the rounding noise of gradients that are zero in exact
      * arithmetic (the keys' bias, which the softmax cancels) into whole steps of lr on either side. */
     free(none.params), free(all.params), free(ref.params);
+    vdnn_backend_destroy(c);
+    vdnn_backend_destroy(be);
+    vdnn_graph_free(g);
+}
+
+/* lstm-lm (the CUDA LSTM ops: chunks, parameter tensors, gathers), three AdamW steps: the losses as the CPU's (same
+ * tolerances as gpt-mini), and bitwise the same parameters under policies all (every chunk's state swapped) and
+ * recompute (chunks rerun from the previous chunk's last row) as under none: the LSTM ops have no atomics and rerun
+ * the same GEMMs on the same shapes. */
+static void test_lstm_training(void **state)
+{
+    GPU_OR_SKIP();
+    vdnn_graph_t *g = vt_load_zoo("lstm-lm");
+    vdnn_backend_t *be = gpu(), *c = cpu();
+    gpt_run none, all, rec, ref;
+    seq_train(be, g, LSTM_SEQ, VDNN_POLICY_NONE, &none);
+    seq_train(be, g, LSTM_SEQ, VDNN_POLICY_ALL, &all);
+    seq_train(be, g, LSTM_SEQ, VDNN_POLICY_RECOMPUTE, &rec);
+    seq_train(c, g, LSTM_SEQ, VDNN_POLICY_NONE, &ref);
+    assert_int_equal(none.n, all.n);
+    assert_int_equal(none.n, rec.n);
+    if (memcmp(none.params, all.params, none.n * sizeof(float))) fail_msg("lstm-lm: policy all differs from none");
+    if (memcmp(none.params, rec.params, none.n * sizeof(float)))
+        fail_msg("lstm-lm: policy recompute differs from none");
+    assert_memory_equal(none.loss, all.loss, sizeof none.loss);
+    assert_memory_equal(none.loss, rec.loss, sizeof none.loss);
+    for (int s = 0; s < GPT_STEPS; s++) {
+        printf("lstm-lm step %d: loss %.7f on cuda, %.7f on the cpu\n", s, (double)none.loss[s], (double)ref.loss[s]);
+        const double tol = s == 0 ? 1e-5 : 1e-3;
+        if (!(fabs((double)none.loss[s] - (double)ref.loss[s]) <= tol * fmax(1.0, fabs((double)ref.loss[s]))))
+            fail_msg("lstm-lm step %d: cuda loss %.7f vs cpu %.7f", s, (double)none.loss[s], (double)ref.loss[s]);
+    }
+    free(none.params), free(all.params), free(rec.params), free(ref.params);
     vdnn_backend_destroy(c);
     vdnn_backend_destroy(be);
     vdnn_graph_free(g);
@@ -291,6 +328,7 @@ int main(void)
         cmocka_unit_test(test_adamw_vs_cpu),
         cmocka_unit_test(test_all_finite),
         cmocka_unit_test(test_gpt_training),
+        cmocka_unit_test(test_lstm_training),
         cmocka_unit_test(test_fp16_loss_scaling),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -35,6 +35,9 @@ static const cuda_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_ATTN_PROBS] = &vdnn_cuda_op_attn_probs,
     [VDNN_LAYER_ATTN_MIX] = &vdnn_cuda_op_attn_mix,
     [VDNN_LAYER_GELU] = &vdnn_cuda_op_act,
+    [VDNN_LAYER_LSTM] = &vdnn_cuda_op_lstm,
+    [VDNN_LAYER_PARAMS] = &vdnn_cuda_op_params,
+    [VDNN_LAYER_SEQ_CAT] = &vdnn_cuda_op_seq_cat,
 };
 
 _Static_assert((int)VDNN_CUDA_F32 == (int)VDNN_DTYPE_F32 && (int)VDNN_CUDA_BF16 == (int)VDNN_DTYPE_BF16 &&
@@ -63,7 +66,8 @@ static vdnn_status lookup(const cuda_backend *b, const vdnn_op_desc *d, const cu
     if ((int)d->kind < 0 || d->kind >= VDNN_LAYER_KIND_COUNT)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda op: unknown layer kind %d", (int)d->kind);
     *impl = op_table[d->kind];
-    /* Sequence layers added since (LSTM) run on the CPU only for now (docs/sequence.md). */
+    /* A sequence layer added to the CPU before its CUDA port is refused as such, naming it (every one has a port
+     * now; the LSTM ops were the last). */
     if (!*impl && d->kind >= VDNN_LAYER_EMBED)
         return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda op: %s has no CUDA implementation yet (run it on the CPU)",
                          vdnn_layer_kind_name(d->kind));
