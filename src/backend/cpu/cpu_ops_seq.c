@@ -5,10 +5,9 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_internal.h"
+#include "backend/seq_shapes.h"
 
 /* Tensors B x T x F are shapes {B, 1, T, F}: rows of F contiguous values (docs/sequence.md). */
-static size_t rows_of(vdnn_shape s) { return (size_t)s.n * (size_t)s.c * (size_t)s.h; }
-
 static vdnn_status seq_fp32(const vdnn_op_desc *d, vdnn_error *err)
 {
     /* The sequence ops are fp32 only for now: refused, not emulated, like every dtype a backend cannot run fast. */
@@ -19,13 +18,6 @@ static vdnn_status seq_fp32(const vdnn_op_desc *d, vdnn_error *err)
 }
 
 static bool same_shape(vdnn_shape a, vdnn_shape b) { return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w; }
-
-static vdnn_status shape_fail(const vdnn_op_desc *d, const char *want, vdnn_error *err)
-{
-    const vdnn_shape x = d->in[0], y = d->out;
-    return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: input %dx%dx%dx%d, output %dx%dx%dx%d: %s",
-                     vdnn_layer_kind_name(d->kind), x.n, x.c, x.h, x.w, y.n, y.c, y.h, y.w, want);
-}
 
 static vdnn_status need(const void *p, const vdnn_op_desc *d, const char *what, vdnn_error *err)
 {
@@ -45,7 +37,7 @@ static vdnn_status embed_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_i
     const vdnn_shape x = d->in[0], y = d->out;
     if (d->n_inputs != 1 || x.c != 1 || x.w != 1 || y.n != x.n || y.c != 1 || y.h != x.h || y.w != d->p.filters ||
         d->p.vocab < 1)
-        return shape_fail(d, "expected token ids Bx1xTx1 to Bx1xTxF with F outputs= and a vocabulary", err);
+        return vdnn_seq_shape_fail(d, "expected token ids Bx1xTx1 to Bx1xTxF with F outputs= and a vocabulary", err);
     *info = (vdnn_op_info){.bwd_needs_x = true};
     return VDNN_OK;
 }
@@ -68,7 +60,7 @@ static vdnn_status embed_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     if (!st) st = need(a->y, d, "y", err);
     if (!st) st = need(a->w, d, "w", err);
     if (st) return st;
-    const size_t rows = rows_of(d->in[0]), f = (size_t)d->p.filters;
+    const size_t rows = vdnn_seq_rows(d->in[0]), f = (size_t)d->p.filters;
     for (size_t r = 0; r < rows; r++) {
         int id = 0;
         if ((st = token_at(d, a->x[0], r, &id, err))) return st;
@@ -80,7 +72,7 @@ static vdnn_status embed_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
 static vdnn_status embed_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->d;
-    const size_t rows = rows_of(d->in[0]), f = (size_t)d->p.filters;
+    const size_t rows = vdnn_seq_rows(d->in[0]), f = (size_t)d->p.filters;
     /* Token ids are not differentiable: their gradient is zero. */
     if (a->dx[0]) memset(a->dx[0], 0, rows * sizeof(float));
     if (!a->dw) return VDNN_OK;
@@ -109,7 +101,7 @@ static vdnn_status pos_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_inf
     vdnn_status st = seq_fp32(d, err);
     if (st) return st;
     if (d->n_inputs != 1 || !same_shape(d->in[0], d->out) || d->in[0].c != 1 || d->in[0].h > d->p.context)
-        return shape_fail(d, "expected Bx1xTxF to the same, T at most context=", err);
+        return vdnn_seq_shape_fail(d, "expected Bx1xTxF to the same, T at most context=", err);
     *info = (vdnn_op_info){.inplace_ok = true, .bwd_inplace_ok = true};
     return VDNN_OK;
 }
@@ -156,9 +148,9 @@ static vdnn_status linear_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_
     if (st) return st;
     const vdnn_shape x = d->in[0], y = d->out;
     if (d->n_inputs != 1 || y.n != x.n || y.c != x.c || y.h != x.h || y.w != d->p.filters)
-        return shape_fail(d, "expected BxCxTxFin to BxCxTxFout with Fout outputs=", err);
+        return vdnn_seq_shape_fail(d, "expected BxCxTxFin to BxCxTxFout with Fout outputs=", err);
     /* Backward sums the bias gradient as ones^T dY, a GEMV over a row of ones it keeps in its workspace. */
-    *info = (vdnn_op_info){.bwd_needs_x = true, .bwd_ws_bytes = d->p.bias ? rows_of(x) * sizeof(float) : 0};
+    *info = (vdnn_op_info){.bwd_needs_x = true, .bwd_ws_bytes = d->p.bias ? vdnn_seq_rows(x) * sizeof(float) : 0};
     return VDNN_OK;
 }
 
@@ -170,7 +162,7 @@ static vdnn_status linear_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
     if (!st) st = need(a->w, d, "w", err);
     if (!st && d->p.bias) st = need(a->b, d, "b", err);
     if (st) return st;
-    const int rows = (int)rows_of(d->in[0]), fin = d->in[0].w, fout = d->p.filters;
+    const int rows = (int)vdnn_seq_rows(d->in[0]), fin = d->in[0].w, fout = d->p.filters;
     float beta = 0.0f;
     if (d->p.bias) {
         for (int r = 0; r < rows; r++) memcpy(a->y + (size_t)r * (size_t)fout, a->b, (size_t)fout * sizeof(float));
@@ -186,7 +178,7 @@ static vdnn_status linear_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_a
     const vdnn_op_desc *d = &op->d;
     vdnn_status st = need(a->dy, d, "dy", err);
     if (st) return st;
-    const int rows = (int)rows_of(d->in[0]), fin = d->in[0].w, fout = d->p.filters;
+    const int rows = (int)vdnn_seq_rows(d->in[0]), fin = d->in[0].w, fout = d->p.filters;
     if (a->dx[0]) {
         if ((st = need(a->w, d, "w", err))) return st;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, fin, fout, 1.0f, a->dy, fout, a->w, fin, 0.0f,
@@ -212,30 +204,14 @@ const cpu_op_impl vdnn_cpu_op_linear = {linear_query, no_create, no_destroy, lin
  * each (D = F/H). The probabilities are their own tensor {B,H,T,T} so that a plan can keep, swap or recompute
  * them like any feature map: at long context they are the largest tensors of the net. */
 
-typedef struct attn_dims {
-    int b, h, t, f, dh; /* batch, heads, tokens, width, width of a head */
-} attn_dims;
-
-static vdnn_status attn_dims_of(const vdnn_op_desc *d, vdnn_shape qkv, vdnn_shape probs, attn_dims *a,
-                                vdnn_error *err)
-{
-    if (qkv.c != 1 || qkv.w % 3 || probs.n != qkv.n || probs.h != qkv.h || probs.w != qkv.h || probs.c < 1 ||
-        (qkv.w / 3) % probs.c)
-        return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: qkv %dx%dx%dx%d and probabilities %dx%dx%dx%d do not fit (expected "
-                         "Bx1xTx3F and BxHxTxT with H dividing F)", vdnn_layer_kind_name(d->kind), qkv.n, qkv.c,
-                         qkv.h, qkv.w, probs.n, probs.c, probs.h, probs.w);
-    *a = (attn_dims){qkv.n, probs.c, qkv.h, qkv.w / 3, qkv.w / 3 / probs.c};
-    return VDNN_OK;
-}
-
 static vdnn_status probs_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     vdnn_status st = seq_fp32(d, err);
     if (st) return st;
-    attn_dims ad;
-    if (d->n_inputs != 1) return shape_fail(d, "takes one input (qkv)", err);
-    if ((st = attn_dims_of(d, d->in[0], d->out, &ad, err))) return st;
-    if (ad.h != d->p.heads) return shape_fail(d, "the output's channels are not heads=", err);
+    vdnn_attn_dims ad;
+    if (d->n_inputs != 1) return vdnn_seq_shape_fail(d, "takes one input (qkv)", err);
+    if ((st = vdnn_attn_dims_of(d, d->in[0], d->out, &ad, err))) return st;
+    if (ad.h != d->p.heads) return vdnn_seq_shape_fail(d, "the output's channels are not heads=", err);
     /* Backward forms dS = P (dP - rowsum(P dP)) one head at a time in its workspace. */
     *info = (vdnn_op_info){.bwd_needs_x = true, .bwd_needs_y = true,
                            .bwd_ws_bytes = (size_t)ad.t * (size_t)ad.t * sizeof(float)};
@@ -247,8 +223,8 @@ static vdnn_status probs_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     const vdnn_op_desc *d = &op->d;
     vdnn_status st = need(a->x[0], d, "x", err);
     if (!st) st = need(a->y, d, "y", err);
-    attn_dims ad;
-    if (!st) st = attn_dims_of(d, d->in[0], d->out, &ad, err);
+    vdnn_attn_dims ad;
+    if (!st) st = vdnn_attn_dims_of(d, d->in[0], d->out, &ad, err);
     if (st) return st;
     const int t = ad.t, ld = 3 * ad.f;
     const float scale = 1.0f / sqrtf((float)ad.dh);
@@ -284,8 +260,8 @@ static vdnn_status probs_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
     if (!st) st = need(a->y, d, "y", err);
     if (!st) st = need(a->dy, d, "dy", err);
     if (!st) st = need(a->ws, d, "the workspace", err);
-    attn_dims ad;
-    if (!st) st = attn_dims_of(d, d->in[0], d->out, &ad, err);
+    vdnn_attn_dims ad;
+    if (!st) st = vdnn_attn_dims_of(d, d->in[0], d->out, &ad, err);
     if (st) return st;
     const int t = ad.t, ld = 3 * ad.f;
     const float scale = 1.0f / sqrtf((float)ad.dh);
@@ -320,11 +296,11 @@ static vdnn_status mix_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_inf
 {
     vdnn_status st = seq_fp32(d, err);
     if (st) return st;
-    attn_dims ad;
-    if (d->n_inputs != 2) return shape_fail(d, "takes two inputs (probabilities, then qkv)", err);
-    if ((st = attn_dims_of(d, d->in[1], d->in[0], &ad, err))) return st;
+    vdnn_attn_dims ad;
+    if (d->n_inputs != 2) return vdnn_seq_shape_fail(d, "takes two inputs (probabilities, then qkv)", err);
+    if ((st = vdnn_attn_dims_of(d, d->in[1], d->in[0], &ad, err))) return st;
     const vdnn_shape y = d->out;
-    if (y.n != ad.b || y.c != 1 || y.h != ad.t || y.w != ad.f) return shape_fail(d, "expected output Bx1xTxF", err);
+    if (y.n != ad.b || y.c != 1 || y.h != ad.t || y.w != ad.f) return vdnn_seq_shape_fail(d, "expected output Bx1xTxF", err);
     *info = (vdnn_op_info){.bwd_needs_x = true};
     return VDNN_OK;
 }
@@ -335,8 +311,8 @@ static vdnn_status mix_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
     vdnn_status st = need(a->x[0], d, "x[0]", err);
     if (!st) st = need(a->x[1], d, "x[1]", err);
     if (!st) st = need(a->y, d, "y", err);
-    attn_dims ad;
-    if (!st) st = attn_dims_of(d, d->in[1], d->in[0], &ad, err);
+    vdnn_attn_dims ad;
+    if (!st) st = vdnn_attn_dims_of(d, d->in[1], d->in[0], &ad, err);
     if (st) return st;
     const int t = ad.t, ld = 3 * ad.f;
     for (int b = 0; b < ad.b; b++)
@@ -356,8 +332,8 @@ static vdnn_status mix_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     vdnn_status st = need(a->dy, d, "dy", err);
     if (!st && a->dx[0]) st = need(a->x[1], d, "x[1]", err);
     if (!st && a->dx[1]) st = need(a->x[0], d, "x[0]", err);
-    attn_dims ad;
-    if (!st) st = attn_dims_of(d, d->in[1], d->in[0], &ad, err);
+    vdnn_attn_dims ad;
+    if (!st) st = vdnn_attn_dims_of(d, d->in[1], d->in[0], &ad, err);
     if (st) return st;
     const int t = ad.t, ld = 3 * ad.f;
     /* Queries and keys get no gradient from the mix (attn_probs gives theirs). */

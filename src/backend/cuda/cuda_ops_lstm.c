@@ -6,6 +6,7 @@
  * cuBLAS is column-major: a row-major matrix M (r x c, leading dimension ld) is the column-major M^T with the same
  * ld, so the CPU's row-major C = op(A) op(B) is asked here as C^T = op(B)^T op(A)^T, B's pointer first. */
 #include "backend/cuda/cuda_internal.h"
+#include "backend/lstm_layout.h"
 #include "backend/cuda/cuda_kernels_lstm.h"
 
 #include <stdint.h>
@@ -49,108 +50,44 @@ static vdnn_status gemm_batched(cuda_backend *b, cublasOperation_t ta, cublasOpe
  * x[2] (optional) the previous chunk, whose last row is the incoming (h, c). y {B,1,S,P+H}: rows [h_t | c_t].
  * aux: the activated gates per step, [t][b][4H], so that each step's recurrent GEMM reads B contiguous rows. */
 
-typedef struct lstm_dims {
-    int b, s, h, pw, w, in, tin, ldx, step0, sp; /* sp: the previous chunk's steps (0: none, the state is zero) */
-    bool proj;
-} lstm_dims;
-
-typedef struct lstm_params {
-    const float *wih, *whh, *whr, *bih, *bhh;
-} lstm_params;
-
-static vdnn_status lstm_dims_of(const vdnn_op_desc *d, lstm_dims *m, vdnn_error *err)
+static vdnn_status lstm_dims_of(const vdnn_op_desc *d, vdnn_lstm_dims *m, vdnn_error *err)
 {
-    const vdnn_shape x = d->in[0], y = d->out;
-    const vdnn_layer_params *p = &d->p;
-    const int h = p->filters, pw = vdnn_lstm_h_width(p);
-    *m = (lstm_dims){.b = x.n, .s = y.h, .h = h, .pw = pw, .w = pw + h, .in = p->lstm_in, .tin = x.h, .ldx = x.w,
-                     .step0 = p->step0, .proj = p->proj > 0};
+    vdnn_status st = vdnn_lstm_dims_of(d, m, err);
+    if (st) return st;
     size_t nw, nb;
-    vdnn_lstm_param_counts(p, &nw, &nb);
-    bool ok = d->n_inputs >= 2 && d->n_inputs <= 3 && h >= 1 && p->proj >= 0 && m->in >= 1 && x.c == 1 &&
-              x.w >= m->in && p->step0 >= 0 && p->step0 + y.h <= x.h && y.n == x.n && y.c == 1 && y.w == m->w &&
-              vdnn_shape_count(d->in[1]) == nw + nb;
-    if (ok && d->n_inputs == 3) {
-        const vdnn_shape s = d->in[2];
-        ok = s.n == x.n && s.c == 1 && s.w == m->w;
-        m->sp = s.h;
-    }
-    if (!ok)
-        return vdnn_fail(err, VDNN_ERR_SHAPE, "cuda lstm: input %dx%dx%dx%d (steps %d.. of its first %d features), "
-                         "parameters of %zu values and output %dx%dx%dx%d do not fit hidden=%d proj=%d (expected an "
-                         "output Bx1xSx(P+H), %zu parameters, a previous chunk Bx1xS'x(P+H))", x.n, x.c, x.h, x.w,
-                         p->step0, m->in, vdnn_shape_count(d->in[1]), y.n, y.c, y.h, y.w, h, p->proj, nw + nb);
+    vdnn_lstm_param_counts(&d->p, &nw, &nb);
     /* cuBLAS takes int sizes and leading dimensions: the gates of the chunk (ldc B 4H) and the parameters are the
      * largest of them (the tensors are held to VDNN_CUDA_MAX_TENSOR_VALUES by the op lookup). */
-    if ((size_t)m->b * (size_t)m->s * 4 * (size_t)h > (size_t)INT32_MAX || nw + nb > (size_t)INT32_MAX)
+    if ((size_t)m->b * (size_t)m->s * 4 * (size_t)m->h > (size_t)INT32_MAX || nw + nb > (size_t)INT32_MAX)
         return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda lstm: %d x %d steps of %d cells exceed cuBLAS's int sizes "
-                         "(a smaller batch or chunk=)", m->b, m->s, h);
+                         "(a smaller batch or chunk=)", m->b, m->s, m->h);
     return VDNN_OK;
-}
-
-static lstm_params params_at(const lstm_dims *m, const float *base)
-{
-    lstm_params q;
-    const size_t h4 = 4 * (size_t)m->h;
-    q.wih = base;
-    q.whh = q.wih + h4 * (size_t)m->in;
-    q.whr = q.whh + h4 * (size_t)m->pw;
-    q.bih = q.whr + (m->proj ? (size_t)m->pw * (size_t)m->h : 0);
-    q.bhh = q.bih + h4;
-    return q;
-}
-
-/* The CPU's backward workspace, value for value (the ones are the bias gradient's GEMV vector here too). */
-static size_t bwd_floats(const lstm_dims *m)
-{
-    const size_t bs = (size_t)m->b * (size_t)m->s, b = (size_t)m->b;
-    return bs * 4 * (size_t)m->h + 2 * b * (size_t)m->pw + 3 * b * (size_t)m->h + bs;
 }
 
 static vdnn_status lstm_query(cuda_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
-    lstm_dims m;
+    vdnn_lstm_dims m;
     vdnn_status st = lstm_dims_of(d, &m, err);
     if (st) return st;
-    const size_t bs = (size_t)m.b * (size_t)m.s;
-    *info = (vdnn_op_info){.aux_bytes = bs * 4 * (size_t)m.h * sizeof(float),
-                           /* o * tanh(c) before the projection; one step's gates where no aux is kept */
-                           .fwd_ws_bytes = (size_t)m.b * (size_t)m.h * ((m.proj ? 1 : 0) + 4) * sizeof(float),
-                           .bwd_ws_bytes = bwd_floats(&m) * sizeof(float),
-                           .bwd_needs_x = true,
-                           .bwd_needs_y = true};
+    *info = vdnn_lstm_info(&m);
     return VDNN_OK;
 }
 
-/* Row (b, t) of the chunk's input, output and previous chunk (as the CPU's x_row, y_row, prev_row). */
-static const float *x_row(const lstm_dims *m, const float *x, int b, int t)
-{
-    return x + ((size_t)b * (size_t)m->tin + (size_t)(m->step0 + t)) * (size_t)m->ldx;
-}
-static float *y_row(const lstm_dims *m, float *y, int b, int t)
-{
-    return y + ((size_t)b * (size_t)m->s + (size_t)t) * (size_t)m->w;
-}
-static const float *prev_row(const lstm_dims *m, const float *xp, int b)
-{
-    return xp + ((size_t)b * (size_t)m->sp + (size_t)(m->sp - 1)) * (size_t)m->w;
-}
-
 /* c_{t-1} for step t: row 0 of it and the distance between the batch's rows; NULL when the state is zero. */
-static const float *c_prev_at(const lstm_dims *m, const float *y, const float *xp, int t, long long *ld)
+static const float *c_prev_at(const vdnn_lstm_dims *m, const float *y, const float *xp, int t, long long *ld)
 {
     if (t > 0) {
         *ld = (long long)m->s * m->w;
-        return y_row(m, (float *)y, 0, t - 1) + m->pw;
+        return vdnn_lstm_y_row(m, (float *)y, 0, t - 1) + m->pw;
     }
     *ld = (long long)m->sp * m->w;
-    return m->sp ? prev_row(m, xp, 0) + m->pw : NULL;
+    return m->sp ? vdnn_lstm_prev_row(m, xp, 0) + m->pw : NULL;
 }
 
 static vdnn_status lstm_forward(cuda_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->d;
-    lstm_dims m;
+    vdnn_lstm_dims m;
     vdnn_status st = lstm_dims_of(d, &m, err);
     if (!st) st = need(a->x[0], d, "x", err);
     if (!st) st = need(a->x[1], d, "the parameters", err);
@@ -158,7 +95,7 @@ static vdnn_status lstm_forward(cuda_backend *be, vdnn_op *op, const vdnn_op_arg
     if (!st) st = need(a->y, d, "y", err);
     if (!st) st = need(a->ws, d, "the workspace", err);
     if (st) return st;
-    const lstm_params q = params_at(&m, a->x[1]);
+    const vdnn_lstm_params q = vdnn_lstm_params_at(&m, a->x[1]);
     const int h = m.h, h4 = 4 * m.h, b = m.b, sw = m.s * m.w;
     cudaStream_t s = compute(be);
     /* Training keeps every step's gates in aux; a forward-only call keeps one step's in the workspace. */
@@ -170,7 +107,7 @@ static vdnn_status lstm_forward(cuda_backend *be, vdnn_op *op, const vdnn_op_arg
      * sequences 4H apart) += X_i (S x In, ld ldx) W_ih^T, asked as G_i^T (4H x S) = W_ih (stored as the column-major
      * W_ih^T: op T, ld In) X_i^T (as stored, ld ldx); W_ih shared (stride 0), X_i Tin ldx values apart. */
     if (!st && a->aux)
-        st = gemm_batched(be, CUBLAS_OP_T, CUBLAS_OP_N, h4, m.s, m.in, q.wih, m.in, 0, x_row(&m, a->x[0], 0, 0), m.ldx,
+        st = gemm_batched(be, CUBLAS_OP_T, CUBLAS_OP_N, h4, m.s, m.in, q.wih, m.in, 0, vdnn_lstm_x_row(&m, a->x[0], 0, 0), m.ldx,
                           (long long)m.tin * m.ldx, &one, gates, b * h4, h4, b, "input projection", err);
     for (int t = 0; t < m.s && !st; t++) {
         float *gt = a->aux ? gates + (size_t)t * (size_t)b * (size_t)h4 : gates;
@@ -179,27 +116,27 @@ static vdnn_status lstm_forward(cuda_backend *be, vdnn_op *op, const vdnn_op_arg
             /* Step t alone: G_t (B x 4H) += X_t (B x In, rows Tin ldx apart) W_ih^T, asked as
              * G_t^T (4H x B) = W_ih (op T, ld In) X_t^T (as stored, ld Tin ldx). */
             if (!st)
-                st = gemm(be, CUBLAS_OP_T, CUBLAS_OP_N, h4, b, m.in, q.wih, m.in, x_row(&m, a->x[0], 0, t),
+                st = gemm(be, CUBLAS_OP_T, CUBLAS_OP_N, h4, b, m.in, q.wih, m.in, vdnn_lstm_x_row(&m, a->x[0], 0, t),
                           m.tin * m.ldx, &one, gt, h4, "input projection of a step", err);
         }
         /* The recurrent part: G_t (B x 4H) += H_{t-1} (B x P, rows S(P+H) apart in y, or S'(P+H) in the previous
          * chunk) W_hh^T, asked as G_t^T (4H x B) = W_hh (op T, ld P) H_{t-1}^T (as stored). */
         if (!st && t > 0)
-            st = gemm(be, CUBLAS_OP_T, CUBLAS_OP_N, h4, b, m.pw, q.whh, m.pw, y_row(&m, a->y, 0, t - 1), sw, &one, gt,
+            st = gemm(be, CUBLAS_OP_T, CUBLAS_OP_N, h4, b, m.pw, q.whh, m.pw, vdnn_lstm_y_row(&m, a->y, 0, t - 1), sw, &one, gt,
                       h4, "recurrent step", err);
         else if (!st && m.sp)
-            st = gemm(be, CUBLAS_OP_T, CUBLAS_OP_N, h4, b, m.pw, q.whh, m.pw, prev_row(&m, a->x[2], 0), m.sp * m.w,
+            st = gemm(be, CUBLAS_OP_T, CUBLAS_OP_N, h4, b, m.pw, q.whh, m.pw, vdnn_lstm_prev_row(&m, a->x[2], 0), m.sp * m.w,
                       &one, gt, h4, "recurrent step from the previous chunk", err);
         long long ldc = 0;
         const float *cp = c_prev_at(&m, a->y, a->x[2], t, &ldc);
         if (!st)
-            st = kernel(vdnn_cuda_k_lstm_cell_fwd(s, gt, y_row(&m, a->y, 0, t), sw, cp, ldc, m.proj ? mbuf : NULL, b, h,
+            st = kernel(vdnn_cuda_k_lstm_cell_fwd(s, gt, vdnn_lstm_y_row(&m, a->y, 0, t), sw, cp, ldc, m.proj ? mbuf : NULL, b, h,
                                                   m.pw),
                         d, "cell kernel", err);
         /* LSTMP: H_t (B x P, rows S(P+H) apart) = M (B x H) W_hr^T, asked as H_t^T (P x B) = W_hr (stored as the
          * column-major W_hr^T: op T, ld H) M^T (as stored, ld H). */
         if (!st && m.proj)
-            st = gemm(be, CUBLAS_OP_T, CUBLAS_OP_N, m.pw, b, h, q.whr, h, mbuf, h, &zero, y_row(&m, a->y, 0, t), sw,
+            st = gemm(be, CUBLAS_OP_T, CUBLAS_OP_N, m.pw, b, h, q.whr, h, mbuf, h, &zero, vdnn_lstm_y_row(&m, a->y, 0, t), sw,
                       "projection", err);
     }
     return st;
@@ -208,7 +145,7 @@ static vdnn_status lstm_forward(cuda_backend *be, vdnn_op *op, const vdnn_op_arg
 static vdnn_status lstm_backward(cuda_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->d;
-    lstm_dims m;
+    vdnn_lstm_dims m;
     vdnn_status st = lstm_dims_of(d, &m, err);
     if (st) return st;
     if (!a->dx[0] && !a->dx[1] && !(m.sp && a->dx[2])) return VDNN_OK;
@@ -220,7 +157,7 @@ static vdnn_status lstm_backward(cuda_backend *be, vdnn_op *op, const vdnn_op_ar
     if (!st) st = need(a->aux, d, "aux", err);
     if (!st) st = need(a->ws, d, "the workspace", err);
     if (st) return st;
-    const lstm_params q = params_at(&m, a->x[1]);
+    const vdnn_lstm_params q = vdnn_lstm_params_at(&m, a->x[1]);
     const int h = m.h, h4 = 4 * m.h, b = m.b, pw = m.pw, sw = m.s * m.w;
     const size_t bs = (size_t)b * (size_t)m.s;
     cudaStream_t s = compute(be);
@@ -228,9 +165,9 @@ static vdnn_status lstm_backward(cuda_backend *be, vdnn_op *op, const vdnn_op_ar
     float *dcc = dhr + (size_t)b * (size_t)pw, *dm_buf = dcc + (size_t)b * (size_t)h, *mv = dm_buf + (size_t)b * h;
     float *ones = mv + (size_t)b * (size_t)h;
     float *dp = a->dx[1];
-    lstm_params dq = {0};
+    vdnn_lstm_params dq = {0};
     if (dp) {
-        dq = params_at(&m, dp);
+        dq = vdnn_lstm_params_at(&m, dp);
         st = vdnn_cuda_check(cudaMemsetAsync(dp, 0, vdnn_shape_count(d->in[1]) * sizeof(float), s), err,
                              "cuda lstm: cudaMemsetAsync of the parameters' gradient");
     }
@@ -243,7 +180,7 @@ static vdnn_status lstm_backward(cuda_backend *be, vdnn_op *op, const vdnn_op_ar
     for (int t = m.s - 1; t >= 0 && !st; t--) {
         const float *gt = a->aux + (size_t)t * (size_t)b * (size_t)h4;
         float *dgt = dg + (size_t)t * (size_t)b * (size_t)h4;
-        const float *yt = y_row(&m, a->y, 0, t), *dyt = a->dy + (size_t)t * (size_t)m.w;
+        const float *yt = vdnn_lstm_y_row(&m, a->y, 0, t), *dyt = a->dy + (size_t)t * (size_t)m.w;
         st = kernel(vdnn_cuda_k_lstm_dh(s, dh, dyt, sw, dhr, b, pw), d, "dh kernel", err);
         const float *dm = dh;
         if (!st && m.proj) {
@@ -277,19 +214,19 @@ static vdnn_status lstm_backward(cuda_backend *be, vdnn_op *op, const vdnn_op_ar
             /* dW_ih (4H x In) += dG_i^T (dG_i: S x 4H, ld B 4H) X_i (S x In, ld ldx), asked as
              * dW_ih^T (In x 4H, ld In) = X_i^T (as stored, ld ldx) dG_i (stored as the column-major dG_i^T:
              * op T, ld B 4H). */
-            st = gemm(be, CUBLAS_OP_N, CUBLAS_OP_T, m.in, h4, m.s, x_row(&m, a->x[0], i, 0), m.ldx,
+            st = gemm(be, CUBLAS_OP_N, CUBLAS_OP_T, m.in, h4, m.s, vdnn_lstm_x_row(&m, a->x[0], i, 0), m.ldx,
                       dg + (size_t)i * h4, b * h4, &one, (float *)dq.wih, m.in, "input backward-weights", err);
             /* dW_hh (4H x P) += dG_i[1..S-1]^T H_i[0..S-2] (H rows P+H apart), asked as
              * dW_hh^T (P x 4H, ld P) = H_i^T (as stored, ld P+H) dG_i[1..] (op T, ld B 4H). */
             if (!st && m.s > 1)
-                st = gemm(be, CUBLAS_OP_N, CUBLAS_OP_T, pw, h4, m.s - 1, y_row(&m, a->y, i, 0), m.w,
+                st = gemm(be, CUBLAS_OP_N, CUBLAS_OP_T, pw, h4, m.s - 1, vdnn_lstm_y_row(&m, a->y, i, 0), m.w,
                           dg + (size_t)b * h4 + (size_t)i * h4, b * h4, &one, (float *)dq.whh, pw,
                           "recurrent backward-weights", err);
         }
         /* The first step's recurrent weights' gradient from the previous chunk's h: dW_hh += dG_0^T (B x 4H, ld 4H)
          * H_prev (B x P, rows S'(P+H) apart), asked as dW_hh^T = H_prev^T (as stored) dG_0 (op T, ld 4H). */
         if (!st && m.sp)
-            st = gemm(be, CUBLAS_OP_N, CUBLAS_OP_T, pw, h4, b, prev_row(&m, a->x[2], 0), m.sp * m.w, dg, h4, &one,
+            st = gemm(be, CUBLAS_OP_N, CUBLAS_OP_T, pw, h4, b, vdnn_lstm_prev_row(&m, a->x[2], 0), m.sp * m.w, dg, h4, &one,
                       (float *)dq.whh, pw, "recurrent backward-weights from the previous chunk", err);
         /* Both biases' gradient: db (4H) = dG^T (dG: BS x 4H) ones, a GEMV (one writer per value, no atomics) on
          * the column-major dG^T (4H x BS, ld 4H) as stored. */
@@ -310,12 +247,12 @@ static vdnn_status lstm_backward(cuda_backend *be, vdnn_op *op, const vdnn_op_ar
          * one batched call), asked as dX_i^T (In x S) = W_ih^T (W_ih as stored, ld In) dG_i^T (as stored). */
         if (!st)
             st = gemm_batched(be, CUBLAS_OP_N, CUBLAS_OP_N, m.in, m.s, h4, q.wih, m.in, 0, dg, b * h4, h4, &zero,
-                              (float *)x_row(&m, a->dx[0], 0, 0), m.ldx, (long long)m.tin * m.ldx, b,
+                              (float *)vdnn_lstm_x_row(&m, a->dx[0], 0, 0), m.ldx, (long long)m.tin * m.ldx, b,
                               "input backward-data", err);
     }
     if (!st && m.sp && a->dx[2]) {
         /* Only the previous chunk's last row gets a gradient: (dh, dc) of the incoming state. */
-        float *last = (float *)prev_row(&m, a->dx[2], 0);
+        float *last = (float *)vdnn_lstm_prev_row(&m, a->dx[2], 0);
         const size_t pitch = (size_t)m.sp * (size_t)m.w * sizeof(float);
         st = vdnn_cuda_check(cudaMemsetAsync(a->dx[2], 0, vdnn_shape_count(d->in[2]) * sizeof(float), s), err,
                              "cuda lstm: cudaMemsetAsync of the previous chunk's gradient");
@@ -337,11 +274,8 @@ const cuda_op_impl vdnn_cuda_op_lstm = {.query = lstm_query, .forward = lstm_for
 
 static vdnn_status params_query(cuda_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
-    size_t nw, nb;
-    vdnn_lstm_param_counts(&d->p, &nw, &nb);
-    if (d->n_inputs != 1 || d->out.n != 1 || d->out.c != 1 || d->out.h != 1 || (size_t)d->out.w != nw + nb)
-        return vdnn_fail(err, VDNN_ERR_SHAPE, "cuda params: output %dx%dx%dx%d, expected 1x1x1x%zu (the lstm's "
-                         "weights and biases)", d->out.n, d->out.c, d->out.h, d->out.w, nw + nb);
+    vdnn_status st = vdnn_lstm_params_check(d, err);
+    if (st) return st;
     *info = (vdnn_op_info){0};
     return VDNN_OK;
 }
@@ -388,15 +322,8 @@ const cuda_op_impl vdnn_cuda_op_params = {.query = params_query, .forward = para
 
 static vdnn_status cat_query(cuda_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
-    long t = 0;
-    bool ok = d->out.c == 1 && d->out.w == d->p.filters;
-    for (int i = 0; i < d->n_inputs && ok; i++) {
-        ok = d->in[i].n == d->out.n && d->in[i].c == 1 && d->in[i].w >= d->p.filters;
-        t += d->in[i].h;
-    }
-    if (!ok || t != d->out.h)
-        return vdnn_fail(err, VDNN_ERR_SHAPE, "cuda seq_cat: inputs Bx1xS_ixW_i (W_i at least %d) do not make the "
-                         "output %dx%dx%dx%d", d->p.filters, d->out.n, d->out.c, d->out.h, d->out.w);
+    vdnn_status st = vdnn_seq_cat_check(d, err);
+    if (st) return st;
     *info = (vdnn_op_info){0};
     return VDNN_OK;
 }

@@ -5,6 +5,7 @@
  * cuBLAS is column-major: a row-major matrix M (r x c, leading dimension ld) is the column-major M^T with the same
  * ld, so each row-major product C = A B is asked as C^T = B^T A^T. */
 #include "backend/cuda/cuda_internal.h"
+#include "backend/seq_shapes.h"
 #include "backend/cuda/cuda_kernels_seq.h"
 
 #include <math.h>
@@ -12,15 +13,6 @@
 static const float one = 1.0f, zero = 0.0f;
 
 static cudaStream_t compute(cuda_backend *b) { return b->stream[VDNN_QUEUE_COMPUTE]; }
-
-static size_t rows_of(vdnn_shape s) { return (size_t)s.n * (size_t)s.c * (size_t)s.h; }
-
-static vdnn_status shape_fail(const vdnn_op_desc *d, const char *want, vdnn_error *err)
-{
-    const vdnn_shape x = d->in[0], y = d->out;
-    return vdnn_fail(err, VDNN_ERR_SHAPE, "cuda %s: input %dx%dx%dx%d, output %dx%dx%dx%d: %s",
-                     vdnn_layer_kind_name(d->kind), x.n, x.c, x.h, x.w, y.n, y.c, y.h, y.w, want);
-}
 
 static vdnn_status need(const void *p, const vdnn_op_desc *d, const char *what, vdnn_error *err)
 {
@@ -40,7 +32,7 @@ static vdnn_status embed_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_i
     const vdnn_shape x = d->in[0], y = d->out;
     if (d->n_inputs != 1 || x.c != 1 || x.w != 1 || y.n != x.n || y.c != 1 || y.h != x.h || y.w != d->p.filters ||
         d->p.vocab < 1)
-        return shape_fail(d, "expected token ids Bx1xTx1 to Bx1xTxF with F outputs= and a vocabulary", err);
+        return vdnn_seq_shape_fail(d, "expected token ids Bx1xTx1 to Bx1xTxF with F outputs= and a vocabulary", err);
     *info = (vdnn_op_info){.bwd_needs_x = true};
     return VDNN_OK;
 }
@@ -52,14 +44,14 @@ static vdnn_status embed_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
     if (!st) st = need(a->y, d, "y", err);
     if (!st) st = need(a->w, d, "w", err);
     if (st) return st;
-    return kernel(vdnn_cuda_k_embed_fwd(compute(b), a->y, a->x[0], a->w, rows_of(d->in[0]), d->p.filters, d->p.vocab),
+    return kernel(vdnn_cuda_k_embed_fwd(compute(b), a->y, a->x[0], a->w, vdnn_seq_rows(d->in[0]), d->p.filters, d->p.vocab),
                   d, "forward kernel", err);
 }
 
 static vdnn_status embed_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->d;
-    const size_t rows = rows_of(d->in[0]);
+    const size_t rows = vdnn_seq_rows(d->in[0]);
     /* Token ids are not differentiable: their gradient is zero. */
     if (a->dx[0]) {
         vdnn_status st = vdnn_cuda_check(cudaMemsetAsync(a->dx[0], 0, rows * sizeof(float), compute(b)), err,
@@ -81,7 +73,7 @@ const cuda_op_impl vdnn_cuda_op_embed = {.query = embed_query, .forward = embed_
 static vdnn_status pos_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     if (d->n_inputs != 1 || !vdnn_cuda_same_shape(d->in[0], d->out) || d->in[0].c != 1 || d->in[0].h > d->p.context)
-        return shape_fail(d, "expected Bx1xTxF to the same, T at most context=", err);
+        return vdnn_seq_shape_fail(d, "expected Bx1xTxF to the same, T at most context=", err);
     *info = (vdnn_op_info){.inplace_ok = true, .bwd_inplace_ok = true};
     return VDNN_OK;
 }
@@ -123,14 +115,14 @@ const cuda_op_impl vdnn_cuda_op_pos_embed = {.query = pos_query, .forward = pos_
 static vdnn_status ln_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     if (d->n_inputs != 1 || !vdnn_cuda_same_shape(d->in[0], d->out))
-        return shape_fail(d, "expected one input shaped like the output", err);
+        return vdnn_seq_shape_fail(d, "expected one input shaped like the output", err);
     /* The parameter gradients' partial sums take two doubles per feature in the backend's reduction scratch. */
     if ((size_t)d->in[0].w * 2 * sizeof(double) > VDNN_CUDA_SUM_SCRATCH_BYTES)
         return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda layernorm: %d features (at most %zu)", d->in[0].w,
                          VDNN_CUDA_SUM_SCRATCH_BYTES / (2 * sizeof(double)));
     if (!(d->p.bn_eps > 0.0f))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda layernorm: eps %g must be above 0", (double)d->p.bn_eps);
-    *info = (vdnn_op_info){.aux_bytes = d->training ? 2 * rows_of(d->in[0]) * sizeof(float) : 0,
+    *info = (vdnn_op_info){.aux_bytes = d->training ? 2 * vdnn_seq_rows(d->in[0]) * sizeof(float) : 0,
                            .bwd_needs_x = d->training};
     return VDNN_OK;
 }
@@ -141,7 +133,7 @@ static vdnn_status ln_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *
     if (!a->x[0] || !a->y || !a->w || !a->b || (d->training && !a->aux))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda layernorm forward: x, y, w, b%s must be given",
                          d->training ? " and aux" : "");
-    const size_t rows = rows_of(d->in[0]);
+    const size_t rows = vdnn_seq_rows(d->in[0]);
     float *mean = d->training ? a->aux : NULL, *var = d->training ? a->aux + rows : NULL;
     return kernel(vdnn_cuda_k_ln_fwd(compute(b), a->y, a->x[0], a->w, a->b, mean, var, rows, d->in[0].w, d->p.bn_eps),
                   d, "forward kernel", err);
@@ -154,7 +146,7 @@ static vdnn_status ln_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args 
     if (!d->training) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda layernorm backward: made for inference");
     if (!a->x[0] || !a->aux || !a->dy || (a->dx[0] && !a->w))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda layernorm backward: x, aux, dy (and w for dx) must be given");
-    const size_t rows = rows_of(d->in[0]);
+    const size_t rows = vdnn_seq_rows(d->in[0]);
     return kernel(vdnn_cuda_k_ln_bwd(compute(b), b->sum_scratch, VDNN_CUDA_SUM_SCRATCH_BYTES, a->dx[0], a->dw, a->db,
                                      a->x[0], a->aux, a->aux + rows, a->dy, a->w, rows, d->in[0].w, d->p.bn_eps),
                   d, "backward kernels", err);
@@ -168,9 +160,9 @@ static vdnn_status linear_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_
 {
     const vdnn_shape x = d->in[0], y = d->out;
     if (d->n_inputs != 1 || y.n != x.n || y.c != x.c || y.h != x.h || y.w != d->p.filters)
-        return shape_fail(d, "expected BxCxTxFin to BxCxTxFout with Fout outputs=", err);
-    if (rows_of(x) > (size_t)INT32_MAX)
-        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda linear: %zu rows exceed cuBLAS's int sizes", rows_of(x));
+        return vdnn_seq_shape_fail(d, "expected BxCxTxFin to BxCxTxFout with Fout outputs=", err);
+    if (vdnn_seq_rows(x) > (size_t)INT32_MAX)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "cuda linear: %zu rows exceed cuBLAS's int sizes", vdnn_seq_rows(x));
     /* The bias gradient is a per-column sum kernel: no workspace, unlike the CPU's GEMV against ones. */
     *info = (vdnn_op_info){.bwd_needs_x = true};
     return VDNN_OK;
@@ -184,7 +176,7 @@ static vdnn_status linear_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_ar
     if (!st) st = need(a->w, d, "w", err);
     if (!st && d->p.bias) st = need(a->b, d, "b", err);
     if (st) return st;
-    const int rows = (int)rows_of(d->in[0]), fin = d->in[0].w, fout = d->p.filters;
+    const int rows = (int)vdnn_seq_rows(d->in[0]), fin = d->in[0].w, fout = d->p.filters;
     /* Y^T (fout x rows) = W (W^T stored: op T) X^T (as stored). */
     st = vdnn_cublas_check(cublasSgemm(b->cublas, CUBLAS_OP_T, CUBLAS_OP_N, fout, rows, fin, &one, a->w, fin, a->x[0],
                                        fin, &zero, a->y, fout),
@@ -199,7 +191,7 @@ static vdnn_status linear_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_a
     const vdnn_op_desc *d = &op->d;
     vdnn_status st = need(a->dy, d, "dy", err);
     if (st) return st;
-    const int rows = (int)rows_of(d->in[0]), fin = d->in[0].w, fout = d->p.filters;
+    const int rows = (int)vdnn_seq_rows(d->in[0]), fin = d->in[0].w, fout = d->p.filters;
     if (a->dx[0]) {
         if ((st = need(a->w, d, "w", err))) return st;
         /* dX^T (fin x rows) = W^T (as stored) dY^T (as stored). */
@@ -230,27 +222,11 @@ const cuda_op_impl vdnn_cuda_op_linear = {.query = linear_query, .forward = line
  * probabilities {B,H,T,T}. Each sequence's heads are one strided-batched GEMM (heads D columns apart in qkv and
  * in the output, T*T values apart in the probabilities); the sequences are a loop. */
 
-typedef struct attn_dims {
-    int b, h, t, f, dh;
-} attn_dims;
-
-static vdnn_status attn_dims_of(const vdnn_op_desc *d, vdnn_shape qkv, vdnn_shape probs, attn_dims *a,
-                                vdnn_error *err)
-{
-    if (qkv.c != 1 || qkv.w % 3 || probs.n != qkv.n || probs.h != qkv.h || probs.w != qkv.h || probs.c < 1 ||
-        (qkv.w / 3) % probs.c)
-        return vdnn_fail(err, VDNN_ERR_SHAPE, "cuda %s: qkv %dx%dx%dx%d and probabilities %dx%dx%dx%d do not fit "
-                         "(expected Bx1xTx3F and BxHxTxT with H dividing F)", vdnn_layer_kind_name(d->kind), qkv.n,
-                         qkv.c, qkv.h, qkv.w, probs.n, probs.c, probs.h, probs.w);
-    *a = (attn_dims){qkv.n, probs.c, qkv.h, qkv.w / 3, qkv.w / 3 / probs.c};
-    return VDNN_OK;
-}
-
-static size_t seq_values(const attn_dims *ad) { return (size_t)ad->t * 3 * (size_t)ad->f; } /* qkv of a sequence */
-static long long tt(const attn_dims *ad) { return (long long)ad->t * ad->t; }
+static size_t seq_values(const vdnn_attn_dims *ad) { return (size_t)ad->t * 3 * (size_t)ad->f; } /* qkv of a sequence */
+static long long tt(const vdnn_attn_dims *ad) { return (long long)ad->t * ad->t; }
 
 /* C = alpha op(A) op(B) for each head of one sequence, column-major, A and B a head apart by sa and sb. */
-static vdnn_status gemm_heads(cuda_backend *b, const attn_dims *ad, cublasOperation_t ta, cublasOperation_t tb, int m,
+static vdnn_status gemm_heads(cuda_backend *b, const vdnn_attn_dims *ad, cublasOperation_t ta, cublasOperation_t tb, int m,
                               int n, int k, float alpha, const float *A, int lda, long long sa, const float *B, int ldb,
                               long long sb, float *C, int ldc, long long sc, const char *what, vdnn_error *err)
 {
@@ -270,11 +246,11 @@ static vdnn_status zero_columns(cuda_backend *b, float *p, size_t rows, int ld, 
 
 static vdnn_status probs_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
-    attn_dims ad;
-    if (d->n_inputs != 1) return shape_fail(d, "takes one input (qkv)", err);
-    vdnn_status st = attn_dims_of(d, d->in[0], d->out, &ad, err);
+    vdnn_attn_dims ad;
+    if (d->n_inputs != 1) return vdnn_seq_shape_fail(d, "takes one input (qkv)", err);
+    vdnn_status st = vdnn_attn_dims_of(d, d->in[0], d->out, &ad, err);
     if (st) return st;
-    if (ad.h != d->p.heads) return shape_fail(d, "the output's channels are not heads=", err);
+    if (ad.h != d->p.heads) return vdnn_seq_shape_fail(d, "the output's channels are not heads=", err);
     /* Backward forms dS = P (dP - rowsum(P dP)) for the heads of one sequence at a time in its workspace. */
     *info = (vdnn_op_info){.bwd_needs_x = true, .bwd_needs_y = true,
                            .bwd_ws_bytes = (size_t)ad.h * (size_t)tt(&ad) * sizeof(float)};
@@ -286,8 +262,8 @@ static vdnn_status probs_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
     const vdnn_op_desc *d = &op->d;
     vdnn_status st = need(a->x[0], d, "x", err);
     if (!st) st = need(a->y, d, "y", err);
-    attn_dims ad;
-    if (!st) st = attn_dims_of(d, d->in[0], d->out, &ad, err);
+    vdnn_attn_dims ad;
+    if (!st) st = vdnn_attn_dims_of(d, d->in[0], d->out, &ad, err);
     if (st) return st;
     const int t = ad.t, ld = 3 * ad.f;
     const float scale = 1.0f / sqrtf((float)ad.dh);
@@ -312,8 +288,8 @@ static vdnn_status probs_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_ar
     if (!st) st = need(a->y, d, "y", err);
     if (!st) st = need(a->dy, d, "dy", err);
     if (!st) st = need(a->ws, d, "the workspace", err);
-    attn_dims ad;
-    if (!st) st = attn_dims_of(d, d->in[0], d->out, &ad, err);
+    vdnn_attn_dims ad;
+    if (!st) st = vdnn_attn_dims_of(d, d->in[0], d->out, &ad, err);
     if (st) return st;
     const int t = ad.t, ld = 3 * ad.f;
     const float scale = 1.0f / sqrtf((float)ad.dh);
@@ -342,12 +318,12 @@ const cuda_op_impl vdnn_cuda_op_attn_probs = {.query = probs_query, .forward = p
 
 static vdnn_status mix_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
-    attn_dims ad;
-    if (d->n_inputs != 2) return shape_fail(d, "takes two inputs (probabilities, then qkv)", err);
-    vdnn_status st = attn_dims_of(d, d->in[1], d->in[0], &ad, err);
+    vdnn_attn_dims ad;
+    if (d->n_inputs != 2) return vdnn_seq_shape_fail(d, "takes two inputs (probabilities, then qkv)", err);
+    vdnn_status st = vdnn_attn_dims_of(d, d->in[1], d->in[0], &ad, err);
     if (st) return st;
     const vdnn_shape y = d->out;
-    if (y.n != ad.b || y.c != 1 || y.h != ad.t || y.w != ad.f) return shape_fail(d, "expected output Bx1xTxF", err);
+    if (y.n != ad.b || y.c != 1 || y.h != ad.t || y.w != ad.f) return vdnn_seq_shape_fail(d, "expected output Bx1xTxF", err);
     *info = (vdnn_op_info){.bwd_needs_x = true};
     return VDNN_OK;
 }
@@ -358,8 +334,8 @@ static vdnn_status mix_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args 
     vdnn_status st = need(a->x[0], d, "x[0]", err);
     if (!st) st = need(a->x[1], d, "x[1]", err);
     if (!st) st = need(a->y, d, "y", err);
-    attn_dims ad;
-    if (!st) st = attn_dims_of(d, d->in[1], d->in[0], &ad, err);
+    vdnn_attn_dims ad;
+    if (!st) st = vdnn_attn_dims_of(d, d->in[1], d->in[0], &ad, err);
     if (st) return st;
     const int t = ad.t, ld = 3 * ad.f;
     for (int s = 0; s < ad.b && !st; s++) {
@@ -380,8 +356,8 @@ static vdnn_status mix_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
     vdnn_status st = need(a->dy, d, "dy", err);
     if (!st && a->dx[0]) st = need(a->x[1], d, "x[1]", err);
     if (!st && a->dx[1]) st = need(a->x[0], d, "x[0]", err);
-    attn_dims ad;
-    if (!st) st = attn_dims_of(d, d->in[1], d->in[0], &ad, err);
+    vdnn_attn_dims ad;
+    if (!st) st = vdnn_attn_dims_of(d, d->in[1], d->in[0], &ad, err);
     if (st) return st;
     const int t = ad.t, ld = 3 * ad.f;
     /* Queries and keys get no gradient from the mix (attn_probs gives theirs). */

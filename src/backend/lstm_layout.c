@@ -1,0 +1,81 @@
+/* The LSTM ops' dimensions, parameter offsets, shape checks and op info, shared by the CPU and CUDA backends. */
+#include "backend/lstm_layout.h"
+
+vdnn_status vdnn_lstm_dims_of(const vdnn_op_desc *d, vdnn_lstm_dims *m, vdnn_error *err)
+{
+    const vdnn_shape x = d->in[0], y = d->out;
+    const vdnn_layer_params *p = &d->p;
+    const int h = p->filters, pw = vdnn_lstm_h_width(p);
+    *m = (vdnn_lstm_dims){.b = x.n, .s = y.h, .h = h, .pw = pw, .w = pw + h, .in = p->lstm_in, .tin = x.h,
+                          .ldx = x.w, .step0 = p->step0, .proj = p->proj > 0};
+    size_t nw, nb;
+    vdnn_lstm_param_counts(p, &nw, &nb);
+    bool ok = d->n_inputs >= 2 && d->n_inputs <= 3 && h >= 1 && p->proj >= 0 && m->in >= 1 && x.c == 1 &&
+              x.w >= m->in && p->step0 >= 0 && p->step0 + y.h <= x.h && y.n == x.n && y.c == 1 && y.w == m->w &&
+              vdnn_shape_count(d->in[1]) == nw + nb;
+    if (ok && d->n_inputs == 3) {
+        const vdnn_shape s = d->in[2];
+        ok = s.n == x.n && s.c == 1 && s.w == m->w;
+        m->sp = s.h;
+    }
+    if (!ok)
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "lstm: input %dx%dx%dx%d (steps %d.. of its first %d features), "
+                         "parameters of %zu values and output %dx%dx%dx%d do not fit hidden=%d proj=%d (expected an "
+                         "output Bx1xSx(P+H), %zu parameters, a previous chunk Bx1xS'x(P+H))", x.n, x.c, x.h, x.w,
+                         p->step0, m->in, vdnn_shape_count(d->in[1]), y.n, y.c, y.h, y.w, h, p->proj, nw + nb);
+    return VDNN_OK;
+}
+
+vdnn_lstm_params vdnn_lstm_params_at(const vdnn_lstm_dims *m, const float *base)
+{
+    vdnn_lstm_params q;
+    const size_t h4 = 4 * (size_t)m->h;
+    q.wih = base;
+    q.whh = q.wih + h4 * (size_t)m->in;
+    q.whr = q.whh + h4 * (size_t)m->pw;
+    q.bih = q.whr + (m->proj ? (size_t)m->pw * (size_t)m->h : 0);
+    q.bhh = q.bih + h4;
+    return q;
+}
+
+size_t vdnn_lstm_bwd_floats(const vdnn_lstm_dims *m)
+{
+    const size_t bs = (size_t)m->b * (size_t)m->s, b = (size_t)m->b;
+    return bs * 4 * (size_t)m->h + 2 * b * (size_t)m->pw + 3 * b * (size_t)m->h + bs;
+}
+
+vdnn_op_info vdnn_lstm_info(const vdnn_lstm_dims *m)
+{
+    const size_t bs = (size_t)m->b * (size_t)m->s;
+    return (vdnn_op_info){.aux_bytes = bs * 4 * (size_t)m->h * sizeof(float),
+                          /* o * tanh(c) before the projection; one step's gates where no aux is kept
+                           * (forward-only plans keep no state for backward) */
+                          .fwd_ws_bytes = (size_t)m->b * (size_t)m->h * ((m->proj ? 1 : 0) + 4) * sizeof(float),
+                          .bwd_ws_bytes = vdnn_lstm_bwd_floats(m) * sizeof(float),
+                          .bwd_needs_x = true,
+                          .bwd_needs_y = true};
+}
+
+vdnn_status vdnn_lstm_params_check(const vdnn_op_desc *d, vdnn_error *err)
+{
+    size_t nw, nb;
+    vdnn_lstm_param_counts(&d->p, &nw, &nb);
+    if (d->n_inputs != 1 || d->out.n != 1 || d->out.c != 1 || d->out.h != 1 || (size_t)d->out.w != nw + nb)
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "params: output %dx%dx%dx%d, expected 1x1x1x%zu (the lstm's weights "
+                         "and biases)", d->out.n, d->out.c, d->out.h, d->out.w, nw + nb);
+    return VDNN_OK;
+}
+
+vdnn_status vdnn_seq_cat_check(const vdnn_op_desc *d, vdnn_error *err)
+{
+    long t = 0;
+    bool ok = d->out.c == 1 && d->out.w == d->p.filters;
+    for (int i = 0; i < d->n_inputs && ok; i++) {
+        ok = d->in[i].n == d->out.n && d->in[i].c == 1 && d->in[i].w >= d->p.filters;
+        t += d->in[i].h;
+    }
+    if (!ok || t != d->out.h)
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "seq_cat: inputs Bx1xS_ixW_i (W_i at least %d) do not make the output "
+                         "%dx%dx%dx%d", d->p.filters, d->out.n, d->out.c, d->out.h, d->out.w);
+    return VDNN_OK;
+}

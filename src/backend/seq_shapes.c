@@ -1,0 +1,21 @@
+/* The sequence ops' shape checks, shared by the CPU and CUDA backends so that both accept and refuse alike. */
+#include "backend/seq_shapes.h"
+
+vdnn_status vdnn_seq_shape_fail(const vdnn_op_desc *d, const char *want, vdnn_error *err)
+{
+    const vdnn_shape x = d->in[0], y = d->out;
+    return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: input %dx%dx%dx%d, output %dx%dx%dx%d: %s",
+                     vdnn_layer_kind_name(d->kind), x.n, x.c, x.h, x.w, y.n, y.c, y.h, y.w, want);
+}
+
+vdnn_status vdnn_attn_dims_of(const vdnn_op_desc *d, vdnn_shape qkv, vdnn_shape probs, vdnn_attn_dims *a,
+                              vdnn_error *err)
+{
+    if (qkv.c != 1 || qkv.w % 3 || probs.n != qkv.n || probs.h != qkv.h || probs.w != qkv.h || probs.c < 1 ||
+        (qkv.w / 3) % probs.c)
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: qkv %dx%dx%dx%d and probabilities %dx%dx%dx%d do not fit (expected "
+                         "Bx1xTx3F and BxHxTxT with H dividing F)", vdnn_layer_kind_name(d->kind), qkv.n, qkv.c,
+                         qkv.h, qkv.w, probs.n, probs.c, probs.h, probs.w);
+    *a = (vdnn_attn_dims){qkv.n, probs.c, qkv.h, qkv.w / 3, qkv.w / 3 / probs.c};
+    return VDNN_OK;
+}

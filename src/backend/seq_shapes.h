@@ -1,0 +1,21 @@
+/* Shapes of the sequence ops that every backend checks alike: rows of a sequence tensor, attention's dimensions,
+ * and the shape error naming the op (docs/sequence.md). */
+#ifndef VDNN_BACKEND_SEQ_SHAPES_H
+#define VDNN_BACKEND_SEQ_SHAPES_H
+
+#include "backend/backend.h"
+
+/* Rows a row-wise op (linear, layer norm, softmax) sees: every dimension but the last. */
+static inline size_t vdnn_seq_rows(vdnn_shape s) { return (size_t)s.n * (size_t)s.c * (size_t)s.h; }
+
+typedef struct vdnn_attn_dims {
+    int b, h, t, f, dh; /* batch, heads, tokens, width, width of a head */
+} vdnn_attn_dims;
+
+/* qkv Bx1xTx3F and probabilities BxHxTxT with H dividing F; otherwise VDNN_ERR_SHAPE naming the op. */
+vdnn_status vdnn_attn_dims_of(const vdnn_op_desc *d, vdnn_shape qkv, vdnn_shape probs, vdnn_attn_dims *a,
+                              vdnn_error *err);
+/* VDNN_ERR_SHAPE: "OP: input ..., output ...: want". */
+vdnn_status vdnn_seq_shape_fail(const vdnn_op_desc *d, const char *want, vdnn_error *err);
+
+#endif
