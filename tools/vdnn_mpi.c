@@ -132,12 +132,6 @@ static int parse(int argc, char **argv, int rank, run *r)
         fprintf(say, "vdnn-mpi train: --trace is not supported with MPI\n");
         code = 2;
     }
-    /* The runtimes exchange feature and gradient maps between stages as fp32 values: not yet bf16 ones. */
-    if (!code && r->o.mem.precision != VDNN_PRECISION_FP32) {
-        fprintf(say, "vdnn-mpi train: --precision %s is not supported with MPI yet (fp32 only; vdnn train takes it)\n",
-                vdnn_precision_name(r->o.mem.precision));
-        code = 2;
-    }
     const char *fs = getenv("VDNN_MPI_FAULT");
     if (!code && fs && *fs) {
         char tail;
