@@ -292,11 +292,13 @@ static vdnn_status conv_build_algo(cpu_backend *be, const vdnn_op_desc *d, const
         for (size_t j = 0; j < sizeof rs / sizeof rs[0]; j++) scratch = max_sz(scratch, rs[j]->scratch_bytes);
         scratch = max_sz(scratch, max_sz(q->fwd.scratch_bytes, max_sz(q->bwd_data.scratch_bytes, q->bwd_weights.scratch_bytes)));
         fb[0] = max_sz(fb[0], q->f_src.bytes);
-        fb[1] = max_sz(fb[1], q->f_wei.bytes);
+        /* Weights copies are made from the master weights, weight gradients copied out to dw: the workspace holds
+         * the primitive's side only. */
+        fb[1] = max_sz(fb[1], q->f_wei.to_bytes);
         fb[2] = max_sz(fb[2], q->f_dst.bytes);
         bb[0] = max_sz(bb[0], max_sz(q->d_dy.bytes, q->w_dy.bytes));
         /* A chunk after the first writes its weight gradient here even when dw's layout is plain. */
-        bb[1] = max_sz(bb[1], max_sz(q->d_wei.bytes, max_sz(q->w_dw.bytes, q->w_dw_add.bytes)));
+        bb[1] = max_sz(bb[1], max_sz(q->d_wei.to_bytes, max_sz(q->w_dw.from_bytes, q->w_dw_add.from_bytes)));
         bb[2] = max_sz(bb[2], max_sz(q->d_dx.bytes, q->w_x.bytes));
     }
     s->f_off[0] = vdnn_cpu_ws_take(&used, fb[0]);
