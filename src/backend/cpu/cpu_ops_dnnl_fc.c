@@ -10,9 +10,14 @@
  *   forward:  [weights copy][scratchpad]
  *   backward: [weights copy, then the weight gradient copy][scratchpad]
  * The gradient's layout (oneDNN's brgemm: blocks of 64 outputs outermost) usually keeps each block of output rows
- * in the same contiguous bytes as the plain layout: backward-weights then writes into dw itself, and each row block
- * goes to its plain layout through a workspace piece of one block, not of the whole gradient (fc6 of VGG-16 at
- * batch 256: 6.4 MB instead of 411 MB). The copies are exact, so the gradient is the same bit for bit. */
+ * in the same contiguous bytes as the plain layout. Where the gradient copy would exceed the cap on one layout copy
+ * (the convolutions' chunk cap, 256 MiB by default), backward-weights writes into dw itself, and each row block
+ * goes to its plain layout through a workspace piece of one block (fc6 of VGG-16 at batch 256: 6.4 MB instead of
+ * 411 MB). The copies are exact, so the gradient is the same bit for bit either way; below the cap the one copy
+ * moves fewer bytes (the blocks cost an extra pass over the gradient). */
+/* The cap on one layout copy, as the convolutions' default chunk cap (cpu_ops_dnnl_conv.c). */
+#define FC_COPY_CAP ((size_t)256 << 20)
+
 typedef struct fc_state {
     cpu_dnnl_step fwd, bwd_data, bwd_weights;
     cpu_dnnl_reorder f_wei, d_wei, w_dw;   /* w -> forward's weights, w -> backward-data's, gradient -> dw */
@@ -57,7 +62,9 @@ static vdnn_status fc_copies(cpu_backend *be, const dnnl_memory_desc_t *wei, boo
     if (st) return st;
     dnnl_memory_desc_t row, plain_row;
     size_t rows = 0;
-    if (s->w_dw.bytes && fc_rows_in_place(vdnn_cpu_dnnl_arg_md(&s->bwd_weights, DNNL_ARG_DIFF_WEIGHTS), &row, &rows)) {
+    const size_t cap = be->opt.conv_chunk_bytes ? be->opt.conv_chunk_bytes : FC_COPY_CAP;
+    if (s->w_dw.from_bytes > cap &&
+        fc_rows_in_place(vdnn_cpu_dnnl_arg_md(&s->bwd_weights, DNNL_ARG_DIFF_WEIGHTS), &row, &rows)) {
         const dnnl_dim_t dims[2] = {row.dims[0], row.dims[1]};
         st = vdnn_cpu_dnnl_md(&plain_row, 2, dims, dnnl_oi, "fc: weight gradient rows", err);
         if (!st) st = vdnn_cpu_dnnl_reorder_init(be, &row, &plain_row, make, &s->w_row, "fc: weight gradient rows", err);
