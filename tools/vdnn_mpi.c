@@ -138,15 +138,10 @@ static int parse(int argc, char **argv, int rank, run *r)
                 "clips the summed gradients)\n");
         code = 2;
     }
-    /* The runtimes exchange feature and gradient maps between stages as fp32 values: not yet bf16 ones. */
-    if (!code && r->o.mem.precision != VDNN_PRECISION_FP32) {
-        fprintf(say, "vdnn-mpi train: --precision %s is not supported with MPI yet (fp32 only; vdnn train takes it)\n",
-                vdnn_precision_name(r->o.mem.precision));
-        code = 2;
-    }
-    /* Pipeline stages would each decide on their own gradients whether to skip a step. */
-    if (!code && r->o.loss_scale > 0) {
-        fprintf(say, "vdnn-mpi train: --loss-scale is not supported with MPI yet (vdnn train takes it)\n");
+    /* Pipeline stages would each decide on their own gradients whether to skip a step (fp16 scales by default). */
+    if (!code && (r->o.loss_scale > 0 || r->o.mem.precision == VDNN_PRECISION_FP16)) {
+        fprintf(say, "vdnn-mpi train: %s is not supported with MPI yet (vdnn train takes it)\n",
+                r->o.loss_scale > 0 ? "--loss-scale" : "--precision fp16 (dynamic loss scaling)");
         code = 2;
     }
     const char *fs = getenv("VDNN_MPI_FAULT");

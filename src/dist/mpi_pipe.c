@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/half.h"
 #include "dist/stages.h"
 
 /* One tag per micro-batch and direction: a message can only ever match the receive meant for it. */
@@ -27,7 +28,12 @@ struct vdnn_pipe {
     int tail, out_layer;          /* the tail softmax and the stage's own last layer (not the last stage) */
     int out_storage, tail_dx;     /* the output's storage; where the tail softmax writes its input gradient */
     int in_grad;                  /* the gradient storage of the input identity layer */
-    size_t in_count, out_count;   /* floats per micro-batch */
+    size_t in_count, out_count;   /* values per micro-batch */
+    /* Maps cross stages in their own type (half the bytes in bf16): elem bytes a value, MPI type dt. The
+     * buffers have room for fp32 values, so a received bf16 input widens in place for the net's fp32 input. */
+    vdnn_dtype dtype;
+    size_t elem;
+    MPI_Datatype dt;
     float *act_in, *grad_out;     /* from / to the previous stage, one micro-batch after another */
     float *act_out, *grad_in;     /* to / from the next stage */
     MPI_Request *reqs;            /* N_KINDS x m */
@@ -62,9 +68,16 @@ vdnn_status vdnn_pipe_create(const vdnn_comm *c, MPI_Comm pipe_comm, vdnn_nccl *
     p->tail = p->out_layer = p->out_storage = p->tail_dx = -1;
     p->in_grad = pl->ls[1].grad;
     p->in_count = vdnn_shape_count(g->layers[0].out);
+    p->dtype = g->dtype;
+    p->elem = vdnn_dtype_size(g->dtype);
+    p->dt = p->elem == sizeof(float) ? MPI_FLOAT : MPI_UINT16_T;
     vdnn_status rc = VDNN_OK;
+    /* NCCL moves the maps device to device as fp32 values (the worker opens none for 16-bit maps). */
+    if (nccl && g->dtype != VDNN_DTYPE_F32)
+        rc = vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "stage %d: %s maps between stages over NCCL (fp32 only; --no-nccl)",
+                       stage, vdnn_dtype_name(g->dtype));
     p->reqs = malloc(sizeof *p->reqs * (size_t)N_KINDS * (size_t)p->m);
-    if (!p->reqs) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
+    if (rc == VDNN_OK && !p->reqs) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
     for (int i = 0; rc == VDNN_OK && i < N_KINDS * p->m; i++) p->reqs[i] = MPI_REQUEST_NULL;
     const size_t m = (size_t)p->m;
     if (rc == VDNN_OK && stage > 0) {
@@ -119,6 +132,14 @@ void vdnn_pipe_free(vdnn_pipe *p)
 
 void vdnn_pipe_progress(vdnn_pipe *p) { vdnn_comm_progress(N_KINDS * p->m, p->reqs); }
 
+/* n 16-bit values at the start of x become fp32 in place (exact), from the end so none is overwritten unread;
+ * the net rounds them back to the same values as it takes its input. */
+static void widen(float *x, size_t n, vdnn_dtype t)
+{
+    const uint16_t *h = (const uint16_t *)x;
+    for (size_t i = n; i-- > 0;) x[i] = t == VDNN_DTYPE_BF16 ? vdnn_bf16_to_float(h[i]) : vdnn_f16_to_float(h[i]);
+}
+
 static vdnn_status post_receives(vdnn_pipe *p, vdnn_error *err)
 {
     char what[96];
@@ -126,11 +147,11 @@ static vdnn_status post_receives(vdnn_pipe *p, vdnn_error *err)
     vdnn_status rc = VDNN_OK;
     for (int j = 0; rc == VDNN_OK && !p->nccl && j < p->m; j++) {
         if (p->stage > 0)
-            rc = vdnn_comm_check(p->c, MPI_Irecv(p->act_in + (size_t)j * p->in_count, (int)p->in_count, MPI_FLOAT,
+            rc = vdnn_comm_check(p->c, MPI_Irecv(p->act_in + (size_t)j * p->in_count, (int)p->in_count, p->dt,
                                                  p->stage - 1, tag_act(j), p->comm, req(p, RECV_ACT, j)),
                                  what, err);
         if (rc == VDNN_OK && p->out_storage >= 0)
-            rc = vdnn_comm_check(p->c, MPI_Irecv(p->grad_in + (size_t)j * p->out_count, (int)p->out_count, MPI_FLOAT,
+            rc = vdnn_comm_check(p->c, MPI_Irecv(p->grad_in + (size_t)j * p->out_count, (int)p->out_count, p->dt,
                                                  p->stage + 1, tag_grad(j), p->comm, req(p, RECV_GRAD, j)),
                                  what, err);
     }
@@ -145,7 +166,7 @@ static vdnn_status send_output(vdnn_pipe *p, int j, vdnn_error *err)
     float *dst = p->act_out + (size_t)j * p->out_count;
     const float *out = vdnn_exec_storage_ptr(net, p->out_storage);
     vdnn_status rc = VDNN_OK;
-    if (out && !p->nccl) rc = be->ops->download(be, dst, out, p->out_count * sizeof(float), err);
+    if (out && !p->nccl) rc = be->ops->download(be, dst, out, p->out_count * p->elem, err);
     vdnn_exec_fetch(net, -1, NULL);
     if (rc) return rc;
     char what[112];
@@ -157,7 +178,7 @@ static vdnn_status send_output(vdnn_pipe *p, int j, vdnn_error *err)
         rc = be->ops->upload(be, d, out ? out : dst, p->out_count * sizeof(float), err);
         return rc ? rc : vdnn_nccl_send(p->nccl, d, p->out_count, p->stage + 1, what, err);
     }
-    return vdnn_comm_check(p->c, MPI_Isend(dst, (int)p->out_count, MPI_FLOAT, p->stage + 1, tag_act(j), p->comm,
+    return vdnn_comm_check(p->c, MPI_Isend(dst, (int)p->out_count, p->dt, p->stage + 1, tag_act(j), p->comm,
                                            req(p, SEND_ACT, j)),
                            what, err);
 }
@@ -179,7 +200,7 @@ static vdnn_status take_output_grad(vdnn_pipe *p, vdnn_error *err)
     }
     vdnn_status rc = vdnn_comm_waitall(p->c, 1, req(p, RECV_GRAD, j), what, p->next_world, err);
     if (rc) return rc;
-    return be->ops->upload(be, dx, p->grad_in + (size_t)j * p->out_count, p->out_count * sizeof(float), err);
+    return be->ops->upload(be, dx, p->grad_in + (size_t)j * p->out_count, p->out_count * p->elem, err);
 }
 
 static vdnn_status send_input_grad(vdnn_pipe *p, vdnn_error *err)
@@ -198,9 +219,9 @@ static vdnn_status send_input_grad(vdnn_pipe *p, vdnn_error *err)
         vdnn_status rc = be->ops->upload(be, d, dx, p->in_count * sizeof(float), err);
         return rc ? rc : vdnn_nccl_send(p->nccl, d, p->in_count, p->stage - 1, what, err);
     }
-    vdnn_status rc = be->ops->download(be, src, dx, p->in_count * sizeof(float), err);
+    vdnn_status rc = be->ops->download(be, src, dx, p->in_count * p->elem, err);
     if (rc) return rc;
-    return vdnn_comm_check(p->c, MPI_Isend(src, (int)p->in_count, MPI_FLOAT, p->stage - 1, tag_grad(j), p->comm,
+    return vdnn_comm_check(p->c, MPI_Isend(src, (int)p->in_count, p->dt, p->stage - 1, tag_grad(j), p->comm,
                                            req(p, SEND_GRAD, j)),
                            what, err);
 }
@@ -235,6 +256,7 @@ vdnn_status vdnn_pipe_train_step(vdnn_pipe *p, const float *images, const int32_
             snprintf(what, sizeof what, "stage %d's output of micro-batch %d of step %lld", p->stage - 1, j, step);
             rc = vdnn_comm_waitall(p->c, 1, req(p, RECV_ACT, j), what, p->prev_world, err);
             in = p->act_in + (size_t)j * p->in_count;
+            if (rc == VDNN_OK && p->dtype != VDNN_DTYPE_F32) widen((float *)in, p->in_count, p->dtype);
         }
         if (p->out_storage >= 0) {
             /* The executor copies the output out just before it frees it: it survives even when the plan

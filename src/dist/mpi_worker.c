@@ -127,8 +127,10 @@ static bool stage_fits(void *ctx, int first, int last)
         mem.budget = f->opt->memory.budget;
         mem.host_budget = f->opt->memory.host_budget;
         mem.micro_batches = f->opt->memory.micro_batches;
+        mem.precision = f->opt->memory.precision;
         mem.pipelined = true;
         in.n /= mem.micro_batches;
+        sg->dtype = (vdnn_dtype)mem.precision;
         if (info && vdnn_graph_resolve(sg, in, vdnn_stage_classes(f->g, &s, 0), &e) == VDNN_OK &&
             vdnn_plan_query_ops(sg, f->be, true, info, &e) == VDNN_OK &&
             vdnn_plan_training(sg, info, NULL, &mem, NULL, true, &plan, &e) == VDNN_OK)
@@ -315,7 +317,9 @@ vdnn_status vdnn_dist_create(MPI_Comm world, const vdnn_model_t *model, vdnn_bac
     if (rc == VDNN_OK && w->groups > 1) rc = open_nccl(w, be, dc, w->dp_comm, &w->dp_nccl, err);
     if (rc == VDNN_OK && w->groups > 1)
         rc = vdnn_dp_create(&w->comm, w->dp_comm, w->dp_nccl, w->net, dc->bucket_bytes, &w->dp, err);
-    if (rc == VDNN_OK && w->stages > 1) rc = open_nccl(w, be, dc, w->pipe_comm, &w->pipe_nccl, err);
+    /* Stage maps of 16 bits cross through MPI on the host (the NCCL path sends fp32). */
+    if (rc == VDNN_OK && w->stages > 1 && o->memory.precision == VDNN_PRECISION_FP32)
+        rc = open_nccl(w, be, dc, w->pipe_comm, &w->pipe_nccl, err);
     if (rc == VDNN_OK && w->stages > 1)
         rc = vdnn_pipe_create(&w->comm, w->pipe_comm, w->pipe_nccl, w->net, w->stage, w->stages, &w->pipe, err);
     if (rc != VDNN_OK) {

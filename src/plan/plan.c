@@ -678,7 +678,7 @@ static int emit_step(vdnn_plan_t *p, int s, const int *swap_event, const int *re
 }
 
 /* Places the non-persistent blocks whose `held` flag is `held` at or above base. */
-static vdnn_status place_variable(vdnn_plan_t *p, bool held, size_t base, size_t *top, vdnn_error *err)
+static vdnn_status place_variable(vdnn_plan_t *p, bool held, size_t base, bool thorough, size_t *top, vdnn_error *err)
 {
     int n_var = 0;
     for (int b = 0; b < p->n_blocks; b++) n_var += !p->st[p->blocks[b].storage].persistent && p->blocks[b].held == held;
@@ -696,14 +696,14 @@ static vdnn_status place_variable(vdnn_plan_t *p, bool held, size_t base, size_t
         map[k++] = b;
     }
     *top = base;
-    vdnn_status rc = vdnn_place_intervals(iv, n_var, base, top, err);
+    vdnn_status rc = vdnn_place_intervals_ex(iv, n_var, base, thorough, top, err);
     for (int i = 0; rc == VDNN_OK && i < n_var; i++) p->blocks[map[i]].offset = iv[i].offset;
     free(iv);
     free(map);
     return rc;
 }
 
-static vdnn_status place(vdnn_plan_t *p, size_t variable_base, vdnn_error *err)
+static vdnn_status place(vdnn_plan_t *p, size_t variable_base, bool thorough, vdnn_error *err)
 {
     /* Persistent storages back to back from offset 0, in storage order. */
     size_t off = 0;
@@ -721,11 +721,11 @@ static vdnn_status place(vdnn_plan_t *p, size_t variable_base, vdnn_error *err)
     if (p->held_batches > 1) {
         /* Micro-batch j's held blocks sit j strides above micro-batch 0's; the blocks of one pass alone
          * (a micro-batch's forward or backward runs at a time) share the region above them all. */
-        rc = place_variable(p, true, base, &top, err);
+        rc = place_variable(p, true, base, thorough, &top, err);
         p->held_stride = vdnn_align_up(top - base);
         base += (size_t)p->held_batches * p->held_stride;
     }
-    if (rc == VDNN_OK) rc = place_variable(p, false, base, &top, err);
+    if (rc == VDNN_OK) rc = place_variable(p, false, base, thorough, &top, err);
     p->peak_device_bytes = top;
 
     /* Host pool: a swapped storage occupies host memory from its offload to its return. */
@@ -987,7 +987,7 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
         }
     }
     rc = fail ? vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory finalizing the plan") : VDNN_OK;
-    if (rc == VDNN_OK && place_blocks) rc = place(p, p->req.variable_base, err);
+    if (rc == VDNN_OK && place_blocks) rc = place(p, p->req.variable_base, false, err);
     p->placed = rc == VDNN_OK && place_blocks;
     emit_index ix;
     memset(&ix, 0, sizeof ix);
@@ -1044,6 +1044,16 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
         p->req.checks->placements++;
         return vdnn_plan_validate(p, err);
     }
+    return VDNN_OK;
+}
+
+vdnn_status vdnn_plan_place_tight(vdnn_plan_t *p, vdnn_error *err)
+{
+    if (!p->placed) return VDNN_OK;
+    vdnn_status rc = place(p, p->req.variable_base, true, err);
+    if (rc != VDNN_OK) return rc;
+    p->feasible = p->peak_device_bytes <= p->req.memory.budget && p->host_bytes <= p->req.memory.host_budget &&
+                  p->managed_bytes <= p->req.memory.host_budget - p->host_bytes;
     return VDNN_OK;
 }
 

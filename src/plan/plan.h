@@ -234,6 +234,9 @@ vdnn_status vdnn_plan_finalize(vdnn_plan_t *p, vdnn_error *err);
 /* With place_blocks false, offsets are not assigned (no executor may run it): peak_device_bytes is
  * then the largest live total, a lower bound, and host_bytes the sum of swapped bytes. */
 vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error *err);
+/* Places a finalized, placed plan's blocks again with the thorough search (mem/offsets.h): its peak only goes down.
+ * vdnn_plan_build does it to the plan it returns. */
+vdnn_status vdnn_plan_place_tight(vdnn_plan_t *p, vdnn_error *err);
 
 /* Queries the backend for every layer's op info (info[0] zeroed). */
 vdnn_status vdnn_plan_query_ops(const vdnn_graph_t *g, vdnn_backend_t *be, bool training, vdnn_op_info *info,

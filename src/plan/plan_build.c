@@ -17,6 +17,8 @@ vdnn_status vdnn_plan_build(const vdnn_graph_t *g, const vdnn_op_info *info, con
     }
     /* The static policies only classify; the profile-guided planners leave the plan finalized. */
     if (rc == VDNN_OK && !p->n_blocks) rc = vdnn_plan_finalize(p, err);
+    /* The planners compared their trials under the quick placement; the plan kept gets the tight one. */
+    if (rc == VDNN_OK) rc = vdnn_plan_place_tight(p, err);
     /* A poisoned run is a debugging run: a plan the executor could not replay soundly fails here, naming the
      * step and tensor, rather than as garbage values later. */
     if (rc == VDNN_OK && (req->checks || req->memory.poison)) {

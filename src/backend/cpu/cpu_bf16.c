@@ -19,3 +19,15 @@ CPU_BF16_TARGET void vdnn_cpu_bf16_sum(uint16_t *y, const uint16_t *const *x, in
         vdnn_cpu_bf16_store(y + off, acc, len);
     }
 }
+
+CPU_BF16_TARGET void vdnn_cpu_bf16_round(float *y, const float *x, size_t n)
+{
+    const ptrdiff_t blocks = (ptrdiff_t)((n + CPU_BF16_BLOCK - 1) / CPU_BF16_BLOCK);
+#pragma omp parallel for if (n > CPU_PAR_MIN)
+    for (ptrdiff_t b = 0; b < blocks; b++) {
+        uint16_t h[CPU_BF16_BLOCK];
+        const size_t off = (size_t)b * CPU_BF16_BLOCK, len = n - off < CPU_BF16_BLOCK ? n - off : CPU_BF16_BLOCK;
+        vdnn_cpu_bf16_store(h, x + off, len);
+        vdnn_cpu_bf16_load(y + off, h, len);
+    }
+}

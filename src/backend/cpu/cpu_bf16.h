@@ -51,4 +51,8 @@ CPU_BF16_TARGET static inline void vdnn_cpu_bf16_store(uint16_t *dst, const floa
  * parallel over blocks (cpu_bf16.c). */
 void vdnn_cpu_bf16_sum(uint16_t *y, const uint16_t *const *x, int k, size_t n);
 
+/* y = x rounded to bf16 values, kept as floats (for fp32 kernels that must see the weights a bf16 op uses). In
+ * parallel over blocks; y may be x. */
+void vdnn_cpu_bf16_round(float *y, const float *x, size_t n);
+
 #endif

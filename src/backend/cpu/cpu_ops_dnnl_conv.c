@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_bf16.h"
 #include "backend/cpu/cpu_ops_dnnl_util.h"
 
 /* Why blocked layouts: on plain nchw oneDNN 2.6 only offers its im2col+GEMM
@@ -29,7 +30,13 @@
  * boundary (CPU_WS_SLACK).
  * bf16: maps are bf16; the weights copy rounds the fp32 master weights to bf16
  * on the way (it always exists then, the types differing), and backward-weights
- * writes an fp32 weight gradient, accumulated in fp32 by oneDNN. */
+ * writes an fp32 weight gradient, accumulated in fp32 by oneDNN.
+ * bf16 with Winograd: oneDNN 2.6 has no bf16 Winograd, and its fp32 Winograd beats
+ * its direct bf16 kernels on 3x3 stride-1 layers of 8x8 and more (bench/results/
+ * bf16-ops.md). So there the primitives compute in fp32: the copies widen the bf16
+ * maps into fp32 blocked layouts and round the outputs back (once, as the contract
+ * says), and the weights are the master weights rounded to bf16 values first, in
+ * the workspace, so every bf16 algorithm sees the same weights. */
 
 /* The primitives and copies for chunks of `mb` images. */
 typedef struct conv_part {
@@ -49,8 +56,9 @@ typedef struct conv_state {
     bool bwd_inplace;                          /* backward may write dx over dy */
     bool stream_ok;                            /* forward may write y over x (the source is copied first) */
     size_t in_img, out_img;                    /* bytes per image of x and y */
-    size_t f_off[4], f_bytes;                  /* src, weights, dst, scratchpad */
-    size_t b_off[5], b_bytes;                  /* D, W, S, bias gradient, scratchpad */
+    size_t f_off[5], f_bytes;                  /* src, weights, dst, scratchpad, rounded weights */
+    size_t b_off[6], b_bytes;                  /* D, W, S, bias gradient, scratchpad, rounded weights */
+    bool round_w;                              /* bf16 maps, fp32 kernels: the weights rounded to bf16 first */
 } conv_state;
 
 /* The CPU's convolution algorithms: the kernel family, and the cap on the bytes one copy holds. */
@@ -94,16 +102,22 @@ static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 static bool winograd_fits(const vdnn_op_desc *d)
 {
     const vdnn_layer_params *p = &d->p;
+    /* bf16 keeps few-channel inputs on its direct kernels: fp32 Winograd was 3-4x slower than them on VGG-16's
+     * first layer (3 channels; bf16-ops.md). fp32 keeps its old choice, and so its results. */
     return p->kernel_h == 3 && p->kernel_w == 3 && p->stride_h == 1 && p->stride_w == 1 && p->groups == 1 &&
-           d->out.h >= 8 && d->out.w >= 8;
+           d->out.h >= 8 && d->out.w >= 8 && (d->dtype == VDNN_DTYPE_F32 || d->in[0].c >= 16);
 }
 
-/* Images per chunk: the most whose largest copy (channels padded to a block of 16) fits the cap. */
-static int chunk_images(const vdnn_op_desc *d, size_t cap)
+/* The type the primitives compute in: the maps', except Winograd, which oneDNN 2.6 has in fp32 only. */
+static vdnn_dtype compute_type(const vdnn_op_desc *d, bool winograd) { return winograd ? VDNN_DTYPE_F32 : d->dtype; }
+
+/* Images per chunk: the most whose largest copy (channels padded to a block of 16, in the compute type) fits the cap. */
+static int chunk_images(const vdnn_op_desc *d, bool winograd, size_t cap)
 {
     vdnn_shape in = d->in[0], out = d->out;
     size_t ci = (size_t)(in.c + 15) / 16 * 16, co = (size_t)(out.c + 15) / 16 * 16;
-    size_t per_image = vdnn_cpu_esize(d) * max_sz(ci * (size_t)in.h * in.w, co * (size_t)out.h * out.w);
+    size_t per_image = vdnn_dtype_size(compute_type(d, winograd)) *
+                       max_sz(ci * (size_t)in.h * in.w, co * (size_t)out.h * out.w);
     size_t k = per_image ? cap / per_image : (size_t)in.n;
     if (k < 1) k = 1;
     return k < (size_t)in.n ? (int)k : in.n;
@@ -112,6 +126,9 @@ static int chunk_images(const vdnn_op_desc *d, size_t cap)
 static vdnn_status part_build(cpu_backend *be, const vdnn_op_desc *d, int mb, bool winograd, bool add, bool make,
                               conv_part *s, vdnn_error *err);
 static void part_free(conv_part *s);
+static vdnn_status conv_build_algo(cpu_backend *be, const vdnn_op_desc *d, const conv_algo *a, bool make, conv_state *s,
+                                   vdnn_error *err);
+static void conv_free(conv_state *s);
 
 /* The candidates for d, default first, without duplicates of the same kernel and chunk size. */
 static int conv_algo_list(cpu_backend *be, const vdnn_op_desc *d, conv_algo *out)
@@ -120,17 +137,32 @@ static int conv_algo_list(cpu_backend *be, const vdnn_op_desc *d, conv_algo *out
     if (wino) { /* oneDNN implements Winograd for some channel counts only */
         conv_part probe = {0};
         vdnn_error ignored = {0};
-        wino = part_build(be, d, chunk_images(d, fast_cap(be)), true, false, false, &probe, &ignored) == VDNN_OK;
+        wino = part_build(be, d, chunk_images(d, true, fast_cap(be)), true, false, false, &probe, &ignored) == VDNN_OK;
         part_free(&probe);
     }
     const size_t cap = fast_cap(be);
-    const conv_algo all[4] = {{"fast", wino, cap}, {"direct", false, cap}, {"lean", wino, cap / 16},
-                              {"lean-direct", false, cap / 16}};
+    /* bf16 takes the fp32 Winograd kernels by default only where their workspace stays within the chunk cap: on
+     * large layers their fp32 copies and transforms would cost what bf16 saves (VGG-16 at batch 256, 224x224:
+     * conv5_3's backward workspace 950 MB, the in-core peak 0.64 of fp32's instead of 0.55); there they stay a
+     * candidate the planners may choose. */
+    bool wino_first = wino && d->dtype == VDNN_DTYPE_F32;
+    if (wino && !wino_first) {
+        conv_state probe = {0};
+        vdnn_error ignored = {0};
+        const conv_algo w = {"winograd", true, cap};
+        wino_first = conv_build_algo(be, d, &w, false, &probe, &ignored) == VDNN_OK && probe.f_bytes <= cap &&
+                     probe.b_bytes <= cap;
+        conv_free(&probe);
+    }
+    const conv_algo all[4] = {{"fast", wino_first, cap}, {wino_first ? "direct" : "winograd", wino && !wino_first, cap},
+                              {"lean", wino_first, cap / 16}, {wino_first ? "lean-direct" : "lean-winograd",
+                                                               wino && !wino_first, cap / 16}};
     int n = 0;
     for (int i = 0; i < 4; i++) {
         bool dup = false;
         for (int j = 0; j < n; j++)
-            dup |= out[j].winograd == all[i].winograd && chunk_images(d, out[j].chunk_cap) == chunk_images(d, all[i].chunk_cap);
+            dup |= out[j].winograd == all[i].winograd &&
+                   chunk_images(d, out[j].winograd, out[j].chunk_cap) == chunk_images(d, all[i].winograd, all[i].chunk_cap);
         if (!dup) out[n++] = all[i];
     }
     return n;
@@ -213,7 +245,7 @@ static vdnn_status part_build(cpu_backend *be, const vdnn_op_desc *d, int mb, bo
     int g = p->groups;
     s->mb = mb;
     dnnl_memory_desc_t src, wei, bia, dst, src_any, wei_any, dwei_any, dst_any;
-    const vdnn_dtype t = d->dtype;
+    const vdnn_dtype t = d->dtype, ct = compute_type(d, winograd);
     const dnnl_dim_t src_dims[4] = {mb, in.c, in.h, in.w};
     const dnnl_dim_t dst_dims[4] = {mb, out.c, out.h, out.w};
     const dnnl_dim_t bias_dims[1] = {p->filters};
@@ -226,11 +258,11 @@ static vdnn_status part_build(cpu_backend *be, const vdnn_op_desc *d, int mb, bo
     if (!st)
         st = g == 1 ? vdnn_cpu_dnnl_md(&wei, 4, w_dims, dnnl_oihw, "conv: weights descriptor", err)
                     : vdnn_cpu_dnnl_md(&wei, 5, gw_dims, dnnl_goihw, "conv: weights descriptor", err);
-    if (!st) st = vdnn_cpu_dnnl_md_of(&src_any, 4, src_dims, t, dnnl_format_tag_any, "conv: source descriptor", err);
-    if (!st) st = vdnn_cpu_dnnl_md_of(&dst_any, 4, dst_dims, t, dnnl_format_tag_any, "conv: destination descriptor", err);
+    if (!st) st = vdnn_cpu_dnnl_md_of(&src_any, 4, src_dims, ct, dnnl_format_tag_any, "conv: source descriptor", err);
+    if (!st) st = vdnn_cpu_dnnl_md_of(&dst_any, 4, dst_dims, ct, dnnl_format_tag_any, "conv: destination descriptor", err);
     if (!st)
-        st = g == 1 ? vdnn_cpu_dnnl_md_of(&wei_any, 4, w_dims, t, dnnl_format_tag_any, "conv: weights descriptor", err)
-                    : vdnn_cpu_dnnl_md_of(&wei_any, 5, gw_dims, t, dnnl_format_tag_any, "conv: weights descriptor", err);
+        st = g == 1 ? vdnn_cpu_dnnl_md_of(&wei_any, 4, w_dims, ct, dnnl_format_tag_any, "conv: weights descriptor", err)
+                    : vdnn_cpu_dnnl_md_of(&wei_any, 5, gw_dims, ct, dnnl_format_tag_any, "conv: weights descriptor", err);
     if (!st)
         st = g == 1 ? vdnn_cpu_dnnl_md(&dwei_any, 4, w_dims, dnnl_format_tag_any, "conv: weight gradient descriptor", err)
                     : vdnn_cpu_dnnl_md(&dwei_any, 5, gw_dims, dnnl_format_tag_any, "conv: weight gradient descriptor", err);
@@ -240,7 +272,7 @@ static vdnn_status part_build(cpu_backend *be, const vdnn_op_desc *d, int mb, bo
     const dnnl_dims_t pad = {p->pad_h, p->pad_w};
     const conv_mds mds = {&src_any, &wei_any, &dwei_any, p->bias ? &bia : NULL, &dst_any, strides, pad};
     st = conv_prims(be, &mds, winograd ? dnnl_convolution_winograd : dnnl_convolution_direct, make,
-                    bwd_weights_one_thread(d), s, err);
+                    ct != VDNN_DTYPE_F32 && bwd_weights_one_thread(d), s, err);
     if (st) return st;
 
     const char *rw = "conv: layout copy";
@@ -268,14 +300,30 @@ static vdnn_status part_build(cpu_backend *be, const vdnn_op_desc *d, int mb, bo
     return VDNN_OK;
 }
 
+static size_t conv_weights(const vdnn_op_desc *d)
+{
+    const vdnn_layer_params *p = &d->p;
+    return (size_t)p->filters * (size_t)(d->in[0].c / p->groups) * (size_t)p->kernel_h * (size_t)p->kernel_w;
+}
+
+/* The weights the primitives' copies read: the master weights, or (round_w) them rounded to bf16 into ws at off. */
+static const float *conv_weights_in(const conv_state *s, const vdnn_op_desc *d, const float *w, char *ws, size_t off)
+{
+    if (!s->round_w) return w;
+    float *r = (float *)(ws + off);
+    vdnn_cpu_bf16_round(r, w, conv_weights(d));
+    return r;
+}
+
 /* The primitives, copies and workspace layout of a checked layer under algorithm a. */
 static vdnn_status conv_build_algo(cpu_backend *be, const vdnn_op_desc *d, const conv_algo *a, bool make, conv_state *s,
                                    vdnn_error *err)
 {
     vdnn_status st;
-    const int n = d->in[0].n, k = chunk_images(d, a->chunk_cap);
+    const int n = d->in[0].n, k = chunk_images(d, a->winograd, a->chunk_cap);
     s->n_full = n / k;
     s->winograd = a->winograd;
+    s->round_w = a->winograd && d->dtype != VDNN_DTYPE_F32;
     s->in_img = (size_t)d->in[0].c * d->in[0].h * d->in[0].w * vdnn_cpu_esize(d);
     s->out_img = (size_t)d->out.c * d->out.h * d->out.w * vdnn_cpu_esize(d);
     const bool chunked = k < n;
@@ -292,17 +340,21 @@ static vdnn_status conv_build_algo(cpu_backend *be, const vdnn_op_desc *d, const
         for (size_t j = 0; j < sizeof rs / sizeof rs[0]; j++) scratch = max_sz(scratch, rs[j]->scratch_bytes);
         scratch = max_sz(scratch, max_sz(q->fwd.scratch_bytes, max_sz(q->bwd_data.scratch_bytes, q->bwd_weights.scratch_bytes)));
         fb[0] = max_sz(fb[0], q->f_src.bytes);
-        fb[1] = max_sz(fb[1], q->f_wei.bytes);
+        /* Weights copies are made from the master weights, weight gradients copied out to dw: the workspace holds
+         * the primitive's side only. */
+        fb[1] = max_sz(fb[1], q->f_wei.to_bytes);
         fb[2] = max_sz(fb[2], q->f_dst.bytes);
         bb[0] = max_sz(bb[0], max_sz(q->d_dy.bytes, q->w_dy.bytes));
         /* A chunk after the first writes its weight gradient here even when dw's layout is plain. */
-        bb[1] = max_sz(bb[1], max_sz(q->d_wei.bytes, max_sz(q->w_dw.bytes, q->w_dw_add.bytes)));
+        bb[1] = max_sz(bb[1], max_sz(q->d_wei.to_bytes, max_sz(q->w_dw.from_bytes, q->w_dw_add.from_bytes)));
         bb[2] = max_sz(bb[2], max_sz(q->d_dx.bytes, q->w_x.bytes));
     }
     s->f_off[0] = vdnn_cpu_ws_take(&used, fb[0]);
     s->f_off[1] = vdnn_cpu_ws_take(&used, fb[1]);
     s->f_off[2] = vdnn_cpu_ws_take(&used, fb[2]);
     s->f_off[3] = vdnn_cpu_ws_take(&used, scratch);
+    const size_t w_bytes = s->round_w ? conv_weights(d) * sizeof(float) : 0;
+    s->f_off[4] = vdnn_cpu_ws_take(&used, w_bytes);
     s->f_bytes = used ? used + CPU_WS_SLACK : 0;
 
     used = 0;
@@ -311,6 +363,7 @@ static vdnn_status conv_build_algo(cpu_backend *be, const vdnn_op_desc *d, const
     s->b_off[2] = vdnn_cpu_ws_take(&used, bb[2]);
     s->b_off[3] = vdnn_cpu_ws_take(&used, chunked && d->p.bias ? (size_t)d->p.filters * sizeof(float) : 0);
     s->b_off[4] = vdnn_cpu_ws_take(&used, scratch);
+    s->b_off[5] = vdnn_cpu_ws_take(&used, w_bytes);
     s->b_bytes = used ? used + CPU_WS_SLACK : 0;
     /* dx over dy needs dy copied out, or dx computed into the workspace, in every part. */
     const vdnn_shape in = d->in[0], out = d->out;
@@ -375,7 +428,7 @@ static vdnn_status conv_algos(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_al
         memset(&out[i], 0, sizeof out[i]);
         snprintf(out[i].name, sizeof out[i].name, "%s", algos[i].name);
         /* Results depend on the kernel family and on how the weight gradient is summed over chunks. */
-        out[i].numerics = (algos[i].winograd ? 1 << 24 : 0) | chunk_images(d, algos[i].chunk_cap);
+        out[i].numerics = (algos[i].winograd ? 1 << 24 : 0) | chunk_images(d, algos[i].winograd, algos[i].chunk_cap);
         st = conv_info(be, d, &algos[i], &out[i].info, err);
         if (st) return st;
         *n = i + 1;
@@ -444,20 +497,21 @@ static vdnn_status conv_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     char *ws = vdnn_cpu_ws_align(a->ws);
     void *scratch = ws + s->f_off[3];
     vdnn_status st = VDNN_OK;
+    const float *w = conv_weights_in(s, &op->d, a->w, ws, s->f_off[4]);
     for (int c = 0; !st && c < n_chunks(s); c++) {
         size_t first;
         conv_part *q = chunk_part(s, c, &first);
         const char *x = (const char *)a->x[0] + first * s->in_img;
         char *y = (char *)a->y + first * s->out_img;
         void *src = piece(&q->f_src, ws, s->f_off[0], x);
-        void *wei = piece(&q->f_wei, ws, s->f_off[1], a->w);
+        void *wei = piece(&q->f_wei, ws, s->f_off[1], w);
         void *dst = piece(&q->f_dst, ws, s->f_off[2], y);
         st = vdnn_cpu_dnnl_reorder_run(be, &q->f_src, x, src, scratch, "conv forward: source copy", err);
         /* The chunk of x is in the workspace now; once it is saved, y's chunk may take its place. */
         if (!st && sm) st = sm->x_read(sm->ctx, c, err);
         /* Both parts may want the same weights layout, but the copy is cheap next to a chunk's work. */
         if (!st && (c == 0 || c == s->n_full))
-            st = vdnn_cpu_dnnl_reorder_run(be, &q->f_wei, a->w, wei, scratch, "conv forward: weights copy", err);
+            st = vdnn_cpu_dnnl_reorder_run(be, &q->f_wei, w, wei, scratch, "conv forward: weights copy", err);
         if (!st) {
             void *ptrs[] = {src, wei, (void *)a->b, dst};
             st = vdnn_cpu_dnnl_step_run(be, &q->fwd, ptrs, scratch, "conv forward", err);
@@ -518,17 +572,18 @@ static vdnn_status conv_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     if (st || !a->dx[0]) return st;
     /* With one chunk, backward-data can reuse the dy copy backward-weights left. */
     const bool have_dy = n_chunks(s) == 1 && s->part[0].dy_shared;
+    const float *w = conv_weights_in(s, &op->d, a->w, ws, s->b_off[5]);
     for (int c = 0; !st && c < n_chunks(s); c++) {
         size_t first;
         conv_part *q = chunk_part(s, c, &first);
         const char *dyc = (const char *)a->dy + first * s->out_img;
         char *dxc = (char *)a->dx[0] + first * s->in_img;
         void *dy = piece(&q->d_dy, ws, s->b_off[0], dyc);
-        void *wei = piece(&q->d_wei, ws, s->b_off[1], a->w);
+        void *wei = piece(&q->d_wei, ws, s->b_off[1], w);
         void *dx = piece(&q->d_dx, ws, s->b_off[2], dxc);
         if (!have_dy) st = vdnn_cpu_dnnl_reorder_run(be, &q->d_dy, dyc, dy, scratch, "conv backward-data: dy copy", err);
         if (!st && (c == 0 || c == s->n_full))
-            st = vdnn_cpu_dnnl_reorder_run(be, &q->d_wei, a->w, wei, scratch, "conv backward-data: weights copy", err);
+            st = vdnn_cpu_dnnl_reorder_run(be, &q->d_wei, w, wei, scratch, "conv backward-data: weights copy", err);
         if (!st) {
             void *ptrs[] = {dy, wei, dx};
             st = vdnn_cpu_dnnl_step_run(be, &q->bwd_data, ptrs, scratch, "conv backward-data", err);

@@ -144,6 +144,8 @@ vdnn_status vdnn_cpu_dnnl_reorder_init_ex(cpu_backend *be, const dnnl_memory_des
     /* The chosen layout may pad channels up to its block: room for the larger of the two. */
     size_t a = dnnl_memory_desc_get_size(from), b = dnnl_memory_desc_get_size(to);
     r->bytes = a > b ? a : b;
+    r->from_bytes = a;
+    r->to_bytes = b;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL;
     vdnn_status st = vdnn_cpu_dnnl_check(dnnl_primitive_attr_create(&attr), what, err);

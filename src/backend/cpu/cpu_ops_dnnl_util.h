@@ -53,6 +53,9 @@ typedef struct cpu_dnnl_reorder {
     dnnl_primitive_t prim;             /* NULL: no copy needed */
     dnnl_memory_t src, dst;
     size_t bytes;                      /* size of the chosen layout when a copy is needed, else 0 */
+    /* Each side's own size (0 without a copy): a workspace holds only its side of the copy, e.g. a bf16 weights
+     * copy made from the fp32 master weights (half the master's bytes), or a gradient before it goes to dw. */
+    size_t from_bytes, to_bytes;
     size_t scratch_bytes;
     dnnl_memory_t scratch;
 } cpu_dnnl_reorder;
