@@ -25,6 +25,8 @@ run "--seq-len 0" 2 "--seq-len" -- train "${common[@]}" --data "text:$TMP/text.t
 run "--seq-len beyond the context" 1 "sequence of 65 tokens is longer than its context=64" -- \
     train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 65
 run "text on an image net" 2 "feeds sequence models" "lenet takes 1x28x28 images" -- train --model lenet --data "text:$TMP/text.txt" --steps 1
+run "synthetic images on a sequence model" 1 "one label per image, but the net predicts every token" -- \
+    train --model gpt-mini --data synthetic --batch 4 --steps 1 --device cpu
 
 if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 32 --steps 3 >"$TMP/out" 2>"$TMP/err" &&
     grep -q "validation loss: [0-9.]* nats/token, [0-9.]* bits/token" "$TMP/out"; then ok

@@ -41,6 +41,13 @@ vdnn_status vdnn_train_check_data(const vdnn_net_t *net, const vdnn_dataset_t *d
     if (!ds) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "no dataset given");
     const vdnn_graph_t *g = vdnn_net_graph(net);
     const vdnn_shape in = g->input;
+    /* The loader hands labels_per labels per sample and the loss reads one per row: they must agree. */
+    const size_t want = vdnn_graph_labels_per_sample(g);
+    if ((size_t)ds->labels_per != want && (ds->labels_per == 1 || want == 1))
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: %s, but the net %s", ds->source,
+                         ds->labels_per == 1 ? "one label per image" : "one target per token",
+                         want == 1 ? "classifies whole images (give it images)"
+                                   : "predicts every token of a sequence (give it --data text:FILE or tokens:FILE)");
     if (ds->labels_per > 1 && ds->h != in.h)
         return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: sequences of %d tokens but the net takes %d (set --seq-len)",
                          ds->source, ds->h, in.h);
