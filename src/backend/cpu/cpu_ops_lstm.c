@@ -212,7 +212,10 @@ static vdnn_status lstm_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     memset(dcc, 0, (size_t)b * (size_t)h * sizeof(float));
     for (int t = m.s - 1; t >= 0; t--) {
         const float *gt = a->aux + (size_t)t * (size_t)b * (size_t)h4;
-        float *dgt = dg + (size_t)t * (size_t)b * (size_t)h4;
+        /* dg is laid out [b][t][4H] (aux is [t][b]): a step's rows are strided, which its GEMM takes, and the
+         * chunk's rows follow y's and, where the input is this chunk's alone, x's, so that the weight gradients
+         * and dx are single GEMMs over all B*S rows instead of B thin ones that each re-read dW. */
+        float *dgt = dg + (size_t)t * (size_t)h4;
         for (int i = 0; i < b; i++) {
             const float *dyr = a->dy + ((size_t)i * (size_t)m.s + (size_t)t) * (size_t)m.w;
             for (int j = 0; j < pw; j++) dh[(size_t)i * pw + j] = dyr[j] + dhr[(size_t)i * pw + j];
@@ -235,35 +238,50 @@ static vdnn_status lstm_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
             const size_t e = (size_t)i * (size_t)h;
             const float *dyr = a->dy + ((size_t)i * (size_t)m.s + (size_t)t) * (size_t)m.w + (size_t)pw;
             const float *g = gt + (size_t)i * (size_t)h4, *c = vdnn_lstm_y_row(&m, a->y, i, t) + pw;
-            float *o = dgt + (size_t)i * (size_t)h4;
+            float *o = dgt + (size_t)i * (size_t)m.s * (size_t)h4;
             if (cp) cell_backward(g, c, cp, dyr, dm + e, dcc + e, o, h);
             else cell_backward(g, c, NULL, dyr, dm + e, dcc + e, o, h);
         }
         /* dh_{t-1} from this step's gates; at t = 0 it is the previous chunk's (or nobody's). */
         if (t > 0 || m.sp)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, pw, h4, 1.0f, dgt, h4, q.whh, pw, 0.0f, dhr, pw);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, pw, h4, 1.0f, dgt, m.s * h4, q.whh, pw, 0.0f,
+                        dhr, pw);
     }
+    /* x's rows (b, t) are evenly spaced when the chunk's input has its steps alone (tin == S). */
+    const bool x_flat = m.tin == m.s;
+    const size_t sh4 = (size_t)m.s * (size_t)h4;
     if (dp) {
-        for (int i = 0; i < b; i++) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, m.in, m.s, 1.0f, dg + (size_t)i * h4, b * h4,
-                        vdnn_lstm_x_row(&m, a->x[0], i, 0), m.ldx, 1.0f, (float *)dq.wih, m.in);
-            if (m.s > 1)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, pw, m.s - 1, 1.0f,
-                            dg + (size_t)b * h4 + (size_t)i * h4, b * h4, vdnn_lstm_y_row(&m, a->y, i, 0), m.w, 1.0f,
-                            (float *)dq.whh, pw);
-        }
+        if (x_flat)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, m.in, (int)bs, 1.0f, dg, h4,
+                        vdnn_lstm_x_row(&m, a->x[0], 0, 0), m.ldx, 1.0f, (float *)dq.wih, m.in);
+        else
+            for (int i = 0; i < b; i++)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, m.in, m.s, 1.0f, dg + (size_t)i * sh4, h4,
+                            vdnn_lstm_x_row(&m, a->x[0], i, 0), m.ldx, 1.0f, (float *)dq.wih, m.in);
         if (m.sp)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, pw, b, 1.0f, dg, h4, vdnn_lstm_prev_row(&m, a->x[2], 0),
-                        m.sp * m.w, 1.0f, (float *)dq.whh, pw);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, pw, b, 1.0f, dg, m.s * h4,
+                        vdnn_lstm_prev_row(&m, a->x[2], 0), m.sp * m.w, 1.0f, (float *)dq.whh, pw);
         for (size_t r = 0; r < bs; r++) ones[r] = 1.0f;
         cblas_sgemv(CblasRowMajor, CblasTrans, (int)bs, h4, 1.0f, dg, h4, ones, 1, 0.0f, (float *)dq.bih, 1);
         memcpy((float *)dq.bhh, dq.bih, (size_t)h4 * sizeof(float));
     }
     if (a->dx[0]) {
         memset(a->dx[0], 0, vdnn_shape_count(d->in[0]) * sizeof(float));
-        for (int i = 0; i < b; i++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m.s, m.in, h4, 1.0f, dg + (size_t)i * h4, b * h4,
-                        q.wih, m.in, 0.0f, (float *)vdnn_lstm_x_row(&m, a->dx[0], i, 0), m.ldx);
+        if (x_flat)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)bs, m.in, h4, 1.0f, dg, h4, q.wih, m.in, 0.0f,
+                        (float *)vdnn_lstm_x_row(&m, a->dx[0], 0, 0), m.ldx);
+        else
+            for (int i = 0; i < b; i++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m.s, m.in, h4, 1.0f, dg + (size_t)i * sh4, h4,
+                            q.wih, m.in, 0.0f, (float *)vdnn_lstm_x_row(&m, a->dx[0], i, 0), m.ldx);
+    }
+    /* dW_hh += sum over rows (b, t >= 1) of dg(b, t)^T h(b, t-1): y's rows follow dg's, so one GEMM over rows 1 ..
+     * B*S-1 pairs each with the row before, once rows (b >= 1, 0) -- paired with the previous sequence's last h --
+     * are zeroed. Last, as it spoils dg for everything above. */
+    if (dp && m.s > 1) {
+        for (int i = 1; i < b; i++) memset(dg + (size_t)i * sh4, 0, (size_t)h4 * sizeof(float));
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, pw, (int)bs - 1, 1.0f, dg + h4, h4,
+                    vdnn_lstm_y_row(&m, a->y, 0, 0), m.w, 1.0f, (float *)dq.whh, pw);
     }
     if (m.sp && a->dx[2]) {
         memset(a->dx[2], 0, vdnn_shape_count(d->in[2]) * sizeof(float));
