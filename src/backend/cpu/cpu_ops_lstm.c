@@ -89,10 +89,10 @@ static vdnn_status lstm_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_in
 }
 
 /* One row's cells of a step: g holds the pre-activations i, f, g, o (4h), activated in place; cp is c_{t-1} (NULL:
- * zero); c gets c_t, out o * tanh(c_t). Always inlined, so that each call site's cp == NULL test folds away and the
+ * zero); c gets c_t, out o * tanh(c_t). Always inlined, so that each call's cp == NULL test folds away and the
  * loop vectorizes. */
-static inline __attribute__((always_inline)) void cell_forward(float *restrict g, const float *restrict cp,
-                                                               float *restrict c, float *restrict out, int h)
+static inline __attribute__((always_inline)) void cell_forward_row(float *restrict g, const float *restrict cp,
+                                                                   float *restrict c, float *restrict out, int h)
 {
 #pragma omp simd
     for (int j = 0; j < h; j++) {
@@ -108,10 +108,10 @@ static inline __attribute__((always_inline)) void cell_forward(float *restrict g
 /* One row's gate gradients of a step: g the activated gates, c c_t, cp c_{t-1} (NULL: zero), dyc dL/dc_t from
  * outside, dm dL/d(o * tanh c_t); dcc carries dL/dc from step t+1 in and to step t-1 out; o gets the 4h gate
  * gradients. */
-static inline __attribute__((always_inline)) void cell_backward(const float *restrict g, const float *restrict c,
-                                                                const float *restrict cp, const float *restrict dyc,
-                                                                const float *restrict dm, float *restrict dcc,
-                                                                float *restrict o, int h)
+static inline __attribute__((always_inline)) void cell_backward_row(const float *restrict g,
+                                                                    const float *restrict c, const float *restrict cp,
+                                                                    const float *restrict dyc, const float *restrict dm,
+                                                                    float *restrict dcc, float *restrict o, int h)
 {
 #pragma omp simd
     for (int j = 0; j < h; j++) {
@@ -124,6 +124,28 @@ static inline __attribute__((always_inline)) void cell_backward(const float *res
         o[3 * h + j] = dme * tc * go * (1.0f - go);
         dcc[j] = dc * gf;
     }
+}
+
+/* The cells' loops in 16- and 8-wide variants besides the baseline's 4, picked by the CPU at load time (they were
+ * a fifth of the op's time in 4-wide SSE). With contraction off (CMakeLists.txt) each variant does the same IEEE
+ * operations in the same order, so the results are the same bits on every CPU. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define LSTM_CELL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define LSTM_CELL_CLONES
+#endif
+
+LSTM_CELL_CLONES static void cell_forward(float *g, const float *cp, float *c, float *out, int h)
+{
+    if (cp) cell_forward_row(g, cp, c, out, h);
+    else cell_forward_row(g, NULL, c, out, h);
+}
+
+LSTM_CELL_CLONES static void cell_backward(const float *g, const float *c, const float *cp, const float *dyc,
+                                           const float *dm, float *dcc, float *o, int h)
+{
+    if (cp) cell_backward_row(g, c, cp, dyc, dm, dcc, o, h);
+    else cell_backward_row(g, c, NULL, dyc, dm, dcc, o, h);
 }
 
 static vdnn_status lstm_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
@@ -170,8 +192,7 @@ static vdnn_status lstm_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
             const float *cp = t > 0 ? vdnn_lstm_y_row(&m, a->y, i, t - 1) + m.pw
                                     : m.sp ? vdnn_lstm_prev_row(&m, a->x[2], i) + m.pw : NULL;
             float *out = m.proj ? mbuf + (size_t)i * (size_t)h : yr;
-            if (cp) cell_forward(gt + (size_t)i * (size_t)h4, cp, yr + m.pw, out, h);
-            else cell_forward(gt + (size_t)i * (size_t)h4, NULL, yr + m.pw, out, h);
+            cell_forward(gt + (size_t)i * (size_t)h4, cp, yr + m.pw, out, h);
         }
         /* LSTMP: h = W_hr (o * tanh(c)). */
         if (m.proj)
@@ -239,8 +260,7 @@ static vdnn_status lstm_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
             const float *dyr = a->dy + ((size_t)i * (size_t)m.s + (size_t)t) * (size_t)m.w + (size_t)pw;
             const float *g = gt + (size_t)i * (size_t)h4, *c = vdnn_lstm_y_row(&m, a->y, i, t) + pw;
             float *o = dgt + (size_t)i * (size_t)m.s * (size_t)h4;
-            if (cp) cell_backward(g, c, cp, dyr, dm + e, dcc + e, o, h);
-            else cell_backward(g, c, NULL, dyr, dm + e, dcc + e, o, h);
+            cell_backward(g, c, cp, dyr, dm + e, dcc + e, o, h);
         }
         /* dh_{t-1} from this step's gates; at t = 0 it is the previous chunk's (or nobody's). */
         if (t > 0 || m.sp)
