@@ -26,9 +26,9 @@ static void no_destroy(cpu_backend *be, vdnn_op *op) {}
 
 /* ---- the gates' activations, vectorizable ----
  * libm's expf/tanhf are calls the compiler cannot vectorize, and a chunk makes 5 of them per cell and step (over a
- * million per chunk at B=32, H=256, S=32): they were a third of the op's time. These are plain float arithmetic
- * that `#pragma omp simd` loops turn into vector code; each result is within a few ulp of libm's, far inside what
- * the PyTorch reference test allows, and the same for the same input wherever the tensors sit. */
+ * million per chunk at B=32, H=256, S=32): they were most of the op's time outside its GEMMs. These are plain float
+ * arithmetic that `#pragma omp simd` loops turn into vector code; each result is within a few ulp of libm's, far
+ * inside what the PyTorch reference test allows, and the same for the same input wherever the tensors sit. */
 
 /* e^v: v = n ln2 + r with |r| <= ln2/2, e^r by its Taylor series to r^7 (truncation below 1e-8 relative), and
  * 2^n put in the exponent bits. v is clamped to where 2^n is a normal float. */
@@ -186,7 +186,8 @@ static vdnn_status lstm_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
         else if (m.sp)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, h4, m.pw, 1.0f, vdnn_lstm_prev_row(&m, a->x[2], 0),
                         m.sp * m.w, q.whh, m.pw, 1.0f, gt, h4);
-        /* On the calling thread: vectorized, a step's cells take a few microseconds, less than waking a team. */
+        /* On the calling thread: vectorized, a step's cells take some tens of microseconds, too few to be worth
+         * waking a team of threads per step (and OpenBLAS's threads wait on the other cores meanwhile). */
         for (int i = 0; i < b; i++) {
             float *yr = vdnn_lstm_y_row(&m, a->y, i, t);
             const float *cp = t > 0 ? vdnn_lstm_y_row(&m, a->y, i, t - 1) + m.pw
