@@ -1,7 +1,7 @@
 /* LSTM on the CPU (fp32, OpenBLAS): one chunk of time steps per op, its parameters as a tensor input, and the
  * gather of chunk outputs along time (docs/sequence.md, "LSTM"). */
 #include <cblas.h>
-#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_internal.h"
@@ -24,7 +24,53 @@ static vdnn_status need(const void *p, const vdnn_op_desc *d, const char *what, 
 static vdnn_status no_create(cpu_backend *be, vdnn_op *op, vdnn_error *err) { return VDNN_OK; }
 static void no_destroy(cpu_backend *be, vdnn_op *op) {}
 
-static float sigm(float v) { return 1.0f / (1.0f + expf(-v)); }
+/* ---- the gates' activations, vectorizable ----
+ * libm's expf/tanhf are calls the compiler cannot vectorize, and a chunk makes 5 of them per cell and step (over a
+ * million per chunk at B=32, H=256, S=32): they were most of the op's time outside its GEMMs. These are plain float
+ * arithmetic that `#pragma omp simd` loops turn into vector code; each result is within a few ulp of libm's, far
+ * inside what the PyTorch reference test allows, and the same for the same input wherever the tensors sit. */
+
+/* e^v: v = n ln2 + r with |r| <= ln2/2, e^r by its Taylor series to r^7 (truncation below 1e-8 relative), and
+ * 2^n put in the exponent bits. v is clamped to where 2^n is a normal float. */
+static inline float lstm_exp(float v)
+{
+    v = v < -87.0f ? -87.0f : v > 88.0f ? 88.0f : v;
+    /* Adding 1.5 * 2^23 rounds to the nearest integer without a rounding instruction (SSE2 has none). */
+    const float big = 12582912.0f, t = v * 1.44269504f + big, n = t - big;
+    const float r = (v - n * 0.693145752f) - n * 1.42860677e-6f; /* ln 2 in two parts: n * hi is exact */
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    /* t and big share their exponent, so their bits differ by n. */
+    int32_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    const int32_t sb = (bits - 0x4B400000 + 127) * (1 << 23);
+    float scale;
+    memcpy(&scale, &sb, sizeof scale);
+    return p * scale;
+}
+
+static inline float lstm_sigm(float v) { return 1.0f / (1.0f + lstm_exp(-v)); }
+
+/* tanh: 1 - 2 / (e^{2|v|} + 1) with v's sign, except near 0, where that cancels and its odd Taylor series to v^11
+ * (truncation below 1e-8 relative for |v| < 0.3) is exact enough. */
+static inline float lstm_tanh(float v)
+{
+    const float a = v < 0.0f ? -v : v, a2 = a * a;
+    float p = -1382.0f / 155925.0f;
+    p = p * a2 + 62.0f / 2835.0f;
+    p = p * a2 - 17.0f / 315.0f;
+    p = p * a2 + 2.0f / 15.0f;
+    p = p * a2 - 1.0f / 3.0f;
+    const float small = a + a * a2 * p, large = 1.0f - 2.0f / (lstm_exp(2.0f * a) + 1.0f);
+    const float r = a < 0.3f ? small : large;
+    return v < 0.0f ? -r : r;
+}
 
 /* ---- one chunk of steps ----
  * x[0] {B,1,Tin,ldx}: steps step0 .. step0+S-1 of it, the first In columns of each row (an lstm chunk's rows are
@@ -42,11 +88,64 @@ static vdnn_status lstm_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_in
     return VDNN_OK;
 }
 
-/* c_{t-1} of row b: the previous step's, the previous chunk's last, or zero. */
-static float c_prev(const vdnn_lstm_dims *m, const float *y, const float *xp, int b, int t, int j)
+/* One row's cells of a step: g holds the pre-activations i, f, g, o (4h), activated in place; cp is c_{t-1} (NULL:
+ * zero); c gets c_t, out o * tanh(c_t). Always inlined, so that each call's cp == NULL test folds away and the
+ * loop vectorizes. */
+static inline __attribute__((always_inline)) void cell_forward_row(float *restrict g, const float *restrict cp,
+                                                                   float *restrict c, float *restrict out, int h)
 {
-    if (t > 0) return y[((size_t)b * (size_t)m->s + (size_t)(t - 1)) * (size_t)m->w + (size_t)m->pw + (size_t)j];
-    return m->sp ? vdnn_lstm_prev_row(m, xp, b)[m->pw + j] : 0.0f;
+#pragma omp simd
+    for (int j = 0; j < h; j++) {
+        const float gi = lstm_sigm(g[j]), gf = lstm_sigm(g[h + j]), gg = lstm_tanh(g[2 * h + j]);
+        const float go = lstm_sigm(g[3 * h + j]);
+        g[j] = gi, g[h + j] = gf, g[2 * h + j] = gg, g[3 * h + j] = go;
+        const float cj = cp ? gf * cp[j] + gi * gg : gi * gg;
+        c[j] = cj;
+        out[j] = go * lstm_tanh(cj);
+    }
+}
+
+/* One row's gate gradients of a step: g the activated gates, c c_t, cp c_{t-1} (NULL: zero), dyc dL/dc_t from
+ * outside, dm dL/d(o * tanh c_t); dcc carries dL/dc from step t+1 in and to step t-1 out; o gets the 4h gate
+ * gradients. */
+static inline __attribute__((always_inline)) void cell_backward_row(const float *restrict g,
+                                                                    const float *restrict c, const float *restrict cp,
+                                                                    const float *restrict dyc, const float *restrict dm,
+                                                                    float *restrict dcc, float *restrict o, int h)
+{
+#pragma omp simd
+    for (int j = 0; j < h; j++) {
+        const float gi = g[j], gf = g[h + j], gg = g[2 * h + j], go = g[3 * h + j];
+        const float tc = lstm_tanh(c[j]), dme = dm[j];
+        const float dc = dyc[j] + dcc[j] + dme * go * (1.0f - tc * tc);
+        o[j] = dc * gg * gi * (1.0f - gi);
+        o[h + j] = cp ? dc * cp[j] * gf * (1.0f - gf) : dc * 0.0f * gf * (1.0f - gf);
+        o[2 * h + j] = dc * gi * (1.0f - gg * gg);
+        o[3 * h + j] = dme * tc * go * (1.0f - go);
+        dcc[j] = dc * gf;
+    }
+}
+
+/* The cells' loops in 16- and 8-wide variants besides the baseline's 4, picked by the CPU at load time (they were
+ * a fifth of the op's time in 4-wide SSE). With contraction off (CMakeLists.txt) each variant does the same IEEE
+ * operations in the same order, so the results are the same bits on every CPU. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define LSTM_CELL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define LSTM_CELL_CLONES
+#endif
+
+LSTM_CELL_CLONES static void cell_forward(float *g, const float *cp, float *c, float *out, int h)
+{
+    if (cp) cell_forward_row(g, cp, c, out, h);
+    else cell_forward_row(g, NULL, c, out, h);
+}
+
+LSTM_CELL_CLONES static void cell_backward(const float *g, const float *c, const float *cp, const float *dyc,
+                                           const float *dm, float *dcc, float *o, int h)
+{
+    if (cp) cell_backward_row(g, c, cp, dyc, dm, dcc, o, h);
+    else cell_backward_row(g, c, NULL, dyc, dm, dcc, o, h);
 }
 
 static vdnn_status lstm_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
@@ -87,19 +186,14 @@ static vdnn_status lstm_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
         else if (m.sp)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, h4, m.pw, 1.0f, vdnn_lstm_prev_row(&m, a->x[2], 0),
                         m.sp * m.w, q.whh, m.pw, 1.0f, gt, h4);
-        const long n = (long)b * h;
-#pragma omp parallel for if (n * 8 > CPU_PAR_MIN)
-        for (long e = 0; e < n; e++) {
-            const int i = (int)(e / h), j = (int)(e % h);
-            float *g = gt + (size_t)i * (size_t)h4;
-            const float gi = sigm(g[j]), gf = sigm(g[h + j]), gg = tanhf(g[2 * h + j]), go = sigm(g[3 * h + j]);
-            g[j] = gi, g[h + j] = gf, g[2 * h + j] = gg, g[3 * h + j] = go;
+        /* On the calling thread: vectorized, a step's cells take some tens of microseconds, too few to be worth
+         * waking a team of threads per step (and OpenBLAS's threads wait on the other cores meanwhile). */
+        for (int i = 0; i < b; i++) {
             float *yr = vdnn_lstm_y_row(&m, a->y, i, t);
-            const float c = gf * c_prev(&m, a->y, a->x[2], i, t, j) + gi * gg;
-            yr[m.pw + j] = c;
-            const float out = go * tanhf(c);
-            if (m.proj) mbuf[e] = out;
-            else yr[j] = out;
+            const float *cp = t > 0 ? vdnn_lstm_y_row(&m, a->y, i, t - 1) + m.pw
+                                    : m.sp ? vdnn_lstm_prev_row(&m, a->x[2], i) + m.pw : NULL;
+            float *out = m.proj ? mbuf + (size_t)i * (size_t)h : yr;
+            cell_forward(gt + (size_t)i * (size_t)h4, cp, yr + m.pw, out, h);
         }
         /* LSTMP: h = W_hr (o * tanh(c)). */
         if (m.proj)
@@ -140,7 +234,10 @@ static vdnn_status lstm_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     memset(dcc, 0, (size_t)b * (size_t)h * sizeof(float));
     for (int t = m.s - 1; t >= 0; t--) {
         const float *gt = a->aux + (size_t)t * (size_t)b * (size_t)h4;
-        float *dgt = dg + (size_t)t * (size_t)b * (size_t)h4;
+        /* dg is laid out [b][t][4H] (aux is [t][b]): a step's rows are strided, which its GEMM takes, and the
+         * chunk's rows follow y's and, where the input is this chunk's alone, x's, so that the weight gradients
+         * and dx are single GEMMs over all B*S rows instead of B thin ones that each re-read dW. */
+        float *dgt = dg + (size_t)t * (size_t)h4;
         for (int i = 0; i < b; i++) {
             const float *dyr = a->dy + ((size_t)i * (size_t)m.s + (size_t)t) * (size_t)m.w;
             for (int j = 0; j < pw; j++) dh[(size_t)i * pw + j] = dyr[j] + dhr[(size_t)i * pw + j];
@@ -149,7 +246,7 @@ static vdnn_status lstm_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
         if (m.proj) {
             for (int i = 0; i < b; i++) {
                 const float *yr = vdnn_lstm_y_row(&m, a->y, i, t);
-                for (int j = 0; j < h; j++) mv[(size_t)i * h + j] = gt[(size_t)i * h4 + 3 * h + j] * tanhf(yr[pw + j]);
+                for (int j = 0; j < h; j++) mv[(size_t)i * h + j] = gt[(size_t)i * h4 + 3 * h + j] * lstm_tanh(yr[pw + j]);
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, h, pw, 1.0f, dh, pw, q.whr, h, 0.0f, dm_buf, h);
             if (dp)
@@ -157,48 +254,55 @@ static vdnn_status lstm_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
                             (float *)dq.whr, h);
             dm = dm_buf;
         }
-        const long n = (long)b * h;
-#pragma omp parallel for if (n * 8 > CPU_PAR_MIN)
-        for (long e = 0; e < n; e++) {
-            const int i = (int)(e / h), j = (int)(e % h);
-            const float *g = gt + (size_t)i * (size_t)h4;
-            float *o = dgt + (size_t)i * (size_t)h4;
-            const float gi = g[j], gf = g[h + j], gg = g[2 * h + j], go = g[3 * h + j];
-            const float c = vdnn_lstm_y_row(&m, a->y, i, t)[pw + j], tc = tanhf(c);
-            const float dyc = a->dy[((size_t)i * (size_t)m.s + (size_t)t) * (size_t)m.w + (size_t)pw + (size_t)j];
-            const float dme = dm[e];
-            const float dc = dyc + dcc[e] + dme * go * (1.0f - tc * tc);
-            o[j] = dc * gg * gi * (1.0f - gi);
-            o[h + j] = dc * c_prev(&m, a->y, a->x[2], i, t, j) * gf * (1.0f - gf);
-            o[2 * h + j] = dc * gi * (1.0f - gg * gg);
-            o[3 * h + j] = dme * tc * go * (1.0f - go);
-            dcc[e] = dc * gf;
+        for (int i = 0; i < b; i++) {
+            const float *cp = t > 0 ? vdnn_lstm_y_row(&m, a->y, i, t - 1) + pw
+                                    : m.sp ? vdnn_lstm_prev_row(&m, a->x[2], i) + pw : NULL;
+            const size_t e = (size_t)i * (size_t)h;
+            const float *dyr = a->dy + ((size_t)i * (size_t)m.s + (size_t)t) * (size_t)m.w + (size_t)pw;
+            const float *g = gt + (size_t)i * (size_t)h4, *c = vdnn_lstm_y_row(&m, a->y, i, t) + pw;
+            float *o = dgt + (size_t)i * (size_t)m.s * (size_t)h4;
+            cell_backward(g, c, cp, dyr, dm + e, dcc + e, o, h);
         }
         /* dh_{t-1} from this step's gates; at t = 0 it is the previous chunk's (or nobody's). */
         if (t > 0 || m.sp)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, pw, h4, 1.0f, dgt, h4, q.whh, pw, 0.0f, dhr, pw);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, pw, h4, 1.0f, dgt, m.s * h4, q.whh, pw, 0.0f,
+                        dhr, pw);
     }
+    /* x's rows (b, t) are evenly spaced when the chunk's input has its steps alone (tin == S). */
+    const bool x_flat = m.tin == m.s;
+    const size_t sh4 = (size_t)m.s * (size_t)h4;
     if (dp) {
-        for (int i = 0; i < b; i++) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, m.in, m.s, 1.0f, dg + (size_t)i * h4, b * h4,
-                        vdnn_lstm_x_row(&m, a->x[0], i, 0), m.ldx, 1.0f, (float *)dq.wih, m.in);
-            if (m.s > 1)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, pw, m.s - 1, 1.0f,
-                            dg + (size_t)b * h4 + (size_t)i * h4, b * h4, vdnn_lstm_y_row(&m, a->y, i, 0), m.w, 1.0f,
-                            (float *)dq.whh, pw);
-        }
+        if (x_flat)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, m.in, (int)bs, 1.0f, dg, h4,
+                        vdnn_lstm_x_row(&m, a->x[0], 0, 0), m.ldx, 1.0f, (float *)dq.wih, m.in);
+        else
+            for (int i = 0; i < b; i++)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, m.in, m.s, 1.0f, dg + (size_t)i * sh4, h4,
+                            vdnn_lstm_x_row(&m, a->x[0], i, 0), m.ldx, 1.0f, (float *)dq.wih, m.in);
         if (m.sp)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, pw, b, 1.0f, dg, h4, vdnn_lstm_prev_row(&m, a->x[2], 0),
-                        m.sp * m.w, 1.0f, (float *)dq.whh, pw);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, pw, b, 1.0f, dg, m.s * h4,
+                        vdnn_lstm_prev_row(&m, a->x[2], 0), m.sp * m.w, 1.0f, (float *)dq.whh, pw);
         for (size_t r = 0; r < bs; r++) ones[r] = 1.0f;
         cblas_sgemv(CblasRowMajor, CblasTrans, (int)bs, h4, 1.0f, dg, h4, ones, 1, 0.0f, (float *)dq.bih, 1);
         memcpy((float *)dq.bhh, dq.bih, (size_t)h4 * sizeof(float));
     }
     if (a->dx[0]) {
         memset(a->dx[0], 0, vdnn_shape_count(d->in[0]) * sizeof(float));
-        for (int i = 0; i < b; i++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m.s, m.in, h4, 1.0f, dg + (size_t)i * h4, b * h4,
-                        q.wih, m.in, 0.0f, (float *)vdnn_lstm_x_row(&m, a->dx[0], i, 0), m.ldx);
+        if (x_flat)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)bs, m.in, h4, 1.0f, dg, h4, q.wih, m.in, 0.0f,
+                        (float *)vdnn_lstm_x_row(&m, a->dx[0], 0, 0), m.ldx);
+        else
+            for (int i = 0; i < b; i++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m.s, m.in, h4, 1.0f, dg + (size_t)i * sh4, h4,
+                            q.wih, m.in, 0.0f, (float *)vdnn_lstm_x_row(&m, a->dx[0], i, 0), m.ldx);
+    }
+    /* dW_hh += sum over rows (b, t >= 1) of dg(b, t)^T h(b, t-1): y's rows follow dg's, so one GEMM over rows 1 ..
+     * B*S-1 pairs each with the row before, once rows (b >= 1, 0) -- paired with the previous sequence's last h --
+     * are zeroed. Last, as it spoils dg for everything above. */
+    if (dp && m.s > 1) {
+        for (int i = 1; i < b; i++) memset(dg + (size_t)i * sh4, 0, (size_t)h4 * sizeof(float));
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, pw, (int)bs - 1, 1.0f, dg + h4, h4,
+                    vdnn_lstm_y_row(&m, a->y, 0, 0), m.w, 1.0f, (float *)dq.whh, pw);
     }
     if (m.sp && a->dx[2]) {
         memset(a->dx[2], 0, vdnn_shape_count(d->in[2]) * sizeof(float));
