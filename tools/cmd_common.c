@@ -41,7 +41,8 @@ static const struct mem_flag {
 
 /* The other option fields library messages begin with ("batch: ..."), and their flags. */
 static const struct { const char *field, *flag; } plain_fields[] = {
-    {"batch", "--batch"}, {"input", "--input"}, {"classes", "--classes"}, {"context", "--context"}, {"seed", "--seed"},
+    {"batch", "--batch"}, {"input", "--input"}, {"classes", "--classes"}, {"context", "--context"},
+    {"head groups", "--head-groups"}, {"seed", "--seed"},
     {"lr", "--lr"}, {"lr_schedule", "--lr-schedule"}, {"momentum", "--momentum"},
     {"weight_decay", "--weight-decay"}, {"optimizer", "--optimizer"}, {"beta1, beta2", "--beta1, --beta2"},
     {"eps", "--eps"}, {"clip_grad_norm", "--clip-grad-norm"}, {"memory.optimizer_moments", "--optimizer"}, {"threads", "--threads"}, {"epochs", "--epochs"}, {"steps", "--steps"},
@@ -234,6 +235,11 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             snprintf(range, sizeof range, "an integer from 1 to %d", VDNN_MAX_SIDE);
             if (!vdnn_parse_int(v, &n) || n < 1 || n > VDNN_MAX_SIDE) return bad(cmd, f, v, range);
             o->context = (int)n;
+        } else if (!strcmp(f, "--head-groups") && (allowed & OPT_SHAPE)) {
+            /* Every attention's heads in groups, one group's probabilities a tensor (long contexts). */
+            NEED_VALUE();
+            if (!vdnn_parse_int(v, &n) || n < 1 || n > 4096) return bad(cmd, f, v, "an integer from 1 to 4096");
+            o->head_groups = (int)n;
         } else if (!strcmp(f, "--classes") && (allowed & OPT_SHAPE)) {
             NEED_VALUE();
             if (!vdnn_parse_int(v, &n) || n < 2 || n > 1000000) return bad(cmd, f, v, "an integer from 2 to 1000000");
@@ -334,11 +340,17 @@ bool cli_sequence_model(const vdnn_model_t *m)
 vdnn_status cli_load_model_opts(const cli_options *o, vdnn_model_t **m, vdnn_error *err)
 {
     vdnn_status rc = cli_load_model(o->model, m, err);
-    if (rc != VDNN_OK || !o->context) return rc;
     vdnn_model_t *c = NULL;
-    rc = vdnn_model_with_context(*m, o->context, &c, err);
-    vdnn_model_free(*m);
-    *m = c;
+    if (rc == VDNN_OK && o->context) {
+        rc = vdnn_model_with_context(*m, o->context, &c, err);
+        vdnn_model_free(*m);
+        *m = c;
+    }
+    if (rc == VDNN_OK && o->head_groups) {
+        rc = vdnn_model_with_head_groups(*m, o->head_groups, &c, err);
+        vdnn_model_free(*m);
+        *m = c;
+    }
     return rc;
 }
 

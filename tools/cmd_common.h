@@ -15,6 +15,7 @@ typedef struct cli_options {
     int in_c, in_h, in_w;     /* 0: from the data or the model */
     int classes;              /* 0: from the data or the model */
     int context;              /* --context N: a sequence model's context (position table and input length); 0: the file's */
+    int head_groups;          /* --head-groups G: every attention's heads in G groups (vdnn_model_with_head_groups); 0: the file's */
     int batch;
     int epochs;
     long steps;
@@ -91,7 +92,7 @@ vdnn_status cli_error(vdnn_error *err, vdnn_status s, const char *fmt, ...) __at
 bool cli_sequence_model(const vdnn_model_t *m);
 /* Finds and loads the model: NAME -> models/NAME.cfg, else a file path. */
 vdnn_status cli_load_model(const char *model, vdnn_model_t **m, vdnn_error *err);
-/* The same for o->model, then --context applied (vdnn_model_with_context). */
+/* The same for o->model, then --context and --head-groups applied (vdnn_model_with_context, _with_head_groups). */
 vdnn_status cli_load_model_opts(const cli_options *o, vdnn_model_t **m, vdnn_error *err);
 /* Input shape (n = batch) and class count from flags, else the data, else the model's defaults. */
 vdnn_status cli_shape(const cli_options *o, const vdnn_model_t *m, const vdnn_dataset_t *ds, vdnn_shape *in,

@@ -11,7 +11,7 @@ static bool is_sequence_data(const char *spec) { return !strncmp(spec, "text:", 
 static const char train_usage[] =
     "usage: vdnn train [--model NAME|FILE] [--data fashion-mnist|cifar10:DIR|idx:DIR|text:FILE|text:DIR|tokens:FILE|\n"
     "                  synthetic]\n"
-    "                  [--input CxHxW | --seq-len N] [--context N] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
+    "                  [--input CxHxW | --seq-len N] [--context N] [--head-groups G] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
     "                  [--lr-schedule constant|step:N:GAMMA|cosine[:MIN][,warmup=N]] [--momentum X]\n"
     "                  [--weight-decay X] [--optimizer sgd|adamw] [--beta1 X] [--beta2 X] [--eps X] [--clip-grad-norm X] [--seed N] [--threads N] [--device auto|cpu|cuda] [--no-tf32]\n"
     "                  [--deterministic] [--budget SIZE] [--host-budget SIZE] [--policy POLICY] [--profile FILE]\n"
@@ -50,12 +50,14 @@ static const char train_usage[] =
     "with pre-tokenized ids in llm.c's .bin layout (a header of 256 int32: 20240520, 1, the token count; then\n"
     "uint16 ids); the vocabulary (the model's classes) is the largest id + 1 unless --classes says otherwise.\n"
     "--context N gives a sequence model a context of N tokens (its position table's rows, the default --seq-len).\n"
+    "--head-groups G computes every attention's heads in G groups, each group's probabilities a tensor of their own,\n"
+    "so that a plan swaps or recomputes one group's at a time (long contexts; the same numbers up to float sums).\n"
     "Without --data a sequence model reads text:" CLI_DEFAULT_TEXT_DIR " (Debian's " CLI_DEFAULT_TEXT_PACKAGE "\n"
     "and fortunes-min): the text files of a directory read as one text, in name order.\n"
     CLI_DEVICE_USAGE;
 
 static const char eval_usage[] =
-    "usage: vdnn eval --resume FILE [--model NAME|FILE] [--data SPEC] [--input CxHxW | --seq-len N] [--context N]\n"
+    "usage: vdnn eval --resume FILE [--model NAME|FILE] [--data SPEC] [--input CxHxW | --seq-len N] [--context N] [--head-groups G]\n"
     "                 [--classes N] [--batch N] [--threads N] [--device auto|cpu|cuda] [--no-tf32] [--deterministic]\n"
     "                 [--precision fp32|bf16|fp16] [--json]\n"
     "Evaluates a checkpoint on the test split of the data and prints accuracy and loss (a sequence model without\n"

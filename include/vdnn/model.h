@@ -28,6 +28,14 @@ VDNN_API void vdnn_model_defaults(const vdnn_model_t *m, vdnn_shape *input, int 
  * frees it. VDNN_ERR_INVALID_ARG (naming the model) for a model without a pos_embed layer or a context out of range,
  * VDNN_ERR_UNSUPPORTED for a model carrying trained parameters (an ONNX model's initializers). */
 VDNN_API vdnn_status vdnn_model_with_context(const vdnn_model_t *m, int context, vdnn_model_t **out, vdnn_error *err);
+/* A copy of a transformer whose every attention computes its heads in `groups` groups: each group's probabilities
+ * (B x H/groups x T x T) are a tensor of their own with their own mix of the values, joined after, so that a plan
+ * keeps, swaps or recomputes one group's at a time and never needs every head's at once (long contexts;
+ * docs/sequence.md). The same numbers up to the order of float sums; groups 1 gives a plain copy. The caller frees
+ * it. VDNN_ERR_INVALID_ARG (naming the model and layer) for a model without attention or a count that does not
+ * divide some attention's heads, VDNN_ERR_UNSUPPORTED for a model whose attention is already grouped. */
+VDNN_API vdnn_status vdnn_model_with_head_groups(const vdnn_model_t *m, int groups, vdnn_model_t **out,
+                                                 vdnn_error *err);
 
 /* Writes the ONNX model `m` was read from (the .onnx file at vdnn_model_source) to `out` with the parameters a
  * checkpoint of it holds (vdnn_net_save's file) as its initializers: weights, biases, batch-norm scales, shifts

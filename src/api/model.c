@@ -52,6 +52,35 @@ vdnn_status vdnn_model_with_context(const vdnn_model_t *m, int context, vdnn_mod
     return VDNN_OK;
 }
 
+vdnn_status vdnn_model_with_head_groups(const vdnn_model_t *m, int groups, vdnn_model_t **out, vdnn_error *err)
+{
+    if (!m || !out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "model_with_head_groups: no model or no place for the copy");
+    *out = NULL;
+    int attention = 0;
+    for (int l = 1; l < m->n_layers; l++) {
+        const vdnn_layer *L = &m->layers[l];
+        if (L->kind != VDNN_LAYER_ATTN_PROBS) continue;
+        attention++;
+        if (L->p.head_count)
+            return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "head groups: %s computes attention '%s' in groups already",
+                             m->source, L->name);
+        if (groups < 1 || L->p.heads % groups)
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "head groups: %d does not divide the %d heads of '%s' (%s)",
+                             groups, L->p.heads, L->name, m->source);
+    }
+    if (!attention)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "head groups: %s has no attention (attn_probs) layer", m->source);
+    vdnn_status rc = vdnn_graph_clone(m, out, err);
+    if (rc != VDNN_OK) return rc;
+    for (int l = 1; l < m->n_layers; l++)
+        if ((*out)->layers[l].kind == VDNN_LAYER_ATTN_PROBS) (*out)->layers[l].p.groups = groups;
+    if ((rc = vdnn_graph_expand_attention(*out, err)) != VDNN_OK) {
+        vdnn_graph_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 vdnn_status vdnn_model_layers(const vdnn_model_t *m, vdnn_shape input, int classes, vdnn_backend_t *be,
                               vdnn_layer_info *out, vdnn_error *err)
 {

@@ -5,17 +5,31 @@
 
 vdnn_status vdnn_op_check_concat(const vdnn_op_desc *d, vdnn_error *err)
 {
-    long c = 0;
+    const bool feat = d->kind == VDNN_LAYER_FEAT_CAT;
+    const char *name = vdnn_layer_kind_name(d->kind);
+    long sum = 0;
     for (int i = 0; i < d->n_inputs; i++) {
         vdnn_shape s = d->in[i];
-        if (s.n != d->out.n || s.h != d->out.h || s.w != d->out.w)
-            return vdnn_fail(err, VDNN_ERR_SHAPE, "concat: input %d is %dx%dx%dx%d but the output is %dx?x%dx%d", i, s.n,
-                             s.c, s.h, s.w, d->out.n, d->out.h, d->out.w);
-        c += s.c;
+        if (feat ? s.n != d->out.n || s.c != d->out.c || s.h != d->out.h
+                 : s.n != d->out.n || s.h != d->out.h || s.w != d->out.w)
+            return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: input %d is %dx%dx%dx%d but the output is %dx%dx%dx%d (%s)", name,
+                             i, s.n, s.c, s.h, s.w, d->out.n, d->out.c, d->out.h, d->out.w,
+                             feat ? "widths add up" : "channels add up");
+        sum += feat ? s.w : s.c;
     }
-    if (c != d->out.c)
-        return vdnn_fail(err, VDNN_ERR_SHAPE, "concat: input channels sum to %ld but the output has %d", c, d->out.c);
+    if (sum != (feat ? d->out.w : d->out.c))
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: input %s sum to %ld but the output has %d", name,
+                         feat ? "widths" : "channels", sum, feat ? d->out.w : d->out.c);
     return VDNN_OK;
+}
+
+void vdnn_op_concat_rows(const vdnn_op_desc *d, size_t *rows, size_t *joined, size_t len[VDNN_MAX_INPUTS])
+{
+    const bool feat = d->kind == VDNN_LAYER_FEAT_CAT;
+    const size_t hw = (size_t)d->out.h * (size_t)d->out.w;
+    *rows = feat ? (size_t)d->out.n * (size_t)d->out.c * (size_t)d->out.h : (size_t)d->out.n;
+    *joined = feat ? (size_t)d->out.w : (size_t)d->out.c * hw;
+    for (int i = 0; i < d->n_inputs; i++) len[i] = feat ? (size_t)d->in[i].w : (size_t)d->in[i].c * hw;
 }
 
 vdnn_status vdnn_op_check_add(const vdnn_op_desc *d, vdnn_error *err)

@@ -4,8 +4,12 @@
 
 #include "backend/backend.h"
 
-/* Inputs of equal batch and spatial size whose channels add up to the output's. */
+/* concat: inputs of equal batch and spatial size whose channels add up to the output's; feat_cat: inputs of equal
+ * batch, channels and height whose last dimensions add up to the output's. */
 vdnn_status vdnn_op_check_concat(const vdnn_op_desc *d, vdnn_error *err);
+/* Either concatenation as rows joined side by side: `rows` rows (concat: samples; feat_cat: every index but the last)
+ * of `joined` output values, input i giving len[i] values of each. */
+void vdnn_op_concat_rows(const vdnn_op_desc *d, size_t *rows, size_t *joined, size_t len[VDNN_MAX_INPUTS]);
 /* Inputs shaped exactly like the output. */
 vdnn_status vdnn_op_check_add(const vdnn_op_desc *d, vdnn_error *err);
 /* a and b are values of vdnn_dtype (VDNN_ERR_INVALID_ARG naming `what` otherwise); pass a twice for one type. */

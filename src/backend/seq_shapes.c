@@ -11,11 +11,13 @@ vdnn_status vdnn_seq_shape_fail(const vdnn_op_desc *d, const char *want, vdnn_er
 vdnn_status vdnn_attn_dims_of(const vdnn_op_desc *d, vdnn_shape qkv, vdnn_shape probs, vdnn_attn_dims *a,
                               vdnn_error *err)
 {
+    const int heads = d->p.heads ? d->p.heads : probs.c, h0 = d->p.head0;
     if (qkv.c != 1 || qkv.w % 3 || probs.n != qkv.n || probs.h != qkv.h || probs.w != qkv.h || probs.c < 1 ||
-        (qkv.w / 3) % probs.c)
+        heads < 1 || (qkv.w / 3) % heads || h0 < 0 || h0 > heads - probs.c)
         return vdnn_fail(err, VDNN_ERR_SHAPE, "%s: qkv %dx%dx%dx%d and probabilities %dx%dx%dx%d do not fit (expected "
-                         "Bx1xTx3F and BxHxTxT with H dividing F)", vdnn_layer_kind_name(d->kind), qkv.n, qkv.c,
-                         qkv.h, qkv.w, probs.n, probs.c, probs.h, probs.w);
-    *a = (vdnn_attn_dims){qkv.n, probs.c, qkv.h, qkv.w / 3, qkv.w / 3 / probs.c};
+                         "Bx1xTx3F and BxHxTxT, heads %d on of %d dividing F)", vdnn_layer_kind_name(d->kind), qkv.n,
+                         qkv.c, qkv.h, qkv.w, probs.n, probs.c, probs.h, probs.w, h0, heads);
+    const int dh = qkv.w / 3 / heads;
+    *a = (vdnn_attn_dims){qkv.n, probs.c, qkv.h, qkv.w / 3, dh, h0, probs.c * dh};
     return VDNN_OK;
 }

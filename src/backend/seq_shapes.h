@@ -9,12 +9,16 @@
 static inline size_t vdnn_seq_rows(vdnn_shape s) { return (size_t)s.n * (size_t)s.c * (size_t)s.h; }
 
 typedef struct vdnn_attn_dims {
-    int b, h, t, f, dh; /* batch, heads, tokens, width, width of a head */
+    int b, h, t, f, dh; /* batch, heads of this op, tokens, width, width of a head */
+    int h0, w;          /* the op's first head (a group's, 0 for every head) and its heads' width h * dh */
 } vdnn_attn_dims;
 
-/* qkv Bx1xTx3F and probabilities BxHxTxT with H dividing F; otherwise VDNN_ERR_SHAPE naming the op. */
+/* qkv Bx1xTx3F and probabilities BxHxTxT, the op's H heads from d->p.head0 on of d->p.heads (0: H) dividing F;
+ * otherwise VDNN_ERR_SHAPE naming the op. */
 vdnn_status vdnn_attn_dims_of(const vdnn_op_desc *d, vdnn_shape qkv, vdnn_shape probs, vdnn_attn_dims *a,
                               vdnn_error *err);
+/* The heads an attn_probs op computes: its group's, else every head. */
+static inline int vdnn_attn_op_heads(const vdnn_op_desc *d) { return d->p.head_count ? d->p.head_count : d->p.heads; }
 /* VDNN_ERR_SHAPE: "OP: input ..., output ...: want". */
 vdnn_status vdnn_seq_shape_fail(const vdnn_op_desc *d, const char *want, vdnn_error *err);
 

@@ -165,7 +165,8 @@ vdnn_status vdnn_net_init_params(vdnn_net_t *net, vdnn_error *err)
                 double bound = 1.0 / sqrt(fan_in);
                 /* Embedding tables: GPT-2 draws them with standard deviation 0.02; a uniform of that spread. */
                 if (ly->kind == VDNN_LAYER_EMBED || ly->kind == VDNN_LAYER_POS_EMBED) bound = 0.02 * sqrt(3.0);
-                uint64_t st = vdnn_mix64(net->opt.seed ^ vdnn_mix64((uint64_t)s->layer * 2 + (s->kind == VDNN_ST_BIAS)));
+                const uint64_t key = ly->origin ? (uint64_t)ly->origin - 1 : (uint64_t)s->layer;
+                uint64_t st = vdnn_mix64(net->opt.seed ^ vdnn_mix64(key * 2 + (s->kind == VDNN_ST_BIAS)));
                 for (size_t k = 0; k < n; k++) {
                     uint64_t r = vdnn_mix64(st + k);
                     double u = (double)(r >> 11) * (1.0 / 9007199254740992.0);

@@ -24,7 +24,7 @@ static const char *const kind_names[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_ATTN_PROBS] = "attn_probs", [VDNN_LAYER_ATTN_MIX] = "attn_mix",
     [VDNN_LAYER_GELU] = "gelu",
     [VDNN_LAYER_LSTM] = "lstm",           [VDNN_LAYER_PARAMS] = "params",
-    [VDNN_LAYER_SEQ_CAT] = "seq_cat",
+    [VDNN_LAYER_SEQ_CAT] = "seq_cat", [VDNN_LAYER_FEAT_CAT] = "feat_cat",
 };
 
 const char *vdnn_layer_kind_name(vdnn_layer_kind k)
@@ -374,25 +374,30 @@ static vdnn_status resolve_layer(vdnn_graph_t *g, int idx, vdnn_error *err)
         break;
     }
     case VDNN_LAYER_ATTN_PROBS: {
+        const int hn = p->head_count ? p->head_count : p->heads;
         if (p->heads < 1 || in.c != 1 || in.w % 3 || (in.w / 3) % p->heads)
             return layer_fail(g, L, err, "attn_probs reads q, k and v side by side (1xTx3F with F a multiple of "
                               "heads=%d), got %s", p->heads, shape_str(in, a, sizeof a));
-        out.c = p->heads;
+        if (hn < 1 || p->head0 < 0 || p->head0 > p->heads - hn)
+            return layer_fail(g, L, err, "attn_probs: heads %d to %d of %d", p->head0, p->head0 + hn - 1, p->heads);
+        out.c = hn;
         out.w = in.h;
-        /* Q K^T over the causal half (counted whole: the GEMMs run whole), then the softmax. */
-        double f = in.w / 3, t = in.h;
-        L->flops_fwd = 2.0 * in.n * t * t * f + 5.0 * in.n * p->heads * t * t;
-        L->flops_bwd = 4.0 * in.n * t * t * f + 5.0 * in.n * p->heads * t * t;
+        /* Q K^T over the causal half (counted whole: the GEMMs run whole), then the softmax; a group of heads
+         * reads a share of the width. */
+        double f = (double)(in.w / 3) * hn / p->heads, t = in.h;
+        L->flops_fwd = 2.0 * in.n * t * t * f + 5.0 * in.n * hn * t * t;
+        L->flops_bwd = 4.0 * in.n * t * t * f + 5.0 * in.n * hn * t * t;
         break;
     }
     case VDNN_LAYER_ATTN_MIX: {
         const vdnn_layer *q = &g->layers[L->inputs[1]];
+        const int heads = p->heads ? p->heads : in.c;
         if (in.c < 1 || in.h != in.w || q->out.c != 1 || q->out.h != in.h || q->out.w % 3 ||
-            (q->out.w / 3) % in.c)
+            (q->out.w / 3) % heads || p->head0 < 0 || p->head0 > heads - in.c)
             return layer_fail(g, L, err, "attn_mix reads probabilities HxTxT then qkv 1xTx3F (F a multiple of H), "
                               "got %s and %s", shape_str(in, a, sizeof a), shape_str(q->out, b, sizeof b));
         out = q->out;
-        out.w = q->out.w / 3;
+        out.w = q->out.w / 3 / heads * in.c;
         double f = out.w, t = in.h;
         L->flops_fwd = 2.0 * in.n * t * t * f;
         L->flops_bwd = 2.0 * L->flops_fwd;
@@ -461,6 +466,20 @@ static vdnn_status resolve_layer(vdnn_graph_t *g, int idx, vdnn_error *err)
         }
         if (t > INT_MAX) return layer_fail(g, L, err, "seq_cat's sequence is too long");
         out = (vdnn_shape){in.n, 1, (int)t, p->filters};
+        L->flops_fwd = L->flops_bwd = (double)vdnn_shape_count(out);
+        break;
+    }
+    case VDNN_LAYER_FEAT_CAT: {
+        long long w = 0;
+        for (int k = 0; k < L->n_inputs; k++) {
+            const vdnn_shape s = g->layers[L->inputs[k]].out;
+            if (s.n != in.n || s.c != in.c || s.h != in.h)
+                return layer_fail(g, L, err, "feat_cat input '%s' is %s, expected %dx%dx%d rows like its first",
+                                  g->layers[L->inputs[k]].name, shape_str(s, a, sizeof a), in.n, in.c, in.h);
+            w += s.w;
+        }
+        if (w > INT_MAX) return layer_fail(g, L, err, "feat_cat's rows are too wide");
+        out.w = (int)w;
         L->flops_fwd = L->flops_bwd = (double)vdnn_shape_count(out);
         break;
     }

@@ -52,6 +52,10 @@ typedef enum vdnn_layer_kind {
     VDNN_LAYER_LSTM,         /* one chunk: inputs (x, params, previous chunk) -> {B,1,S,P+H}, rows [h_t | c_t] */
     VDNN_LAYER_PARAMS,       /* a layer's parameters as a tensor {1,1,1,weights+biases}, read by several nodes */
     VDNN_LAYER_SEQ_CAT,      /* inputs {B,1,S_i,W_i} -> {B,1,sum S_i,cols}: the first cols of each row, along time */
+    /* Attention in head groups (docs/sequence.md, "Attention in head groups"): a file's attn_probs groups=G and the
+     * attn_mix reading it become G pairs of nodes, one per group of heads, and a feat_cat of the mixes
+     * (src/graph/attn_expand.c). */
+    VDNN_LAYER_FEAT_CAT,     /* inputs {B,C,T,W_i} -> {B,C,T,sum W_i}: each row's pieces side by side */
     VDNN_LAYER_KIND_COUNT
 } vdnn_layer_kind;
 
@@ -88,6 +92,10 @@ typedef struct vdnn_layer_params {
     int vocab;
     int context;
     int heads;
+    /* attention in head groups: a file's attn_probs has groups (in groups above) G > 1; each node of its expansion
+     * computes head_count heads from head0 on, of heads in all (head_count 0: every head, an unexpanded layer). An
+     * attn_mix's heads is 0 where it takes the count from its probabilities. */
+    int head0, head_count;
     /* lstm: hidden H is in filters; proj P (0: none, h is H wide); chunk K steps per node as the file gives it
      * (0: the whole sequence); chunk_index k of n_chunks; step0, the first step of x[0] it reads (k K when x[0] is
      * the whole sequence, 0 when it is the previous layer's chunk k); lstm_in, the input features In (resolved).
@@ -110,6 +118,9 @@ typedef struct vdnn_layer {
     int n_inputs;
     int inputs[VDNN_MAX_INPUTS];      /* indices of earlier layers */
     vdnn_layer_params p;
+    /* In a graph whose attention was expanded into head groups (attn_expand.c): 1 + this node's index before (0:
+     * none), what seeds its parameters and dropout masks, so that grouping leaves them as they were. */
+    int origin;
 
     /* Filled by vdnn_graph_resolve(): */
     vdnn_shape out;                   /* output shape for the resolved batch */
@@ -156,6 +167,10 @@ struct vdnn_graph {
  * where a layer other than the next lstm reads it, the seq_cat of its h under the layer's own name (lstm_expand.c).
  * Inputs must be linked; consumer counts are left to the caller. */
 vdnn_status vdnn_graph_expand_lstm(vdnn_graph_t *g, vdnn_error *err);
+/* Replaces each attn_probs of groups G > 1 and the attn_mix that reads it by G pairs of nodes NAME.gK, the mixes
+ * joined by a feat_cat under the attn_mix's name (attn_expand.c). VDNN_ERR_PARSE naming the layer when a grouped
+ * attn_probs is read by anything but one attn_mix. Inputs must be linked; consumer counts are left to the caller. */
+vdnn_status vdnn_graph_expand_attention(vdnn_graph_t *g, vdnn_error *err);
 
 /* An lstm's h width: its projection P, else its hidden H. */
 static inline int vdnn_lstm_h_width(const vdnn_layer_params *p) { return p->proj ? p->proj : p->filters; }
@@ -172,7 +187,7 @@ static inline void vdnn_lstm_param_counts(const vdnn_layer_params *p, size_t *we
 /* Whether layer kind k is written by the parser itself (never in a model file under its name). */
 static inline bool vdnn_layer_kind_internal(vdnn_layer_kind k)
 {
-    return k == VDNN_LAYER_PARAMS || k == VDNN_LAYER_SEQ_CAT;
+    return k == VDNN_LAYER_PARAMS || k == VDNN_LAYER_SEQ_CAT || k == VDNN_LAYER_FEAT_CAT;
 }
 
 /* Reads a model file: a .cfg model, or an ONNX model when the path ends in .onnx (graph/onnx.h). Errors name

@@ -41,7 +41,7 @@ static const int_key int_keys[] = {
     {"pad", WINDOW_KINDS, 0, MAX_DIM, PF(pad_h), PF(pad_w)},
     {"pad_h", WINDOW_KINDS, 0, MAX_DIM, PF(pad_h), NO_FIELD},
     {"pad_w", WINDOW_KINDS, 0, MAX_DIM, PF(pad_w), NO_FIELD},
-    {"groups", KB(VDNN_LAYER_CONV), 1, MAX_COUNT, PF(groups), NO_FIELD},
+    {"groups", KB(VDNN_LAYER_CONV) | KB(VDNN_LAYER_ATTN_PROBS), 1, MAX_COUNT, PF(groups), NO_FIELD},
     {"filters", KB(VDNN_LAYER_CONV), 1, MAX_COUNT, PF(filters), NO_FIELD},
     {"bias", KB(VDNN_LAYER_CONV) | KB(VDNN_LAYER_FC) | KB(VDNN_LAYER_LINEAR), 0, 1, PF(bias), NO_FIELD},
     {"context", KB(VDNN_LAYER_POS_EMBED), 1, MAX_COUNT, PF(context), NO_FIELD},
@@ -360,6 +360,9 @@ static vdnn_status finish_layer(parser *ps)
     if ((KB(kind) & WINDOW_KINDS) && (seen & 6) != 6)
         return perr(ps, VDNN_ERR_PARSE, L->line, "%s layer '%s' needs size= (or size_h= and size_w=)", kname,
                     L->name);
+    if (kind == VDNN_LAYER_ATTN_PROBS && p->heads % p->groups)
+        return perr(ps, VDNN_ERR_PARSE, L->line, "attn_probs layer '%s': groups=%d does not divide heads=%d", L->name,
+                    p->groups, p->heads);
     if (kind == VDNN_LAYER_CONV && p->filters % p->groups)
         return perr(ps, VDNN_ERR_PARSE, L->line, "layer '%s': groups=%d does not divide filters=%d", L->name,
                     p->groups, p->filters);
@@ -548,6 +551,7 @@ static vdnn_status check_graph(parser *ps)
         if (st) return st;
     }
     vdnn_status st = vdnn_graph_expand_lstm(g, ps->err);
+    if (!st) st = vdnn_graph_expand_attention(g, ps->err);
     if (st) return st;
     for (int i = 0; i < g->n_layers; i++) g->layers[i].n_consumers = 0;
     for (int i = 1; i < g->n_layers; i++)

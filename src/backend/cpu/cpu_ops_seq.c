@@ -211,7 +211,7 @@ static vdnn_status probs_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_i
     vdnn_attn_dims ad;
     if (d->n_inputs != 1) return vdnn_seq_shape_fail(d, "takes one input (qkv)", err);
     if ((st = vdnn_attn_dims_of(d, d->in[0], d->out, &ad, err))) return st;
-    if (ad.h != d->p.heads) return vdnn_seq_shape_fail(d, "the output's channels are not heads=", err);
+    if (ad.h != vdnn_attn_op_heads(d)) return vdnn_seq_shape_fail(d, "the output's channels are not its heads", err);
     /* Backward forms dS = P (dP - rowsum(P dP)) one head at a time in its workspace. */
     *info = (vdnn_op_info){.bwd_needs_x = true, .bwd_needs_y = true,
                            .bwd_ws_bytes = (size_t)ad.t * (size_t)ad.t * sizeof(float)};
@@ -230,7 +230,7 @@ static vdnn_status probs_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     const float scale = 1.0f / sqrtf((float)ad.dh);
     for (int b = 0; b < ad.b; b++)
         for (int h = 0; h < ad.h; h++) {
-            const float *q = a->x[0] + (size_t)b * (size_t)t * (size_t)ld + (size_t)h * (size_t)ad.dh;
+            const float *q = a->x[0] + (size_t)b * (size_t)t * (size_t)ld + (size_t)(ad.h0 + h) * (size_t)ad.dh;
             float *p = a->y + ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, ad.dh, scale, q, ld, q + ad.f, ld, 0.0f, p, t);
         }
@@ -266,9 +266,12 @@ static vdnn_status probs_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
     const int t = ad.t, ld = 3 * ad.f;
     const float scale = 1.0f / sqrtf((float)ad.dh);
     float *ds = a->ws;
-    /* Values get no gradient from the probabilities (attn_mix gives theirs). */
-    for (size_t r = 0; r < (size_t)ad.b * (size_t)t; r++)
-        memset(a->dx[0] + r * (size_t)ld + 2 * (size_t)ad.f, 0, (size_t)ad.f * sizeof(float));
+    /* Values get no gradient from the probabilities (attn_mix gives theirs), nor do other groups' heads. */
+    if (ad.w != ad.f)
+        memset(a->dx[0], 0, (size_t)ad.b * (size_t)t * (size_t)ld * sizeof(float));
+    else
+        for (size_t r = 0; r < (size_t)ad.b * (size_t)t; r++)
+            memset(a->dx[0] + r * (size_t)ld + 2 * (size_t)ad.f, 0, (size_t)ad.f * sizeof(float));
     for (int b = 0; b < ad.b; b++)
         for (int h = 0; h < ad.h; h++) {
             const size_t at = ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
@@ -281,7 +284,7 @@ static vdnn_status probs_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
                 for (int j = 0; j <= i; j++) sr[j] = pr[j] * (dr[j] - (float)dot);
                 for (int j = i + 1; j < t; j++) sr[j] = 0.0f;
             }
-            const size_t off = (size_t)b * (size_t)t * (size_t)ld + (size_t)h * (size_t)ad.dh;
+            const size_t off = (size_t)b * (size_t)t * (size_t)ld + (size_t)(ad.h0 + h) * (size_t)ad.dh;
             const float *q = a->x[0] + off, *k = q + ad.f;
             float *dq = a->dx[0] + off, *dk = dq + ad.f;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, ad.dh, t, scale, ds, t, k, ld, 0.0f, dq, ld);
@@ -300,7 +303,8 @@ static vdnn_status mix_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_inf
     if (d->n_inputs != 2) return vdnn_seq_shape_fail(d, "takes two inputs (probabilities, then qkv)", err);
     if ((st = vdnn_attn_dims_of(d, d->in[1], d->in[0], &ad, err))) return st;
     const vdnn_shape y = d->out;
-    if (y.n != ad.b || y.c != 1 || y.h != ad.t || y.w != ad.f) return vdnn_seq_shape_fail(d, "expected output Bx1xTxF", err);
+    if (y.n != ad.b || y.c != 1 || y.h != ad.t || y.w != ad.w)
+        return vdnn_seq_shape_fail(d, "expected output Bx1xTxF (its heads' share of F)", err);
     *info = (vdnn_op_info){.bwd_needs_x = true};
     return VDNN_OK;
 }
@@ -318,9 +322,9 @@ static vdnn_status mix_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
     for (int b = 0; b < ad.b; b++)
         for (int h = 0; h < ad.h; h++) {
             const float *p = a->x[0] + ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
-            const float *v = a->x[1] + (size_t)b * (size_t)t * (size_t)ld + 2 * (size_t)ad.f + (size_t)h * ad.dh;
-            float *o = a->y + (size_t)b * (size_t)t * (size_t)ad.f + (size_t)h * (size_t)ad.dh;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, ad.dh, t, 1.0f, p, t, v, ld, 0.0f, o, ad.f);
+            const float *v = a->x[1] + (size_t)b * (size_t)t * (size_t)ld + 2 * (size_t)ad.f + (size_t)(ad.h0 + h) * ad.dh;
+            float *o = a->y + (size_t)b * (size_t)t * (size_t)ad.w + (size_t)h * (size_t)ad.dh;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, ad.dh, t, 1.0f, p, t, v, ld, 0.0f, o, ad.w);
         }
     return VDNN_OK;
 }
@@ -336,20 +340,22 @@ static vdnn_status mix_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     if (!st) st = vdnn_attn_dims_of(d, d->in[1], d->in[0], &ad, err);
     if (st) return st;
     const int t = ad.t, ld = 3 * ad.f;
-    /* Queries and keys get no gradient from the mix (attn_probs gives theirs). */
-    if (a->dx[1])
+    /* Queries and keys get no gradient from the mix (attn_probs gives theirs), nor do other groups' values. */
+    if (a->dx[1] && ad.w != ad.f)
+        memset(a->dx[1], 0, (size_t)ad.b * (size_t)t * (size_t)ld * sizeof(float));
+    else if (a->dx[1])
         for (size_t r = 0; r < (size_t)ad.b * (size_t)t; r++)
             memset(a->dx[1] + r * (size_t)ld, 0, 2 * (size_t)ad.f * sizeof(float));
     for (int b = 0; b < ad.b; b++)
         for (int h = 0; h < ad.h; h++) {
             const size_t pat = ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
-            const size_t vat = (size_t)b * (size_t)t * (size_t)ld + 2 * (size_t)ad.f + (size_t)h * ad.dh;
-            const float *dout = a->dy + (size_t)b * (size_t)t * (size_t)ad.f + (size_t)h * (size_t)ad.dh;
+            const size_t vat = (size_t)b * (size_t)t * (size_t)ld + 2 * (size_t)ad.f + (size_t)(ad.h0 + h) * ad.dh;
+            const float *dout = a->dy + (size_t)b * (size_t)t * (size_t)ad.w + (size_t)h * (size_t)ad.dh;
             if (a->dx[0])
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, ad.dh, 1.0f, dout, ad.f, a->x[1] + vat, ld,
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, ad.dh, 1.0f, dout, ad.w, a->x[1] + vat, ld,
                             0.0f, a->dx[0] + pat, t);
             if (a->dx[1])
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, ad.dh, t, 1.0f, a->x[0] + pat, t, dout, ad.f,
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, ad.dh, t, 1.0f, a->x[0] + pat, t, dout, ad.w,
                             0.0f, a->dx[1] + vat, ld);
         }
     return VDNN_OK;

@@ -112,7 +112,7 @@ static vdnn_status dropout_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_
 
 const cpu_op_impl vdnn_cpu_op_dropout = {dropout_query, no_create, no_destroy, dropout_forward, dropout_backward, NULL};
 
-/* ---- concat (along channels) ---- */
+/* ---- concat (along channels) and feat_cat (along the last dimension) ---- */
 
 static vdnn_status concat_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
@@ -122,37 +122,38 @@ static vdnn_status concat_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_
     return VDNN_OK;
 }
 
-/* Copies `len` values per sample from src (sample stride src_stride values) to dst (dst_stride), values of es bytes. */
-static void copy_per_sample(void *dst, size_t dst_stride, const void *src, size_t src_stride, size_t len, int n, size_t es)
+/* Copies `len` values per row from src (rows src_stride values apart) to dst (dst_stride), values of es bytes. */
+static void copy_rows(void *dst, size_t dst_stride, const void *src, size_t src_stride, size_t len, size_t rows,
+                      size_t es)
 {
-    for (int i = 0; i < n; i++)
-        memcpy((char *)dst + (size_t)i * dst_stride * es, (const char *)src + (size_t)i * src_stride * es, len * es);
+    for (size_t i = 0; i < rows; i++)
+        memcpy((char *)dst + i * dst_stride * es, (const char *)src + i * src_stride * es, len * es);
 }
 
 static vdnn_status concat_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
-    vdnn_status st = need_fwd(op, a, "concat", err);
+    vdnn_status st = need_fwd(op, a, vdnn_layer_kind_name(op->d.kind), err);
     if (st) return st;
     const vdnn_op_desc *d = &op->d;
-    size_t hw = (size_t)d->out.h * (size_t)d->out.w, joined = (size_t)d->out.c * hw, off = 0, es = vdnn_cpu_esize(d);
+    size_t rows, joined, len[VDNN_MAX_INPUTS], off = 0, es = vdnn_cpu_esize(d);
+    vdnn_op_concat_rows(d, &rows, &joined, len);
     for (int i = 0; i < d->n_inputs; i++) {
-        size_t len = (size_t)d->in[i].c * hw;
-        copy_per_sample((char *)a->y + off * es, joined, a->x[i], len, len, d->out.n, es);
-        off += len;
+        copy_rows((char *)a->y + off * es, joined, a->x[i], len[i], len[i], rows, es);
+        off += len[i];
     }
     return VDNN_OK;
 }
 
 static vdnn_status concat_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
-    vdnn_status st = need_dy(a, "concat", err);
+    vdnn_status st = need_dy(a, vdnn_layer_kind_name(op->d.kind), err);
     if (st) return st;
     const vdnn_op_desc *d = &op->d;
-    size_t hw = (size_t)d->out.h * (size_t)d->out.w, joined = (size_t)d->out.c * hw, off = 0, es = vdnn_cpu_esize(d);
+    size_t rows, joined, len[VDNN_MAX_INPUTS], off = 0, es = vdnn_cpu_esize(d);
+    vdnn_op_concat_rows(d, &rows, &joined, len);
     for (int i = 0; i < d->n_inputs; i++) {
-        size_t len = (size_t)d->in[i].c * hw;
-        if (a->dx[i]) copy_per_sample(a->dx[i], len, (const char *)a->dy + off * es, joined, len, d->out.n, es);
-        off += len;
+        if (a->dx[i]) copy_rows(a->dx[i], len[i], (const char *)a->dy + off * es, joined, len[i], rows, es);
+        off += len[i];
     }
     return VDNN_OK;
 }

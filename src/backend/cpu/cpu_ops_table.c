@@ -16,6 +16,7 @@ static const cpu_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_DROPOUT] = &vdnn_cpu_op_dropout,
     [VDNN_LAYER_FC] = &vdnn_cpu_op_fc,
     [VDNN_LAYER_CONCAT] = &vdnn_cpu_op_concat,
+    [VDNN_LAYER_FEAT_CAT] = &vdnn_cpu_op_concat,
     [VDNN_LAYER_ADD] = &vdnn_cpu_op_add,
     [VDNN_LAYER_GAP] = &vdnn_cpu_op_gap,
     [VDNN_LAYER_FLATTEN] = &vdnn_cpu_op_flatten,

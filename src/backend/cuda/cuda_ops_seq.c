@@ -250,7 +250,7 @@ static vdnn_status probs_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_i
     if (d->n_inputs != 1) return vdnn_seq_shape_fail(d, "takes one input (qkv)", err);
     vdnn_status st = vdnn_attn_dims_of(d, d->in[0], d->out, &ad, err);
     if (st) return st;
-    if (ad.h != d->p.heads) return vdnn_seq_shape_fail(d, "the output's channels are not heads=", err);
+    if (ad.h != vdnn_attn_op_heads(d)) return vdnn_seq_shape_fail(d, "the output's channels are not its heads", err);
     /* Backward forms dS = P (dP - rowsum(P dP)) for the heads of one sequence at a time in its workspace. */
     *info = (vdnn_op_info){.bwd_needs_x = true, .bwd_needs_y = true,
                            .bwd_ws_bytes = (size_t)ad.h * (size_t)tt(&ad) * sizeof(float)};
@@ -268,7 +268,7 @@ static vdnn_status probs_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
     const int t = ad.t, ld = 3 * ad.f;
     const float scale = 1.0f / sqrtf((float)ad.dh);
     for (int s = 0; s < ad.b && !st; s++) {
-        const float *q = a->x[0] + (size_t)s * seq_values(&ad), *k = q + ad.f;
+        const float *q = a->x[0] + (size_t)s * seq_values(&ad) + (size_t)ad.h0 * (size_t)ad.dh, *k = q + ad.f;
         float *p = a->y + (size_t)s * (size_t)ad.h * (size_t)tt(&ad);
         /* P^T (t x t) = K Q^T: K is the stored K^T taken transposed, Q^T as stored. */
         st = gemm_heads(b, &ad, CUBLAS_OP_T, CUBLAS_OP_N, t, t, ad.dh, scale, k, ld, ad.dh, q, ld, ad.dh, p, t, tt(&ad),
@@ -293,10 +293,12 @@ static vdnn_status probs_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_ar
     if (st) return st;
     const int t = ad.t, ld = 3 * ad.f;
     const float scale = 1.0f / sqrtf((float)ad.dh);
-    /* Values get no gradient from the probabilities (attn_mix gives theirs). */
-    st = zero_columns(b, a->dx[0], (size_t)ad.b * (size_t)t, ld, 2 * ad.f, ad.f, "attn_probs backward", err);
+    /* Values get no gradient from the probabilities (attn_mix gives theirs), nor do other groups' heads. */
+    st = ad.w != ad.f ? zero_columns(b, a->dx[0], (size_t)ad.b * (size_t)t, ld, 0, ld, "attn_probs backward", err)
+                      : zero_columns(b, a->dx[0], (size_t)ad.b * (size_t)t, ld, 2 * ad.f, ad.f, "attn_probs backward", err);
     for (int s = 0; s < ad.b && !st; s++) {
-        const size_t pat = (size_t)s * (size_t)ad.h * (size_t)tt(&ad), off = (size_t)s * seq_values(&ad);
+        const size_t pat = (size_t)s * (size_t)ad.h * (size_t)tt(&ad);
+        const size_t off = (size_t)s * seq_values(&ad) + (size_t)ad.h0 * (size_t)ad.dh;
         st = kernel(vdnn_cuda_k_causal_softmax_bwd(compute(b), a->ws, a->y + pat, a->dy + pat,
                                                    (size_t)ad.h * (size_t)t, t),
                     d, "softmax gradient kernel", err);
@@ -323,7 +325,8 @@ static vdnn_status mix_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_inf
     vdnn_status st = vdnn_attn_dims_of(d, d->in[1], d->in[0], &ad, err);
     if (st) return st;
     const vdnn_shape y = d->out;
-    if (y.n != ad.b || y.c != 1 || y.h != ad.t || y.w != ad.f) return vdnn_seq_shape_fail(d, "expected output Bx1xTxF", err);
+    if (y.n != ad.b || y.c != 1 || y.h != ad.t || y.w != ad.w)
+        return vdnn_seq_shape_fail(d, "expected output Bx1xTxF (its heads' share of F)", err);
     *info = (vdnn_op_info){.bwd_needs_x = true};
     return VDNN_OK;
 }
@@ -340,10 +343,10 @@ static vdnn_status mix_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args 
     const int t = ad.t, ld = 3 * ad.f;
     for (int s = 0; s < ad.b && !st; s++) {
         const float *p = a->x[0] + (size_t)s * (size_t)ad.h * (size_t)tt(&ad);
-        const float *v = a->x[1] + (size_t)s * seq_values(&ad) + 2 * (size_t)ad.f;
-        float *o = a->y + (size_t)s * (size_t)t * (size_t)ad.f;
+        const float *v = a->x[1] + (size_t)s * seq_values(&ad) + 2 * (size_t)ad.f + (size_t)ad.h0 * (size_t)ad.dh;
+        float *o = a->y + (size_t)s * (size_t)t * (size_t)ad.w;
         /* O^T (dh x t) = V^T (as stored) P^T (as stored). */
-        st = gemm_heads(b, &ad, CUBLAS_OP_N, CUBLAS_OP_N, ad.dh, t, t, 1.0f, v, ld, ad.dh, p, t, tt(&ad), o, ad.f, ad.dh,
+        st = gemm_heads(b, &ad, CUBLAS_OP_N, CUBLAS_OP_N, ad.dh, t, t, 1.0f, v, ld, ad.dh, p, t, tt(&ad), o, ad.w, ad.dh,
                         "attn_mix forward", err);
     }
     return st;
@@ -360,19 +363,21 @@ static vdnn_status mix_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
     if (!st) st = vdnn_attn_dims_of(d, d->in[1], d->in[0], &ad, err);
     if (st) return st;
     const int t = ad.t, ld = 3 * ad.f;
-    /* Queries and keys get no gradient from the mix (attn_probs gives theirs). */
-    if (a->dx[1]) st = zero_columns(b, a->dx[1], (size_t)ad.b * (size_t)t, ld, 0, 2 * ad.f, "attn_mix backward", err);
+    /* Queries and keys get no gradient from the mix (attn_probs gives theirs), nor do other groups' values. */
+    if (a->dx[1])
+        st = zero_columns(b, a->dx[1], (size_t)ad.b * (size_t)t, ld, 0, ad.w != ad.f ? ld : 2 * ad.f,
+                          "attn_mix backward", err);
     for (int s = 0; s < ad.b && !st; s++) {
         const size_t pat = (size_t)s * (size_t)ad.h * (size_t)tt(&ad);
-        const size_t vat = (size_t)s * seq_values(&ad) + 2 * (size_t)ad.f;
-        const float *dout = a->dy + (size_t)s * (size_t)t * (size_t)ad.f;
+        const size_t vat = (size_t)s * seq_values(&ad) + 2 * (size_t)ad.f + (size_t)ad.h0 * (size_t)ad.dh;
+        const float *dout = a->dy + (size_t)s * (size_t)t * (size_t)ad.w;
         /* dP^T (t x t) = V dO^T: V is the stored V^T taken transposed, dO^T as stored. */
         if (a->dx[0])
-            st = gemm_heads(b, &ad, CUBLAS_OP_T, CUBLAS_OP_N, t, t, ad.dh, 1.0f, a->x[1] + vat, ld, ad.dh, dout, ad.f,
+            st = gemm_heads(b, &ad, CUBLAS_OP_T, CUBLAS_OP_N, t, t, ad.dh, 1.0f, a->x[1] + vat, ld, ad.dh, dout, ad.w,
                             ad.dh, a->dx[0] + pat, t, tt(&ad), "attn_mix backward (probabilities)", err);
         /* dV^T (dh x t) = dO^T (as stored) P (P^T as stored, taken transposed). */
         if (!st && a->dx[1])
-            st = gemm_heads(b, &ad, CUBLAS_OP_N, CUBLAS_OP_T, ad.dh, t, t, 1.0f, dout, ad.f, ad.dh, a->x[0] + pat, t,
+            st = gemm_heads(b, &ad, CUBLAS_OP_N, CUBLAS_OP_T, ad.dh, t, t, 1.0f, dout, ad.w, ad.dh, a->x[0] + pat, t,
                             tt(&ad), a->dx[1] + vat, ld, ad.dh, "attn_mix backward (values)", err);
     }
     return st;

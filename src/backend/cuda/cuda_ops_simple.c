@@ -85,7 +85,7 @@ static vdnn_status dropout_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_
 
 const cuda_op_impl vdnn_cuda_op_dropout = {dropout_query, no_create, no_destroy, dropout_forward, dropout_backward, NULL};
 
-/* ---- concat (along channels) ---- */
+/* ---- concat (along channels) and feat_cat (along the last dimension) ---- */
 
 static vdnn_status concat_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
@@ -95,42 +95,41 @@ static vdnn_status concat_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_
     return VDNN_OK;
 }
 
-/* Each sample's slice is one row of a 2-D copy: `len` values per row, rows `dst_stride` / `src_stride` values
- * apart. Direction Default, as in copy_values: operands may be managed memory. */
-static vdnn_status copy_per_sample(const cuda_backend *b, const vdnn_op_desc *d, void *dst, size_t dst_stride,
-                                   const void *src, size_t src_stride, size_t len, int n, const char *what,
-                                   vdnn_error *err)
+/* Each row's slice is one row of a 2-D copy: `len` values per row, rows `dst_stride` / `src_stride` values apart.
+ * Direction Default, as in copy_values: operands may be managed memory. */
+static vdnn_status copy_rows(const cuda_backend *b, const vdnn_op_desc *d, void *dst, size_t dst_stride, const void *src,
+                             size_t src_stride, size_t len, size_t rows, const char *what, vdnn_error *err)
 {
     const size_t es = vdnn_cuda_esize(d);
-    return vdnn_cuda_check(cudaMemcpy2DAsync(dst, dst_stride * es, src, src_stride * es, len * es, (size_t)n,
+    return vdnn_cuda_check(cudaMemcpy2DAsync(dst, dst_stride * es, src, src_stride * es, len * es, rows,
                                              cudaMemcpyDefault, compute(b)),
-                           err, "%s: cudaMemcpy2DAsync (%d rows of %zu values)", what, n, len);
+                           err, "%s: cudaMemcpy2DAsync (%zu rows of %zu values)", what, rows, len);
 }
 
 static vdnn_status concat_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
-    vdnn_status st = need_fwd(op, a, "concat", err);
     const vdnn_op_desc *d = &op->d;
-    size_t hw = (size_t)d->out.h * (size_t)d->out.w, joined = (size_t)d->out.c * hw, off = 0;
+    vdnn_status st = need_fwd(op, a, vdnn_layer_kind_name(d->kind), err);
+    size_t rows, joined, len[VDNN_MAX_INPUTS], off = 0;
+    vdnn_op_concat_rows(d, &rows, &joined, len);
     for (int i = 0; !st && i < d->n_inputs; i++) {
-        size_t len = (size_t)d->in[i].c * hw;
-        st = copy_per_sample(b, d, vdnn_cuda_at(d, a->y, off), joined, a->x[i], len, len, d->out.n, "concat forward", err);
-        off += len;
+        st = copy_rows(b, d, vdnn_cuda_at(d, a->y, off), joined, a->x[i], len[i], len[i], rows, "concat forward", err);
+        off += len[i];
     }
     return st;
 }
 
 static vdnn_status concat_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
-    vdnn_status st = need_dy(a, "concat", err);
     const vdnn_op_desc *d = &op->d;
-    size_t hw = (size_t)d->out.h * (size_t)d->out.w, joined = (size_t)d->out.c * hw, off = 0;
+    vdnn_status st = need_dy(a, vdnn_layer_kind_name(d->kind), err);
+    size_t rows, joined, len[VDNN_MAX_INPUTS], off = 0;
+    vdnn_op_concat_rows(d, &rows, &joined, len);
     for (int i = 0; !st && i < d->n_inputs; i++) {
-        size_t len = (size_t)d->in[i].c * hw;
         if (a->dx[i])
-            st = copy_per_sample(b, d, a->dx[i], len, vdnn_cuda_at(d, a->dy, off), joined, len, d->out.n,
-                                 "concat backward", err);
-        off += len;
+            st = copy_rows(b, d, a->dx[i], len[i], vdnn_cuda_at(d, a->dy, off), joined, len[i], rows,
+                           "concat backward", err);
+        off += len[i];
     }
     return st;
 }

@@ -18,6 +18,7 @@ static const cuda_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_DROPOUT] = &vdnn_cuda_op_dropout,
     [VDNN_LAYER_FC] = &vdnn_cuda_op_fc,
     [VDNN_LAYER_CONCAT] = &vdnn_cuda_op_concat,
+    [VDNN_LAYER_FEAT_CAT] = &vdnn_cuda_op_concat,
     [VDNN_LAYER_ADD] = &vdnn_cuda_op_add,
     [VDNN_LAYER_GAP] = &vdnn_cuda_op_gap,
     [VDNN_LAYER_FLATTEN] = &vdnn_cuda_op_flatten,
@@ -99,6 +100,7 @@ static vdnn_status lookup(const cuda_backend *b, const vdnn_op_desc *d, const cu
     case VDNN_LAYER_DROPOUT:
     case VDNN_LAYER_ADD:
     case VDNN_LAYER_CONCAT:
+    case VDNN_LAYER_FEAT_CAT:
     case VDNN_LAYER_GAP:
     case VDNN_LAYER_FLATTEN:
     case VDNN_LAYER_SIGMOID:
