@@ -160,12 +160,14 @@ vdnn_status vdnn_net_init_params(vdnn_net_t *net, vdnn_error *err)
                                     ? (double)in.c / ly->p.groups * ly->p.kernel_h * ly->p.kernel_w
                                     : ly->kind == VDNN_LAYER_LINEAR ? (double)in.w
                                     /* nn.LSTM draws every weight and bias in +-1/sqrt(hidden) */
-                                    : ly->kind == VDNN_LAYER_PARAMS ? (double)ly->p.filters
+                                    : ly->kind == VDNN_LAYER_LSTM ? (double)ly->p.filters
                                                                    : (double)in.c * in.h * in.w;
                 double bound = 1.0 / sqrt(fan_in);
                 /* Embedding tables: GPT-2 draws them with standard deviation 0.02; a uniform of that spread. */
                 if (ly->kind == VDNN_LAYER_EMBED || ly->kind == VDNN_LAYER_POS_EMBED) bound = 0.02 * sqrt(3.0);
-                uint64_t st = vdnn_mix64(net->opt.seed ^ vdnn_mix64((uint64_t)s->layer * 2 + (s->kind == VDNN_ST_BIAS)));
+                /* Seeded by the layer's index as numbered when lstm layers had parameter nodes (graph.h). */
+                const uint64_t at = (uint64_t)vdnn_graph_seed_index(net->g, s->layer, true);
+                uint64_t st = vdnn_mix64(net->opt.seed ^ vdnn_mix64(at * 2 + (s->kind == VDNN_ST_BIAS)));
                 for (size_t k = 0; k < n; k++) {
                     uint64_t r = vdnn_mix64(st + k);
                     double u = (double)(r >> 11) * (1.0 / 9007199254740992.0);
