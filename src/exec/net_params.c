@@ -62,7 +62,11 @@ vdnn_status vdnn_net_param_info(const vdnn_net_t *net, int i, vdnn_param_info *o
     const vdnn_storage *s = &net->plan_train->st[k];
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", s->name);
-    snprintf(out->layer, sizeof out->layer, "%s", net->g->layers[s->layer].name);
+    /* The prefix of its name, as before lstm parameters were shared by reference: "lstm1.params" for an lstm
+     * layer's (held by its first chunk), the layer's name for the others. */
+    char pre[VDNN_NAME_LEN + 16];
+    vdnn_layer_param_prefix(net->g, s->layer, pre, sizeof pre);
+    snprintf(out->layer, sizeof out->layer, "%.63s", s->kind == VDNN_ST_STATS ? net->g->layers[s->layer].name : pre);
     snprintf(out->kind, sizeof out->kind, "%s", vdnn_storage_kind_name(s->kind));
     out->count = s->bytes / sizeof(float);
     return VDNN_OK;
