@@ -11,7 +11,8 @@ VDNN=${1:?usage: cli_lstm.sh PATH/TO/vdnn}
 source "$(dirname "$0")/lib_cli.sh"
 
 if "$VDNN" info lstm-lm >"$TMP/info" 2>"$TMP/err" && grep -q "^lstm2.t3 .* lstm " "$TMP/info" &&
-    grep -q "^lstm1.params .* params " "$TMP/info" && grep -q "parameters            1020160" "$TMP/info"; then ok
+    grep -q "^lstm1.t0 .* lstm .* 395264 " "$TMP/info" && grep -q "^lstm1.t1 .* lstm .* 0 " "$TMP/info" &&
+    ! grep -q "^lstm1.params" "$TMP/info" && grep -q "parameters            1020160" "$TMP/info"; then ok
 else bad "info lstm-lm: $(head -c 300 "$TMP/err")"; fi
 
 if "$VDNN" plan biglstm --batch 4 --device cpu --policy auto --budget 1600MiB --json >"$TMP/big.json" 2>"$TMP/err" &&

@@ -351,8 +351,6 @@ static void add_seq(vt_op_cases *cs)
     add(cs, "lstmp proj 2 with state", vt_lstm(2, 4, 5, 2, 3, 4, 3, 0, 1));
     add(cs, "lstmp proj 3 over chunk rows", vt_lstm(1, 2, 4, 3, 3, 2, 7, 0, 2));
     add(cs, "lstm one step batch 3", vt_lstm(3, 1, 6, 0, 2, 1, 2, 0, 1));
-    add(cs, "lstm params", vt_lstm_params(3, 0, 5));
-    add(cs, "lstmp params", vt_lstm_params(5, 2, 3));
     const int steps[3] = {2, 3, 1};
     add(cs, "seq_cat of h columns", vt_seq_cat(2, 3, steps, 7, 4));
     add(cs, "seq_cat whole rows", vt_seq_cat(1, 2, steps, 3, 3));

@@ -69,7 +69,6 @@ bool vt_fd_linear(const vdnn_op_desc *d)
     case VDNN_LAYER_POS_EMBED:
     case VDNN_LAYER_LINEAR:
     case VDNN_LAYER_ATTN_MIX:
-    case VDNN_LAYER_PARAMS:
     case VDNN_LAYER_SEQ_CAT:
     case VDNN_LAYER_CHANNEL_MUL: return true; /* in each tensor alone, which is how differences perturb them */
     default: return false;

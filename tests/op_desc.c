@@ -189,21 +189,8 @@ vdnn_op_desc vt_lstm(int b, int s, int h, int proj, int in, int tin, int ldx, in
     const int pw = proj ? proj : h;
     vdnn_op_desc d = vt_op(VDNN_LAYER_LSTM, vt_shape(b, 1, tin, ldx), vt_shape(b, 1, s, pw + h));
     d.p.filters = h, d.p.proj = proj, d.p.lstm_in = in, d.p.step0 = step0;
-    size_t nw, nb;
-    vdnn_lstm_param_counts(&d.p, &nw, &nb);
-    d.n_inputs = prev ? 3 : 2;
-    d.in[1] = vt_shape(1, 1, 1, (int)(nw + nb));
-    if (prev) d.in[2] = vt_shape(b, 1, prev, pw + h);
-    return d;
-}
-
-vdnn_op_desc vt_lstm_params(int h, int proj, int in)
-{
-    vdnn_op_desc d = vt_op(VDNN_LAYER_PARAMS, vt_shape(1, 1, 1, 1), vt_shape(1, 1, 1, 1));
-    d.p.filters = h, d.p.proj = proj, d.p.lstm_in = in;
-    size_t nw, nb;
-    vdnn_lstm_param_counts(&d.p, &nw, &nb);
-    d.out.w = (int)(nw + nb);
+    d.n_inputs = prev ? 2 : 1;
+    if (prev) d.in[1] = vt_shape(b, 1, prev, pw + h);
     return d;
 }
 
@@ -241,7 +228,7 @@ void vt_op_param_counts(const vdnn_op_desc *d, size_t *nw, size_t *nb, size_t *n
     } else if (d->kind == VDNN_LAYER_BATCHNORM) {
         *nw = *nb = (size_t)in.c;
         *nstats = 2 * (size_t)in.c;
-    } else if (d->kind == VDNN_LAYER_PARAMS) {
+    } else if (d->kind == VDNN_LAYER_LSTM) {
         vdnn_lstm_param_counts(&d->p, nw, nb);
     }
 }

@@ -51,7 +51,6 @@ vdnn_op_desc vt_xent_seq(int b, int t, int vocab);
  * (its first `in` features), with a previous chunk of prev steps (0: none, the state starts at zero). */
 vdnn_op_desc vt_lstm(int b, int s, int h, int proj, int in, int tin, int ldx, int step0, int prev);
 /* An lstm's parameters as a tensor (the op's input is a 1x1x1x1 stand-in for the data). */
-vdnn_op_desc vt_lstm_params(int h, int proj, int in);
 /* seq_cat of n inputs {b,1,steps[i],w} keeping the first cols columns. */
 vdnn_op_desc vt_seq_cat(int b, int n, const int *steps, int w, int cols);
 

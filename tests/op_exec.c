@@ -157,10 +157,13 @@ void vt_op_data_random(vt_op_data *io, const char *name, const vdnn_op_desc *d, 
         vt_fill_uniform(io->w, io->nw, seed + 2, -0.5f, 0.5f);
         vt_fill_uniform(io->b, io->nb, seed + 3, -0.5f, 0.5f);
     }
-    if (d->kind == VDNN_LAYER_LSTM)
+    if (d->kind == VDNN_LAYER_LSTM) {
         /* Parameters at nn.LSTM's initial spread, +-1/sqrt(hidden): uniform in +-1 over hundreds of inputs would
          * saturate every gate, where finite differences measure only their curvature. */
-        for (size_t k = 0; k < io->nx[1]; k++) io->x[1][k] /= sqrtf((float)d->p.filters);
+        const float r = 1.0f / sqrtf((float)d->p.filters);
+        vt_fill_uniform(io->w, io->nw, seed + 2, -r, r);
+        vt_fill_uniform(io->b, io->nb, seed + 3, -r, r);
+    }
     if (d->kind == VDNN_LAYER_EMBED)
         /* Token ids: integers below the vocabulary, drawn so that some repeat (their gradients add up). */
         for (size_t k = 0; k < io->nx[0]; k++) io->x[0][k] = (float)((k * 5 + 1 + (size_t)(seed % 7)) % (size_t)d->p.vocab);

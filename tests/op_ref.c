@@ -229,15 +229,15 @@ static void ref_lstm(const vt_op_data *in, double *y)
 {
     const vdnn_op_desc *d = &in->d;
     const int B = d->in[0].n, S = d->out.h, H = d->p.filters, P = vdnn_lstm_h_width(&d->p), W = P + H;
-    const int In = d->p.lstm_in, ldx = d->in[0].w, tin = d->in[0].h, sp = d->n_inputs > 2 ? d->in[2].h : 0;
-    const float *wih = in->x[1], *whh = wih + (size_t)4 * H * In, *whr = whh + (size_t)4 * H * P;
-    const float *bih = whr + (d->p.proj ? (size_t)P * H : 0), *bhh = bih + 4 * H;
+    const int In = d->p.lstm_in, ldx = d->in[0].w, tin = d->in[0].h, sp = d->n_inputs > 1 ? d->in[1].h : 0;
+    const float *wih = in->w, *whh = wih + (size_t)4 * H * In, *whr = whh + (size_t)4 * H * P;
+    const float *bih = in->b, *bhh = bih + 4 * H;
     double *h = malloc((size_t)P * sizeof *h), *c = malloc((size_t)H * sizeof *c);
     double *g = malloc(4 * (size_t)H * sizeof *g), *m = malloc((size_t)H * sizeof *m);
     assert_true(h && c && g && m);
     for (int b = 0; b < B; b++) {
-        for (int j = 0; j < P; j++) h[j] = sp ? in->x[2][((size_t)b * sp + sp - 1) * W + j] : 0.0;
-        for (int j = 0; j < H; j++) c[j] = sp ? in->x[2][((size_t)b * sp + sp - 1) * W + P + j] : 0.0;
+        for (int j = 0; j < P; j++) h[j] = sp ? in->x[1][((size_t)b * sp + sp - 1) * W + j] : 0.0;
+        for (int j = 0; j < H; j++) c[j] = sp ? in->x[1][((size_t)b * sp + sp - 1) * W + P + j] : 0.0;
         for (int t = 0; t < S; t++) {
             const float *x = in->x[0] + ((size_t)b * tin + d->p.step0 + t) * ldx;
             for (int r = 0; r < 4 * H; r++) {
@@ -303,11 +303,6 @@ void vt_ref_forward(const vt_op_data *in, size_t step, double *y, double *loss)
     if (d->kind == VDNN_LAYER_ATTN_PROBS || d->kind == VDNN_LAYER_ATTN_MIX) return ref_attn(in, y);
     if (d->kind == VDNN_LAYER_LSTM) return ref_lstm(in, y);
     if (d->kind == VDNN_LAYER_SEQ_CAT) return ref_seq_cat(in, y);
-    if (d->kind == VDNN_LAYER_PARAMS) {
-        for (size_t i = 0; i < in->nw; i++) y[i] = in->w[i];
-        for (size_t i = 0; i < in->nb; i++) y[in->nw + i] = in->b[i];
-        return;
-    }
     const float p = d->p.dropout_p;
     for (size_t i = 0; i < in->ny; i += step) {
         const pos o = unravel(d->out, i);

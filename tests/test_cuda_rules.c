@@ -273,7 +273,7 @@ static void test_sequence_info_as_cpu(void **state)
         vt_attn_probs(2, 5, 8, 2), vt_attn_mix(2, 5, 8, 2), vt_act(VDNN_LAYER_GELU, t), vt_xent_seq(2, 5, 7),
         /* LSTM: from zero state, steps 2..4 with state, over chunk rows with a projection, lstm-lm's chunk */
         vt_lstm(2, 4, 3, 0, 5, 4, 5, 0, 0), vt_lstm(2, 3, 4, 0, 3, 6, 3, 2, 2), vt_lstm(1, 2, 4, 3, 3, 2, 7, 0, 2),
-        vt_lstm(2, 32, 256, 0, 256, 32, 512, 0, 32), vt_lstm_params(5, 2, 3), vt_lstm_params(3, 0, 5),
+        vt_lstm(2, 32, 256, 0, 256, 32, 512, 0, 32), vt_lstm(1, 2, 5, 2, 3, 2, 3, 0, 0),
         vt_seq_cat(2, 3, (const int[]){2, 1, 2}, 7, 4),
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -310,17 +310,16 @@ static void test_sequence_info_as_cpu(void **state)
     }
     const vdnn_op_desc lstm = vt_lstm(2, 3, 4, 2, 5, 3, 5, 0, 2);
     vdnn_op_desc bad[] = {vt_linear(t, 6, 1), vt_attn_probs(2, 5, 8, 3), vt_embed(2, 5, 11, 8), vt_pos_embed(t, 4),
-                          vt_attn_mix(2, 5, 8, 2), lstm, lstm, lstm, lstm, vt_lstm_params(4, 2, 5),
-                          vt_seq_cat(2, 2, (const int[]){3, 1}, 6, 2)};
+                          vt_attn_mix(2, 5, 8, 2), lstm, lstm, lstm, lstm, vt_seq_cat(2, 2, (const int[]){3, 1}, 6, 2)};
     bad[0].out.w = 7;    /* not outputs= */
     bad[2].in[0].w = 2;  /* two values per token */
     bad[4].out.w = 9;    /* not the width */
     bad[5].out.w = 5;    /* not P + H */
-    bad[6].in[1].w -= 1; /* one parameter short */
+    bad[6].n_inputs = 3; /* an input besides x and the previous chunk */
+    bad[6].in[2] = lstm.in[1];
     bad[7].p.step0 = 1;  /* steps 1..3 of an input of 3 */
-    bad[8].in[2].w = 7;  /* a previous chunk of other rows */
-    bad[9].out.w += 1;   /* parameters of another size */
-    bad[10].out.h = 5;   /* 3 + 1 steps, not 5 */
+    bad[8].in[1].w = 7;  /* a previous chunk of other rows */
+    bad[9].out.h = 5;    /* 3 + 1 steps, not 5 */
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         vdnn_op_algo a[VDNN_MAX_ALGOS];
         int n = 0;

@@ -773,43 +773,63 @@ static void test_sequence_model(void **state)
     vdnn_graph_free(g);
 }
 
-/* LSTM layers (docs/sequence.md, "LSTM"): chunk nodes, one parameter tensor per layer counted as PyTorch's
- * nn.LSTM, the gather of the last layer, chunks that do not divide the sequence, and parse errors. */
+/* LSTM layers (docs/sequence.md, "LSTM"): chunk nodes, one parameter set per layer counted as PyTorch's nn.LSTM,
+ * owned by chunk 0 and read by reference by the others, the gather of the last layer, chunks that do not divide the
+ * sequence, and parse errors. */
 static void test_lstm_model(void **state)
 {
     (void)state;
     vdnn_graph_t *g = load_ok("models/lstm-lm.cfg");
     resolve_ok(g, 3, 0, 0, 0, 0);
     assert_int_equal(param_count(g), 1020160);
-    /* nn.LSTM(128, 256, num_layers=2): 921,600 parameters, in the two parameter tensors. */
-    const vdnn_layer *p1 = layer(g, "lstm1.params"), *p2 = layer(g, "lstm2.params");
+    /* nn.LSTM(128, 256, num_layers=2): 921,600 parameters, on the two layers' first chunks, once each. */
+    const vdnn_layer *p1 = layer(g, "lstm1.t0"), *p2 = layer(g, "lstm2.t0");
     assert_int_equal(p1->n_weight + p1->n_bias + p2->n_weight + p2->n_bias, 921600);
-    assert_int_equal(p1->out.w, 395264);
+    assert_int_equal(p1->n_weight + p1->n_bias, 395264);
+    assert_int_equal(vdnn_graph_find(g, "lstm1.params"), -1); /* no parameter node */
+    const int o2 = vdnn_graph_find(g, "lstm2.t0");
+    assert_int_equal(p2->p.tie, 0);
+    assert_int_equal(p2->p.tied_by, vdnn_graph_find(g, "lstm2.t3")); /* its last reader: the first backward */
     for (int k = 0; k < 4; k++) {
         char name[32];
         snprintf(name, sizeof name, "lstm2.t%d", k);
         const vdnn_layer *c = layer(g, name);
-        assert_int_equal(c->n_weight + c->n_bias, 0); /* the chunks read the tensor, they own nothing */
+        /* the later chunks read chunk 0's parameters by reference, they own nothing */
+        if (k) assert_int_equal(c->n_weight + c->n_bias, 0);
+        assert_int_equal(c->p.tie, k ? o2 : 0);
         assert_out(g, name, 1, 32, 512);
-        assert_int_equal(c->n_inputs, k ? 3 : 2);
+        assert_int_equal(c->n_inputs, k ? 2 : 1);
         snprintf(name, sizeof name, "lstm1.t%d", k);
         assert_int_equal(c->inputs[0], vdnn_graph_find(g, name)); /* layer 2 reads layer 1 chunk by chunk */
-        assert_int_equal(c->inputs[1], vdnn_graph_find(g, "lstm2.params"));
+        if (k) {
+            snprintf(name, sizeof name, "lstm2.t%d", k - 1);
+            assert_int_equal(c->inputs[1], vdnn_graph_find(g, name)); /* and its own previous chunk */
+        }
     }
     assert_int_equal(layer(g, "lstm1.t3")->p.step0, 96);
     /* Stacked layers are emitted chunk by chunk (lstm1.t0, lstm2.t0, lstm1.t1, ...): backward then consumes layer
      * 1's chunk gradients as layer 2 makes them. */
-    assert_int_equal(vdnn_graph_find(g, "lstm2.t0"), vdnn_graph_find(g, "lstm1.t0") + 2);
+    assert_int_equal(vdnn_graph_find(g, "lstm2.t0"), vdnn_graph_find(g, "lstm1.t0") + 1);
     assert_int_equal(vdnn_graph_find(g, "lstm1.t1"), vdnn_graph_find(g, "lstm2.t0") + 1);
     assert_int_equal(vdnn_graph_find(g, "lstm1"), -1); /* nothing reads layer 1 whole: no gather */
     assert_out(g, "lstm2", 1, 128, 256);
     assert_int_equal(layer(g, "lstm2")->kind, VDNN_LAYER_SEQ_CAT);
     assert_int_equal(vdnn_graph_label_count(g), 3 * 128);
+    /* Hashed as the graph was with parameter nodes, so that checkpoints written then still load (the hash of a
+     * checkpoint of lstm-lm saved before the parameters were shared by reference). */
+    assert_true(vdnn_graph_hash(g) == 0x53e6212b69676b66ULL);
+    /* And numbered as then for seeds: lstm1's parameters were node 2 (after the data and wte), the head node 13. */
+    assert_int_equal(vdnn_graph_seed_index(g, vdnn_graph_find(g, "lstm1.t0"), true), 2);
+    assert_int_equal(vdnn_graph_seed_index(g, vdnn_graph_find(g, "lstm2.t0"), true), 4);
+    assert_int_equal(vdnn_graph_seed_index(g, vdnn_graph_find(g, "head"), true), 13);
+    char pre[64];
+    vdnn_layer_param_prefix(g, vdnn_graph_find(g, "lstm2.t0"), pre, sizeof pre);
+    assert_string_equal(pre, "lstm2.params");
     vdnn_graph_free(g);
     /* biglstm: nn.LSTM(1024, 8192, num_layers=2, proj_size=1024) holds 151,126,016 parameters. */
     g = load_ok("models/biglstm.cfg");
     resolve_ok(g, 1, 0, 0, 0, 0);
-    p1 = layer(g, "lstm1.params"), p2 = layer(g, "lstm2.params");
+    p1 = layer(g, "lstm1.t0"), p2 = layer(g, "lstm2.t0");
     assert_int_equal(p1->n_weight + p1->n_bias + p2->n_weight + p2->n_bias, 151126016);
     assert_out(g, "lstm1.t0", 1, 20, 1024 + 8192);
     assert_out(g, "lstm2", 1, 20, 1024);
@@ -825,7 +845,8 @@ static void test_lstm_model(void **state)
     assert_out(g, "l", 1, 10, 2);
     assert_int_equal(layer(g, "m.t1")->inputs[0], vdnn_graph_find(g, "l"));
     assert_int_equal(layer(g, "m.t1")->p.step0, 5);
-    assert_int_equal(layer(g, "m.params")->n_weight, 4 * 3 * (2 + 3));
+    assert_int_equal(layer(g, "m.t0")->n_weight, 4 * 3 * (2 + 3));
+    assert_int_equal(layer(g, "m.t1")->n_weight, 0);
     resolve_ok(g, 2, 1, 9, 1, 0);
     assert_out(g, "l.t2", 1, 1, 6);
     assert_out(g, "m.t1", 1, 4, 6);

@@ -122,15 +122,18 @@ static vdnn_net_t *net_of(ctx *c, const vdnn_graph_t *g, bool adamw)
     vdnn_net_t *net = NULL;
     vdnn_error err;
     vt_assert_ok(vdnn_net_create_ex(g, c->be, &cfg, &x, &net, &err), err);
-    /* PyTorch's initial parameters, under vdnn's names. */
+    /* PyTorch's initial parameters, under vdnn's names (an lstm layer's "<layer>.params.weight", on its first
+     * chunk, which the others read). */
     for (int l = 1; l < g->n_layers; l++) {
         const vdnn_layer *ly = &g->layers[l];
         const size_t count[2] = {ly->n_weight, ly->n_bias};
         const char *suffix[2] = {"weight", "bias"};
+        char pre[96];
+        vdnn_layer_param_prefix(g, l, pre, sizeof pre);
         for (int k = 0; k < 2; k++) {
             if (!count[k]) continue;
             char name[160];
-            snprintf(name, sizeof name, "%s.%s", ly->name, suffix[k]);
+            snprintf(name, sizeof name, "%s.%s", pre, suffix[k]);
             vt_assert_ok(vdnn_net_set(net, name, vt_ref_f32(&c->ref, name, count[k]), count[k], &err), err);
         }
     }
@@ -148,10 +151,12 @@ static void check_params(ctx *c, const char *model, const vdnn_graph_t *g, vdnn_
         const vdnn_layer *ly = &g->layers[l];
         const size_t counts[2] = {ly->n_weight, ly->n_bias};
         const char *parts[2] = {".weight", ".bias"};
+        char pre[96];
+        vdnn_layer_param_prefix(g, l, pre, sizeof pre);
         for (int k = 0; k < 2; k++) {
             if (!counts[k]) continue;
             char name[160], want[200];
-            snprintf(name, sizeof name, "%s%s%s", ly->name, parts[k], suffix);
+            snprintf(name, sizeof name, "%s%s%s", pre, parts[k], suffix);
             snprintf(want, sizeof want, "%s%s", prefix, name);
             assert_true(counts[k] <= MAX_VALUES);
             vt_assert_ok(vdnn_net_get(net, name, buf, counts[k], &err), err);

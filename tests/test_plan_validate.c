@@ -455,10 +455,76 @@ static void corrupted_plans_fail(void **state)
     vdnn_backend_destroy(be);
 }
 
+/* An lstm layer's parameters are shared by its chunks by reference (docs/sequence.md, "LSTM"): in lstm-lm's plans
+ * (in-core, with parameters homed, with two micro-batches) each layer's weights and biases are one storage each,
+ * read by every chunk, and no other storage is parameter-sized (no copy of them as a tensor, nor its gradient map):
+ * only the gradients, the readers' parts of it and the moments are. */
+static void lstm_params_once(void **state)
+{
+    (void)state;
+    vdnn_backend_t *be = cpu();
+    planned_net n;
+    net_open(&n, be, &(zoo_net){"lstm-lm", {2, 1, 128, 1}, ALL_OPTIONS, true});
+    const vdnn_graph_t *g = n.g;
+    for (int c = 0; c < 3; c++) {
+        vdnn_plan_request rq = vdnn_plan_request_default();
+        rq.memory.offload_params = c == 1;
+        rq.memory.micro_batches = c == 2 ? 2 : 1;
+        rq.memory.optimizer_moments = 2;
+        vdnn_plan_t *p = NULL;
+        vdnn_error err;
+        vt_assert_ok(vdnn_plan_build(g, n.info, &rq, &p, &err), err);
+        vt_assert_ok(vdnn_plan_validate(p, &err), err);
+        for (int k = 1; k <= 2; k++) {
+            char name[32], pre[32];
+            snprintf(name, sizeof name, "lstm%d.t0", k);
+            snprintf(pre, sizeof pre, "lstm%d.params.", k);
+            const int o = vdnn_graph_find(g, name);
+            const vdnn_layer *O = &g->layers[o];
+            size_t nw, nb;
+            vdnn_lstm_param_counts(&O->p, &nw, &nb);
+            assert_int_equal(O->n_weight, nw);
+            assert_int_equal(O->n_bias, nb);
+            int weights = 0, biases = 0;
+            for (int i = 0; i < p->n_storages; i++) {
+                const vdnn_storage *s = &p->st[i];
+                weights += s->kind == VDNN_ST_WEIGHT && !strncmp(s->name, pre, strlen(pre));
+                biases += s->kind == VDNN_ST_BIAS && !strncmp(s->name, pre, strlen(pre));
+                /* Nothing is as large as the weights and biases together: there is no copy of them. */
+                if (s->bytes == (nw + nb) * sizeof(float))
+                    fail_msg("case %d: '%s' (%s) is the size of %s's parameters", c, s->name,
+                             vdnn_storage_kind_name(s->kind), name);
+                /* Feature maps, aux and gradient maps are per chunk: none is weight-sized. */
+                if ((s->kind == VDNN_ST_FMAP || s->kind == VDNN_ST_GRAD) && s->bytes == nw * sizeof(float))
+                    fail_msg("case %d: feature or gradient map '%s' is the size of %s's weights", c, s->name, name);
+            }
+            assert_int_equal(weights, 1);
+            assert_int_equal(biases, 1);
+            /* The later chunks read those very storages; the shared weights stay on the device when homing. */
+            const int w = p->ls[o].w, b = p->ls[o].b;
+            assert_false(p->st[w].homed || p->st[b].homed);
+            for (int l = o + 1; l < g->n_layers; l++) {
+                if (g->layers[l].p.tie != o) continue;
+                assert_int_equal(g->layers[l].n_weight + g->layers[l].n_bias, 0);
+                assert_int_equal(p->ls[l].w, w);
+                assert_int_equal(p->ls[l].b, b);
+                assert_true(p->ls[l].vw < 0 && p->ls[l].vb < 0);
+            }
+            /* The readers' sum of the gradient waits for the owner's backward. */
+            assert_true(p->ls[o].dwt >= 0 && p->ls[o].dbt >= 0);
+            assert_int_equal(p->st[p->ls[o].dwt].bytes, nw * sizeof(float));
+        }
+        vdnn_plan_free(p);
+    }
+    net_close(&n);
+    vdnn_backend_destroy(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(zoo_is_covered),
+        cmocka_unit_test(lstm_params_once),
         cmocka_unit_test(corrupted_plans_fail),
         cmocka_unit_test(every_planner_every_net),
     };

@@ -10,30 +10,29 @@ vdnn_status vdnn_lstm_dims_of(const vdnn_op_desc *d, vdnn_lstm_dims *m, vdnn_err
                           .ldx = x.w, .step0 = p->step0, .proj = p->proj > 0};
     size_t nw, nb;
     vdnn_lstm_param_counts(p, &nw, &nb);
-    bool ok = d->n_inputs >= 2 && d->n_inputs <= 3 && h >= 1 && p->proj >= 0 && m->in >= 1 && x.c == 1 &&
-              x.w >= m->in && p->step0 >= 0 && p->step0 + y.h <= x.h && y.n == x.n && y.c == 1 && y.w == m->w &&
-              vdnn_shape_count(d->in[1]) == nw + nb;
-    if (ok && d->n_inputs == 3) {
-        const vdnn_shape s = d->in[2];
+    bool ok = d->n_inputs >= 1 && d->n_inputs <= 2 && h >= 1 && p->proj >= 0 && m->in >= 1 && x.c == 1 &&
+              x.w >= m->in && p->step0 >= 0 && p->step0 + y.h <= x.h && y.n == x.n && y.c == 1 && y.w == m->w;
+    if (ok && d->n_inputs == 2) {
+        const vdnn_shape s = d->in[1];
         ok = s.n == x.n && s.c == 1 && s.w == m->w;
         m->sp = s.h;
     }
     if (!ok)
-        return vdnn_fail(err, VDNN_ERR_SHAPE, "lstm: input %dx%dx%dx%d (steps %d.. of its first %d features), "
-                         "parameters of %zu values and output %dx%dx%dx%d do not fit hidden=%d proj=%d (expected an "
-                         "output Bx1xSx(P+H), %zu parameters, a previous chunk Bx1xS'x(P+H))", x.n, x.c, x.h, x.w,
-                         p->step0, m->in, vdnn_shape_count(d->in[1]), y.n, y.c, y.h, y.w, h, p->proj, nw + nb);
+        return vdnn_fail(err, VDNN_ERR_SHAPE, "lstm: input %dx%dx%dx%d (steps %d.. of its first %d features) and "
+                         "output %dx%dx%dx%d do not fit hidden=%d proj=%d (expected an output Bx1xSx(P+H), a previous "
+                         "chunk Bx1xS'x(P+H); %zu parameters)", x.n, x.c, x.h, x.w, p->step0, m->in, y.n, y.c, y.h,
+                         y.w, h, p->proj, nw + nb);
     return VDNN_OK;
 }
 
-vdnn_lstm_params vdnn_lstm_params_at(const vdnn_lstm_dims *m, const float *base)
+vdnn_lstm_params vdnn_lstm_params_at(const vdnn_lstm_dims *m, const float *w, const float *b)
 {
     vdnn_lstm_params q;
     const size_t h4 = 4 * (size_t)m->h;
-    q.wih = base;
+    q.wih = w;
     q.whh = q.wih + h4 * (size_t)m->in;
-    q.whr = q.whh + h4 * (size_t)m->pw;
-    q.bih = q.whr + (m->proj ? (size_t)m->pw * (size_t)m->h : 0);
+    q.whr = m->proj ? q.whh + h4 * (size_t)m->pw : NULL;
+    q.bih = b;
     q.bhh = q.bih + h4;
     return q;
 }
@@ -54,16 +53,6 @@ vdnn_op_info vdnn_lstm_info(const vdnn_lstm_dims *m)
                           .bwd_ws_bytes = vdnn_lstm_bwd_floats(m) * sizeof(float),
                           .bwd_needs_x = true,
                           .bwd_needs_y = true};
-}
-
-vdnn_status vdnn_lstm_params_check(const vdnn_op_desc *d, vdnn_error *err)
-{
-    size_t nw, nb;
-    vdnn_lstm_param_counts(&d->p, &nw, &nb);
-    if (d->n_inputs != 1 || d->out.n != 1 || d->out.c != 1 || d->out.h != 1 || (size_t)d->out.w != nw + nb)
-        return vdnn_fail(err, VDNN_ERR_SHAPE, "params: output %dx%dx%dx%d, expected 1x1x1x%zu (the lstm's weights "
-                         "and biases)", d->out.n, d->out.c, d->out.h, d->out.w, nw + nb);
-    return VDNN_OK;
 }
 
 vdnn_status vdnn_seq_cat_check(const vdnn_op_desc *d, vdnn_error *err)

@@ -84,9 +84,21 @@ double vdnn_ring_allreduce_s(double bytes, int n, double bytes_per_s, double lat
 }
 
 /* The layer whose parameters layer l uses besides (or instead of) its own, or 0: a tied output projection's
- * embedding (graph.h's tie). A pipeline stage that holds l but not that layer keeps a copy of those parameters, and the
- * two stages sum their gradients of it every step (as Megatron-LM does for GPT's tied embedding). */
+ * embedding, an lstm chunk's first chunk (graph.h's tie). A pipeline stage that holds l but not that layer keeps a
+ * copy of those parameters, and the two stages sum their gradients of it every step (as Megatron-LM does for GPT's
+ * tied embedding). */
 static int shared_owner(const vdnn_graph_t *g, int l) { return g->layers[l].p.tie; }
+
+/* The owner of parameters that layer l, of a stage holding layers [first, last], reads from another stage, when l
+ * is the stage's first such reader (the stage keeps one copy, however many of its layers read it), else 0. */
+static int foreign_owner(const vdnn_graph_t *g, int l, int first, int last)
+{
+    const int o = shared_owner(g, l);
+    if (!o || (o >= first && o <= last)) return 0;
+    for (int k = first; k < l; k++)
+        if (shared_owner(g, k) == o) return 0;
+    return o;
+}
 
 static int stage_of(const vdnn_stage_split *sp, int stages, int l)
 {
@@ -100,8 +112,8 @@ static int stage_of(const vdnn_stage_split *sp, int stages, int l)
 static double stage_layer_params(const vdnn_graph_t *g, int l, int first, int last)
 {
     double n = (double)(g->layers[l].n_weight + g->layers[l].n_bias);
-    const int o = shared_owner(g, l);
-    if (o && (o < first || o > last)) n += (double)(g->layers[o].n_weight + g->layers[o].n_bias);
+    const int o = foreign_owner(g, l, first, last);
+    if (o) n += (double)(g->layers[o].n_weight + g->layers[o].n_bias);
     return n;
 }
 
@@ -220,8 +232,9 @@ vdnn_status vdnn_project_estimate(const vdnn_graph_t *g, const vdnn_profile *p, 
      * part, in parallel) once both are summed over the workers, before the update. */
     double shared = 0;
     for (int l = 1; l < L; l++) {
-        const int o = shared_owner(g, l);
-        if (o && stage_of(&e->split, stages, o) != stage_of(&e->split, stages, l))
+        const int sl = stage_of(&e->split, stages, l);
+        const int o = sl < 0 ? 0 : foreign_owner(g, l, e->split.first[sl], e->split.last[sl]);
+        if (o)
             shared += c->p2p_latency_s + (double)(g->layers[o].n_weight + g->layers[o].n_bias) * sizeof(float) /
                                              c->p2p_bytes_per_s;
     }

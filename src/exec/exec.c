@@ -115,7 +115,8 @@ static vdnn_status stream_begin(vdnn_net_t *net, const vdnn_plan_t *plan, int l,
 /* Dropout masks: each micro-batch of a step draws its own; without micro-batches the step alone numbers them. */
 static uint64_t mask_seed(const vdnn_net_t *net, int l)
 {
-    return net->x.dropout_seed(net->opt.seed, net->step * net->opt.memory.micro_batches + net->micro, l);
+    return net->x.dropout_seed(net->opt.seed, net->step * net->opt.memory.micro_batches + net->micro,
+                               vdnn_graph_seed_index(net->g, l, false));
 }
 
 /* Forward of layer l into its current blocks. A recompute (ws_st given) must not update statistics:
@@ -179,9 +180,10 @@ static vdnn_status compute_backward(vdnn_net_t *net, const vdnn_plan_t *plan, vd
     RES(s->grad, a.dy);
     /* Micro-batches after the first write their gradients aside; sum_micro adds them to the first's. */
     const bool later = plan->micro_batches > 1 && net->micro > 0;
-    /* A tied linear writes its part of the table's gradient aside (s->dw, every micro-batch). */
-    RES(later && !ly->p.tie ? s->dwm : s->dw, a.dw);
-    RES(later ? s->dbm : s->db, a.db);
+    /* A tied layer writes its part of the shared parameters' gradient aside (s->dw, s->db, every micro-batch: it
+     * has no dwm, dbm). */
+    RES(later && s->dwm >= 0 ? s->dwm : s->dw, a.dw);
+    RES(later && s->dbm >= 0 ? s->dbm : s->db, a.db);
     if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) RES(plan->labels, a.labels);
     if (ly->kind == VDNN_LAYER_SOFTMAX_XENT && net->loss_scaling) a.grad_scale = net->scaler.scale;
     a.seed = mask_seed(net, l);
@@ -194,12 +196,33 @@ static vdnn_status compute_backward(vdnn_net_t *net, const vdnn_plan_t *plan, vd
         a.stream = &sm;
     }
     BE_CALL(net->be->ops->op_backward(net->be, ops[l], &a, err));
-    /* A tied table's gradient: this layer's, then the tied linear's added (PyTorch sums the two in the same order
-     * of operands: a + b rounds alike either way). */
+    /* Shared parameters' gradient, in a fixed order (docs/sequence.md, "Weight tying"): the readers' parts summed
+     * in backward order, the last reader's first (it wrote the sum, s->dwt of the owner), each other reader's
+     * added as its backward ends; the owner's own part plus that sum last. For an lstm layer of chunks t0 (the
+     * owner) .. tn: t0 + (((tn + tn-1) + ...) + t1), the same bits as summing tn, tn-1, ..., t0 left to right (a + b
+     * rounds alike either way); for a tied table, embed + linear, as PyTorch sums them. */
+    if (ly->p.tie) {
+        const vdnn_layer_storage *o = &plan->ls[ly->p.tie];
+        const vdnn_layer *E = &net->g->layers[ly->p.tie];
+        char *t;
+        if (s->dw != o->dwt) {
+            BE_CALL(resident(net, plan, o->dwt, "shared gradient", &t, err));
+            BE_CALL(net->be->ops->accumulate(net->be, (float *)t, (const float *)a.dw, E->n_weight, err));
+        }
+        if (o->dbt >= 0 && s->db != o->dbt) {
+            BE_CALL(resident(net, plan, o->dbt, "shared gradient", &t, err));
+            BE_CALL(net->be->ops->accumulate(net->be, (float *)t, (const float *)a.db, E->n_bias, err));
+        }
+    }
     if (s->dwt >= 0) {
         char *t;
-        BE_CALL(resident(net, plan, s->dwt, "tied gradient", &t, err));
+        BE_CALL(resident(net, plan, s->dwt, "shared gradient", &t, err));
         BE_CALL(net->be->ops->accumulate(net->be, (float *)a.dw, (const float *)t, ly->n_weight, err));
+    }
+    if (s->dbt >= 0) {
+        char *t;
+        BE_CALL(resident(net, plan, s->dbt, "shared gradient", &t, err));
+        BE_CALL(net->be->ops->accumulate(net->be, (float *)a.db, (const float *)t, ly->n_bias, err));
     }
     return VDNN_OK;
 }
@@ -238,7 +261,7 @@ static vdnn_status clip_grads(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_err
             BE_CALL(be->ops->sum_squares(be, (const float *)net->ptr[s->dw], ly->n_weight, &part, err));
             sum += part;
         }
-        if (s->db >= 0) {
+        if (s->db >= 0 && ly->n_bias) {
             BE_CALL(be->ops->sum_squares(be, (const float *)net->ptr[s->db], ly->n_bias, &part, err));
             sum += part;
         }
@@ -251,7 +274,7 @@ static vdnn_status clip_grads(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_err
         const vdnn_layer_storage *s = &plan->ls[l];
         const vdnn_layer *ly = &net->g->layers[l];
         if (s->dw >= 0 && ly->n_weight) BE_CALL(be->ops->scale(be, (float *)net->ptr[s->dw], (float)k, ly->n_weight, err));
-        if (s->db >= 0) BE_CALL(be->ops->scale(be, (float *)net->ptr[s->db], (float)k, ly->n_bias, err));
+        if (s->db >= 0 && ly->n_bias) BE_CALL(be->ops->scale(be, (float *)net->ptr[s->db], (float)k, ly->n_bias, err));
     }
     return VDNN_OK;
 }
@@ -271,7 +294,7 @@ static vdnn_status update(vdnn_net_t *net, const vdnn_plan_t *plan, int first, i
                 BE_CALL(o->adamw_update(net->be, (float *)net->ptr[s->w], (const float *)net->ptr[s->dw],
                                         (float *)net->ptr[s->vw], (float *)net->ptr[s->vw2], ly->n_weight, lr,
                                         no->beta1, no->beta2, no->eps, no->weight_decay, t, err));
-            if (s->b >= 0)
+            if (s->b >= 0 && ly->n_bias)
                 BE_CALL(o->adamw_update(net->be, (float *)net->ptr[s->b], (const float *)net->ptr[s->db],
                                         (float *)net->ptr[s->vb], (float *)net->ptr[s->vb2], ly->n_bias, lr,
                                         no->beta1, no->beta2, no->eps, no->weight_decay, t, err));
@@ -281,7 +304,7 @@ static vdnn_status update(vdnn_net_t *net, const vdnn_plan_t *plan, int first, i
             BE_CALL(o->sgd_update(net->be, (float *)net->ptr[s->w], (const float *)net->ptr[s->dw],
                                   (float *)net->ptr[s->vw], ly->n_weight, lr, net->opt.momentum,
                                   net->opt.weight_decay, err));
-        if (s->b >= 0)
+        if (s->b >= 0 && ly->n_bias)
             BE_CALL(o->sgd_update(net->be, (float *)net->ptr[s->b], (const float *)net->ptr[s->db],
                                   (float *)net->ptr[s->vb], ly->n_bias, lr, net->opt.momentum, net->opt.weight_decay,
                                   err));

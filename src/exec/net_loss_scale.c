@@ -20,8 +20,9 @@ vdnn_status vdnn_net_loss_scale_check(vdnn_net_t *net, const vdnn_plan_t *plan, 
     for (int l = 1; l < nl; l++) {
         const vdnn_layer_storage *s = &plan->ls[l];
         const vdnn_layer *ly = &net->g->layers[l];
-        if (s->dw >= 0) x[count] = (const float *)net->ptr[s->dw], n[count++] = ly->n_weight;
-        if (s->db >= 0) x[count] = (const float *)net->ptr[s->db], n[count++] = ly->n_bias;
+        /* A tied layer's dw, db hold its part of its owner's gradient, already summed into the owner's. */
+        if (s->dw >= 0 && ly->n_weight) x[count] = (const float *)net->ptr[s->dw], n[count++] = ly->n_weight;
+        if (s->db >= 0 && ly->n_bias) x[count] = (const float *)net->ptr[s->db], n[count++] = ly->n_bias;
     }
     bool finite = false;
     vdnn_status rc = be->ops->all_finite(be, x, n, count, &finite, err);

@@ -62,7 +62,11 @@ vdnn_status vdnn_net_param_info(const vdnn_net_t *net, int i, vdnn_param_info *o
     const vdnn_storage *s = &net->plan_train->st[k];
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", s->name);
-    snprintf(out->layer, sizeof out->layer, "%s", net->g->layers[s->layer].name);
+    /* The prefix of its name, as before lstm parameters were shared by reference: "lstm1.params" for an lstm
+     * layer's (held by its first chunk), the layer's name for the others. */
+    char pre[VDNN_NAME_LEN + 16];
+    vdnn_layer_param_prefix(net->g, s->layer, pre, sizeof pre);
+    snprintf(out->layer, sizeof out->layer, "%.63s", s->kind == VDNN_ST_STATS ? net->g->layers[s->layer].name : pre);
     snprintf(out->kind, sizeof out->kind, "%s", vdnn_storage_kind_name(s->kind));
     out->count = s->bytes / sizeof(float);
     return VDNN_OK;
@@ -160,13 +164,14 @@ vdnn_status vdnn_net_init_params(vdnn_net_t *net, vdnn_error *err)
                                     ? (double)in.c / ly->p.groups * ly->p.kernel_h * ly->p.kernel_w
                                     : ly->kind == VDNN_LAYER_LINEAR ? (double)in.w
                                     /* nn.LSTM draws every weight and bias in +-1/sqrt(hidden) */
-                                    : ly->kind == VDNN_LAYER_PARAMS ? (double)ly->p.filters
+                                    : ly->kind == VDNN_LAYER_LSTM ? (double)ly->p.filters
                                                                    : (double)in.c * in.h * in.w;
                 double bound = 1.0 / sqrt(fan_in);
                 /* Embedding tables: GPT-2 draws them with standard deviation 0.02; a uniform of that spread. */
                 if (ly->kind == VDNN_LAYER_EMBED || ly->kind == VDNN_LAYER_POS_EMBED) bound = 0.02 * sqrt(3.0);
-                const uint64_t key = ly->origin ? (uint64_t)ly->origin - 1 : (uint64_t)s->layer;
-                uint64_t st = vdnn_mix64(net->opt.seed ^ vdnn_mix64(key * 2 + (s->kind == VDNN_ST_BIAS)));
+                /* Seeded by the layer's index as numbered when lstm layers had parameter nodes (graph.h). */
+                const uint64_t at = (uint64_t)vdnn_graph_seed_index(net->g, s->layer, true);
+                uint64_t st = vdnn_mix64(net->opt.seed ^ vdnn_mix64(at * 2 + (s->kind == VDNN_ST_BIAS)));
                 for (size_t k = 0; k < n; k++) {
                     uint64_t r = vdnn_mix64(st + k);
                     double u = (double)(r >> 11) * (1.0 / 9007199254740992.0);

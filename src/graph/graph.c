@@ -23,7 +23,7 @@ static const char *const kind_names[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_LAYERNORM] = "layernorm", [VDNN_LAYER_LINEAR] = "linear",
     [VDNN_LAYER_ATTN_PROBS] = "attn_probs", [VDNN_LAYER_ATTN_MIX] = "attn_mix",
     [VDNN_LAYER_GELU] = "gelu",
-    [VDNN_LAYER_LSTM] = "lstm",           [VDNN_LAYER_PARAMS] = "params",
+    [VDNN_LAYER_LSTM] = "lstm",
     [VDNN_LAYER_SEQ_CAT] = "seq_cat", [VDNN_LAYER_FEAT_CAT] = "feat_cat",
 };
 
@@ -105,6 +105,39 @@ vdnn_status vdnn_graph_resolved_copy(const vdnn_graph_t *g, vdnn_shape input, in
     return rc;
 }
 
+/* Lstm owners (first chunks) at indices below l, or up to l inclusive. */
+static int owners_before(const vdnn_graph_t *g, int l, bool inclusive)
+{
+    int n = 0;
+    for (int i = 1; i < l + inclusive && i < g->n_layers; i++) n += vdnn_lstm_owner(&g->layers[i]);
+    return n;
+}
+
+int vdnn_graph_seed_index(const vdnn_graph_t *g, int l, bool params)
+{
+    /* Each owner had its parameter node just before it; attention in head groups counts as before grouping. */
+    const vdnn_layer *L = &g->layers[l];
+    const bool owner = vdnn_lstm_owner(L);
+    return (L->origin ? L->origin - 1 : l) + owners_before(g, l, true) - (params && owner);
+}
+
+void vdnn_layer_param_prefix(const vdnn_graph_t *g, int l, char *buf, size_t n)
+{
+    const vdnn_layer *L = &g->layers[l];
+    if (L->kind != VDNN_LAYER_LSTM) {
+        snprintf(buf, n, "%s", L->name);
+        return;
+    }
+    /* "lstm1.t0" -> "lstm1.params" */
+    const char *dot = strrchr(L->name, '.');
+    const int len = dot ? (int)(dot - L->name) : (int)strlen(L->name);
+    snprintf(buf, n, "%.*s.params", len, L->name);
+}
+
+/* The kind numbers the hash was made of while VDNN_LAYER_PARAMS (then after VDNN_LAYER_LSTM) existed. */
+#define HASH_PARAMS_KIND ((int)VDNN_LAYER_LSTM + 1)
+static int hash_kind(vdnn_layer_kind k) { return (int)k > (int)VDNN_LAYER_LSTM ? (int)k + 1 : (int)k; }
+
 uint64_t vdnn_graph_hash(const vdnn_graph_t *g)
 {
     uint64_t h = 1469598103934665603ULL;
@@ -113,18 +146,38 @@ uint64_t vdnn_graph_hash(const vdnn_graph_t *g)
         h ^= (uint64_t)(v);                             \
         h *= 1099511628211ULL;                          \
     } while (0)
+    /* Hashed as the graph was when every lstm layer had a parameter node before its first chunk (holding the
+     * parameters, read by every chunk as its input 1): the same model keeps its hash, so its checkpoints load. */
     for (int l = 0; l < g->n_layers; l++) {
         const vdnn_layer *ly = &g->layers[l];
+        const bool lstm = ly->kind == VDNN_LAYER_LSTM;
+        const int owner = !lstm ? 0 : ly->p.tie ? ly->p.tie : l;
+        if (lstm && owner == l) {
+            char pre[VDNN_NAME_LEN + 16];
+            vdnn_layer_param_prefix(g, l, pre, sizeof pre);
+            for (const char *c = pre; *c; c++) MIX((unsigned char)*c);
+            MIX(HASH_PARAMS_KIND);
+            MIX(1);
+            MIX(1);
+            MIX(ly->n_weight + ly->n_bias);
+            MIX(ly->n_weight);
+            MIX(ly->n_bias);
+            MIX(0);
+            MIX(0); /* its input, the data */
+        }
         for (const char *c = ly->name; *c; c++) MIX((unsigned char)*c);
-        MIX(ly->kind);
+        MIX(hash_kind(ly->kind));
         MIX(ly->out.c);
         MIX(ly->out.h);
         MIX(ly->out.w);
-        MIX(ly->n_weight);
-        MIX(ly->n_bias);
+        MIX(lstm ? 0 : ly->n_weight);
+        MIX(lstm ? 0 : ly->n_bias);
         MIX(ly->n_stats);
-        if (ly->p.tie) MIX(ly->p.tie); /* only where tied: the hashes of other models stay as they were */
-        for (int i = 0; i < ly->n_inputs; i++) MIX(ly->inputs[i]);
+        if (ly->p.tie && !lstm) MIX(vdnn_graph_seed_index(g, ly->p.tie, false)); /* only where tied: the hashes of other models stay as they were */
+        for (int i = 0; i < ly->n_inputs; i++) {
+            MIX(vdnn_graph_seed_index(g, ly->inputs[i], false));
+            if (lstm && i == 0) MIX(vdnn_graph_seed_index(g, owner, true));
+        }
     }
 #undef MIX
     return h;
@@ -408,18 +461,8 @@ static vdnn_status resolve_layer(vdnn_graph_t *g, int idx, vdnn_error *err)
         L->flops_fwd = 8.0 * (double)in_count;
         L->flops_bwd = 12.0 * (double)in_count;
         break;
-    case VDNN_LAYER_PARAMS: {
-        /* PyTorch's nn.LSTM layout: weight_ih 4H x In, weight_hh 4H x P, weight_hr P x H, then bias_ih, bias_hh. */
-        const vdnn_layer *s = &g->layers[p->src];
-        p->lstm_in = s->kind == VDNN_LAYER_LSTM ? vdnn_lstm_h_width(&s->p) : s->out.w;
-        vdnn_lstm_param_counts(p, &L->n_weight, &L->n_bias);
-        out = (vdnn_shape){1, 1, 1, (int)(L->n_weight + L->n_bias)};
-        L->flops_fwd = L->flops_bwd = (double)(L->n_weight + L->n_bias);
-        if (L->n_weight + L->n_bias > (size_t)INT_MAX) return layer_fail(g, L, err, "the lstm's parameters overflow");
-        break;
-    }
     case VDNN_LAYER_LSTM: {
-        const vdnn_layer *x = &g->layers[L->inputs[0]], *pr = &g->layers[L->inputs[1]];
+        const vdnn_layer *x = &g->layers[L->inputs[0]];
         const int pw = vdnn_lstm_h_width(p), hh = p->filters;
         int steps = in.h;
         if (in.c != 1) return layer_fail(g, L, err, "lstm reads a sequence 1xTxF, got %s", shape_str(in, a, sizeof a));
@@ -438,11 +481,19 @@ static vdnn_status resolve_layer(vdnn_graph_t *g, int idx, vdnn_error *err)
                 p->step0 = p->chunk_index * k;
             }
         }
-        if (pr->kind != VDNN_LAYER_PARAMS || pr->p.lstm_in != p->lstm_in)
-            return layer_fail(g, L, err, "lstm's parameters are for %d input features, its input has %d",
-                              pr->p.lstm_in, p->lstm_in);
-        if (L->n_inputs > 2) {
-            const vdnn_shape s = g->layers[L->inputs[2]].out;
+        /* PyTorch's nn.LSTM layout: weight_ih 4H x In, weight_hh 4H x P, weight_hr P x H, then bias_ih, bias_hh; on
+         * chunk 0 only, the later chunks read them by reference. */
+        const vdnn_layer *o = p->tie ? &g->layers[p->tie] : NULL;
+        if (o && (o->kind != VDNN_LAYER_LSTM || o->p.lstm_in != p->lstm_in || o->p.filters != p->filters ||
+                  o->p.proj != p->proj))
+            return layer_fail(g, L, err, "lstm's parameters (of '%s') are for %d input features, its input has %d",
+                              o->name, o->p.lstm_in, p->lstm_in);
+        if (!o) {
+            vdnn_lstm_param_counts(p, &L->n_weight, &L->n_bias);
+            if (L->n_weight + L->n_bias > (size_t)INT_MAX) return layer_fail(g, L, err, "the lstm's parameters overflow");
+        }
+        if (L->n_inputs > 1) {
+            const vdnn_shape s = g->layers[L->inputs[1]].out;
             if (s.n != in.n || s.w != pw + hh)
                 return layer_fail(g, L, err, "the previous chunk is %s, expected rows of %d (h then c)",
                                   shape_str(s, a, sizeof a), pw + hh);

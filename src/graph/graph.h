@@ -47,10 +47,10 @@ typedef enum vdnn_layer_kind {
     VDNN_LAYER_ATTN_PROBS,   /* causal softmax(Q K^T / sqrt(d)) from qkv {B,1,T,3F} -> {B,H,T,T} */
     VDNN_LAYER_ATTN_MIX,     /* inputs (probs {B,H,T,T}, qkv {B,1,T,3F}) -> P V, heads side by side {B,1,T,F} */
     VDNN_LAYER_GELU,         /* GPT-2's tanh approximation of GELU */
-    /* LSTM (docs/sequence.md, "LSTM"): a file's [x] type=lstm becomes, at parse time, a parameter tensor node,
-     * one lstm node per chunk of time steps and a seq_cat gathering their h (src/graph/lstm_expand.c). */
-    VDNN_LAYER_LSTM,         /* one chunk: inputs (x, params, previous chunk) -> {B,1,S,P+H}, rows [h_t | c_t] */
-    VDNN_LAYER_PARAMS,       /* a layer's parameters as a tensor {1,1,1,weights+biases}, read by several nodes */
+    /* LSTM (docs/sequence.md, "LSTM"): a file's [x] type=lstm becomes, at parse time, one lstm node per chunk of
+     * time steps, sharing one parameter set by reference (tie), and a seq_cat gathering their h
+     * (src/graph/lstm_expand.c). */
+    VDNN_LAYER_LSTM,         /* one chunk: inputs (x, previous chunk) -> {B,1,S,P+H}, rows [h_t | c_t] */
     VDNN_LAYER_SEQ_CAT,      /* inputs {B,1,S_i,W_i} -> {B,1,sum S_i,cols}: the first cols of each row, along time */
     /* Attention in head groups (docs/sequence.md, "Attention in head groups"): a file's attn_probs groups=G and the
      * attn_mix reading it become G pairs of nodes, one per group of heads, and a feat_cat of the mixes
@@ -99,13 +99,15 @@ typedef struct vdnn_layer_params {
     /* lstm: hidden H is in filters; proj P (0: none, h is H wide); chunk K steps per node as the file gives it
      * (0: the whole sequence); chunk_index k of n_chunks; step0, the first step of x[0] it reads (k K when x[0] is
      * the whole sequence, 0 when it is the previous layer's chunk k); lstm_in, the input features In (resolved).
-     * params: the same hidden, proj and lstm_in, with src the layer whose output width is In (an lstm chunk:
-     * its P). seq_cat: filters is the columns it keeps. */
-    int proj, chunk, chunk_index, n_chunks, step0, lstm_in, src;
-    /* Weight tying (tie=LAYER on a linear, as GPT-2's output projection): the index of the earlier embed layer whose
-     * table is this layer's weight, 0 if none; on that embed layer, tied_by is the linear's index. The table is one
-     * parameter (counted, initialised, updated and saved once, under the embed's name); its gradient is the sum of
-     * both layers' (docs/sequence.md). */
+     * seq_cat: filters is the columns it keeps. */
+    int proj, chunk, chunk_index, n_chunks, step0, lstm_in;
+    /* Parameters shared by reference: tie is the index of the earlier layer (the owner) whose parameters this layer
+     * reads as its own, 0 if none: a tied linear (tie=LAYER, GPT-2's output projection) reads an embed's table as its
+     * weight; an lstm chunk after the first reads chunk 0's weights and biases. A reader owns none of the parameters
+     * it shares (n_weight 0; n_bias 0 where it shares the biases too). On the owner, tied_by is its last reader (the
+     * first whose backward runs), 0 if none. The parameters are counted, initialised, updated and saved once, under
+     * the owner; their gradient is the sum of every reader's and the owner's, in a fixed order (docs/sequence.md,
+     * "Weight tying"). */
     int tie;
     int tied_by;
 } vdnn_layer_params;
@@ -119,7 +121,7 @@ typedef struct vdnn_layer {
     int inputs[VDNN_MAX_INPUTS];      /* indices of earlier layers */
     vdnn_layer_params p;
     /* In a graph whose attention was expanded into head groups (attn_expand.c): 1 + this node's index before (0:
-     * none), what seeds its parameters and dropout masks, so that grouping leaves them as they were. */
+     * none); vdnn_graph_seed_index numbers by it, so that grouping leaves parameters and dropout masks as they were. */
     int origin;
 
     /* Filled by vdnn_graph_resolve(): */
@@ -163,7 +165,8 @@ struct vdnn_graph {
     vdnn_dtype dtype;
 };
 
-/* Replaces each lstm layer of a parsed file (one node per layer) by its parameter tensor, its chunk nodes and,
+/* Replaces each lstm layer of a parsed file (one node per layer) by its chunk nodes (chunk 0 owning the parameters,
+ * the others tied to it) and,
  * where a layer other than the next lstm reads it, the seq_cat of its h under the layer's own name (lstm_expand.c).
  * Inputs must be linked; consumer counts are left to the caller. */
 vdnn_status vdnn_graph_expand_lstm(vdnn_graph_t *g, vdnn_error *err);
@@ -187,8 +190,21 @@ static inline void vdnn_lstm_param_counts(const vdnn_layer_params *p, size_t *we
 /* Whether layer kind k is written by the parser itself (never in a model file under its name). */
 static inline bool vdnn_layer_kind_internal(vdnn_layer_kind k)
 {
-    return k == VDNN_LAYER_PARAMS || k == VDNN_LAYER_SEQ_CAT || k == VDNN_LAYER_FEAT_CAT;
+    return k == VDNN_LAYER_SEQ_CAT || k == VDNN_LAYER_FEAT_CAT;
 }
+
+/* Whether layer L is an lstm layer's first chunk: the node that owns the layer's parameters. */
+static inline bool vdnn_lstm_owner(const vdnn_layer *L) { return L->kind == VDNN_LAYER_LSTM && L->p.chunk_index == 0; }
+
+/* Layer l's index as the graph was numbered when each lstm layer had a parameter node before its first chunk (the
+ * chunks read its output): what seeds initial parameters and dropout masks, so that a model trains to the same bits
+ * as it did then. With params, the index of the node that held l's parameters (an lstm owner's old parameter node). */
+int vdnn_graph_seed_index(const vdnn_graph_t *g, int l, bool params);
+
+/* The prefix of layer l's parameter storages ("conv1" for conv1.weight): its name, except for an lstm layer's
+ * parameters, which keep the name of the file's layer, "<layer>.params" (nn.LSTM's, as checkpoints and reference
+ * files name them). */
+void vdnn_layer_param_prefix(const vdnn_graph_t *g, int l, char *buf, size_t n);
 
 /* Reads a model file: a .cfg model, or an ONNX model when the path ends in .onnx (graph/onnx.h). Errors name
  * the file and line ("models/x.cfg:12: unknown layer type 'foo'") or the ONNX node. */

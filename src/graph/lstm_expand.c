@@ -1,5 +1,5 @@
-/* Expands a model file's lstm layers into graph nodes: one parameter tensor, one node per chunk of time steps and
- * a gather of their outputs, so that plans keep, swap or recompute an LSTM's state chunk by chunk. */
+/* Expands a model file's lstm layers into graph nodes: one node per chunk of time steps, sharing one parameter set
+ * by reference, and a gather of their outputs, so that plans keep, swap or recompute an LSTM's state chunk by chunk. */
 #include "graph/graph.h"
 
 #include <stdio.h>
@@ -116,7 +116,7 @@ static vdnn_status flush(expander *x)
     if (!m) return VDNN_OK;
     const vdnn_layer *first = &g->layers[x->group[0]];
     const int n = chunk_count(first, x->t);
-    int params[64], *cats[64] = {0}, n_cats[64] = {0};
+    int *cats[64] = {0}, n_cats[64] = {0};
     bool needed[64];
     int gsz = 1;
     while (gsz * gsz < n) gsz++;
@@ -144,18 +144,6 @@ static vdnn_status flush(expander *x)
             /* The stack's first layer reads an earlier stack's chunks or a whole sequence; the others the layer
              * below. */
             const bool from_chunks = j > 0 || (x->chunks[src] && per_chunk(g, src, li, x->t));
-            if (k == 0) {
-                snprintf(name, sizeof name, "%s.params", L->name);
-                if ((params[j] = emit(&x->b, L, name, VDNN_LAYER_PARAMS)) < 0) {
-                    st = oom(x);
-                    break;
-                }
-                /* The parameters' input is the data, which gives them no gradient: they read nothing. */
-                vdnn_layer *P = &x->b.out[params[j]];
-                P->n_inputs = 1;
-                P->inputs[0] = 0;
-                P->p.src = from_chunks ? x->chunks[src][0] : x->outmap[src];
-            }
             snprintf(name, sizeof name, "%s.t%d", L->name, k);
             const int at = emit(&x->b, L, name, VDNN_LAYER_LSTM);
             if (at < 0) {
@@ -168,8 +156,12 @@ static vdnn_status flush(expander *x)
             N->p.n_chunks = n;
             N->p.step0 = from_chunks ? 0 : k * k_steps;
             N->inputs[N->n_inputs++] = from_chunks ? x->chunks[src][k] : x->outmap[src];
-            N->inputs[N->n_inputs++] = params[j];
-            if (k > 0) N->inputs[N->n_inputs++] = x->chunks[li][k - 1];
+            /* Chunk 0 owns the layer's parameters, the others read them by reference (graph.h's tie). */
+            if (k > 0) {
+                N->inputs[N->n_inputs++] = x->chunks[li][k - 1];
+                N->p.tie = x->chunks[li][0];
+                x->b.out[x->chunks[li][0]].p.tied_by = at;
+            }
             x->chunks[li][k] = at;
             if (needed[j] && n > VDNN_MAX_INPUTS && ((k + 1) % gsz == 0 || k == n - 1)) {
                 const int len = k % gsz + 1;
@@ -219,6 +211,12 @@ vdnn_status vdnn_graph_expand_lstm(vdnn_graph_t *g, vdnn_error *err)
         vdnn_layer *N = &x.b.out[at];
         N->n_inputs = L->n_inputs;
         for (int k = 0; k < L->n_inputs; k++) N->inputs[k] = x.outmap[L->inputs[k]];
+        /* A tied linear's table (an earlier embed, never an lstm) moves with the renumbering. */
+        N->p.tied_by = 0;
+        if (N->p.tie) {
+            N->p.tie = x.outmap[N->p.tie];
+            x.b.out[N->p.tie].p.tied_by = at;
+        }
         x.outmap[i] = at;
     }
     if (!st) st = flush(&x);

@@ -132,8 +132,9 @@ void vdnn_plan_set_offload_params(vdnn_plan_t *p, bool on)
     for (int i = 0; i < p->n_storages_analyzed; i++) {
         vdnn_storage *s = &p->st[i];
         if (!homeable(s->kind)) continue;
-        /* A tied table is read by the first layer and the last: it stays on the device (its moments are homed). */
-        if (s->kind == VDNN_ST_WEIGHT && p->g->layers[s->layer].p.tied_by) continue;
+        /* Shared parameters are read by several layers far apart (a tied table by the first layer and the last, an
+         * lstm layer's by every chunk): they stay on the device (their moments are homed). */
+        if ((s->kind == VDNN_ST_WEIGHT || s->kind == VDNN_ST_BIAS) && p->g->layers[s->layer].p.tied_by) continue;
         s->homed = on;
         s->persistent = !on;
     }
@@ -271,15 +272,22 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
     const int L = g->n_layers;
     const bool tr = p->training;
     int fail = 0;
-    /* Persistent storages, parameters first so every plan of a net puts them at the same offsets. */
+    /* Persistent storages, parameters first so every plan of a net puts them at the same offsets. An lstm layer's
+     * parameters keep the file layer's name (graph.h's vdnn_layer_param_prefix). */
+    char pre[VDNN_NAME_LEN + 16];
     for (int l = 1; l < L; l++) {
         const vdnn_layer *ly = &g->layers[l];
         vdnn_layer_storage *s = &p->ls[l];
-        if (ly->n_weight) fail |= (s->w = add_storage(p, VDNN_ST_WEIGHT, l, ly->n_weight * 4, true, ly->name, ".weight")) < 0;
-        if (ly->n_bias) fail |= (s->b = add_storage(p, VDNN_ST_BIAS, l, ly->n_bias * 4, true, ly->name, ".bias")) < 0;
+        vdnn_layer_param_prefix(g, l, pre, sizeof pre);
+        if (ly->n_weight) fail |= (s->w = add_storage(p, VDNN_ST_WEIGHT, l, ly->n_weight * 4, true, pre, ".weight")) < 0;
+        if (ly->n_bias) fail |= (s->b = add_storage(p, VDNN_ST_BIAS, l, ly->n_bias * 4, true, pre, ".bias")) < 0;
         if (ly->n_stats) fail |= (s->stats = add_storage(p, VDNN_ST_STATS, l, ly->n_stats * 4, true, ly->name, ".stats")) < 0;
-        /* A tied linear reads the embed's table (an earlier layer: its storage exists). */
-        if (ly->p.tie) s->w = p->ls[ly->p.tie].w;
+        /* A tied layer reads its owner's parameters (an earlier layer: their storages exist): the weight, and the
+         * biases where it has none of its own (an lstm chunk's). */
+        if (ly->p.tie) {
+            s->w = p->ls[ly->p.tie].w;
+            if (!ly->n_bias) s->b = p->ls[ly->p.tie].b;
+        }
     }
     fail |= (p->labels = add_storage(p, VDNN_ST_LABELS, 0, vdnn_graph_label_count(g) * 4, true, "labels", "")) < 0;
     fail |= (p->loss = add_storage(p, VDNN_ST_LOSS, L - 1, sizeof(float), true, "loss", "")) < 0;
@@ -287,26 +295,39 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
         const vdnn_layer *ly = &g->layers[l];
         vdnn_layer_storage *s = &p->ls[l];
         const bool keep = !p->fused_update;
-        if (ly->n_weight) fail |= (s->dw = add_storage(p, VDNN_ST_WGRAD, l, ly->n_weight * 4, keep, ly->name, ".weight.grad")) < 0;
-        if (ly->n_bias) fail |= (s->db = add_storage(p, VDNN_ST_BGRAD, l, ly->n_bias * 4, keep, ly->name, ".bias.grad")) < 0;
-        if (ly->n_weight) fail |= (s->vw = add_storage(p, VDNN_ST_WMOM, l, ly->n_weight * 4, true, ly->name, ".weight.momentum")) < 0;
-        if (ly->n_bias) fail |= (s->vb = add_storage(p, VDNN_ST_BMOM, l, ly->n_bias * 4, true, ly->name, ".bias.momentum")) < 0;
+        vdnn_layer_param_prefix(g, l, pre, sizeof pre);
+        if (ly->n_weight) fail |= (s->dw = add_storage(p, VDNN_ST_WGRAD, l, ly->n_weight * 4, keep, pre, ".weight.grad")) < 0;
+        if (ly->n_bias) fail |= (s->db = add_storage(p, VDNN_ST_BGRAD, l, ly->n_bias * 4, keep, pre, ".bias.grad")) < 0;
+        if (ly->n_weight) fail |= (s->vw = add_storage(p, VDNN_ST_WMOM, l, ly->n_weight * 4, true, pre, ".weight.momentum")) < 0;
+        if (ly->n_bias) fail |= (s->vb = add_storage(p, VDNN_ST_BMOM, l, ly->n_bias * 4, true, pre, ".bias.momentum")) < 0;
         /* AdamW's second moments: optimizer state like momentum (homed, exported and counted alike). */
         const bool adam = p->req.memory.optimizer_moments >= 2;
         if (adam && ly->n_weight)
-            fail |= (s->vw2 = add_storage(p, VDNN_ST_WMOM, l, ly->n_weight * 4, true, ly->name, ".weight.moment2")) < 0;
+            fail |= (s->vw2 = add_storage(p, VDNN_ST_WMOM, l, ly->n_weight * 4, true, pre, ".weight.moment2")) < 0;
         if (adam && ly->n_bias)
-            fail |= (s->vb2 = add_storage(p, VDNN_ST_BMOM, l, ly->n_bias * 4, true, ly->name, ".bias.moment2")) < 0;
+            fail |= (s->vb2 = add_storage(p, VDNN_ST_BMOM, l, ly->n_bias * 4, true, pre, ".bias.moment2")) < 0;
         /* Ops overwrite their gradients: a later micro-batch's go here first, then are added to the sum. */
         if (p->micro_batches > 1 && ly->n_weight)
-            fail |= (s->dwm = add_storage(p, VDNN_ST_TEMP, l, ly->n_weight * 4, false, ly->name, ".weight.grad.micro")) < 0;
+            fail |= (s->dwm = add_storage(p, VDNN_ST_TEMP, l, ly->n_weight * 4, false, pre, ".weight.grad.micro")) < 0;
         if (p->micro_batches > 1 && ly->n_bias)
-            fail |= (s->dbm = add_storage(p, VDNN_ST_TEMP, l, ly->n_bias * 4, false, ly->name, ".bias.grad.micro")) < 0;
-        /* The tied linear's part of the table's gradient waits for the embed's backward, which adds it to its own. */
+            fail |= (s->dbm = add_storage(p, VDNN_ST_TEMP, l, ly->n_bias * 4, false, pre, ".bias.grad.micro")) < 0;
+        /* Shared parameters: the readers' part of their gradient, summed from the last reader (whose backward runs
+         * first and writes it) down to the first, waits in the owner's dwt (dbt) for the owner's backward, which
+         * adds it to its own. Each other reader writes its part aside, added to the sum after its op (exec.c). */
         if (ly->p.tie) {
             const vdnn_layer *E = &g->layers[ly->p.tie];
-            fail |= (s->dw = add_storage(p, VDNN_ST_TEMP, l, E->n_weight * 4, false, ly->name, ".weight.grad.tied")) < 0;
-            p->ls[ly->p.tie].dwt = s->dw;
+            vdnn_layer_storage *o = &p->ls[ly->p.tie];
+            const bool bias = E->n_bias && !ly->n_bias;
+            const bool last = E->p.tied_by == l;
+            fail |= (s->dw = add_storage(p, VDNN_ST_TEMP, l, E->n_weight * 4, false, ly->name,
+                                         last ? ".weight.grad.tied" : ".weight.grad.part")) < 0;
+            if (bias)
+                fail |= (s->db = add_storage(p, VDNN_ST_TEMP, l, E->n_bias * 4, false, ly->name,
+                                             last ? ".bias.grad.tied" : ".bias.grad.part")) < 0;
+            if (last) {
+                o->dwt = s->dw;
+                o->dbt = bias ? s->db : -1;
+            }
         }
     }
     /* Feature maps and aux state. */
@@ -394,6 +415,12 @@ static vdnn_status build_steps(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error
         use(p, p->ls[l].dwm, s);
         use(p, p->ls[l].dbm, s);
         use(p, p->ls[l].dwt, s);
+        use(p, p->ls[l].dbt, s);
+        /* A tied layer's part of the shared gradient is added to the sum after its op. */
+        if (ly->p.tie) {
+            use(p, p->ls[ly->p.tie].dwt, s);
+            use(p, p->ls[ly->p.tie].dbt, s);
+        }
         if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) use(p, p->labels, s);
         for (int i = 0; i < ly->n_inputs; i++) {
             int in = ly->inputs[i];
@@ -885,7 +912,7 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
     for (int l = 0; l < g->n_layers; l++)
         p->ls[l] = (vdnn_layer_storage){.out = -1, .aux = -1, .grad = -1, .w = -1, .b = -1, .stats = -1, .dw = -1,
                                         .db = -1, .vw = -1, .vb = -1, .vw2 = -1, .vb2 = -1, .dwm = -1, .dbm = -1,
-                                        .dwt = -1, .xs = -1, .xb = -1, .in_place = false};
+                                        .dwt = -1, .dbt = -1, .xs = -1, .xb = -1, .in_place = false};
     rc = build_storages(p, g, err);
     if (rc == VDNN_OK) rc = build_steps(p, g, err);
     if (rc != VDNN_OK) {

@@ -116,8 +116,10 @@ typedef struct vdnn_layer_storage {
     int w, b, stats, dw, db, vw, vb;
     int vw2, vb2;    /* AdamW (memory.optimizer_moments 2): the second moments; vw, vb hold the first */
     int dwm, dbm;    /* with micro-batches: where a later micro-batch's gradients go before they are added to dw, db */
-    int dwt;         /* weight tying, on the embed layer: the table's gradient from the tied linear's backward (that
-                        layer's dw, a temporary), added to this layer's after its own backward; -1 if none */
+    int dwt, dbt;    /* shared parameters (graph.h's tie), on their owner: the sum of the readers' parts of the weight's
+                        (bias's) gradient, a temporary that the last reader's backward writes (its dw, db) and every
+                        other reader's adds its part to (from its own dw, db), added to the owner's own gradient
+                        after its backward; -1 if none */
     int xs, xb;      /* a streamed input: its host copy (vdnn_storage.streamed), and the two chunk buffers its
                         backward step reads it through (training plans) */
     bool in_place;   /* stream_inputs: the layer's op writes its output over its input a chunk at a time */

@@ -503,12 +503,13 @@ static void forward_access(op_pass *o, int l, bool recompute, int ws)
 static void update_access(op_pass *o, int l)
 {
     const vdnn_layer_storage *s = &o->v->p->ls[l];
-    /* A tied linear's weight is the embed's table, updated (from the summed gradient) with that layer. */
-    const bool tied = o->v->p->g->layers[l].p.tie != 0;
+    const vdnn_layer *ly = &o->v->p->g->layers[l];
+    /* A tied layer's shared parameters are its owner's, updated (from the summed gradient) with that layer. */
+    const bool tied = ly->p.tie != 0, tied_b = tied && !ly->n_bias;
     acc(o, tied ? -1 : s->dw, true, false);
-    acc(o, s->db, true, false);
+    acc(o, tied_b ? -1 : s->db, true, false);
     acc(o, tied ? -1 : s->w, true, true);
-    acc(o, s->b, true, true);
+    acc(o, tied_b ? -1 : s->b, true, true);
     acc(o, s->vw, true, true);
     acc(o, s->vb, true, true);
 }
@@ -536,12 +537,20 @@ static void backward_access(op_pass *o, const vdnn_step *st)
     for (int i = 0; i < ly->n_inputs; i++) acc(o, st->dx[i], false, true);
     acc(o, st->ws, false, true);
     acc(o, s->xb, false, true);
-    /* A tied linear writes its part of the table's gradient afresh in every micro-batch. */
-    acc(o, s->dw, p->micro_batches > 1 && !ly->p.tie, true);
-    acc(o, s->db, p->micro_batches > 1, true);
+    /* A tied layer writes its part of the shared gradient afresh in every micro-batch (it has no dwm, dbm). */
+    acc(o, s->dw, p->micro_batches > 1 && s->dwm >= 0, true);
+    acc(o, s->db, p->micro_batches > 1 && s->dbm >= 0, true);
     acc(o, s->dwm, false, true);
     acc(o, s->dbm, false, true);
-    acc(o, s->dwt, true, false); /* the tied linear's part of the table's gradient, added after the op */
+    /* Then adds it (written by the op just before) to the readers' sum; the last reader wrote the sum itself... */
+    if (ly->p.tie) {
+        const vdnn_layer_storage *t = &p->ls[ly->p.tie];
+        if (s->dw != t->dwt) acc(o, t->dwt, true, true);
+        if (t->dbt >= 0 && s->db != t->dbt) acc(o, t->dbt, true, true);
+    }
+    /* ...which the owner adds to its own after its op. */
+    acc(o, s->dwt, true, false);
+    acc(o, s->dbt, true, false);
 }
 
 static vdnn_status run_op(validator *v, const char *who, const vdnn_step *st, const vdnn_action *a)

@@ -9,8 +9,9 @@ Recorded (VDNNREF1, see README.md): the tokens and next-token labels of a batch 
 parameters under vdnn's storage names, the logits ("head.out") and the loss at step 0, every parameter gradient
 (".weight.grad", ".bias.grad"), 3 SGD steps (lr, momentum 0.9): the losses and the final parameters
 ("final.<name>"), and 3 AdamW steps from the same start ("meta.adamw", "adamw.losses", "adamw.final.<name>").
-An LSTM layer's parameters are one tensor in vdnn: "<layer>.params.weight" is nn.LSTM's weight_ih_l0, weight_hh_l0 and
-(with a projection) weight_hr_l0 flattened one after another, "<layer>.params.bias" its bias_ih_l0 then bias_hh_l0.
+An LSTM layer's parameters are one weight and one bias storage in vdnn, shared by its chunks: "<layer>.params.weight"
+is nn.LSTM's weight_ih_l0, weight_hh_l0 and (with a projection) weight_hr_l0 flattened one after another,
+"<layer>.params.bias" its bias_ih_l0 then bias_hh_l0.
 
 Run with Debian's interpreter (python3-torch): /usr/bin/python3 tests/reference/make_lstm_reference.py
 """

@@ -71,7 +71,6 @@ extern const cpu_op_impl vdnn_cpu_op_attn_probs;
 extern const cpu_op_impl vdnn_cpu_op_attn_mix;
 /* LSTM (cpu_ops_lstm.c): a chunk of time steps, parameters as a tensor, the gather of chunks along time. */
 extern const cpu_op_impl vdnn_cpu_op_lstm;
-extern const cpu_op_impl vdnn_cpu_op_params;
 extern const cpu_op_impl vdnn_cpu_op_seq_cat;
 
 /* Sets be->bf16 from the CPU, the options and VDNN_CPU_ISA (cpu_isa.c); fails on an unknown VDNN_CPU_ISA. */

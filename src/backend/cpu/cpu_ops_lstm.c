@@ -74,7 +74,8 @@ static inline float lstm_tanh(float v)
 
 /* ---- one chunk of steps ----
  * x[0] {B,1,Tin,ldx}: steps step0 .. step0+S-1 of it, the first In columns of each row (an lstm chunk's rows are
- * [h | c]); x[1] the parameters; x[2] (optional) the previous chunk, whose last row is the incoming (h, c).
+ * [h | c]); x[1] (optional) the previous chunk, whose last row is the incoming (h, c); w and b the layer's
+ * parameters (lstm_layout.h), dw and db their gradient from this chunk alone.
  * y {B,1,S,P+H}: rows [h_t | c_t]. aux: the activated gates i, f, g, o per step, laid out [t][b][4H] so that each
  * step's recurrent GEMM reads B contiguous rows. */
 
@@ -154,12 +155,13 @@ static vdnn_status lstm_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     vdnn_lstm_dims m;
     vdnn_status st = vdnn_lstm_dims_of(d, &m, err);
     if (!st) st = need(a->x[0], d, "x", err);
-    if (!st) st = need(a->x[1], d, "the parameters", err);
-    if (!st && m.sp) st = need(a->x[2], d, "the previous chunk", err);
+    if (!st) st = need(a->w, d, "the weights", err);
+    if (!st) st = need(a->b, d, "the biases", err);
+    if (!st && m.sp) st = need(a->x[1], d, "the previous chunk", err);
     if (!st) st = need(a->y, d, "y", err);
     if (!st) st = need(a->ws, d, "the workspace", err);
     if (st) return st;
-    const vdnn_lstm_params q = vdnn_lstm_params_at(&m, a->x[1]);
+    const vdnn_lstm_params q = vdnn_lstm_params_at(&m, a->w, a->b);
     const int h = m.h, h4 = 4 * m.h, b = m.b;
     /* Training keeps every step's gates in aux; a forward-only call keeps one step's in the workspace. */
     float *gates = a->aux, *mbuf = a->ws + (size_t)b * (size_t)h4;
@@ -184,14 +186,14 @@ static vdnn_status lstm_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, h4, m.pw, 1.0f, vdnn_lstm_y_row(&m, a->y, 0, t - 1),
                         m.s * m.w, q.whh, m.pw, 1.0f, gt, h4);
         else if (m.sp)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, h4, m.pw, 1.0f, vdnn_lstm_prev_row(&m, a->x[2], 0),
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, h4, m.pw, 1.0f, vdnn_lstm_prev_row(&m, a->x[1], 0),
                         m.sp * m.w, q.whh, m.pw, 1.0f, gt, h4);
         /* On the calling thread: vectorized, a step's cells take some tens of microseconds, too few to be worth
          * waking a team of threads per step (and OpenBLAS's threads wait on the other cores meanwhile). */
         for (int i = 0; i < b; i++) {
             float *yr = vdnn_lstm_y_row(&m, a->y, i, t);
             const float *cp = t > 0 ? vdnn_lstm_y_row(&m, a->y, i, t - 1) + m.pw
-                                    : m.sp ? vdnn_lstm_prev_row(&m, a->x[2], i) + m.pw : NULL;
+                                    : m.sp ? vdnn_lstm_prev_row(&m, a->x[1], i) + m.pw : NULL;
             float *out = m.proj ? mbuf + (size_t)i * (size_t)h : yr;
             cell_forward(gt + (size_t)i * (size_t)h4, cp, yr + m.pw, out, h);
         }
@@ -209,26 +211,32 @@ static vdnn_status lstm_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     vdnn_lstm_dims m;
     vdnn_status st = vdnn_lstm_dims_of(d, &m, err);
     if (st) return st;
-    if (!a->dx[0] && !a->dx[1] && !(m.sp && a->dx[2])) return VDNN_OK;
+    if (!a->dx[0] && !a->dw && !(m.sp && a->dx[1])) return VDNN_OK;
     if (!st) st = need(a->x[0], d, "x", err);
-    if (!st) st = need(a->x[1], d, "the parameters", err);
-    if (!st && m.sp) st = need(a->x[2], d, "the previous chunk", err);
+    if (!st) st = need(a->w, d, "the weights", err);
+    if (!st) st = need(a->b, d, "the biases", err);
+    if (!st && a->dw) st = need(a->db, d, "db", err);
+    if (!st && m.sp) st = need(a->x[1], d, "the previous chunk", err);
     if (!st) st = need(a->y, d, "y", err);
     if (!st) st = need(a->dy, d, "dy", err);
     if (!st) st = need(a->aux, d, "aux", err);
     if (!st) st = need(a->ws, d, "the workspace", err);
     if (st) return st;
-    const vdnn_lstm_params q = vdnn_lstm_params_at(&m, a->x[1]);
+    const vdnn_lstm_params q = vdnn_lstm_params_at(&m, a->w, a->b);
     const int h = m.h, h4 = 4 * m.h, b = m.b, pw = m.pw;
     const size_t bs = (size_t)b * (size_t)m.s;
     float *dg = a->ws, *dh = dg + bs * (size_t)h4, *dhr = dh + (size_t)b * (size_t)pw;
     float *dcc = dhr + (size_t)b * (size_t)pw, *dm_buf = dcc + (size_t)b * (size_t)h, *mv = dm_buf + (size_t)b * h;
     float *ones = mv + (size_t)b * (size_t)h;
-    float *dp = a->dx[1];
+    /* The parameters' gradient from this chunk alone, written afresh (the executor sums the chunks'). */
+    const bool dp = a->dw != NULL;
     vdnn_lstm_params dq = {0};
     if (dp) {
-        dq = vdnn_lstm_params_at(&m, dp);
-        memset(dp, 0, (size_t)vdnn_shape_count(d->in[1]) * sizeof(float));
+        size_t nw, nb;
+        vdnn_lstm_param_counts(&d->p, &nw, &nb);
+        dq = vdnn_lstm_params_at(&m, a->dw, a->db);
+        memset(a->dw, 0, nw * sizeof(float));
+        memset(a->db, 0, nb * sizeof(float));
     }
     memset(dhr, 0, (size_t)b * (size_t)pw * sizeof(float));
     memset(dcc, 0, (size_t)b * (size_t)h * sizeof(float));
@@ -256,7 +264,7 @@ static vdnn_status lstm_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
         }
         for (int i = 0; i < b; i++) {
             const float *cp = t > 0 ? vdnn_lstm_y_row(&m, a->y, i, t - 1) + pw
-                                    : m.sp ? vdnn_lstm_prev_row(&m, a->x[2], i) + pw : NULL;
+                                    : m.sp ? vdnn_lstm_prev_row(&m, a->x[1], i) + pw : NULL;
             const size_t e = (size_t)i * (size_t)h;
             const float *dyr = a->dy + ((size_t)i * (size_t)m.s + (size_t)t) * (size_t)m.w + (size_t)pw;
             const float *g = gt + (size_t)i * (size_t)h4, *c = vdnn_lstm_y_row(&m, a->y, i, t) + pw;
@@ -281,7 +289,7 @@ static vdnn_status lstm_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
                             vdnn_lstm_x_row(&m, a->x[0], i, 0), m.ldx, 1.0f, (float *)dq.wih, m.in);
         if (m.sp)
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, pw, b, 1.0f, dg, m.s * h4,
-                        vdnn_lstm_prev_row(&m, a->x[2], 0), m.sp * m.w, 1.0f, (float *)dq.whh, pw);
+                        vdnn_lstm_prev_row(&m, a->x[1], 0), m.sp * m.w, 1.0f, (float *)dq.whh, pw);
         for (size_t r = 0; r < bs; r++) ones[r] = 1.0f;
         cblas_sgemv(CblasRowMajor, CblasTrans, (int)bs, h4, 1.0f, dg, h4, ones, 1, 0.0f, (float *)dq.bih, 1);
         memcpy((float *)dq.bhh, dq.bih, (size_t)h4 * sizeof(float));
@@ -304,10 +312,10 @@ static vdnn_status lstm_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, pw, (int)bs - 1, 1.0f, dg + h4, h4,
                     vdnn_lstm_y_row(&m, a->y, 0, 0), m.w, 1.0f, (float *)dq.whh, pw);
     }
-    if (m.sp && a->dx[2]) {
-        memset(a->dx[2], 0, vdnn_shape_count(d->in[2]) * sizeof(float));
+    if (m.sp && a->dx[1]) {
+        memset(a->dx[1], 0, vdnn_shape_count(d->in[1]) * sizeof(float));
         for (int i = 0; i < b; i++) {
-            float *r = (float *)vdnn_lstm_prev_row(&m, a->dx[2], i);
+            float *r = (float *)vdnn_lstm_prev_row(&m, a->dx[1], i);
             memcpy(r, dhr + (size_t)i * pw, (size_t)pw * sizeof(float));
             memcpy(r + pw, dcc + (size_t)i * h, (size_t)h * sizeof(float));
         }
@@ -316,47 +324,6 @@ static vdnn_status lstm_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
 }
 
 const cpu_op_impl vdnn_cpu_op_lstm = {lstm_query, no_create, no_destroy, lstm_forward, lstm_backward, NULL};
-
-/* ---- parameters as a tensor: y = [weights | biases]; backward hands the summed gradient to dw, db ---- */
-
-static vdnn_status params_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
-{
-    vdnn_status st = lstm_fp32(d, err);
-    if (st) return st;
-    if ((st = vdnn_lstm_params_check(d, err))) return st;
-    *info = (vdnn_op_info){0};
-    return VDNN_OK;
-}
-
-static vdnn_status params_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
-{
-    const vdnn_op_desc *d = &op->d;
-    vdnn_status st = need(a->y, d, "y", err);
-    if (!st) st = need(a->w, d, "w", err);
-    if (!st) st = need(a->b, d, "b", err);
-    if (st) return st;
-    size_t nw, nb;
-    vdnn_lstm_param_counts(&d->p, &nw, &nb);
-    memcpy(a->y, a->w, nw * sizeof(float));
-    memcpy(a->y + nw, a->b, nb * sizeof(float));
-    return VDNN_OK;
-}
-
-static vdnn_status params_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
-{
-    const vdnn_op_desc *d = &op->d;
-    if (a->dx[0]) memset(a->dx[0], 0, vdnn_shape_count(d->in[0]) * sizeof(float));
-    if (!a->dw && !a->db) return VDNN_OK;
-    vdnn_status st = need(a->dy, d, "dy", err);
-    if (st) return st;
-    size_t nw, nb;
-    vdnn_lstm_param_counts(&d->p, &nw, &nb);
-    if (a->dw) memcpy(a->dw, a->dy, nw * sizeof(float));
-    if (a->db) memcpy(a->db, a->dy + nw, nb * sizeof(float));
-    return VDNN_OK;
-}
-
-const cpu_op_impl vdnn_cpu_op_params = {params_query, no_create, no_destroy, params_forward, params_backward, NULL};
 
 /* ---- seq_cat: inputs' first `cols` columns, one after another along time ---- */
 

@@ -81,7 +81,6 @@ extern const cuda_op_impl vdnn_cuda_op_attn_probs;
 extern const cuda_op_impl vdnn_cuda_op_attn_mix;
 /* LSTM (cuda_ops_lstm.c): a chunk of time steps, the parameters as a tensor, the gather of chunks along time. */
 extern const cuda_op_impl vdnn_cuda_op_lstm;
-extern const cuda_op_impl vdnn_cuda_op_params;
 extern const cuda_op_impl vdnn_cuda_op_seq_cat;
 
 /* Turn a CUDA / cuDNN / cuBLAS status into a vdnn error; the message names the call (printf-style)

@@ -46,8 +46,9 @@ static vdnn_status gemm_batched(cuda_backend *b, cublasOperation_t ta, cublasOpe
 }
 
 /* ---- one chunk of steps ----
- * x[0] {B,1,Tin,ldx}: steps step0 .. step0+S-1 of it, the first In columns of each row; x[1] the parameters;
- * x[2] (optional) the previous chunk, whose last row is the incoming (h, c). y {B,1,S,P+H}: rows [h_t | c_t].
+ * x[0] {B,1,Tin,ldx}: steps step0 .. step0+S-1 of it, the first In columns of each row; x[1] (optional) the
+ * previous chunk, whose last row is the incoming (h, c); w and b the layer's parameters, dw and db their gradient
+ * from this chunk alone (lstm_layout.h). y {B,1,S,P+H}: rows [h_t | c_t].
  * aux: the activated gates per step, [t][b][4H], so that each step's recurrent GEMM reads B contiguous rows. */
 
 static vdnn_status lstm_dims_of(const vdnn_op_desc *d, vdnn_lstm_dims *m, vdnn_error *err)
@@ -90,12 +91,13 @@ static vdnn_status lstm_forward(cuda_backend *be, vdnn_op *op, const vdnn_op_arg
     vdnn_lstm_dims m;
     vdnn_status st = lstm_dims_of(d, &m, err);
     if (!st) st = need(a->x[0], d, "x", err);
-    if (!st) st = need(a->x[1], d, "the parameters", err);
-    if (!st && m.sp) st = need(a->x[2], d, "the previous chunk", err);
+    if (!st) st = need(a->w, d, "the weights", err);
+    if (!st) st = need(a->b, d, "the biases", err);
+    if (!st && m.sp) st = need(a->x[1], d, "the previous chunk", err);
     if (!st) st = need(a->y, d, "y", err);
     if (!st) st = need(a->ws, d, "the workspace", err);
     if (st) return st;
-    const vdnn_lstm_params q = vdnn_lstm_params_at(&m, a->x[1]);
+    const vdnn_lstm_params q = vdnn_lstm_params_at(&m, a->w, a->b);
     const int h = m.h, h4 = 4 * m.h, b = m.b, sw = m.s * m.w;
     cudaStream_t s = compute(be);
     /* Training keeps every step's gates in aux; a forward-only call keeps one step's in the workspace. */
@@ -125,10 +127,10 @@ static vdnn_status lstm_forward(cuda_backend *be, vdnn_op *op, const vdnn_op_arg
             st = gemm(be, CUBLAS_OP_T, CUBLAS_OP_N, h4, b, m.pw, q.whh, m.pw, vdnn_lstm_y_row(&m, a->y, 0, t - 1), sw, &one, gt,
                       h4, "recurrent step", err);
         else if (!st && m.sp)
-            st = gemm(be, CUBLAS_OP_T, CUBLAS_OP_N, h4, b, m.pw, q.whh, m.pw, vdnn_lstm_prev_row(&m, a->x[2], 0), m.sp * m.w,
+            st = gemm(be, CUBLAS_OP_T, CUBLAS_OP_N, h4, b, m.pw, q.whh, m.pw, vdnn_lstm_prev_row(&m, a->x[1], 0), m.sp * m.w,
                       &one, gt, h4, "recurrent step from the previous chunk", err);
         long long ldc = 0;
-        const float *cp = c_prev_at(&m, a->y, a->x[2], t, &ldc);
+        const float *cp = c_prev_at(&m, a->y, a->x[1], t, &ldc);
         if (!st)
             st = kernel(vdnn_cuda_k_lstm_cell_fwd(s, gt, vdnn_lstm_y_row(&m, a->y, 0, t), sw, cp, ldc, m.proj ? mbuf : NULL, b, h,
                                                   m.pw),
@@ -148,28 +150,36 @@ static vdnn_status lstm_backward(cuda_backend *be, vdnn_op *op, const vdnn_op_ar
     vdnn_lstm_dims m;
     vdnn_status st = lstm_dims_of(d, &m, err);
     if (st) return st;
-    if (!a->dx[0] && !a->dx[1] && !(m.sp && a->dx[2])) return VDNN_OK;
+    if (!a->dx[0] && !a->dw && !(m.sp && a->dx[1])) return VDNN_OK;
     st = need(a->x[0], d, "x", err);
-    if (!st) st = need(a->x[1], d, "the parameters", err);
-    if (!st && m.sp) st = need(a->x[2], d, "the previous chunk", err);
+    if (!st) st = need(a->w, d, "the weights", err);
+    if (!st) st = need(a->b, d, "the biases", err);
+    if (!st && a->dw) st = need(a->db, d, "db", err);
+    if (!st && m.sp) st = need(a->x[1], d, "the previous chunk", err);
     if (!st) st = need(a->y, d, "y", err);
     if (!st) st = need(a->dy, d, "dy", err);
     if (!st) st = need(a->aux, d, "aux", err);
     if (!st) st = need(a->ws, d, "the workspace", err);
     if (st) return st;
-    const vdnn_lstm_params q = vdnn_lstm_params_at(&m, a->x[1]);
+    const vdnn_lstm_params q = vdnn_lstm_params_at(&m, a->w, a->b);
     const int h = m.h, h4 = 4 * m.h, b = m.b, pw = m.pw, sw = m.s * m.w;
     const size_t bs = (size_t)b * (size_t)m.s;
     cudaStream_t s = compute(be);
     float *dg = a->ws, *dh = dg + bs * (size_t)h4, *dhr = dh + (size_t)b * (size_t)pw;
     float *dcc = dhr + (size_t)b * (size_t)pw, *dm_buf = dcc + (size_t)b * (size_t)h, *mv = dm_buf + (size_t)b * h;
     float *ones = mv + (size_t)b * (size_t)h;
-    float *dp = a->dx[1];
+    /* The parameters' gradient from this chunk alone, written afresh (the executor sums the chunks'). */
+    const bool dp = a->dw != NULL;
     vdnn_lstm_params dq = {0};
     if (dp) {
-        dq = vdnn_lstm_params_at(&m, dp);
-        st = vdnn_cuda_check(cudaMemsetAsync(dp, 0, vdnn_shape_count(d->in[1]) * sizeof(float), s), err,
-                             "cuda lstm: cudaMemsetAsync of the parameters' gradient");
+        size_t nw, nb;
+        vdnn_lstm_param_counts(&d->p, &nw, &nb);
+        dq = vdnn_lstm_params_at(&m, a->dw, a->db);
+        st = vdnn_cuda_check(cudaMemsetAsync(a->dw, 0, nw * sizeof(float), s), err,
+                             "cuda lstm: cudaMemsetAsync of the weights' gradient");
+        if (!st)
+            st = vdnn_cuda_check(cudaMemsetAsync(a->db, 0, nb * sizeof(float), s), err,
+                                 "cuda lstm: cudaMemsetAsync of the biases' gradient");
     }
     if (!st)
         st = vdnn_cuda_check(cudaMemsetAsync(dhr, 0, (size_t)b * (size_t)pw * sizeof(float), s), err,
@@ -198,7 +208,7 @@ static vdnn_status lstm_backward(cuda_backend *be, vdnn_op *op, const vdnn_op_ar
             dm = dm_buf;
         }
         long long ldc = 0;
-        const float *cp = c_prev_at(&m, a->y, a->x[2], t, &ldc);
+        const float *cp = c_prev_at(&m, a->y, a->x[1], t, &ldc);
         if (!st)
             st = kernel(vdnn_cuda_k_lstm_cell_bwd(s, dgt, gt, yt, sw, dyt, sw, cp, ldc, dm, dcc, b, h, pw), d,
                         "cell backward kernel", err);
@@ -226,7 +236,7 @@ static vdnn_status lstm_backward(cuda_backend *be, vdnn_op *op, const vdnn_op_ar
         /* The first step's recurrent weights' gradient from the previous chunk's h: dW_hh += dG_0^T (B x 4H, ld 4H)
          * H_prev (B x P, rows S'(P+H) apart), asked as dW_hh^T = H_prev^T (as stored) dG_0 (op T, ld 4H). */
         if (!st && m.sp)
-            st = gemm(be, CUBLAS_OP_N, CUBLAS_OP_T, pw, h4, b, vdnn_lstm_prev_row(&m, a->x[2], 0), m.sp * m.w, dg, h4, &one,
+            st = gemm(be, CUBLAS_OP_N, CUBLAS_OP_T, pw, h4, b, vdnn_lstm_prev_row(&m, a->x[1], 0), m.sp * m.w, dg, h4, &one,
                       (float *)dq.whh, pw, "recurrent backward-weights from the previous chunk", err);
         /* Both biases' gradient: db (4H) = dG^T (dG: BS x 4H) ones, a GEMV (one writer per value, no atomics) on
          * the column-major dG^T (4H x BS, ld 4H) as stored. */
@@ -250,11 +260,11 @@ static vdnn_status lstm_backward(cuda_backend *be, vdnn_op *op, const vdnn_op_ar
                               (float *)vdnn_lstm_x_row(&m, a->dx[0], 0, 0), m.ldx, (long long)m.tin * m.ldx, b,
                               "input backward-data", err);
     }
-    if (!st && m.sp && a->dx[2]) {
+    if (!st && m.sp && a->dx[1]) {
         /* Only the previous chunk's last row gets a gradient: (dh, dc) of the incoming state. */
-        float *last = (float *)vdnn_lstm_prev_row(&m, a->dx[2], 0);
+        float *last = (float *)vdnn_lstm_prev_row(&m, a->dx[1], 0);
         const size_t pitch = (size_t)m.sp * (size_t)m.w * sizeof(float);
-        st = vdnn_cuda_check(cudaMemsetAsync(a->dx[2], 0, vdnn_shape_count(d->in[2]) * sizeof(float), s), err,
+        st = vdnn_cuda_check(cudaMemsetAsync(a->dx[1], 0, vdnn_shape_count(d->in[1]) * sizeof(float), s), err,
                              "cuda lstm: cudaMemsetAsync of the previous chunk's gradient");
         if (!st)
             st = vdnn_cuda_check(cudaMemcpy2DAsync(last, pitch, dhr, (size_t)pw * sizeof(float),
@@ -269,54 +279,6 @@ static vdnn_status lstm_backward(cuda_backend *be, vdnn_op *op, const vdnn_op_ar
 }
 
 const cuda_op_impl vdnn_cuda_op_lstm = {.query = lstm_query, .forward = lstm_forward, .backward = lstm_backward};
-
-/* ---- parameters as a tensor: y = [weights | biases]; backward hands the summed gradient to dw, db ---- */
-
-static vdnn_status params_query(cuda_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
-{
-    vdnn_status st = vdnn_lstm_params_check(d, err);
-    if (st) return st;
-    *info = (vdnn_op_info){0};
-    return VDNN_OK;
-}
-
-static vdnn_status copy(cuda_backend *be, float *dst, const float *src, size_t n, const char *what, vdnn_error *err)
-{
-    return vdnn_cuda_check(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, compute(be)), err,
-                           "cuda params: copy of %s", what);
-}
-
-static vdnn_status params_forward(cuda_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
-{
-    const vdnn_op_desc *d = &op->d;
-    vdnn_status st = need(a->y, d, "y", err);
-    if (!st) st = need(a->w, d, "w", err);
-    if (!st) st = need(a->b, d, "b", err);
-    if (st) return st;
-    size_t nw, nb;
-    vdnn_lstm_param_counts(&d->p, &nw, &nb);
-    st = copy(be, a->y, a->w, nw, "the weights", err);
-    return st ? st : copy(be, a->y + nw, a->b, nb, "the biases", err);
-}
-
-static vdnn_status params_backward(cuda_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
-{
-    const vdnn_op_desc *d = &op->d;
-    vdnn_status st = VDNN_OK;
-    if (a->dx[0])
-        st = vdnn_cuda_check(cudaMemsetAsync(a->dx[0], 0, vdnn_shape_count(d->in[0]) * sizeof(float), compute(be)),
-                             err, "cuda params: cudaMemsetAsync of dx");
-    if (st || (!a->dw && !a->db)) return st;
-    if ((st = need(a->dy, d, "dy", err))) return st;
-    size_t nw, nb;
-    vdnn_lstm_param_counts(&d->p, &nw, &nb);
-    if (a->dw) st = copy(be, a->dw, a->dy, nw, "the weights' gradient", err);
-    if (!st && a->db) st = copy(be, a->db, a->dy + nw, nb, "the biases' gradient", err);
-    return st;
-}
-
-const cuda_op_impl vdnn_cuda_op_params = {.query = params_query, .forward = params_forward,
-                                          .backward = params_backward};
 
 /* ---- seq_cat: inputs' first `cols` columns, one after another along time ---- */
 

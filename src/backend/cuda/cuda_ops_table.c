@@ -37,7 +37,6 @@ static const cuda_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_ATTN_MIX] = &vdnn_cuda_op_attn_mix,
     [VDNN_LAYER_GELU] = &vdnn_cuda_op_act,
     [VDNN_LAYER_LSTM] = &vdnn_cuda_op_lstm,
-    [VDNN_LAYER_PARAMS] = &vdnn_cuda_op_params,
     [VDNN_LAYER_SEQ_CAT] = &vdnn_cuda_op_seq_cat,
 };
 
