@@ -143,6 +143,21 @@ int vt_cpu_backend_teardown(void **state)
     return 0;
 }
 
+void vt_train_batches(vdnn_net_t *net, const vdnn_dataset_t *ds, int batch, int first, int n, float lr, float *loss,
+                      const char *what)
+{
+    vdnn_error err;
+    const size_t per_image = (size_t)ds->c * (size_t)ds->h * (size_t)ds->w;
+    for (int s = first; s < first + n; s++) {
+        float l = 0;
+        vt_assert_ok(vdnn_net_train_step(net, ds->images + per_image * (size_t)s * (size_t)batch,
+                                         ds->labels + (size_t)ds->labels_per * (size_t)s * (size_t)batch, lr, &l, &err),
+                     err);
+        if (!isfinite(l)) fail_msg("%s: step %d loss %g", what, s, (double)l);
+        if (loss) loss[s - first] = l;
+    }
+}
+
 static void write_words(const char *path, const char *const *words, size_t n_words, uint64_t seed, size_t bytes)
 {
     FILE *f = fopen(path, "wb");
@@ -224,13 +239,7 @@ vdnn_net_t *vt_text_train(const vt_text_env *e, const vdnn_net_options *cfg, flo
     snprintf(what, sizeof what, "%s/%s", e->model, vdnn_policy_name(cfg->memory.policy));
     const vdnn_plan_t *p = net->plan_train;
     assert_true(p->feasible);
-    const size_t per_batch = (size_t)e->batch * (size_t)e->seq;
-    for (int s = 0; s < e->steps; s++) {
-        const float *x = e->ds->images + (size_t)s * per_batch;
-        const int32_t *y = e->ds->labels + (size_t)s * per_batch;
-        vt_assert_ok(vdnn_net_train_step(net, x, y, lr, &r->loss[s], &err), err);
-        if (!isfinite(r->loss[s])) fail_msg("%s: step %d loss %g", what, s, (double)r->loss[s]);
-    }
+    vt_train_batches(net, e->ds, e->batch, 0, e->steps, lr, r->loss, what);
     r->train_peak = p->peak_device_bytes;
     r->n_swap = count_class(p, VDNN_CLASS_SWAP);
     r->n_recompute = count_class(p, VDNN_CLASS_RECOMPUTE);

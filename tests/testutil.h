@@ -43,6 +43,11 @@ vdnn_dtype vt_test_precision(void);
 
 void vt_assert_same_checkpoint(const char *what, const vdnn_checkpoint *want, const vdnn_checkpoint *got);
 
+/* n training steps of net at lr on ds's batches first .. first + n - 1 (batch samples each, in order), every loss
+ * finite (`what` heads the failure); loss[i] (loss may be NULL) takes step first + i's. */
+void vt_train_batches(vdnn_net_t *net, const vdnn_dataset_t *ds, int batch, int first, int n, float lr, float *loss,
+                      const char *what);
+
 /* A zoo sequence model trained a few steps on a generated text file under each policy (test_lstm_policies,
  * test_seq_policies): the file, the model, a one-thread CPU backend and a profile estimated for a fixed machine, so
  * that every machine plans alike. */
