@@ -178,12 +178,16 @@ def setup(a):
     return dev
 
 
-def cmd_run(a):
+def start(a, benchmark):
+    """setup's device with cuDNN's autotuner on or off, the input's shape and a Trainer of the model."""
     dev = setup(a)
     if dev.type == "cuda":
-        torch.backends.cudnn.benchmark = True
-    c, h, w = parse_shape(a.input)
-    tr = Trainer(a.model, a.classes, dev, a.lr, a.segments)
+        torch.backends.cudnn.benchmark = benchmark
+    return dev, parse_shape(a.input), Trainer(a.model, a.classes, dev, a.lr, a.segments)
+
+
+def cmd_run(a):
+    dev, (c, h, w), tr = start(a, True)
     total = torch.cuda.get_device_properties(dev).total_memory if dev.type == "cuda" else None
     x_host = torch.randn(a.batch, c, h, w)
     y_host = torch.randint(0, a.classes, (a.batch,))
@@ -231,11 +235,7 @@ def cmd_run(a):
 
 
 def cmd_maxbatch(a):
-    dev = setup(a)
-    if dev.type == "cuda":
-        torch.backends.cudnn.benchmark = False
-    c, h, w = parse_shape(a.input)
-    tr = Trainer(a.model, a.classes, dev, a.lr, a.segments)
+    dev, (c, h, w), tr = start(a, False)
     t_start = time.perf_counter()
     trials = []
 

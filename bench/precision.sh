@@ -12,19 +12,14 @@
 # REPEATS (default 2), PY (default /usr/bin/python3: Debian's python3-torch), SKIP_PLANS=1, SKIP_SPEED=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VDNN=${VDNN:-build/vdnn}
-THREADS=${THREADS:-$(nproc)}
+. bench/lib/vs-pytorch.sh
 STEPS=${STEPS:-10}
 BATCH=${BATCH:-32}
 REPEATS=${REPEATS:-2}
 PY=${PY:-/usr/bin/python3}
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-[ -x "$VDNN" ] || { echo "precision: $VDNN not built (run make)" >&2; exit 1; }
-"$PY" -c "import torch" 2>/dev/null ||
-  { echo "precision: $PY has no torch (apt-get install python3-torch)" >&2; exit 1; }
+vs_setup precision
 
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)
-echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  host: $(nproc) cores, $cpu"
+vs_host
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The plan's peak device bytes for these flags, or "-" if it does not fit.
@@ -101,9 +96,9 @@ for net in resnet18 vgg16; do
           --batch "$BATCH" --steps "$STEPS" --threads "$THREADS" --autocast bf16 |
         "$PY" -c 'import json,sys; print(json.load(sys.stdin)["images_per_sec"])')")
   done
-  f=$("$PY" -c "print(max([${fs[*]/%/,}]))")
-  h=$("$PY" -c "print(max([${hs[*]/%/,}]))")
-  t=$("$PY" -c "print(max([${ts[*]/%/,}]))")
+  f=$(vs_best "${fs[@]}")
+  h=$(vs_best "${hs[@]}")
+  t=$(vs_best "${ts[@]}")
   rf=$("$PY" -c "print(f'{$h/$f:.3f}')")
   rt=$("$PY" -c "print(f'{$h/$t:.3f}')")
   printf '%-10s %-9s %12.1f %12.1f %14.1f %10s %10s\n' "$net" 3x64x64 "$f" "$h" "$t" "$rf" "$rt"

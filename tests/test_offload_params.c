@@ -89,16 +89,7 @@ static void config(const fixture *f, vdnn_policy pol, bool offload, size_t budge
 
 static void train_steps(const fixture *f, vdnn_net_t *net, int first, int n, float *loss)
 {
-    vdnn_error err;
-    const size_t img = (size_t)f->nc.c * f->nc.h * f->nc.w;
-    for (int s = first; s < first + n; s++) {
-        float l = 0;
-        vt_assert_ok(vdnn_net_train_step(net, f->ds->images + img * (size_t)(s * f->nc.batch),
-                                         f->ds->labels + s * f->nc.batch, 0.05f, &l, &err),
-                     err);
-        if (!isfinite(l)) fail_msg("%s: step %d loss %g", f->nc.model, s, (double)l);
-        if (loss) loss[s - first] = l;
-    }
+    vt_train_batches(net, f->ds, f->nc.batch, first, n, 0.05f, loss, f->nc.model);
 }
 
 /* Trains nc.steps steps, exports, evaluates one batch; the measured high-water must be the planned peak. */

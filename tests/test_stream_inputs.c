@@ -86,13 +86,7 @@ static void run(const fixture *f, vdnn_policy pol, bool stream, size_t budget, r
     vdnn_net_t *net = NULL;
     vdnn_error err;
     vt_assert_ok(vdnn_net_create(f->g, f->be, &cfg, &net, &err), err);
-    const size_t img = (size_t)f->nc.c * f->nc.h * f->nc.w;
-    for (int s = 0; s < STEPS; s++) {
-        vt_assert_ok(vdnn_net_train_step(net, f->ds->images + img * (size_t)(s * f->nc.batch),
-                                         f->ds->labels + s * f->nc.batch, 0.05f, &r->loss[s], &err),
-                     err);
-        if (!isfinite(r->loss[s])) fail_msg("%s: step %d loss %g", f->nc.model, s, (double)r->loss[s]);
-    }
+    vt_train_batches(net, f->ds, f->nc.batch, 0, STEPS, 0.05f, r->loss, f->nc.model);
     r->peak = net->plan_train->peak_device_bytes;
     r->streamed = vdnn_plan_streamed_layers(net->plan_train);
     if (net->arena.high_water != r->peak)

@@ -2,8 +2,12 @@
 #include "testutil.h"
 
 #include "backend/backend.h"
+#include "exec/net_impl.h"
+#include "plan/planner.h"
+#include "train/net_checkpoint.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,4 +141,171 @@ int vt_cpu_backend_teardown(void **state)
 {
     vdnn_backend_destroy(*state);
     return 0;
+}
+
+void vt_train_batches(vdnn_net_t *net, const vdnn_dataset_t *ds, int batch, int first, int n, float lr, float *loss,
+                      const char *what)
+{
+    vdnn_error err;
+    const size_t per_image = (size_t)ds->c * (size_t)ds->h * (size_t)ds->w;
+    for (int s = first; s < first + n; s++) {
+        float l = 0;
+        vt_assert_ok(vdnn_net_train_step(net, ds->images + per_image * (size_t)s * (size_t)batch,
+                                         ds->labels + (size_t)ds->labels_per * (size_t)s * (size_t)batch, lr, &l, &err),
+                     err);
+        if (!isfinite(l)) fail_msg("%s: step %d loss %g", what, s, (double)l);
+        if (loss) loss[s - first] = l;
+    }
+}
+
+static void write_words(const char *path, const char *const *words, size_t n_words, uint64_t seed, size_t bytes)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    uint64_t s = seed;
+    for (size_t n = 0; n < bytes;) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        const char *w = words[(s >> 33) % n_words];
+        n += fwrite(w, 1, strlen(w), f);
+    }
+    fclose(f);
+}
+
+void vt_text_env_open(vt_text_env *e, const char *model, int batch, int seq, int steps, const char *const *words,
+                      size_t n_words, uint64_t seed, size_t bytes)
+{
+    vdnn_error err;
+    memset(e, 0, sizeof *e);
+    assert_in_range(steps, 1, VT_TEXT_MAX_STEPS);
+    e->batch = batch;
+    e->seq = seq;
+    e->steps = steps;
+    snprintf(e->model, sizeof e->model, "%s", model);
+    snprintf(e->path, sizeof e->path, "/tmp/vdnn_test_%s_%d.txt", model, (int)getpid());
+    write_words(e->path, words, n_words, seed, bytes);
+    e->g = vt_load_zoo(model);
+    vt_assert_ok(vdnn_graph_resolve(e->g, (vdnn_shape){batch, 1, seq, 1}, 256, &err), err);
+    vt_assert_ok(vdnn_profile_estimate(e->g, 4e13, 2e12, 16e9, &e->prof, &err), err);
+    vdnn_cpu_options co = {.threads = 1};
+    vt_assert_ok(vdnn_backend_cpu_create(&co, &e->be, &err), err);
+    char spec[300];
+    snprintf(spec, sizeof spec, "text:%s", e->path);
+    vt_assert_ok(vdnn_dataset_open(spec, VDNN_SPLIT_TRAIN, (vdnn_shape){0, 1, seq, 1}, 0, 0, &e->ds, &err), err);
+    assert_true(e->ds->count >= batch * steps);
+    e->info = calloc((size_t)e->g->n_layers, sizeof *e->info);
+    assert_non_null(e->info);
+    vt_assert_ok(vdnn_plan_query_ops(e->g, e->be, true, e->info, &err), err);
+}
+
+void vt_text_env_close(vt_text_env *e)
+{
+    free(e->info);
+    vdnn_profile_release(&e->prof);
+    vdnn_dataset_free(e->ds);
+    vdnn_backend_destroy(e->be);
+    vdnn_graph_free(e->g);
+    remove(e->path);
+}
+
+vdnn_net_options vt_text_options(const vt_text_env *e, vdnn_policy pol, size_t budget, uint64_t seed)
+{
+    vdnn_net_options cfg = vdnn_net_options_default();
+    cfg.batch = e->batch;
+    cfg.in_c = 1;
+    cfg.in_h = e->seq;
+    cfg.in_w = 1;
+    cfg.classes = 256;
+    cfg.memory.policy = pol;
+    cfg.memory.budget = budget;
+    cfg.memory.poison = true;
+    cfg.seed = seed;
+    cfg.profile = &e->prof;
+    return cfg;
+}
+
+static int count_class(const vdnn_plan_t *p, vdnn_tensor_class c)
+{
+    int n = 0;
+    for (int i = 0; i < p->n_storages_analyzed; i++) n += p->st[i].cls == c;
+    return n;
+}
+
+vdnn_net_t *vt_text_train(const vt_text_env *e, const vdnn_net_options *cfg, float lr, vt_text_run *r)
+{
+    vdnn_net_t *net = NULL;
+    vdnn_error err;
+    vt_assert_ok(vdnn_net_create(e->g, e->be, cfg, &net, &err), err);
+    char what[96];
+    snprintf(what, sizeof what, "%s/%s", e->model, vdnn_policy_name(cfg->memory.policy));
+    const vdnn_plan_t *p = net->plan_train;
+    assert_true(p->feasible);
+    vt_train_batches(net, e->ds, e->batch, 0, e->steps, lr, r->loss, what);
+    r->train_peak = p->peak_device_bytes;
+    r->n_swap = count_class(p, VDNN_CLASS_SWAP);
+    r->n_recompute = count_class(p, VDNN_CLASS_RECOMPUTE);
+    if (net->arena.high_water != r->train_peak)
+        fail_msg("%s: arena high-water %zu != planned training peak %zu", what, net->arena.high_water, r->train_peak);
+    vt_assert_ok(vdnn_net_export(net, &r->ck, &err), err);
+    return net;
+}
+
+void vt_text_assert_same_run(const vt_text_env *e, const char *head, const vt_text_run *ref, const vt_text_run *r)
+{
+    vt_assert_same_checkpoint(head, &ref->ck, &r->ck);
+    for (int s = 0; s < e->steps; s++)
+        if (memcmp(&ref->loss[s], &r->loss[s], sizeof(float)))
+            fail_msg("%s: step %d loss %.9g, none gave %.9g", head, s, (double)r->loss[s], (double)ref->loss[s]);
+}
+
+size_t vt_text_min_budget(const vt_text_env *e)
+{
+    vdnn_plan_request rq = vdnn_plan_request_default();
+    rq.profile = &e->prof;
+    size_t least = 0;
+    vdnn_error err;
+    vt_assert_ok(vdnn_plan_min_budget(e->g, e->info, &rq, &least, &err), err);
+    return least;
+}
+
+size_t vt_text_planner_budget(const vt_text_env *e, vdnn_policy pol, size_t least, size_t peak)
+{
+    const size_t budgets[3] = {(least + peak) / 2, (least + 3 * peak) / 4, peak};
+    vdnn_error err;
+    for (int b = 0; b < 3; b++) {
+        vdnn_plan_request rq = vdnn_plan_request_default();
+        rq.memory.policy = pol;
+        rq.memory.budget = budgets[b];
+        rq.profile = &e->prof;
+        vdnn_plan_t *p = NULL;
+        vt_assert_ok(vdnn_plan_build(e->g, e->info, &rq, &p, &err), err);
+        const bool fits = p->feasible;
+        vdnn_plan_free(p);
+        if (fits) return budgets[b];
+    }
+    return peak;
+}
+
+void vt_text_policies_bitwise(const vt_text_env *e, const char *model, vt_text_train_fn train, const vt_text_run *ref)
+{
+    const size_t least = vt_text_min_budget(e);
+    assert_true(least < ref->train_peak);
+    const vdnn_policy pols[] = {VDNN_POLICY_ALL, VDNN_POLICY_CONV, VDNN_POLICY_RECOMPUTE, VDNN_POLICY_DYN,
+                                VDNN_POLICY_POOCH, VDNN_POLICY_AUTO};
+    for (size_t k = 0; k < sizeof pols / sizeof pols[0]; k++) {
+        const bool planner = pols[k] != VDNN_POLICY_ALL && pols[k] != VDNN_POLICY_CONV;
+        const size_t budget = planner ? vt_text_planner_budget(e, pols[k], least, ref->train_peak) : SIZE_MAX;
+        vt_text_run r;
+        memset(&r, 0, sizeof r);
+        train(e, pols[k], budget, &r);
+        char head[96];
+        snprintf(head, sizeof head, "%s/%s: against policy none", model, vdnn_policy_name(pols[k]));
+        vt_text_assert_same_run(e, head, ref, &r);
+        print_message("%s b%d t%d %-9s budget %zu: peak %zu (none %zu, %.0f%%), %d swapped, %d recomputed\n", model,
+                      e->batch, e->seq, vdnn_policy_name(pols[k]), planner ? budget : 0, r.train_peak, ref->train_peak,
+                      100.0 * (double)r.train_peak / (double)ref->train_peak, r.n_swap, r.n_recompute);
+        if (pols[k] != VDNN_POLICY_CONV && r.train_peak >= ref->train_peak)
+            fail_msg("%s/%s: peak %zu is not below none's %zu", model, vdnn_policy_name(pols[k]), r.train_peak,
+                     ref->train_peak);
+        vdnn_checkpoint_release(&r.ck);
+    }
 }

@@ -537,3 +537,17 @@ int cli_fail(const char *cmd, const vdnn_error *err)
     fprintf(stderr, "vdnn %s: %s\n", cmd, msg);
     return err->status == VDNN_ERR_INVALID_ARG ? 2 : 1;
 }
+
+bool cli_help_asked(int argc, char **argv)
+{
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return true;
+    return false;
+}
+
+char **cli_args_copy(int argc, char **argv)
+{
+    char **args = malloc((size_t)(argc + 1) * sizeof *args);
+    if (args) memcpy(args, argv, (size_t)(argc + 1) * sizeof *args);
+    return args;
+}

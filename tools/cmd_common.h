@@ -118,6 +118,12 @@ const char *cli_policy_list(char *buf, size_t n);
 /* The --policy help: one line per policy, its name and what it does, from the same table. */
 void cli_policy_help(FILE *f);
 
+/* Whether an argument after the command's name (argv[2] on) is --help or -h. */
+bool cli_help_asked(int argc, char **argv);
+/* A copy of argv's argc + 1 pointers (NULL-terminated), for the cli_take_* helpers to shorten; NULL when out of
+ * memory. Free it. */
+char **cli_args_copy(int argc, char **argv);
+
 /* Prints "vdnn CMD: message" to stderr, the library's option fields named as this command's flags, and returns
  * exit code 1 (2 for invalid arguments). */
 int cli_fail(const char *cmd, const vdnn_error *err);

@@ -22,11 +22,10 @@ int vdnn_cmd_info(int argc, char **argv)
     cli_options o;
     cli_defaults(&o);
     o.model = NULL;
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(info_usage, stdout);
-            return 0;
-        }
+    if (cli_help_asked(argc, argv)) {
+        fputs(info_usage, stdout);
+        return 0;
+    }
     if (!cli_parse(argc, argv, 2, OPT_SHAPE | OPT_BATCH | OPT_JSON | OPT_PRECISION, true, &o, "info")) return 2;
     if (!o.model) {
         fputs(info_usage, stderr);

@@ -15,21 +15,19 @@ static const char plan_usage[] =
 
 int vdnn_cmd_plan(int argc, char **argv)
 {
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(plan_usage, stdout);
-            fputs(CLI_CONV_ALGO_USAGE, stdout);
-            fputs(CLI_OFFLOAD_USAGE, stdout);
-            fputs(CLI_PRECISION_USAGE, stdout);
-            cli_policy_help(stdout);
-            fputs("A plan under um needs no GPU: the table marks the swapped storages 'managed' and counts them in the\n"
-                  "managed pool, not the peak.\n", stdout);
-            fputs(CLI_COST_USAGE, stdout);
-            return 0;
-        }
-    char **args = malloc((size_t)(argc + 1) * sizeof *args);
+    if (cli_help_asked(argc, argv)) {
+        fputs(plan_usage, stdout);
+        fputs(CLI_CONV_ALGO_USAGE, stdout);
+        fputs(CLI_OFFLOAD_USAGE, stdout);
+        fputs(CLI_PRECISION_USAGE, stdout);
+        cli_policy_help(stdout);
+        fputs("A plan under um needs no GPU: the table marks the swapped storages 'managed' and counts them in the\n"
+              "managed pool, not the peak.\n", stdout);
+        fputs(CLI_COST_USAGE, stdout);
+        return 0;
+    }
+    char **args = cli_args_copy(argc, argv);
     if (!args) return 1;
-    memcpy(args, argv, (size_t)(argc + 1) * sizeof *args);
     int n = argc;
     cli_cost_options costs;
     cli_options o;

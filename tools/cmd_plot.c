@@ -64,14 +64,12 @@ static bool parse_policies(const char *s, vdnn_policy *out, int *n)
 
 int vdnn_cmd_plot(int argc, char **argv)
 {
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-    char **args = malloc((size_t)(argc + 1) * sizeof *args);
+    if (cli_help_asked(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    char **args = cli_args_copy(argc, argv);
     if (!args) return 1;
-    memcpy(args, argv, (size_t)(argc + 1) * sizeof *args);
     int n = argc;
     cli_cost_options costs;
     const char *out = NULL, *gantt = NULL, *trace = NULL, *policies = NULL, *title = NULL;

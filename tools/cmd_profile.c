@@ -23,13 +23,12 @@ static const char profile_usage[] =
 
 int vdnn_cmd_profile(int argc, char **argv)
 {
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(profile_usage, stdout);
-            fputs(CLI_CONV_ALGO_USAGE, stdout);
-            fputs(CLI_PRECISION_USAGE, stdout);
-            return 0;
-        }
+    if (cli_help_asked(argc, argv)) {
+        fputs(profile_usage, stdout);
+        fputs(CLI_CONV_ALGO_USAGE, stdout);
+        fputs(CLI_PRECISION_USAGE, stdout);
+        return 0;
+    }
     const char *out = NULL, *iters = NULL;
     if (!cli_take_flag(&argc, argv, "--out", &out, "profile") || !cli_take_flag(&argc, argv, "--iterations", &iters, "profile"))
         return 2;

@@ -173,15 +173,13 @@ static int best_of(const vdnn_layout_estimate *e, int n)
 
 int vdnn_cmd_project(int argc, char **argv)
 {
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(project_usage, stdout);
-            fputs(CLI_COST_USAGE, stdout);
-            return 0;
-        }
-    char **args = malloc((size_t)(argc + 1) * sizeof *args);
+    if (cli_help_asked(argc, argv)) {
+        fputs(project_usage, stdout);
+        fputs(CLI_COST_USAGE, stdout);
+        return 0;
+    }
+    char **args = cli_args_copy(argc, argv);
     if (!args) return 1;
-    memcpy(args, argv, (size_t)(argc + 1) * sizeof *args);
     int n = argc;
     project_flags f;
     memset(&f, 0, sizeof f);

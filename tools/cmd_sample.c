@@ -123,11 +123,10 @@ static vdnn_status generate(vdnn_net_t *net, int len, int classes, const sample_
 
 int vdnn_cmd_sample(int argc, char **argv)
 {
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(sample_usage, stdout);
-            return 0;
-        }
+    if (cli_help_asked(argc, argv)) {
+        fputs(sample_usage, stdout);
+        return 0;
+    }
     sample_flags f = {.tokens = 200, .seed = 1};
     char **rest = malloc((size_t)argc * sizeof *rest);
     int nrest = 0;

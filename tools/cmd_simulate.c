@@ -77,15 +77,13 @@ static void print_json(const vdnn_plan_summary *p, const vdnn_timeline_summary *
 
 int vdnn_cmd_simulate(int argc, char **argv)
 {
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
+    if (cli_help_asked(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
     /* Our own flags come out of argv first; cli_parse handles the rest. */
-    char **args = malloc((size_t)(argc + 1) * sizeof *args);
+    char **args = cli_args_copy(argc, argv);
     if (!args) return 1;
-    memcpy(args, argv, (size_t)(argc + 1) * sizeof *args);
     int n = argc;
     cli_cost_options costs;
     const char *trace = NULL, *policy = NULL;

@@ -200,17 +200,16 @@ int vdnn_cmd_train(int argc, char **argv)
 {
     cli_options o;
     cli_defaults(&o);
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(train_usage, stdout);
-            fputs(CLI_CONV_ALGO_USAGE, stdout);
-            fputs(CLI_OFFLOAD_USAGE, stdout);
-            fputs(CLI_PRECISION_USAGE, stdout);
-            char pol[256];
-            /* Names only: the table of what each does is in vdnn plan --help, and this help stays one screen. */
-            printf("Policies: %s (vdnn plan --help says what each does).\n", cli_policy_list(pol, sizeof pol));
-            return 0;
-        }
+    if (cli_help_asked(argc, argv)) {
+        fputs(train_usage, stdout);
+        fputs(CLI_CONV_ALGO_USAGE, stdout);
+        fputs(CLI_OFFLOAD_USAGE, stdout);
+        fputs(CLI_PRECISION_USAGE, stdout);
+        char pol[256];
+        /* Names only: the table of what each does is in vdnn plan --help, and this help stays one screen. */
+        printf("Policies: %s (vdnn plan --help says what each does).\n", cli_policy_list(pol, sizeof pol));
+        return 0;
+    }
     if (!cli_parse(argc, argv, 2, ~0u, false, &o, "train")) return 2;
     if (o.trace && o.mem.micro_batches > 1) {
         fprintf(stderr, "vdnn train: --trace records one whole iteration: it does not take --micro-batches\n");
@@ -303,11 +302,10 @@ int vdnn_cmd_eval(int argc, char **argv)
 {
     cli_options o;
     cli_defaults(&o);
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(eval_usage, stdout);
-            return 0;
-        }
+    if (cli_help_asked(argc, argv)) {
+        fputs(eval_usage, stdout);
+        return 0;
+    }
     if (!cli_parse(argc, argv, 2, OPT_MODEL | OPT_DATA | OPT_SHAPE | OPT_BATCH | OPT_DEVICE | OPT_CKPT | OPT_JSON | OPT_PRECISION,
                    false, &o, "eval"))
         return 2;

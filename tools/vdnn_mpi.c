@@ -351,9 +351,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     int code;
     if (argc >= 2 && !strcmp(argv[1], "train")) {
-        bool help = false;
-        for (int i = 2; i < argc; i++) help |= !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
-        if (help) {
+        if (cli_help_asked(argc, argv)) {
             if (rank == 0) fputs(usage, stdout);
             code = 0;
         } else {

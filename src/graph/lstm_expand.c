@@ -1,6 +1,6 @@
 /* Expands a model file's lstm layers into graph nodes: one node per chunk of time steps, sharing one parameter set
  * by reference, and a gather of their outputs, so that plans keep, swap or recompute an LSTM's state chunk by chunk. */
-#include "graph/graph.h"
+#include "graph/graph_build.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,65 +26,20 @@ static bool per_chunk(const vdnn_graph_t *g, int i, int c, int t)
            chunk_count(a, t) == chunk_count(b, t) && (chunk_count(a, t) == 1 || a->p.chunk == b->p.chunk);
 }
 
-typedef struct builder {
-    vdnn_layer *out;
-    int n, cap;
-} builder;
-
-static int emit(builder *b, const vdnn_layer *proto, const char *name, vdnn_layer_kind kind)
+/* Gathers the h columns of the n nodes ids[] along time (graph_build.h's join: a tree of seq_cat nodes, the last one
+ * named `name`). Returns its index, -1 when out of memory. */
+static int gather(vdnn_graph_builder *b, const vdnn_layer *lstm, const int *ids, int n, const char *name)
 {
-    if (b->n == b->cap) {
-        int cap = b->cap ? 2 * b->cap : 64;
-        vdnn_layer *l = realloc(b->out, (size_t)cap * sizeof *l);
-        if (!l) return -1;
-        b->out = l;
-        b->cap = cap;
-    }
-    vdnn_layer *L = &b->out[b->n];
-    *L = *proto;
-    snprintf(L->name, sizeof L->name, "%s", name);
-    L->kind = kind;
-    L->n_inputs = 0;
-    L->n_consumers = 0;
-    return b->n++;
-}
-
-/* Gathers the h columns of the n nodes ids[] along time, at most VDNN_MAX_INPUTS per node (more make a tree whose
- * inner nodes are named `name`.0, `name`.1, ...), the last node named `name`. Returns its index, -1 when out of
- * memory. */
-static int gather(builder *b, const vdnn_layer *lstm, const int *ids, int n, const char *name)
-{
-    if (n <= VDNN_MAX_INPUTS) {
-        int at = emit(b, lstm, name, VDNN_LAYER_SEQ_CAT);
-        if (at < 0) return -1;
-        vdnn_layer *L = &b->out[at];
-        L->n_inputs = n;
-        memcpy(L->inputs, ids, (size_t)n * sizeof *ids);
-        L->p.filters = vdnn_lstm_h_width(&lstm->p);
-        return at;
-    }
-    int *level = malloc((size_t)(n + VDNN_MAX_INPUTS - 1) / VDNN_MAX_INPUTS * sizeof *level), m = 0;
-    if (!level) return -1;
-    for (int k = 0; k < n; k += VDNN_MAX_INPUTS) {
-        char part[2 * VDNN_NAME_LEN];
-        snprintf(part, sizeof part, "%s.%d", name, m);
-        int take = n - k < VDNN_MAX_INPUTS ? n - k : VDNN_MAX_INPUTS;
-        level[m] = gather(b, lstm, ids + k, take, part);
-        if (level[m++] < 0) {
-            free(level);
-            return -1;
-        }
-    }
-    int at = gather(b, lstm, level, m, name);
-    free(level);
-    return at;
+    vdnn_layer_params p = lstm->p;
+    p.filters = vdnn_lstm_h_width(&lstm->p);
+    return vdnn_graph_builder_join(b, lstm, ids, n, name, VDNN_LAYER_SEQ_CAT, &p);
 }
 
 /* The expansion's state: the layers built so far, and per layer of the file where its output is now. */
 typedef struct expander {
     vdnn_graph_t *g;
     vdnn_error *err;
-    builder b;
+    vdnn_graph_builder b;
     int t;          /* the file's sequence length */
     int *outmap;    /* file layer -> the node holding its output (an lstm's gather; -1 where nothing reads it whole) */
     int **chunks;   /* file lstm layer -> its chunk nodes */
@@ -145,7 +100,7 @@ static vdnn_status flush(expander *x)
              * below. */
             const bool from_chunks = j > 0 || (x->chunks[src] && per_chunk(g, src, li, x->t));
             snprintf(name, sizeof name, "%s.t%d", L->name, k);
-            const int at = emit(&x->b, L, name, VDNN_LAYER_LSTM);
+            const int at = vdnn_graph_builder_emit(&x->b, L, name, VDNN_LAYER_LSTM);
             if (at < 0) {
                 st = oom(x);
                 break;
@@ -203,7 +158,7 @@ vdnn_status vdnn_graph_expand_lstm(vdnn_graph_t *g, vdnn_error *err)
             continue;
         }
         if ((st = flush(&x))) break;
-        const int at = emit(&x.b, L, L->name, L->kind);
+        const int at = vdnn_graph_builder_emit(&x.b, L, L->name, L->kind);
         if (at < 0) {
             st = oom(&x);
             break;

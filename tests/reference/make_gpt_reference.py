@@ -18,11 +18,12 @@ Run with Debian's interpreter (python3-torch): /usr/bin/python3 tests/reference/
 """
 import math
 import os
-import struct
 import sys
 
 import torch
 import torch.nn.functional as Fn
+
+from vdnnref import Writer, add_adamw, add_sgd, add_start, fresh, run_steps, sequences
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 B, T, CONTEXT, F, H, V, LAYERS = 3, 6, 8, 16, 2, 20, 2
@@ -119,32 +120,6 @@ def forward(p, tokens, labels, outs):
     return Fn.cross_entropy(logits.reshape(B * T, V), labels.reshape(B * T))
 
 
-F32, I32 = 1, 2
-
-
-class Writer:
-    def __init__(self):
-        self.arrays = []
-
-    def add(self, name, t, dtype=F32):
-        t = torch.as_tensor(t).detach()
-        data = (t.to(torch.float32).contiguous().numpy().astype("<f4") if dtype == F32
-                else t.to(torch.int32).contiguous().numpy().astype("<i4")).tobytes()
-        assert name not in (a[0] for a in self.arrays), name
-        self.arrays.append((name, dtype, list(t.shape), data))
-
-    def write(self, path):
-        with open(path, "wb") as f:
-            f.write(b"VDNNREF1")
-            f.write(struct.pack("<I", len(self.arrays)))
-            for name, dtype, shape, data in self.arrays:
-                nb = name.encode("ascii")
-                f.write(struct.pack("<I", len(nb)) + nb)
-                f.write(struct.pack("<II", dtype, len(shape)))
-                f.write(struct.pack(f"<{len(shape)}I", *shape))
-                f.write(data)
-
-
 def tied_reference():
     """gpt-tiny-tied.cfg and .bin: the same net with the output projection tied to the token embedding (GPT-2's
     weight tying, no output bias): the step-0 logits ("head.out"), loss, every parameter gradient (the table's the sum
@@ -152,31 +127,22 @@ def tied_reference():
     adamw.final.<name>)."""
     gen = torch.Generator().manual_seed(29)
     write_cfg(os.path.join(HERE, "gpt-tiny-tied.cfg"), tied=True)
-    text = torch.randint(0, V, (B * T + 1,), generator=gen)
-    tokens, labels = text[:-1].view(B, T), text[1:].view(B, T)
+    tokens, labels = sequences(gen, B, T, V)
     p = make_params(gen, tied=True)
     w = Writer()
-    w.add("meta.batch", torch.tensor([B]), I32)
-    w.add("meta.steps", torch.tensor([STEPS]), I32)
-    w.add("data.out", tokens.float())
-    w.add("labels", labels.reshape(-1), I32)
-    for k, v in p.items():
-        w.add(k, v)
+    add_start(w, STEPS, tokens, labels, p)
+    outs = {}
+
+    def loss_of(p):
+        outs.clear()
+        return forward(p, tokens, labels, outs)
+
+    def at_step0(loss):
+        w.add("head.out", outs["head"])
+        w.add("loss.value", loss.detach().reshape(1))
+
     opt = torch.optim.AdamW(p.values(), lr=ADAM_LR, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=ADAM_WD)
-    losses, norms = [], []
-    for step in range(STEPS):
-        opt.zero_grad()
-        outs = {}
-        loss = forward(p, tokens, labels, outs)
-        loss.backward()
-        losses.append(loss.item())
-        if step == 0:
-            w.add("head.out", outs["head"])
-            w.add("loss.value", loss.detach().reshape(1))
-            for k, v in p.items():
-                w.add(k + ".grad", v.grad)
-        norms.append(torch.nn.utils.clip_grad_norm_(list(p.values()), TIED_CLIP).item())
-        opt.step()
+    losses, norms = run_steps(w, p, opt, loss_of, STEPS, at_step0, clip=TIED_CLIP)
     assert min(norms) > TIED_CLIP, norms
     w.add("meta.adamw", torch.tensor([ADAM_LR, ADAM_BETAS[0], ADAM_BETAS[1], ADAM_EPS, ADAM_WD]))
     w.add("meta.clip", torch.tensor([TIED_CLIP]))
@@ -194,64 +160,30 @@ def main():
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(17)
     write_cfg(os.path.join(HERE, "gpt-tiny.cfg"))
-    text = torch.randint(0, V, (B * T + 1,), generator=gen)
-    tokens = text[:-1].view(B, T)
-    labels = text[1:].view(B, T)
+    tokens, labels = sequences(gen, B, T, V)
     p = make_params(gen)
-    init = {k: v.detach().clone() for k, v in p.items()}
     w = Writer()
-    w.add("meta.batch", torch.tensor([B]), I32)
-    w.add("meta.steps", torch.tensor([STEPS]), I32)
-    w.add("meta.sgd", torch.tensor([LR, MOMENTUM, 0.0]))
-    w.add("data.out", tokens.float())
-    w.add("labels", labels.reshape(-1), I32)
-    for k, v in p.items():
-        w.add(k, v)
-    opt = torch.optim.SGD(p.values(), lr=LR, momentum=MOMENTUM)
-    losses = []
-    for step in range(STEPS):
-        outs = {}
-        opt.zero_grad()
-        loss = forward(p, tokens, labels, outs)
-        loss.backward()
-        losses.append(loss.item())
-        if step == 0:
-            w.add("loss.value", loss.detach().reshape(1))
-            for name, t in outs.items():
-                w.add(name + ".out", t)
-                if name != "loss":
-                    w.add(name + ".out.grad", t.grad)
-            for k, v in p.items():
-                w.add(k + ".grad", v.grad)
-        opt.step()
-    w.add("meta.losses", torch.tensor(losses))
-    for k, v in p.items():
-        w.add("final." + k, v)
+    init = add_start(w, STEPS, tokens, labels, p, sgd=(LR, MOMENTUM, 0.0))
+    outs = {}
+
+    def loss_of(p):
+        outs.clear()
+        return forward(p, tokens, labels, outs)
+
+    def at_step0(loss):
+        w.add("loss.value", loss.detach().reshape(1))
+        for name, t in outs.items():
+            w.add(name + ".out", t)
+            if name != "loss":
+                w.add(name + ".out.grad", t.grad)
+
+    sgd_losses = add_sgd(w, p, loss_of, STEPS, LR, MOMENTUM, at_step0)
     # AdamW from the same initial parameters (the generator is not drawn from again: same start).
-    p = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
-    opt = torch.optim.AdamW(p.values(), lr=ADAM_LR, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=ADAM_WD)
-    sgd_losses, losses = losses, []
-    for step in range(STEPS):
-        opt.zero_grad()
-        loss = forward(p, tokens, labels, {})
-        loss.backward()
-        losses.append(loss.item())
-        opt.step()
-    w.add("meta.adamw", torch.tensor([ADAM_LR, ADAM_BETAS[0], ADAM_BETAS[1], ADAM_EPS, ADAM_WD]))
-    w.add("adamw.losses", torch.tensor(losses))
-    for k, v in p.items():
-        w.add("adamw.final." + k, v)
+    losses = add_adamw(w, init, loss_of, STEPS, ADAM_LR, ADAM_BETAS, ADAM_EPS, ADAM_WD)
     # SGD with the gradients clipped to a global norm of CLIP (below every step's: the clipping acts each time).
-    p = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
+    p = fresh(init)
     opt = torch.optim.SGD(p.values(), lr=LR, momentum=MOMENTUM)
-    clip_losses, norms = [], []
-    for step in range(STEPS):
-        opt.zero_grad()
-        loss = forward(p, tokens, labels, {})
-        loss.backward()
-        clip_losses.append(loss.item())
-        norms.append(torch.nn.utils.clip_grad_norm_(list(p.values()), CLIP).item())
-        opt.step()
+    clip_losses, norms = run_steps(w, p, opt, loss_of, STEPS, clip=CLIP)
     assert min(norms) > CLIP, norms
     w.add("meta.clip", torch.tensor([CLIP]))
     w.add("clip.norms", torch.tensor(norms))

@@ -16,11 +16,12 @@ is nn.LSTM's weight_ih_l0, weight_hh_l0 and (with a projection) weight_hr_l0 fla
 Run with Debian's interpreter (python3-torch): /usr/bin/python3 tests/reference/make_lstm_reference.py
 """
 import os
-import struct
 import sys
 
 import torch
 import torch.nn.functional as Fn
+
+from vdnnref import Writer, add_adamw, add_sgd, add_start, sequences
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 B, T, V, E, H1, P1, H2, CHUNK = 3, 8, 20, 6, 5, 3, 4, 3
@@ -88,80 +89,28 @@ def forward(p, tokens, labels):
     return logits, Fn.cross_entropy(logits.reshape(B * T, V), labels.reshape(B * T))
 
 
-F32, I32 = 1, 2
-
-
-class Writer:
-    def __init__(self):
-        self.arrays = []
-
-    def add(self, name, t, dtype=F32):
-        t = torch.as_tensor(t).detach()
-        data = (t.to(torch.float32).contiguous().numpy().astype("<f4") if dtype == F32
-                else t.to(torch.int32).contiguous().numpy().astype("<i4")).tobytes()
-        assert name not in (a[0] for a in self.arrays), name
-        self.arrays.append((name, dtype, list(t.shape), data))
-
-    def write(self, path):
-        with open(path, "wb") as f:
-            f.write(b"VDNNREF1")
-            f.write(struct.pack("<I", len(self.arrays)))
-            for name, dtype, shape, data in self.arrays:
-                nb = name.encode("ascii")
-                f.write(struct.pack("<I", len(nb)) + nb)
-                f.write(struct.pack("<II", dtype, len(shape)))
-                f.write(struct.pack(f"<{len(shape)}I", *shape))
-                f.write(data)
-
-
 def main():
     torch.set_num_threads(1)
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(23)
     write_cfg(os.path.join(HERE, "lstm-tiny.cfg"), 0)
     write_cfg(os.path.join(HERE, "lstm-tiny-chunks.cfg"), CHUNK)
-    text = torch.randint(0, V, (B * T + 1,), generator=gen)
-    tokens = text[:-1].view(B, T)
-    labels = text[1:].view(B, T)
+    tokens, labels = sequences(gen, B, T, V)
     p = make_params(gen)
-    init = {k: v.detach().clone() for k, v in p.items()}
     w = Writer()
-    w.add("meta.batch", torch.tensor([B]), I32)
-    w.add("meta.steps", torch.tensor([STEPS]), I32)
-    w.add("meta.sgd", torch.tensor([LR, MOMENTUM, 0.0]))
-    w.add("data.out", tokens.float())
-    w.add("labels", labels.reshape(-1), I32)
-    for k, v in p.items():
-        w.add(k, v)
-    opt = torch.optim.SGD(p.values(), lr=LR, momentum=MOMENTUM)
-    losses = []
-    for step in range(STEPS):
-        opt.zero_grad()
-        logits, loss = forward(p, tokens, labels)
-        loss.backward()
-        losses.append(loss.item())
-        if step == 0:
-            w.add("loss.value", loss.detach().reshape(1))
-            w.add("head.out", logits)
-            for k, v in p.items():
-                w.add(k + ".grad", v.grad)
-        opt.step()
-    w.add("meta.losses", torch.tensor(losses))
-    for k, v in p.items():
-        w.add("final." + k, v)
-    p = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
-    opt = torch.optim.AdamW(p.values(), lr=ADAM_LR, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=ADAM_WD)
-    sgd_losses, losses = losses, []
-    for step in range(STEPS):
-        opt.zero_grad()
-        _, loss = forward(p, tokens, labels)
-        loss.backward()
-        losses.append(loss.item())
-        opt.step()
-    w.add("meta.adamw", torch.tensor([ADAM_LR, ADAM_BETAS[0], ADAM_BETAS[1], ADAM_EPS, ADAM_WD]))
-    w.add("adamw.losses", torch.tensor(losses))
-    for k, v in p.items():
-        w.add("adamw.final." + k, v)
+    init = add_start(w, STEPS, tokens, labels, p, sgd=(LR, MOMENTUM, 0.0))
+    kept = {}
+
+    def loss_of(p):
+        kept["logits"], loss = forward(p, tokens, labels)
+        return loss
+
+    def at_step0(loss):
+        w.add("loss.value", loss.detach().reshape(1))
+        w.add("head.out", kept["logits"])
+
+    sgd_losses = add_sgd(w, p, loss_of, STEPS, LR, MOMENTUM, at_step0)
+    losses = add_adamw(w, init, loss_of, STEPS, ADAM_LR, ADAM_BETAS, ADAM_EPS, ADAM_WD)
     path = os.path.join(HERE, "lstm-tiny.bin")
     w.write(path)
     print(f"wrote {path}: {len(w.arrays)} arrays; SGD losses {', '.join(f'{l:.6f}' for l in sgd_losses)}; AdamW losses "

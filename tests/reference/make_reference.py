@@ -13,6 +13,8 @@ import struct
 import torch
 import torch.nn.functional as F
 
+from vdnnref import F32, I32, U64, Writer
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 NAME = "allops"
@@ -192,38 +194,6 @@ def stat_items(mods):
         if kind == "batchnorm":
             yield f"{name}.running_mean", mods[name].running_mean
             yield f"{name}.running_var", mods[name].running_var
-
-
-# ---- the file ----
-F32, I32, U64 = 1, 2, 3
-
-
-class Writer:
-    def __init__(self):
-        self.arrays = []
-
-    def add(self, name, t, dtype=F32):
-        t = torch.as_tensor(t).detach()
-        shape = list(t.shape)
-        if dtype == F32:
-            data = t.to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
-        elif dtype == I32:
-            data = t.to(torch.int32).contiguous().numpy().astype("<i4").tobytes()
-        else:
-            data = b"".join(struct.pack("<Q", int(v)) for v in t.reshape(-1).tolist())
-        assert name not in (a[0] for a in self.arrays), name
-        self.arrays.append((name, dtype, shape, data))
-
-    def write(self, path):
-        with open(path, "wb") as f:
-            f.write(b"VDNNREF1")
-            f.write(struct.pack("<I", len(self.arrays)))
-            for name, dtype, shape, data in self.arrays:
-                nb = name.encode("ascii")
-                f.write(struct.pack("<I", len(nb)) + nb)
-                f.write(struct.pack("<II", dtype, len(shape)))
-                f.write(struct.pack(f"<{len(shape)}I", *shape))
-                f.write(data)
 
 
 # ---- an independent check: read the file back as README.md describes it and redo the ----

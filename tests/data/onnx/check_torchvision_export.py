@@ -23,7 +23,7 @@ import onnx
 import torch
 
 from make_models import load_initializers
-from make_reference import Writer
+from vdnnref import Writer
 
 
 def main():

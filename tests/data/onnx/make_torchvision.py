@@ -48,7 +48,8 @@ try:
 
     sys.path.insert(0, os.path.join(HERE, "..", "..", "reference"))
     import make_models
-    from make_reference import I32, Writer
+    import vdnnref
+    from vdnnref import I32, Writer
 except ImportError as e:
     print("make_torchvision.py: %s (install Debian's python3-torch, python3-torchvision and python3-onnx and run "
           "with the system interpreter)" % e, file=sys.stderr)
@@ -72,7 +73,7 @@ NETS = {
 def stamp():
     """What the files depend on: these scripts and the installed PyTorch and torchvision."""
     h = hashlib.sha256()
-    for f in (__file__, make_models.__file__, sys.modules["make_reference"].__file__):
+    for f in (__file__, make_models.__file__, vdnnref.__file__):
         with open(f, "rb") as fh:
             h.update(fh.read())
     h.update((torch.__version__ + torchvision.__version__).encode())
