@@ -229,20 +229,21 @@ static vdnn_status sum_micro(vdnn_net_t *net, const vdnn_plan_t *plan, int l, vd
 static vdnn_status clip_grads(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_error *err)
 {
     vdnn_backend_t *be = net->be;
-    double sum = 0.0;
+    double *parts = net->clip_parts;
+    int n = 0;
     for (int l = 1; l < net->g->n_layers; l++) {
         const vdnn_layer_storage *s = &plan->ls[l];
         const vdnn_layer *ly = &net->g->layers[l];
-        double part;
-        if (s->dw >= 0 && ly->n_weight) {
-            BE_CALL(be->ops->sum_squares(be, (const float *)net->ptr[s->dw], ly->n_weight, &part, err));
-            sum += part;
-        }
-        if (s->db >= 0) {
-            BE_CALL(be->ops->sum_squares(be, (const float *)net->ptr[s->db], ly->n_bias, &part, err));
-            sum += part;
-        }
+        if (s->dw >= 0 && ly->n_weight)
+            BE_CALL(be->ops->sum_squares(be, (const float *)net->ptr[s->dw], ly->n_weight, &parts[n++], err));
+        if (s->db >= 0) BE_CALL(be->ops->sum_squares(be, (const float *)net->ptr[s->db], ly->n_bias, &parts[n++], err));
     }
+    /* One running sum in this order: a pipeline's stages sum every stage's parts in the same order (norm_sum), so
+     * they find the one-device norm bit for bit. */
+    double sum = 0.0;
+    if (net->x.hooks && net->x.hooks->norm_sum) BE_CALL(net->x.hooks->norm_sum(net->x.hooks_ctx, net, parts, n, &sum, err));
+    else
+        for (int i = 0; i < n; i++) sum += parts[i];
     const double norm = sqrt(sum);
     /* PyTorch scales by min(1, limit / (norm + 1e-6)); a factor of 1 changes nothing. */
     const double k = (double)net->opt.clip_grad_norm / (norm + 1e-6);
@@ -332,6 +333,13 @@ static vdnn_status compute(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **o
         return plan->fused_update ? update(net, plan, st->layer, st->layer, lr, err) : VDNN_OK;
     case VDNN_STEP_UPDATE:
         if (plan->fused_update) return VDNN_OK;
+        if (st->layer > 0) {
+            /* Update steps (clipping without kept gradients): every gradient is on the device at the first,
+             * which clips them all; each step then updates its own layer (homed parameters fetched for it). */
+            if (st == &plan->steps[plan->update_begin] && net->opt.clip_grad_norm > 0)
+                BE_CALL(clip_grads(net, plan, err));
+            return update(net, plan, st->layer, st->layer, lr, err);
+        }
         if (net->x.hooks && net->x.hooks->before_update)
             BE_CALL(net->x.hooks->before_update(net->x.hooks_ctx, net, err));
         if (net->loss_scaling) {

@@ -511,6 +511,18 @@ static void update_access(op_pass *o, int l)
     acc(o, s->b, true, true);
     acc(o, s->vw, true, true);
     acc(o, s->vb, true, true);
+    acc(o, s->vw2, true, true);
+    acc(o, s->vb2, true, true);
+}
+
+/* The first of a plan's update steps finds the global norm and scales every gradient (exec.c's clip_grads). */
+static void clip_access(op_pass *o)
+{
+    const vdnn_plan_t *p = o->v->p;
+    for (int l = 1; l < p->n_layers; l++) {
+        if (p->g->layers[l].n_weight) acc(o, p->ls[l].dw, true, true);
+        acc(o, p->ls[l].db, true, true);
+    }
 }
 
 /* As exec.c's compute_backward (a later micro-batch writes dwm / dbm, which are then summed into dw / db). */
@@ -561,6 +573,9 @@ static vdnn_status run_op(validator *v, const char *who, const vdnn_step *st, co
             forward_access(&o, st->layer, false, st->ws);
         } else if (st->kind == VDNN_STEP_BWD) {
             backward_access(&o, st);
+        } else if (st->layer > 0) {
+            if (st == &p->steps[p->update_begin]) clip_access(&o);
+            update_access(&o, st->layer);
         } else if (!p->fused_update) {
             for (int l = 1; l < p->n_layers; l++) update_access(&o, l);
         }
