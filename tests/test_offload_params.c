@@ -314,10 +314,33 @@ static void test_clip_plan(void **state)
     assert_int_equal(prev, p->n_steps - 1);
     assert_true(refetched > 0);
     vdnn_plan_free(p);
+    /* A step in separate calls (forward, backward, update: micro.c, M = 1) runs every update step too. */
+    vdnn_net_options cfg;
+    vdnn_net_t *net = NULL, *split = NULL;
+    clip_on = 0.02f;
+    config(&f, VDNN_POLICY_ALL, true, SIZE_MAX, true, &cfg);
+    clip_on = 0;
+    vt_assert_ok(vdnn_net_create(f.g, f.be, &cfg, &net, &err), err);
+    vt_assert_ok(vdnn_net_create(f.g, f.be, &cfg, &split, &err), err);
+    train_steps(&f, net, 0, 2, NULL);
+    for (int s = 0; s < 2; s++) {
+        const size_t img = (size_t)f.nc.c * f.nc.h * f.nc.w;
+        vt_assert_ok(vdnn_net_micro_forward(split, 0, f.ds->images + img * (size_t)(s * f.nc.batch),
+                                            f.ds->labels + s * f.nc.batch, NULL, &err), err);
+        vt_assert_ok(vdnn_net_backward(split, 0, &err), err);
+        vt_assert_ok(vdnn_net_update(split, 0.05f, &err), err);
+    }
+    vdnn_checkpoint a, b;
+    vt_assert_ok(vdnn_net_export(net, &a, &err), err);
+    vt_assert_ok(vdnn_net_export(split, &b, &err), err);
+    assert_same_ck("lenet clipped+offload, a step in separate calls", &a, &b);
+    vdnn_checkpoint_release(&a);
+    vdnn_checkpoint_release(&b);
+    vdnn_net_free(net);
+    vdnn_net_free(split);
+    net = NULL;
     /* Loss scaling (kept gradients) with homes and clipping is refused as before: it checks every gradient
      * before any update in a single update step. */
-    vdnn_net_options cfg;
-    vdnn_net_t *net = NULL;
     config(&f, VDNN_POLICY_ALL, true, SIZE_MAX, false, &cfg);
     cfg.clip_grad_norm = 1;
     cfg.loss_scale = 1024;
