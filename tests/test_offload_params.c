@@ -12,6 +12,8 @@
 #include "mem/offsets.h"
 #include "plan/plan.h"
 #include "plan/planner.h"
+#include "plan/profile.h"
+#include "plan/simulate.h"
 #include "testutil.h"
 #include "train/data.h"
 
@@ -257,7 +259,8 @@ static void test_clip_same_bits(void **state)
             vdnn_checkpoint_release(&tmp.ck);
             run(&f, policies[k], true, need, true, &home);
             assert_same_run(&f, what, &ref, &home);
-            assert_true(home.home == param_bytes(f.g, true) + (adamw_on ? param_bytes(f.g, false) : 0));
+            /* Homes: parameters, moments and (waiting for the update) gradients. */
+            assert_true(home.home == param_bytes(f.g, true) + param_bytes(f.g, false) * (adamw_on ? 2 : 1));
             print_message("%-10s clipped %-5s %-9s +offload peak %10zu (device params, policy none: %zu), moved %zu\n",
                           nc.model, adamw_on ? "AdamW" : "SGD", vdnn_policy_name(policies[k]), home.train_peak,
                           ref.train_peak, home.moved);
@@ -271,9 +274,9 @@ static void test_clip_same_bits(void **state)
     fixture_close(&f);
 }
 
-/* The plan of clipped training with homes: update steps in layer order after backward; gradients live from their
- * backward step to their update step; a layer's homed parameters are fetched again for the update unless its
- * backward block runs on into it; momentum only for the update. */
+/* The plan of clipped training with homes: update steps in layer order after backward; gradients homed too, from
+ * their backward step to their update step; a layer's homed parameters and gradients are fetched again for the
+ * update unless its backward block runs on into it; momentum only for the update. */
 static void test_clip_plan(void **state)
 {
     (void)state;
@@ -304,7 +307,10 @@ static void test_clip_plan(void **state)
         assert_true(p->steps[s->upd].kind == VDNN_STEP_UPDATE && p->steps[s->upd].layer == l);
         const vdnn_storage *dw = &p->st[s->dw], *w = &p->st[s->w], *vw = &p->st[s->vw];
         assert_false(dw->persistent);
+        assert_true(dw->homed);
         assert_int_equal(dw->last_use, s->upd);
+        assert_int_equal(dw->end_step, s->upd);
+        assert_int_equal(dw->need_step, dw->def_step);
         assert_true(w->homed && vw->homed);
         assert_int_equal(w->end_step, s->upd);
         assert_int_equal(vw->end_step, s->upd);
@@ -313,6 +319,28 @@ static void test_clip_plan(void **state)
     }
     assert_int_equal(prev, p->n_steps - 1);
     assert_true(refetched > 0);
+    /* The simulator runs each update step for its layer's share of the update (by parameter count): together the
+     * profile's whole update, each one after backward's last step. */
+    vdnn_profile prof;
+    vt_assert_ok(vdnn_profile_estimate(f.g, 1e11, 1e10, 1e9, &prof, &err), err);
+    vdnn_timeline tl;
+    memset(&tl, 0, sizeof tl);
+    vt_assert_ok(vdnn_simulate(p, f.g, &prof, &tl, &err), err);
+    double upd = 0, bwd_end = 0, first_upd = 1e300;
+    int n_upd = 0;
+    for (int i = 0; i < tl.n_spans; i++) {
+        const vdnn_span *sp = &tl.spans[i];
+        if (sp->kind == VDNN_SPAN_BWD && sp->end > bwd_end) bwd_end = sp->end;
+        if (sp->kind != VDNN_SPAN_UPDATE) continue;
+        upd += sp->end - sp->start;
+        n_upd++;
+        if (sp->start < first_upd) first_upd = sp->start;
+    }
+    assert_true(n_upd > 1);
+    assert_true(fabs(upd - prof.update_s) <= 1e-9 * prof.update_s + 1e-15);
+    assert_true(first_upd >= bwd_end);
+    vdnn_timeline_release(&tl);
+    vdnn_profile_release(&prof);
     vdnn_plan_free(p);
     /* A step in separate calls (forward, backward, update: micro.c, M = 1) runs every update step too. */
     vdnn_net_options cfg;

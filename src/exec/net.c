@@ -320,7 +320,7 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
         if (net->opt.memory.pipelined)
             net->micro_labels = malloc(sizeof(int32_t) * (size_t)o->batch * vdnn_graph_labels_per_sample(g));
         if (g->dtype != VDNN_DTYPE_F32) net->host_images = malloc(vdnn_map_bytes(g, g->input));
-        if (o->clip_grad_norm > 0) net->clip_parts = malloc(2 * sizeof(double) * (size_t)g->n_layers);
+        if (o->clip_grad_norm > 0) net->clip_parts = calloc(4 * (size_t)g->n_layers, sizeof(double));
         if (!net->events || !net->ptr || !net->host_scratch || (net->opt.memory.pipelined && !net->micro_labels) ||
             (g->dtype != VDNN_DTYPE_F32 && !net->host_images) || (o->clip_grad_norm > 0 && !net->clip_parts))
             rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory creating the net");

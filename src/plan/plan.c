@@ -126,11 +126,19 @@ static size_t stream_buffer_bytes(const vdnn_plan_t *p, int l)
     return 2 * (size_t)vdnn_plan_stream_chunk(p, l, NULL) * (vdnn_map_bytes(p->g, in) / (size_t)in.n);
 }
 
+static bool is_grad(const vdnn_storage *s) { return s->kind == VDNN_ST_WGRAD || s->kind == VDNN_ST_BGRAD; }
+
 void vdnn_plan_set_offload_params(vdnn_plan_t *p, bool on)
 {
     p->offload_params = on;
     for (int i = 0; i < p->n_storages_analyzed; i++) {
         vdnn_storage *s = &p->st[i];
+        /* With update steps the weight gradients wait in host memory too, from their backward step to their
+         * update step (they are never persistent there). */
+        if (is_grad(s) && p->update_steps) {
+            s->homed = on;
+            continue;
+        }
         if (!homeable(s->kind)) continue;
         /* A tied table is read by the first layer and the last: it stays on the device (its moments are homed). */
         if (s->kind == VDNN_ST_WEIGHT && p->g->layers[s->layer].p.tied_by) continue;
@@ -155,6 +163,14 @@ static void derive_homes(vdnn_plan_t *p)
         x->prefetch_step = x->need_step = x->end_step = x->upd_prefetch = -1;
         if (!p->training) continue;
         const int u = p->update_steps ? p->ls[l].upd : -1;
+        if (is_grad(x)) {
+            /* A gradient: written by the backward step (need_step), copied home after it and fetched again for
+             * the update, unless that is the next step (one block). */
+            x->need_step = bwd_step(p, l);
+            x->end_step = u;
+            if (u - 1 > x->need_step) x->upd_prefetch = u - 1;
+            continue;
+        }
         if (!param && u >= 0) {
             /* Momentum: the update step alone reads it, brought in one step ahead. */
             x->need_step = x->end_step = u;
@@ -181,7 +197,7 @@ static void derive_homes(vdnn_plan_t *p)
 }
 
 /* The last step of a homed storage's first training block (forward's or backward's): its backward step where
- * the update fetches it again, else the step it is copied home after. */
+ * the update fetches it again, else its update step (the step it is copied home after; a gradient is not). */
 static int home_first_end(const vdnn_plan_t *p, const vdnn_storage *x)
 {
     return x->upd_prefetch >= 0 ? bwd_step(p, x->layer) : x->end_step;
@@ -195,6 +211,7 @@ static size_t home_moved(const vdnn_plan_t *p)
         const vdnn_storage *x = &p->st[i];
         if (!x->homed) continue;
         int copies = (x->home_fwd >= 0) + (p->training ? 1 + (x->prefetch_step >= 0) + (x->upd_prefetch >= 0) : 0);
+        if (is_grad(x)) copies = x->upd_prefetch >= 0 ? 2 : 0; /* out after backward, in for the update */
         moved += (size_t)copies * x->bytes;
     }
     return moved;
@@ -711,7 +728,10 @@ static int emit_step(vdnn_plan_t *p, int s, const int *swap_event, const int *re
     for (int pass = 0; p->training && pass < 2; pass++) {
         for (int k = e->home.start[s]; k < e->home.start[s + 1]; k++) {
             const int i = e->home.item[k];
-            if (p->st[i].end_step != s) continue;
+            const vdnn_storage *x = &p->st[i];
+            /* A gradient goes home after its backward step when the update fetches it again; the update spends it. */
+            const int home_at = !is_grad(x) ? x->end_step : x->upd_prefetch >= 0 ? x->need_step : -1;
+            if (home_at != s) continue;
             fail |= add_action(p, pass ? VDNN_ACT_WAIT : VDNN_ACT_OFFLOAD, i, -1, swap_event[i] + 2) < 0;
         }
     }
@@ -997,7 +1017,9 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
             swap_event[i] = p->n_events;
             p->n_events += 4;
             const int f = x->home_fwd;
-            if (!p->training) {
+            if (is_grad(x)) {
+                fail |= add_block(p, i, x->need_step, home_first_end(p, x)) < 0;
+            } else if (!p->training) {
                 fail |= add_block(p, i, f - 1, f) < 0;
             } else if (x->prefetch_step < 0) {
                 fail |= add_block(p, i, f - 1, home_first_end(p, x)) < 0;

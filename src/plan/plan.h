@@ -59,7 +59,9 @@ typedef struct vdnn_storage {
      * prefetch_step, copied back after end_step's update; prefetch_step -1: one block from home_fwd - 1 on).
      * In a plan with update steps (clipping) backward only reads them: end_step is the layer's update step, and
      * where that is not the step after the backward block's end, upd_prefetch (its step before) brings them in
-     * again, into a block of their own. Momentum is read by the update alone: its one block is need_step's. */
+     * again, into a block of their own. Momentum is read by the update alone: its one block is need_step's. The
+     * weight and bias gradients are homed as well there: written by the backward step need_step, copied home after
+     * it, fetched again by upd_prefetch and spent by the update (end_step), never copied home from it. */
     bool homed;
     int home_fwd;              /* the forward step reading it (-1: none, momentum) */
     int upd_prefetch;          /* update steps: the step issuing the copy in for the update (-1: none) */
