@@ -446,7 +446,7 @@ static vdnn_status build_steps(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error
         use(p, p->ls[l].dbm, s);
         use(p, p->ls[l].dwt, s);
         if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) use(p, p->labels, s);
-        /* Update steps: the gradients wait there (the first one reads them all for the norm). */
+        /* Update steps: each layer's gradients wait for its own (scaled there, then read by the update). */
         if (p->ls[l].upd >= 0) {
             use(p, p->ls[l].dw, p->ls[l].upd);
             use(p, p->ls[l].db, p->ls[l].upd);

@@ -178,8 +178,8 @@ struct vdnn_plan {
     bool fused_update;                 /* parameters updated in their layer's backward step */
     bool update_steps;                 /* clip_grads: after backward, one update step per layer with parameters,
                                           in layer order (vdnn_layer_storage.upd); each layer's gradients live
-                                          from its backward step to its update step, and the first update step
-                                          (update_begin) finds the global norm, when all of them are there */
+                                          from its backward step (which sums their squares) to its update step;
+                                          the first update step (update_begin) finds the global norm */
     int update_begin;                  /* training: the first update step */
     bool offload_params;               /* parameters and momentum homed in the host pool (see vdnn_storage) */
     bool stream_inputs;                /* convolutions that can run in place over a streamed input do */
