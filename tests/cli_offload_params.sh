@@ -40,6 +40,34 @@ if [ "$(json_get "$TMP/plan.json" peak_device_bytes)" != "$(json_get "$TMP/all.h
     bad "plan peak $(json_get "$TMP/plan.json" peak_device_bytes) != trained peak $(json_get "$TMP/all.home.json" peak_device_bytes)"
 else ok; fi
 
+# ---- clipped (--clip-grad-norm): the homed layers' updates wait for the norm, after backward; SGD and AdamW give the
+# bytes of clipped training with the parameters on the device, and the measured peak is the planned one ----
+for opt in sgd adamw; do
+    run "lenet clipped $opt" 0 -- "${TRAIN[@]}" --model lenet --input 1x28x28 --steps 2 --optimizer "$opt" \
+        --clip-grad-norm 0.02 --save "$TMP/clip.$opt.bin"
+    for pol in none all recompute; do
+        run "lenet clipped $opt $pol --offload-params" 0 -- "${TRAIN[@]}" --model lenet --input 1x28x28 --steps 2 \
+            --optimizer "$opt" --clip-grad-norm 0.02 --policy "$pol" --offload-params --poison \
+            --save "$TMP/clip.$opt.$pol.bin" --json
+        same "lenet clipped $opt $pol with homes" "$TMP/clip.$opt.bin" "$TMP/clip.$opt.$pol.bin"
+        if [ "$(json_get "$TMP/out" peak_device_bytes)" != "$(json_get "$TMP/out" planned_peak_device_bytes)" ]; then
+            bad "clipped $opt $pol --offload-params: measured peak $(json_get "$TMP/out" peak_device_bytes) != planned $(json_get "$TMP/out" planned_peak_device_bytes)"
+        else ok; fi
+    done
+done
+run "lenet unclipped sgd" 0 -- "${TRAIN[@]}" --model lenet --input 1x28x28 --steps 2 --save "$TMP/noclip.bin"
+if cmp -s "$TMP/noclip.bin" "$TMP/clip.sgd.bin"; then bad "--clip-grad-norm 0.02 changed nothing"; else ok; fi
+# A tied table (gpt-tiny-tied: the embedding is the output projection) stays on the device, its moments homed.
+python3 -c 'import sys; sys.stdout.write("the quick brown fox jumps over the lazy dog. " * 40)' >"$TMP/text.txt"
+TIED=(train --model tests/reference/gpt-tiny-tied.cfg --data "text:$TMP/text.txt" --batch 4 --steps 3 --threads 1
+      --no-eval --device cpu --clip-grad-norm 0.5 --optimizer adamw --lr 0.003 --policy all --poison)
+run "tied clipped" 0 -- "${TIED[@]}" --save "$TMP/tied.bin"
+run "tied clipped --offload-params" 0 -- "${TIED[@]}" --offload-params --save "$TMP/tied.home.bin" --json
+same "tied clipped with homes" "$TMP/tied.bin" "$TMP/tied.home.bin"
+if [ "$(json_get "$TMP/out" peak_device_bytes)" != "$(json_get "$TMP/out" planned_peak_device_bytes)" ]; then
+    bad "tied clipped --offload-params: measured peak != planned"
+else ok; fi
+
 # ---- resume: two steps and a resumed third, with homes and without, give the same bytes ----
 run "lenet 2 steps" 0 -- "${TRAIN[@]}" --model lenet --input 1x28x28 --steps 2 --policy none --save "$TMP/l2.bin"
 run "lenet resumed" 0 -- "${TRAIN[@]}" --model lenet --input 1x28x28 --steps 3 --policy none --resume "$TMP/l2.bin" \

@@ -1,6 +1,7 @@
 /* Distributed training equals one device: data parallelism on 2 and 4 ranks at batch B/N per rank against
  * one rank at B (float-summation tolerance), a 2-stage pipeline bit for bit (batch norm, dropout and a
- * residual included), 2 groups x 2 stages within tolerance, and checkpoints that resume exactly. */
+ * residual included), 2 groups x 2 stages within tolerance, checkpoints that resume exactly, and gradient clipping
+ * (its norm summed across stages: a clipped pipeline bit for bit). */
 #include "test_dist_util.h"
 
 #define COMMON "--data synthetic --input 3x16x16 --classes 10 --threads 1 --device cpu --lr 0.05 --log-every 1000"
@@ -125,6 +126,59 @@ static void hybrid_two_by_two(void **state)
     assert_true(d < 2e-4);
 }
 
+/* Gradient clipping by global norm: 2 stages sum their squared gradient sums in the one device's layer order, so a
+ * clipped pipeline is bitwise the one device (SGD, AdamW, and GPipe micro-batches against one device summing the same
+ * micro-batches); data parallelism (2 ranks) and 2 groups x 2 stages clip the averaged gradients, equal to one device
+ * within the unclipped tests' tolerance. The clip acts: unclipped training differs. */
+static void clipped_equals_one_device(void **state)
+{
+    if (!dist_available()) skip();
+    dist_fixture *f = *state;
+    char extra[192], one[128];
+    bool bitwise;
+    const char *opts[2] = {"--clip-grad-norm 0.05", "--clip-grad-norm 0.05 --optimizer adamw --lr 0.002"};
+    for (int k = 0; k < 2; k++) {
+        run_one_ex(f, f->mixed, 32, steps(), opts[k], "clip_one");
+        snprintf(extra, sizeof extra, "--steps %d --stages 2 %s", steps(), opts[k]);
+        run_mpi(f, 2, f->mixed, extra, "clip_mp2");
+        double d = diff(f, "clip_one", "clip_mp2", &bitwise);
+        print_message("clipped (%s), 2 stages vs one device: largest relative difference %.3g%s\n", opts[k], d,
+                      bitwise ? " (bitwise equal)" : "");
+        assert_true(bitwise);
+        if (k) continue;
+        run_one(f, f->mixed, steps(), "unclipped_one");
+        d = diff(f, "clip_one", "unclipped_one", &bitwise);
+        print_message("clipped vs unclipped, one device: %.3g\n", d);
+        assert_true(d > 1e-3);
+    }
+    double d;
+    /* GPipe: 4 micro-batches through 2 stages, against one device summing the same 4. */
+    run_one_ex(f, f->mixed, 32, steps(), "--clip-grad-norm 0.05 --micro-batches 4", "clip_one_mb4");
+    snprintf(extra, sizeof extra, "--steps %d --stages 2 --micro-batches 4 --clip-grad-norm 0.05", steps());
+    run_mpi(f, 2, f->mixed, extra, "clip_mp2_mb4");
+    d = diff(f, "clip_one_mb4", "clip_mp2_mb4", &bitwise);
+    print_message("clipped, 2 stages x 4 micro-batches vs one device summing 4: %.3g%s\n", d,
+                  bitwise ? " (bitwise equal)" : "");
+    assert_true(bitwise);
+    /* Data parallelism: the norm of the averaged gradients. */
+    snprintf(one, sizeof one, "--clip-grad-norm 0.05");
+    run_one_ex(f, f->plain, 32, steps(), one, "clip_plain_one");
+    snprintf(extra, sizeof extra, "--steps %d --clip-grad-norm 0.05", steps());
+    run_mpi(f, 2, f->plain, extra, "clip_dp2");
+    d = diff(f, "clip_plain_one", "clip_dp2", &bitwise);
+    print_message("clipped, data parallel on 2 ranks vs one device: %.3g%s\n", d, bitwise ? " (bitwise equal)" : "");
+    assert_true(d < 2e-4);
+    snprintf(extra, sizeof extra, "--steps %d --stages 2 --clip-grad-norm 0.05", steps());
+    run_mpi(f, 4, f->plain, extra, "clip_hybrid");
+    d = diff(f, "clip_plain_one", "clip_hybrid", &bitwise);
+    print_message("clipped, 2 groups x 2 stages vs one device: %.3g%s\n", d, bitwise ? " (bitwise equal)" : "");
+    assert_true(d < 2e-4);
+    run_one(f, f->plain, steps(), "plain_unclipped");
+    d = diff(f, "clip_plain_one", "plain_unclipped", &bitwise);
+    print_message("clipped vs unclipped (plain), one device: %.3g\n", d);
+    assert_true(d > 1e-3);
+}
+
 static void resume_continues_exactly(void **state)
 {
     if (!dist_available()) skip();
@@ -153,6 +207,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(pipeline_is_bitwise, dist_setup, dist_teardown),
         cmocka_unit_test_setup_teardown(hybrid_two_by_two, dist_setup, dist_teardown),
         cmocka_unit_test_setup_teardown(resume_continues_exactly, dist_setup, dist_teardown),
+        cmocka_unit_test_setup_teardown(clipped_equals_one_device, dist_setup, dist_teardown),
     };
+    if (getenv("VDNN_TEST_FILTER")) cmocka_set_test_filter(getenv("VDNN_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

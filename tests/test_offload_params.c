@@ -1,7 +1,7 @@
 /* Parameters homed in host memory (offload_params): training, evaluation and checkpoints give the same bits as
  * with every parameter on the device, the planned peak is the measured one with poisoned memory, the options it
- * does not combine with are refused, auto homes them where only that fits, and VGG-16 trains at 40% of its
- * in-core peak. */
+ * does not combine with are refused, auto homes them where only that fits, clipped training (updates after
+ * backward) gives the bits of clipped training on the device, and VGG-16 trains at 40% of its in-core peak. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +12,8 @@
 #include "mem/offsets.h"
 #include "plan/plan.h"
 #include "plan/planner.h"
+#include "plan/profile.h"
+#include "plan/simulate.h"
 #include "testutil.h"
 #include "train/data.h"
 
@@ -27,6 +29,7 @@ static const net_case cases[] = {
     {"resnet18", 3, 32, 32, 4, 2}, {"vgg16", 3, 32, 32, 2, 2},
 };
 static const char *quick_models[] = {"lenet", "resnet18"};
+static const char *clip_names[] = {"clip_lenet", "clip_resnet18"}; /* test_clip_same_bits on each quick model */
 
 typedef struct run_result {
     vdnn_checkpoint ck;
@@ -72,6 +75,9 @@ static void fixture_close(fixture *f)
     vdnn_graph_free(f->g);
 }
 
+static float clip_on;  /* the nets' clip_grad_norm (0: none) */
+static bool adamw_on; /* their optimizer: AdamW, else SGD */
+
 static void config(const fixture *f, vdnn_policy pol, bool offload, size_t budget, bool poison, vdnn_net_options *cfg)
 {
     *cfg = vdnn_net_options_default();
@@ -85,6 +91,11 @@ static void config(const fixture *f, vdnn_policy pol, bool offload, size_t budge
     cfg->memory.poison = poison;
     cfg->seed = 11;
     cfg->memory.offload_params = offload;
+    cfg->clip_grad_norm = clip_on;
+    if (adamw_on) {
+        cfg->optimizer = VDNN_OPTIMIZER_ADAMW;
+        cfg->weight_decay = 0.01f;
+    }
 }
 
 static void train_steps(const fixture *f, vdnn_net_t *net, int first, int n, float *loss)
@@ -204,6 +215,157 @@ static void test_same_bits(void **state)
     /* Chen's recompute re-runs convolutions in the backward pass: their weights must come back early. */
     if (!strcmp(nc.model, "vgg16") || !strcmp(nc.model, "lenet")) assert_true(early > 0);
     vdnn_checkpoint_release(&ref.ck);
+    fixture_close(&f);
+}
+
+/* Clipping by global norm with homed parameters: their updates wait for the norm in update steps after backward,
+ * each layer's parameters and moments fetched for its own. SGD and AdamW, every policy at its own need with poisoned
+ * memory, give the bits of clipped training with the parameters on the device; the clip acts (other bits than
+ * unclipped training), and the planned peak is the measured one (run). */
+static void test_clip_same_bits(void **state)
+{
+    net_case nc = *(const net_case *)*state;
+    if (quick()) nc.batch = 2, nc.steps = 2;
+    fixture f;
+    fixture_open(&f, &nc);
+    for (int opt = 0; opt < 2; opt++) {
+        adamw_on = opt == 1;
+        run_result plain, ref, home, tmp;
+        memset(&plain, 0, sizeof plain);
+        memset(&ref, 0, sizeof ref);
+        clip_on = 0;
+        run(&f, VDNN_POLICY_NONE, false, SIZE_MAX, false, &plain);
+        clip_on = 0.02f; /* below the first gradients' norm of every case */
+        run(&f, VDNN_POLICY_NONE, false, SIZE_MAX, false, &ref);
+        if (!memcmp(&plain.loss[nc.steps - 1], &ref.loss[nc.steps - 1], sizeof(float)))
+            fail_msg("%s: clipping changed nothing", nc.model);
+        for (int k = 0; k < N_POLICIES; k++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s/%s+offload clipped %s", nc.model, vdnn_policy_name(policies[k]),
+                     adamw_on ? "AdamW" : "SGD");
+            memset(&tmp, 0, sizeof tmp);
+            memset(&home, 0, sizeof home);
+            run(&f, policies[k], true, SIZE_MAX, false, &tmp);
+            const size_t need = tmp.train_peak > tmp.eval_peak ? tmp.train_peak : tmp.eval_peak;
+            vdnn_checkpoint_release(&tmp.ck);
+            run(&f, policies[k], true, need, true, &home);
+            assert_same_run(&f, what, &ref, &home);
+            /* Homes: parameters, moments and (waiting for the update) gradients. */
+            assert_true(home.home == param_bytes(f.g, true) + param_bytes(f.g, false) * (adamw_on ? 2 : 1));
+            print_message("%-10s clipped %-5s %-9s +offload peak %10zu (device params, policy none: %zu), moved %zu\n",
+                          nc.model, adamw_on ? "AdamW" : "SGD", vdnn_policy_name(policies[k]), home.train_peak,
+                          ref.train_peak, home.moved);
+            vdnn_checkpoint_release(&home.ck);
+        }
+        vdnn_checkpoint_release(&plain.ck);
+        vdnn_checkpoint_release(&ref.ck);
+    }
+    clip_on = 0;
+    adamw_on = false;
+    fixture_close(&f);
+}
+
+/* The plan of clipped training with homes: update steps in layer order after backward; gradients homed too, from
+ * their backward step to their update step; a layer's homed parameters and gradients are fetched again for the
+ * update unless its backward block runs on into it; momentum only for the update. */
+static void test_clip_plan(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_open(&f, &cases[0]);
+    vdnn_op_info *info = calloc((size_t)f.g->n_layers, sizeof *info);
+    assert_non_null(info);
+    vdnn_error err;
+    vt_assert_ok(vdnn_plan_query_ops(f.g, f.be, true, info, &err), err);
+    vdnn_plan_request rq = vdnn_plan_request_default();
+    rq.memory.policy = VDNN_POLICY_ALL;
+    rq.memory.offload_params = true;
+    rq.clip_grads = true;
+    vdnn_plan_t *p = NULL;
+    vt_assert_ok(vdnn_plan_build(f.g, info, &rq, &p, &err), err);
+    assert_true(p->update_steps && !p->fused_update && p->offload_params);
+    const int L = f.g->n_layers;
+    int prev = -1, refetched = 0;
+    for (int l = 1; l < L; l++) {
+        const vdnn_layer *ly = &f.g->layers[l];
+        const vdnn_layer_storage *s = &p->ls[l];
+        if (!ly->n_weight && !ly->n_bias) {
+            assert_int_equal(s->upd, -1);
+            continue;
+        }
+        assert_true(s->upd > prev && s->upd >= p->update_begin);
+        prev = s->upd;
+        assert_true(p->steps[s->upd].kind == VDNN_STEP_UPDATE && p->steps[s->upd].layer == l);
+        const vdnn_storage *dw = &p->st[s->dw], *w = &p->st[s->w], *vw = &p->st[s->vw];
+        assert_false(dw->persistent);
+        assert_true(dw->homed);
+        assert_int_equal(dw->last_use, s->upd);
+        assert_int_equal(dw->end_step, s->upd);
+        assert_int_equal(dw->need_step, dw->def_step);
+        assert_true(w->homed && vw->homed);
+        assert_int_equal(w->end_step, s->upd);
+        assert_int_equal(vw->end_step, s->upd);
+        assert_int_equal(vw->prefetch_step, s->upd - 1);
+        refetched += w->upd_prefetch >= 0;
+    }
+    assert_int_equal(prev, p->n_steps - 1);
+    assert_true(refetched > 0);
+    /* The simulator runs each update step for its layer's share of the update (by parameter count): together the
+     * profile's whole update, each one after backward's last step. */
+    vdnn_profile prof;
+    vt_assert_ok(vdnn_profile_estimate(f.g, 1e11, 1e10, 1e9, &prof, &err), err);
+    vdnn_timeline tl;
+    memset(&tl, 0, sizeof tl);
+    vt_assert_ok(vdnn_simulate(p, f.g, &prof, &tl, &err), err);
+    double upd = 0, bwd_end = 0, first_upd = 1e300;
+    int n_upd = 0;
+    for (int i = 0; i < tl.n_spans; i++) {
+        const vdnn_span *sp = &tl.spans[i];
+        if (sp->kind == VDNN_SPAN_BWD && sp->end > bwd_end) bwd_end = sp->end;
+        if (sp->kind != VDNN_SPAN_UPDATE) continue;
+        upd += sp->end - sp->start;
+        n_upd++;
+        if (sp->start < first_upd) first_upd = sp->start;
+    }
+    assert_true(n_upd > 1);
+    assert_true(fabs(upd - prof.update_s) <= 1e-9 * prof.update_s + 1e-15);
+    assert_true(first_upd >= bwd_end);
+    vdnn_timeline_release(&tl);
+    vdnn_profile_release(&prof);
+    vdnn_plan_free(p);
+    /* A step in separate calls (forward, backward, update: micro.c, M = 1) runs every update step too. */
+    vdnn_net_options cfg;
+    vdnn_net_t *net = NULL, *split = NULL;
+    clip_on = 0.02f;
+    config(&f, VDNN_POLICY_ALL, true, SIZE_MAX, true, &cfg);
+    clip_on = 0;
+    vt_assert_ok(vdnn_net_create(f.g, f.be, &cfg, &net, &err), err);
+    vt_assert_ok(vdnn_net_create(f.g, f.be, &cfg, &split, &err), err);
+    train_steps(&f, net, 0, 2, NULL);
+    for (int s = 0; s < 2; s++) {
+        const size_t img = (size_t)f.nc.c * f.nc.h * f.nc.w;
+        vt_assert_ok(vdnn_net_micro_forward(split, 0, f.ds->images + img * (size_t)(s * f.nc.batch),
+                                            f.ds->labels + s * f.nc.batch, NULL, &err), err);
+        vt_assert_ok(vdnn_net_backward(split, 0, &err), err);
+        vt_assert_ok(vdnn_net_update(split, 0.05f, &err), err);
+    }
+    vdnn_checkpoint a, b;
+    vt_assert_ok(vdnn_net_export(net, &a, &err), err);
+    vt_assert_ok(vdnn_net_export(split, &b, &err), err);
+    assert_same_ck("lenet clipped+offload, a step in separate calls", &a, &b);
+    vdnn_checkpoint_release(&a);
+    vdnn_checkpoint_release(&b);
+    vdnn_net_free(net);
+    vdnn_net_free(split);
+    net = NULL;
+    /* Loss scaling (kept gradients) with homes and clipping is refused as before: it checks every gradient
+     * before any update in a single update step. */
+    config(&f, VDNN_POLICY_ALL, true, SIZE_MAX, false, &cfg);
+    cfg.clip_grad_norm = 1;
+    cfg.loss_scale = 1024;
+    vt_assert_error(vdnn_net_create(f.g, f.be, &cfg, &net, &err), err, VDNN_ERR_UNSUPPORTED, "keep_weight_grads");
+    assert_null(net);
+    free(info);
     fixture_close(&f);
 }
 
@@ -450,13 +612,18 @@ static void test_vgg16_40(void **state)
 
 int main(void)
 {
-    struct CMUnitTest tests[sizeof cases / sizeof cases[0] + 5];
+    struct CMUnitTest tests[sizeof cases / sizeof cases[0] + 9];
     int n = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         bool take = !quick();
         for (size_t k = 0; k < sizeof quick_models / sizeof quick_models[0]; k++) take |= !strcmp(cases[i].model, quick_models[k]);
         if (take) tests[n++] = (struct CMUnitTest){cases[i].model, test_same_bits, NULL, NULL, (void *)&cases[i]};
     }
+    for (size_t k = 0; k < sizeof quick_models / sizeof quick_models[0]; k++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            if (!strcmp(cases[i].model, quick_models[k]))
+                tests[n++] = (struct CMUnitTest){clip_names[k], test_clip_same_bits, NULL, NULL, (void *)&cases[i]};
+    tests[n++] = (struct CMUnitTest){"clip_plan", test_clip_plan, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"checkpoint_moves", test_checkpoint_moves, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"refusals", test_refusals, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"budget_named", test_budget_named, NULL, NULL, NULL};

@@ -157,38 +157,51 @@ static void test_adamw_policies_bitwise(void **state)
 static void test_clip_policies_bitwise(void **state)
 {
     (void)state;
-    adamw_on = false;
+    /* SGD, then AdamW: the clipped updates wait for the norm in update steps, homed parameters fetched for them. */
+    for (int opt = 0; opt < 2; opt++) {
+    adamw_on = opt == 1;
     vt_text_env e;
     env_open(&e);
     vt_text_run ref, plain, r;
     memset(&plain, 0, sizeof plain);
+    clip_on = 0;
     train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, &plain);
     clip_on = 0.05f; /* far below gpt-mini's first gradients' norm */
     memset(&ref, 0, sizeof ref);
     train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, &ref);
     assert_true(memcmp(&ref.loss[STEPS - 1], &plain.loss[STEPS - 1], sizeof(float)) != 0);
+    /* Budget 1: parameters (and moments) homed in host memory (train_run). recompute's least is about 89% of
+     * none's (and dyn's, every gradient live at backward's end); auto at 75% homes the parameters by itself. */
     const struct {
         vdnn_policy pol;
         size_t budget;
     } runs[] = {{VDNN_POLICY_ALL, SIZE_MAX},
-                {VDNN_POLICY_RECOMPUTE, (ref.train_peak * 3) / 4},
-                {VDNN_POLICY_DYN, (ref.train_peak * 3) / 4},
-                {VDNN_POLICY_AUTO, (ref.train_peak * 3) / 4}};
+                {VDNN_POLICY_RECOMPUTE, (ref.train_peak * 19) / 20},
+                {VDNN_POLICY_DYN, (ref.train_peak * 19) / 20},
+                {VDNN_POLICY_AUTO, (ref.train_peak * 3) / 4},
+                {VDNN_POLICY_NONE, 1},
+                {VDNN_POLICY_ALL, 1},
+                {VDNN_POLICY_RECOMPUTE, 1},
+                {VDNN_POLICY_DYN, 1}};
     for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
         memset(&r, 0, sizeof r);
         train_run(&e, runs[k].pol, runs[k].budget, &r);
-        char head[96];
-        snprintf(head, sizeof head, "gpt-mini clipped/%s at %zu: against none", vdnn_policy_name(runs[k].pol),
-                 runs[k].budget);
+        char head[128];
+        snprintf(head, sizeof head, "gpt-mini clipped %s/%s%s at %zu: against none", adamw_on ? "AdamW" : "SGD",
+                 vdnn_policy_name(runs[k].pol), runs[k].budget == 1 ? "+offload_params" : "", runs[k].budget);
         vt_text_assert_same_run(&e, head, &ref, &r);
-        print_message("gpt-mini clipped %-9s peak %zu (none %zu), %d swapped, %d recomputed\n",
-                      vdnn_policy_name(runs[k].pol), r.train_peak, ref.train_peak, r.n_swap, r.n_recompute);
+        print_message("gpt-mini clipped %-5s %-9s%-16s peak %zu (none %zu), %d swapped, %d recomputed\n",
+                      adamw_on ? "AdamW" : "SGD", vdnn_policy_name(runs[k].pol),
+                      runs[k].budget == 1 ? " offload_params" : "", r.train_peak, ref.train_peak, r.n_swap,
+                      r.n_recompute);
         vdnn_checkpoint_release(&r.ck);
     }
     clip_on = 0;
     vdnn_checkpoint_release(&ref.ck);
     vdnn_checkpoint_release(&plain.ck);
     vt_text_env_close(&e);
+    }
+    adamw_on = false;
 }
 
 int main(void)

@@ -132,12 +132,6 @@ static int parse(int argc, char **argv, int rank, run *r)
         fprintf(say, "vdnn-mpi train: --trace is not supported with MPI\n");
         code = 2;
     }
-    /* Each stage holds only its layers' gradients: a global norm would need a sum across the stages first. */
-    if (!code && r->o.clip_grad_norm > 0 && r->dc.stages > 1) {
-        fprintf(say, "vdnn-mpi train: --clip-grad-norm is not supported with --stages > 1 yet (data parallelism alone "
-                "clips the summed gradients)\n");
-        code = 2;
-    }
     /* Pipeline stages would each decide on their own gradients whether to skip a step (fp16 scales by default). */
     if (!code && (r->o.loss_scale > 0 || r->o.mem.precision == VDNN_PRECISION_FP16)) {
         fprintf(say, "vdnn-mpi train: %s is not supported with MPI yet (vdnn train takes it)\n",

@@ -33,8 +33,9 @@ typedef struct vdnn_net_options {
                                       below 0: off */
     float clip_grad_norm;          /* > 0: before each update, every parameter gradient is scaled by
                                       clip_grad_norm / (norm + 1e-6) when their global L2 norm exceeds it (PyTorch's
-                                      clip_grad_norm_); the gradients are then kept until one update step, so not with
-                                      memory.offload_params. 0 (the default): no clipping */
+                                      clip_grad_norm_); no parameter is then updated before the last gradient
+                                      is made (homed parameters, memory.offload_params, in update steps after
+                                      backward). 0 (the default): no clipping */
 } vdnn_net_options;
 
 VDNN_API vdnn_net_options vdnn_net_options_default(void);

@@ -53,6 +53,42 @@ static vdnn_status hook_before_update(void *ctx, vdnn_net_t *net, vdnn_error *er
     return w->dp ? vdnn_dp_before_update(w->dp, err) : VDNN_OK;
 }
 
+/* Gradient clipping across a pipeline: every stage's squared sums in stage order, which is the whole model's layer
+ * order, then one running sum as a one-device net makes it. The gather is a sum of zeros and one stage's values at
+ * each place (x + 0 is exact), so it needs only the deadline-checked allreduce. Data-parallel groups hold the same
+ * averaged gradients (before_update ran first) and find the same norm. */
+static vdnn_status norm_sum(void *ctx, vdnn_net_t *net, const double *parts, int n, double *sum, vdnn_error *err)
+{
+    (void)net;
+    vdnn_dist_t *w = ctx;
+    *sum = 0.0;
+    if (w->stages <= 1) {
+        for (int i = 0; i < n; i++) *sum += parts[i];
+        return VDNN_OK;
+    }
+    int *counts = calloc((size_t)w->stages, sizeof *counts);
+    if (!counts) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
+    counts[w->stage] = n;
+    vdnn_status rc = vdnn_comm_allreduce(&w->comm, w->pipe_comm, counts, w->stages, MPI_INT, MPI_SUM,
+                                         "the stages' gradient tensor counts (clipping)", err);
+    int total = 0, off = 0;
+    for (int k = 0; k < w->stages; k++) {
+        if (k == w->stage) off = total;
+        total += counts[k];
+    }
+    free(counts);
+    double *all = rc == VDNN_OK ? calloc((size_t)total + 1, sizeof *all) : NULL;
+    if (rc == VDNN_OK && !all) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
+    if (rc == VDNN_OK) {
+        memcpy(all + off, parts, sizeof(double) * (size_t)n);
+        rc = vdnn_comm_allreduce(&w->comm, w->pipe_comm, all, total, MPI_DOUBLE, MPI_SUM,
+                                 "the stages' squared gradient sums (clipping)", err);
+    }
+    for (int i = 0; rc == VDNN_OK && i < total; i++) *sum += all[i];
+    free(all);
+    return rc;
+}
+
 /* Synchronized batch norm: a layer's sums over the ranks holding the same stage. Two check values ride
  * along, key and key^2: their sums are N*key and N*key^2 only if every rank sent the same key, so ranks
  * whose plans diverged (a recompute on one, not another) fail loudly instead of mixing layers' statistics. */
@@ -133,7 +169,7 @@ static bool stage_fits(void *ctx, int first, int last)
         sg->dtype = (vdnn_dtype)mem.precision;
         if (info && vdnn_graph_resolve(sg, in, vdnn_stage_classes(f->g, &s, 0), &e) == VDNN_OK &&
             vdnn_plan_query_ops(sg, f->be, true, info, &e) == VDNN_OK &&
-            vdnn_plan_training(sg, info, NULL, &mem, NULL, true, &plan, &e) == VDNN_OK)
+            vdnn_plan_training(sg, info, NULL, &mem, NULL, true, false, &plan, &e) == VDNN_OK)
             ok = plan->feasible && plan->peak_device_bytes <= mem.budget;
     }
     vdnn_plan_free(plan);
@@ -285,7 +321,7 @@ vdnn_status vdnn_dist_create(MPI_Comm world, const vdnn_model_t *model, vdnn_bac
     w->full_opt = w->opt;
     w->full_opt.memory.micro_batches = 1;
     w->full_opt.memory.pipelined = false;
-    w->hooks = (vdnn_grad_hooks){hook_grads_ready, hook_before_update, hook_forward_done};
+    w->hooks = (vdnn_grad_hooks){hook_grads_ready, hook_before_update, hook_forward_done, norm_sum};
     if (w->sync_bn) {
         w->bn_reduce = (vdnn_reduce){bn_sum, w};
         w->x.bn_reduce = &w->bn_reduce;

@@ -248,34 +248,60 @@ static vdnn_status sum_micro(vdnn_net_t *net, const vdnn_plan_t *plan, int l, vd
 }
 
 /* PyTorch's clip_grad_norm_: the L2 norm over every parameter gradient of the step, summed in layer order (so the
- * same under every plan), and when it exceeds the limit each gradient scaled by limit / (norm + 1e-6). */
-static vdnn_status clip_grads(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_error *err)
+ * same under every plan), and when it exceeds the limit each gradient scaled by limit / (norm + 1e-6).
+ * net->clip_parts holds each layer's weight and bias squared sums at 2l and 2l + 1, then, from 2 * n_layers on,
+ * the same in order for the sum. */
+static vdnn_status grad_parts(vdnn_net_t *net, const vdnn_plan_t *plan, int l, vdnn_error *err)
 {
     vdnn_backend_t *be = net->be;
+    const vdnn_layer_storage *s = &plan->ls[l];
+    const vdnn_layer *ly = &net->g->layers[l];
+    double *at = net->clip_parts + 2 * l;
+    if (s->dw >= 0 && ly->n_weight) BE_CALL(be->ops->sum_squares(be, (const float *)net->ptr[s->dw], ly->n_weight, &at[0], err));
+    if (s->db >= 0 && ly->n_bias) BE_CALL(be->ops->sum_squares(be, (const float *)net->ptr[s->db], ly->n_bias, &at[1], err));
+    return VDNN_OK;
+}
+
+/* net->clip_k from the parts of every layer (grad_parts, done), in layer order. */
+static vdnn_status clip_factor(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_error *err)
+{
+    const double *slot = net->clip_parts;
+    double *parts = net->clip_parts + 2 * net->g->n_layers;
+    int n = 0;
+    for (int l = 1; l < net->g->n_layers; l++) {
+        if (plan->ls[l].dw >= 0 && net->g->layers[l].n_weight) parts[n++] = slot[2 * l];
+        if (plan->ls[l].db >= 0 && net->g->layers[l].n_bias) parts[n++] = slot[2 * l + 1];
+    }
+    /* One running sum in this order: a pipeline's stages sum every stage's parts in the same order (norm_sum), so
+     * they find the one-device norm bit for bit. */
     double sum = 0.0;
-    for (int l = 1; l < net->g->n_layers; l++) {
-        const vdnn_layer_storage *s = &plan->ls[l];
-        const vdnn_layer *ly = &net->g->layers[l];
-        double part;
-        if (s->dw >= 0 && ly->n_weight) {
-            BE_CALL(be->ops->sum_squares(be, (const float *)net->ptr[s->dw], ly->n_weight, &part, err));
-            sum += part;
-        }
-        if (s->db >= 0 && ly->n_bias) {
-            BE_CALL(be->ops->sum_squares(be, (const float *)net->ptr[s->db], ly->n_bias, &part, err));
-            sum += part;
-        }
-    }
-    const double norm = sqrt(sum);
+    if (net->x.hooks && net->x.hooks->norm_sum) BE_CALL(net->x.hooks->norm_sum(net->x.hooks_ctx, net, parts, n, &sum, err));
+    else
+        for (int i = 0; i < n; i++) sum += parts[i];
     /* PyTorch scales by min(1, limit / (norm + 1e-6)); a factor of 1 changes nothing. */
-    const double k = (double)net->opt.clip_grad_norm / (norm + 1e-6);
-    if (!(k < 1.0)) return VDNN_OK;
-    for (int l = 1; l < net->g->n_layers; l++) {
-        const vdnn_layer_storage *s = &plan->ls[l];
-        const vdnn_layer *ly = &net->g->layers[l];
-        if (s->dw >= 0 && ly->n_weight) BE_CALL(be->ops->scale(be, (float *)net->ptr[s->dw], (float)k, ly->n_weight, err));
-        if (s->db >= 0 && ly->n_bias) BE_CALL(be->ops->scale(be, (float *)net->ptr[s->db], (float)k, ly->n_bias, err));
-    }
+    net->clip_k = (double)net->opt.clip_grad_norm / (sqrt(sum) + 1e-6);
+    return VDNN_OK;
+}
+
+/* Layer l's gradients times clip_k where that is below 1. */
+static vdnn_status clip_layer(vdnn_net_t *net, const vdnn_plan_t *plan, int l, vdnn_error *err)
+{
+    vdnn_backend_t *be = net->be;
+    const vdnn_layer_storage *s = &plan->ls[l];
+    const vdnn_layer *ly = &net->g->layers[l];
+    const float k = (float)net->clip_k;
+    if (!(net->clip_k < 1.0)) return VDNN_OK;
+    if (s->dw >= 0 && ly->n_weight) BE_CALL(be->ops->scale(be, (float *)net->ptr[s->dw], k, ly->n_weight, err));
+    if (s->db >= 0 && ly->n_bias) BE_CALL(be->ops->scale(be, (float *)net->ptr[s->db], k, ly->n_bias, err));
+    return VDNN_OK;
+}
+
+/* Every gradient at once, in a single update step. */
+static vdnn_status clip_grads(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_error *err)
+{
+    for (int l = 1; l < net->g->n_layers; l++) BE_CALL(grad_parts(net, plan, l, err));
+    BE_CALL(clip_factor(net, plan, err));
+    for (int l = 1; l < net->g->n_layers; l++) BE_CALL(clip_layer(net, plan, l, err));
     return VDNN_OK;
 }
 
@@ -348,6 +374,8 @@ static vdnn_status compute(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **o
     case VDNN_STEP_BWD:
         BE_CALL(compute_backward(net, plan, ops, st, err));
         if (plan->micro_batches > 1) BE_CALL(sum_micro(net, plan, st->layer, err));
+        /* Update steps: the layer's squares now, while its gradients are here (homed ones leave after this step). */
+        if (plan->update_steps && net->opt.clip_grad_norm > 0) BE_CALL(grad_parts(net, plan, st->layer, err));
         if (net->x.hooks && net->x.hooks->grads_ready)
             BE_CALL(net->x.hooks->grads_ready(net->x.hooks_ctx, net, st->layer, err));
         /* The layer's weights have no later use in this iteration: update them now and let the
@@ -355,6 +383,16 @@ static vdnn_status compute(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **o
         return plan->fused_update ? update(net, plan, st->layer, st->layer, lr, err) : VDNN_OK;
     case VDNN_STEP_UPDATE:
         if (plan->fused_update) return VDNN_OK;
+        if (st->layer > 0) {
+            /* Update steps (clipping without kept gradients): the first finds the factor from the squares backward
+             * summed; each then scales and updates its own layer (homed parameters and gradients fetched for it).
+             * The same float operations as clip_grads in one step, so the same bits. */
+            if (net->opt.clip_grad_norm > 0) {
+                if (st == &plan->steps[plan->update_begin]) BE_CALL(clip_factor(net, plan, err));
+                BE_CALL(clip_layer(net, plan, st->layer, err));
+            }
+            return update(net, plan, st->layer, st->layer, lr, err);
+        }
         if (net->x.hooks && net->x.hooks->before_update)
             BE_CALL(net->x.hooks->before_update(net->x.hooks_ctx, net, err));
         if (net->loss_scaling) {

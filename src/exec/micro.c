@@ -86,7 +86,7 @@ vdnn_status vdnn_net_backward(vdnn_net_t *net, int micro, vdnn_error *err)
                                   sizeof(int32_t) * (size_t)b * per, err);
     }
     if (rc == VDNN_OK)
-        rc = vdnn_exec_steps(net, p, net->ops_train, p->bwd_begin, p->n_steps - 1, NULL, NULL, 0.0f, err);
+        rc = vdnn_exec_steps(net, p, net->ops_train, p->bwd_begin, p->update_begin, NULL, NULL, 0.0f, err);
     if (rc != VDNN_OK) return abandon(net, rc);
     net->bwd_done++;
     return VDNN_OK;
@@ -98,7 +98,8 @@ vdnn_status vdnn_net_update(vdnn_net_t *net, float lr, vdnn_error *err)
     if (net->bwd_done != m) return out_of_order(net, "update after the backward pass", net->bwd_done, err);
     const vdnn_plan_t *p = net->plan_train;
     net->micro = m - 1;
-    vdnn_status rc = vdnn_exec_steps(net, p, net->ops_train, p->n_steps - 1, p->n_steps, NULL, NULL, lr, err);
+    /* The update step, or a clipped plan's update steps (one per layer, from update_begin on). */
+    vdnn_status rc = vdnn_exec_steps(net, p, net->ops_train, p->update_begin, p->n_steps, NULL, NULL, lr, err);
     if (rc != VDNN_OK) return abandon(net, rc);
     net->fwd_done = net->bwd_done = 0;
     net->micro = net->slot = 0;

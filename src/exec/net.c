@@ -115,6 +115,7 @@ static vdnn_status budget_error(vdnn_net_t *net, vdnn_error *err)
     rq.memory.offload_params = p->offload_params;
     rq.memory.optimizer_moments = net->opt.memory.optimizer_moments;
     rq.keep_weight_grads = net->x.keep_weight_grads;
+    rq.clip_grads = net->opt.clip_grad_norm > 0;
     rq.algos = net->algos_train;
     vdnn_error e2;
     size_t mb = SIZE_MAX;
@@ -215,10 +216,6 @@ static vdnn_status check_options(const vdnn_backend_t *be, const vdnn_net_option
     if (o->clip_grad_norm > 0 && !be->ops->sum_squares)
         return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "clip_grad_norm: the %s backend cannot clip gradients yet",
                          be->ops->name);
-    if (o->clip_grad_norm > 0 && o->memory.offload_params)
-        return vdnn_fail(err, VDNN_ERR_INVALID_ARG,
-                         "clip_grad_norm: clipping needs every gradient before the first update, and "
-                         "memory.offload_params updates each layer's homed parameters in its backward step: not both");
     vdnn_status rc = vdnn_memory_options_check(&o->memory, err);
     if (rc == VDNN_OK) rc = vdnn_backend_check_dtype((vdnn_backend_t *)be, (vdnn_dtype)o->memory.precision, err);
     if (rc != VDNN_OK) return rc;
@@ -272,8 +269,6 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
         net->x.keep_weight_grads = true;
         vdnn_loss_scaler_init(&net->scaler, o->loss_scale > 0 ? o->loss_scale : VDNN_LOSS_SCALE_INIT);
     }
-    /* Clipping scales every gradient by their global norm: all of them wait for one update step. */
-    if (o->clip_grad_norm > 0) net->x.keep_weight_grads = true;
     net->opt.memory.pipelined = m > 1 && o->memory.pipelined;
     net->fetch_storage = -1;
     net->info_train = calloc((size_t)g->n_layers, sizeof *net->info_train);
@@ -285,7 +280,7 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
     if (rc == VDNN_OK) rc = vdnn_plan_query_algos(g, be, false, net->algos_eval, net->info_eval, err);
     if (rc == VDNN_OK)
         rc = vdnn_plan_training(g, net->info_train, net->algos_train, &net->opt.memory, o->profile,
-                                net->x.keep_weight_grads, &net->plan_train, err);
+                                net->x.keep_weight_grads, o->clip_grad_norm > 0, &net->plan_train, err);
     if (rc == VDNN_OK) {
         /* Policy auto may have homed the parameters: evaluation reads them there too. Where training streams
          * convolution inputs, evaluation runs those convolutions in place as well. */
@@ -325,8 +320,9 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
         if (net->opt.memory.pipelined)
             net->micro_labels = malloc(sizeof(int32_t) * (size_t)o->batch * vdnn_graph_labels_per_sample(g));
         if (g->dtype != VDNN_DTYPE_F32) net->host_images = malloc(vdnn_map_bytes(g, g->input));
+        if (o->clip_grad_norm > 0) net->clip_parts = calloc(4 * (size_t)g->n_layers, sizeof(double));
         if (!net->events || !net->ptr || !net->host_scratch || (net->opt.memory.pipelined && !net->micro_labels) ||
-            (g->dtype != VDNN_DTYPE_F32 && !net->host_images))
+            (g->dtype != VDNN_DTYPE_F32 && !net->host_images) || (o->clip_grad_norm > 0 && !net->clip_parts))
             rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory creating the net");
     }
     for (int i = 0; rc == VDNN_OK && i < net->n_events; i++) rc = be->ops->event_create(be, &net->events[i], err);
@@ -372,6 +368,7 @@ void vdnn_net_free(vdnn_net_t *net)
     free(net->ptr);
     free(net->host_scratch);
     free(net->host_images);
+    free(net->clip_parts);
     free(net->micro_labels);
     vdnn_graph_free(net->g);
     free(net);

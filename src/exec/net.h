@@ -24,6 +24,10 @@ typedef struct vdnn_grad_hooks {
     vdnn_status (*grads_ready)(void *ctx, vdnn_net_t *net, int layer, vdnn_error *err);
     vdnn_status (*before_update)(void *ctx, vdnn_net_t *net, vdnn_error *err);
     vdnn_status (*forward_done)(void *ctx, vdnn_net_t *net, int layer, vdnn_error *err);
+    /* Gradient clipping (may be NULL: *sum is the parts' sum in order): parts[0..n-1] are this net's squared
+     * gradient sums per parameter tensor (each layer's weight, then bias, in layer order); *sum gets the squared
+     * global norm, e.g. the parts of every pipeline stage summed in the whole model's layer order. */
+    vdnn_status (*norm_sum)(void *ctx, vdnn_net_t *net, const double *parts, int n, double *sum, vdnn_error *err);
 } vdnn_grad_hooks;
 
 /* What a distributed runtime or a test sets beyond the public vdnn_net_options. */

@@ -45,6 +45,8 @@ struct vdnn_net {
     vdnn_precision ckpt_precision;    /* of the last checkpoint loaded; the net's own until one is */
     bool loss_scaling;                /* dynamic loss scaling (opt.loss_scale): gradients checked before updates */
     vdnn_loss_scaler scaler;
+    double *clip_parts;               /* clip_grad_norm: squared gradient sums, per layer, then in order (exec.c) */
+    double clip_k;                    /* the step's clip factor (applied where below 1) */
 };
 
 /* Shared by the net's files: plans' pointers, ops, parameters' first values. */

@@ -43,7 +43,7 @@ static int add_storage(vdnn_plan_t *p, vdnn_storage_kind kind, int layer, size_t
     s->persistent = persistent;
     s->def_step = s->last_fwd_use = s->first_bwd_use = s->last_use = s->prefetch_step = -1;
     s->recompute_step = s->need_step = s->end_step = -1;
-    s->home_fwd = -1;
+    s->home_fwd = s->upd_prefetch = -1;
     s->first_event = -1;
     return p->n_storages++;
 }
@@ -126,11 +126,19 @@ static size_t stream_buffer_bytes(const vdnn_plan_t *p, int l)
     return 2 * (size_t)vdnn_plan_stream_chunk(p, l, NULL) * (vdnn_map_bytes(p->g, in) / (size_t)in.n);
 }
 
+static bool is_grad(const vdnn_storage *s) { return s->kind == VDNN_ST_WGRAD || s->kind == VDNN_ST_BGRAD; }
+
 void vdnn_plan_set_offload_params(vdnn_plan_t *p, bool on)
 {
     p->offload_params = on;
     for (int i = 0; i < p->n_storages_analyzed; i++) {
         vdnn_storage *s = &p->st[i];
+        /* With update steps the weight gradients wait in host memory too, from their backward step to their
+         * update step (they are never persistent there). */
+        if (is_grad(s) && p->update_steps) {
+            s->homed = on;
+            continue;
+        }
         if (!homeable(s->kind)) continue;
         /* Shared parameters are read by several layers far apart (a tied table by the first layer and the last, an
          * lstm layer's by every chunk): they stay on the device (their moments are homed). */
@@ -153,8 +161,23 @@ static void derive_homes(vdnn_plan_t *p)
         const int l = x->layer;
         const bool param = x->kind == VDNN_ST_WEIGHT || x->kind == VDNN_ST_BIAS;
         x->home_fwd = param ? fwd_step(l) : -1;
-        x->prefetch_step = x->need_step = x->end_step = -1;
+        x->prefetch_step = x->need_step = x->end_step = x->upd_prefetch = -1;
         if (!p->training) continue;
+        const int u = p->update_steps ? p->ls[l].upd : -1;
+        if (is_grad(x)) {
+            /* A gradient: written by the backward step (need_step), copied home after it and fetched again for
+             * the update, unless that is the next step (one block). */
+            x->need_step = bwd_step(p, l);
+            x->end_step = u;
+            if (u - 1 > x->need_step) x->upd_prefetch = u - 1;
+            continue;
+        }
+        if (!param && u >= 0) {
+            /* Momentum: the update step alone reads it, brought in one step ahead. */
+            x->need_step = x->end_step = u;
+            x->prefetch_step = u - 1;
+            continue;
+        }
         /* Backward reads it, and so does a recompute of the layer's output earlier in the backward pass. */
         const int b = bwd_step(p, l);
         const vdnn_storage *o = &p->st[p->ls[l].out];
@@ -166,7 +189,19 @@ static void derive_homes(vdnn_plan_t *p)
         /* One layer ahead, as vDNN prefetches; where that reaches back into the forward use, one block. */
         x->prefetch_step = need - 1;
         if (x->home_fwd >= 0 && x->prefetch_step <= x->home_fwd) x->prefetch_step = -1;
+        if (u < 0) continue;
+        /* Update steps: backward only reads it; the update (and the copy home) waits for the layer's update step.
+         * The block stays from backward on where that is the next step, else the update fetches it again. */
+        x->end_step = u;
+        if (u - 1 > b) x->upd_prefetch = u - 1;
     }
+}
+
+/* The last step of a homed storage's first training block (forward's or backward's): its backward step where
+ * the update fetches it again, else its update step (the step it is copied home after; a gradient is not). */
+static int home_first_end(const vdnn_plan_t *p, const vdnn_storage *x)
+{
+    return x->upd_prefetch >= 0 ? bwd_step(p, x->layer) : x->end_step;
 }
 
 /* Host-device traffic of the homes per iteration: in for forward and for backward, out after the update. */
@@ -176,7 +211,8 @@ static size_t home_moved(const vdnn_plan_t *p)
     for (int i = 0; i < p->n_storages; i++) {
         const vdnn_storage *x = &p->st[i];
         if (!x->homed) continue;
-        int copies = (x->home_fwd >= 0) + (p->training ? 1 + (x->prefetch_step >= 0) : 0);
+        int copies = (x->home_fwd >= 0) + (p->training ? 1 + (x->prefetch_step >= 0) + (x->upd_prefetch >= 0) : 0);
+        if (is_grad(x)) copies = x->upd_prefetch >= 0 ? 2 : 0; /* out after backward, in for the update */
         moved += (size_t)copies * x->bytes;
     }
     return moved;
@@ -216,7 +252,11 @@ static size_t any_ws(const vdnn_plan_t *p, int l, bool fwd)
     return most;
 }
 
-static bool is_bwd(const vdnn_plan_t *p, int s) { return s >= p->n_layers && p->steps[s].kind == VDNN_STEP_BWD; }
+/* Backward-time: a backward step, or an update step (update steps read their layer's gradients). */
+static bool is_bwd(const vdnn_plan_t *p, int s)
+{
+    return s >= p->n_layers && (p->steps[s].kind == VDNN_STEP_BWD || p->steps[s].kind == VDNN_STEP_UPDATE);
+}
 
 static void use(vdnn_plan_t *p, int st, int step)
 {
@@ -294,7 +334,8 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
     for (int l = 1; tr && l < L; l++) {
         const vdnn_layer *ly = &g->layers[l];
         vdnn_layer_storage *s = &p->ls[l];
-        const bool keep = !p->fused_update;
+        /* Kept for the whole run only for a single update step; update steps free each after its layer's. */
+        const bool keep = !p->fused_update && !p->update_steps;
         vdnn_layer_param_prefix(g, l, pre, sizeof pre);
         if (ly->n_weight) fail |= (s->dw = add_storage(p, VDNN_ST_WGRAD, l, ly->n_weight * 4, keep, pre, ".weight.grad")) < 0;
         if (ly->n_bias) fail |= (s->db = add_storage(p, VDNN_ST_BGRAD, l, ly->n_bias * 4, keep, pre, ".bias.grad")) < 0;
@@ -360,14 +401,24 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
 static vdnn_status build_steps(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
 {
     const int L = g->n_layers;
-    p->n_steps = p->training ? 2 * L : L;
+    int n_upd = 0;
+    for (int l = 1; p->update_steps && l < L; l++) n_upd += g->layers[l].n_weight || g->layers[l].n_bias;
+    /* A graph without parameters keeps its (empty) single update step. */
+    if (!n_upd) p->update_steps = false;
+    p->n_steps = p->training ? 2 * L - 1 + (p->update_steps ? n_upd : 1) : L;
+    p->update_begin = p->training ? 2 * L - 1 : -1;
     p->steps = calloc((size_t)p->n_steps, sizeof(vdnn_step));
     if (!p->steps) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
     p->steps[0] = (vdnn_step){.kind = VDNN_STEP_LOAD, .layer = 0, .ws = -1};
     for (int l = 1; l < L; l++) p->steps[fwd_step(l)] = (vdnn_step){.kind = VDNN_STEP_FWD, .layer = l, .ws = -1};
     if (p->training) {
         for (int l = L - 1; l >= 1; l--) p->steps[bwd_step(p, l)] = (vdnn_step){.kind = VDNN_STEP_BWD, .layer = l, .ws = -1};
-        p->steps[p->n_steps - 1] = (vdnn_step){.kind = VDNN_STEP_UPDATE, .layer = -1, .ws = -1};
+        if (!p->update_steps) p->steps[p->n_steps - 1] = (vdnn_step){.kind = VDNN_STEP_UPDATE, .layer = -1, .ws = -1};
+        for (int l = 1, s = p->update_begin; p->update_steps && l < L; l++) {
+            if (!g->layers[l].n_weight && !g->layers[l].n_bias) continue;
+            p->ls[l].upd = s;
+            p->steps[s++] = (vdnn_step){.kind = VDNN_STEP_UPDATE, .layer = l, .ws = -1};
+        }
     }
     for (int s = 0; s < p->n_steps; s++)
         for (int i = 0; i < VDNN_MAX_INPUTS; i++) p->steps[s].dx[i] = -1;
@@ -422,6 +473,11 @@ static vdnn_status build_steps(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error
             use(p, p->ls[ly->p.tie].dbt, s);
         }
         if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) use(p, p->labels, s);
+        /* Update steps: each layer's gradients wait for its own (scaled there, then read by the update). */
+        if (p->ls[l].upd >= 0) {
+            use(p, p->ls[l].dw, p->ls[l].upd);
+            use(p, p->ls[l].db, p->ls[l].upd);
+        }
         for (int i = 0; i < ly->n_inputs; i++) {
             int in = ly->inputs[i];
             if (in == 0) continue;
@@ -542,7 +598,7 @@ typedef struct step_buckets {
 } step_buckets;
 
 /* Up to KEYS_MAX steps per item; -1 or out of range: none. */
-#define KEYS_MAX 5
+#define KEYS_MAX 6
 typedef int (*step_keys_fn)(const vdnn_plan_t *p, int item, int keys[KEYS_MAX]);
 
 static int buckets_build(step_buckets *b, const vdnn_plan_t *p, int n_items, step_keys_fn fn)
@@ -608,7 +664,8 @@ static int keys_home(const vdnn_plan_t *p, int i, int keys[KEYS_MAX])
     keys[2] = x->prefetch_step;
     keys[3] = x->need_step;
     keys[4] = x->end_step;
-    return 5;
+    keys[5] = x->upd_prefetch;
+    return 6;
 }
 
 static int keys_recompute(const vdnn_plan_t *p, int l, int keys[KEYS_MAX])
@@ -667,8 +724,11 @@ static int emit_step(vdnn_plan_t *p, int s, const int *swap_event, const int *re
         const vdnn_storage *x = &p->st[i];
         if (x->home_fwd >= 0 && x->home_fwd - 1 == s) fail |= add_action(p, VDNN_ACT_PREFETCH, i, -1, swap_event[i]) < 0;
         if (x->prefetch_step == s) fail |= add_action(p, VDNN_ACT_PREFETCH, i, -1, swap_event[i] + 1) < 0;
+        /* Update steps: in again for the update (the fourth event). */
+        if (x->upd_prefetch == s) fail |= add_action(p, VDNN_ACT_PREFETCH, i, -1, swap_event[i] + 3) < 0;
         if (x->home_fwd == s) fail |= add_action(p, VDNN_ACT_WAIT, i, -1, swap_event[i]) < 0;
         if (x->prefetch_step >= 0 && x->need_step == s) fail |= add_action(p, VDNN_ACT_WAIT, i, -1, swap_event[i] + 1) < 0;
+        if (x->upd_prefetch >= 0 && x->end_step == s) fail |= add_action(p, VDNN_ACT_WAIT, i, -1, swap_event[i] + 3) < 0;
     }
     /* Recomputes in layer order: a producer's inputs are recomputed before it. */
     for (int k = e->recompute.start[s]; k < e->recompute.start[s + 1]; k++) {
@@ -695,7 +755,10 @@ static int emit_step(vdnn_plan_t *p, int s, const int *swap_event, const int *re
     for (int pass = 0; p->training && pass < 2; pass++) {
         for (int k = e->home.start[s]; k < e->home.start[s + 1]; k++) {
             const int i = e->home.item[k];
-            if (p->st[i].end_step != s) continue;
+            const vdnn_storage *x = &p->st[i];
+            /* A gradient goes home after its backward step when the update fetches it again; the update spends it. */
+            const int home_at = !is_grad(x) ? x->end_step : x->upd_prefetch >= 0 ? x->need_step : -1;
+            if (home_at != s) continue;
             fail |= add_action(p, pass ? VDNN_ACT_WAIT : VDNN_ACT_OFFLOAD, i, -1, swap_event[i] + 2) < 0;
         }
     }
@@ -891,7 +954,10 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
     p->training = req->training;
     p->micro_batches = req->training && req->memory.micro_batches > 1 ? req->memory.micro_batches : 1;
     p->held_batches = vdnn_plan_request_held(req);
-    p->fused_update = req->training && !req->keep_weight_grads && p->micro_batches == 1;
+    /* Clipping needs every gradient before the first update: none in backward. Update steps where nothing else
+     * keeps the gradients for one update step (keep_weight_grads, micro-batches). */
+    p->update_steps = req->training && req->clip_grads && !req->keep_weight_grads && p->micro_batches == 1;
+    p->fused_update = req->training && !req->keep_weight_grads && !req->clip_grads && p->micro_batches == 1;
     p->bwd_begin = req->training ? g->n_layers : -1;
     p->g = g;
     p->stream_inputs = req->memory.stream_inputs;
@@ -912,7 +978,7 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
     for (int l = 0; l < g->n_layers; l++)
         p->ls[l] = (vdnn_layer_storage){.out = -1, .aux = -1, .grad = -1, .w = -1, .b = -1, .stats = -1, .dw = -1,
                                         .db = -1, .vw = -1, .vb = -1, .vw2 = -1, .vb2 = -1, .dwm = -1, .dbm = -1,
-                                        .dwt = -1, .dbt = -1, .xs = -1, .xb = -1, .in_place = false};
+                                        .dwt = -1, .dbt = -1, .xs = -1, .xb = -1, .in_place = false, .upd = -1};
     rc = build_storages(p, g, err);
     if (rc == VDNN_OK) rc = build_steps(p, g, err);
     if (rc != VDNN_OK) {
@@ -972,19 +1038,23 @@ vdnn_status vdnn_plan_finalize_ex(vdnn_plan_t *p, bool place_blocks, vdnn_error 
     for (int i = 0; !fail && i < p->n_storages; i++) {
         const vdnn_storage *x = &p->st[i];
         if (x->homed) {
-            /* Events: in for forward, in for backward, out after the update; a fourth unused, as swapped
-             * storages' pairs start on even numbers (offload even, prefetch odd: vdnn_search_stalls). */
+            /* Events: in for forward, in for backward, out after the update, in for the update (update steps;
+             * unused otherwise: swapped storages' pairs start on even numbers, offload even, prefetch odd, as
+             * vdnn_search_stalls reads them). */
             swap_event[i] = p->n_events;
             p->n_events += 4;
             const int f = x->home_fwd;
-            if (!p->training) {
+            if (is_grad(x)) {
+                fail |= add_block(p, i, x->need_step, home_first_end(p, x)) < 0;
+            } else if (!p->training) {
                 fail |= add_block(p, i, f - 1, f) < 0;
             } else if (x->prefetch_step < 0) {
-                fail |= add_block(p, i, f - 1, x->end_step) < 0;
+                fail |= add_block(p, i, f - 1, home_first_end(p, x)) < 0;
             } else {
                 if (f >= 0) fail |= add_block(p, i, f - 1, f) < 0;
-                fail |= add_block(p, i, x->prefetch_step, x->end_step) < 0;
+                fail |= add_block(p, i, x->prefetch_step, home_first_end(p, x)) < 0;
             }
+            if (p->training && x->upd_prefetch >= 0) fail |= add_block(p, i, x->upd_prefetch, x->end_step) < 0;
             continue;
         }
         if (x->streamed) {

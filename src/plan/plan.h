@@ -56,9 +56,15 @@ typedef struct vdnn_storage {
     /* Parameters homed in host memory (plan option offload_params): weights, biases and their momentum live
      * at host_offset between their uses, the authoritative copy. They come to the device for the forward step
      * home_fwd (from home_fwd - 1, not copied back) and for the backward steps need_step..end_step (from
-     * prefetch_step, copied back after end_step's update; prefetch_step -1: one block from home_fwd - 1 on). */
+     * prefetch_step, copied back after end_step's update; prefetch_step -1: one block from home_fwd - 1 on).
+     * In a plan with update steps (clipping) backward only reads them: end_step is the layer's update step, and
+     * where that is not the step after the backward block's end, upd_prefetch (its step before) brings them in
+     * again, into a block of their own. Momentum is read by the update alone: its one block is need_step's. The
+     * weight and bias gradients are homed as well there: written by the backward step need_step, copied home after
+     * it, fetched again by upd_prefetch and spent by the update (end_step), never copied home from it. */
     bool homed;
     int home_fwd;              /* the forward step reading it (-1: none, momentum) */
+    int upd_prefetch;          /* update steps: the step issuing the copy in for the update (-1: none) */
     /* A streamed convolution input (plan option stream_inputs): the input's value, saved to host_offset chunk
      * by chunk while the convolution writes its output over it (def_step), read back chunk by chunk into the
      * layer's buffers by its backward step (last_use). Never a device block; events first_event.. one per chunk. */
@@ -123,6 +129,7 @@ typedef struct vdnn_layer_storage {
     int xs, xb;      /* a streamed input: its host copy (vdnn_storage.streamed), and the two chunk buffers its
                         backward step reads it through (training plans) */
     bool in_place;   /* stream_inputs: the layer's op writes its output over its input a chunk at a time */
+    int upd;         /* a plan with update steps: the step updating this layer's parameters (-1: none) */
 } vdnn_layer_storage;
 
 /* Asks vdnn_plan_build to check its plan with vdnn_plan_validate (plan_validate.h), and counts what was checked
@@ -149,6 +156,10 @@ typedef struct vdnn_plan_request {
     bool keep_weight_grads;            /* weight gradients persist until a separate update step (for
                                           tests that read them); otherwise each layer's parameters are
                                           updated right after its backward and its gradients are transient */
+    bool clip_grads;                   /* the update scales the gradients by their global norm (clipping), so
+                                          no parameter is updated before the last gradient is made. Without
+                                          keep_weight_grads and micro-batches: the plan has update steps (see
+                                          vdnn_plan.update_steps); otherwise as keep_weight_grads */
     const vdnn_layer_algos *algos;     /* per layer, from vdnn_plan_query_algos (NULL: the default only) */
     vdnn_plan_checks *checks;          /* borrowed while vdnn_plan_build runs (NULL: validated only under
                                           memory.poison); the plan it returns holds NULL */
@@ -167,6 +178,11 @@ struct vdnn_plan {
     vdnn_policy policy;
     bool training;
     bool fused_update;                 /* parameters updated in their layer's backward step */
+    bool update_steps;                 /* clip_grads: after backward, one update step per layer with parameters,
+                                          in layer order (vdnn_layer_storage.upd); each layer's gradients live
+                                          from its backward step (which sums their squares) to its update step;
+                                          the first update step (update_begin) finds the global norm */
+    int update_begin;                  /* training: the first update step */
     bool offload_params;               /* parameters and momentum homed in the host pool (see vdnn_storage) */
     bool stream_inputs;                /* convolutions that can run in place over a streamed input do */
     const vdnn_graph_t *g;             /* borrowed: the graph must outlive the plan */
@@ -224,7 +240,7 @@ void vdnn_plan_free(vdnn_plan_t *p);
  * (`vdnn train`) both make, so that they make the same plan. */
 vdnn_status vdnn_plan_training(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_layer_algos *algos,
                                const vdnn_memory_options *memory, const struct vdnn_profile *prof,
-                               bool keep_weight_grads, vdnn_plan_t **out, vdnn_error *err);
+                               bool keep_weight_grads, bool clip_grads, vdnn_plan_t **out, vdnn_error *err);
 
 /* The two halves of vdnn_plan_build, for planners that try many classifications:
  * analyze finds storages and liveness with every storage kept; finalize turns the current

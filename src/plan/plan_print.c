@@ -15,7 +15,10 @@ static const char *step_name(const vdnn_plan_t *p, const vdnn_graph_t *g, int s,
     case VDNN_STEP_LOAD: snprintf(buf, n, "load"); break;
     case VDNN_STEP_FWD: snprintf(buf, n, "fwd %s", g->layers[st->layer].name); break;
     case VDNN_STEP_BWD: snprintf(buf, n, "bwd %s", g->layers[st->layer].name); break;
-    case VDNN_STEP_UPDATE: snprintf(buf, n, "update"); break;
+    case VDNN_STEP_UPDATE:
+        if (st->layer > 0) snprintf(buf, n, "update %s", g->layers[st->layer].name);
+        else snprintf(buf, n, "update");
+        break;
     }
     return buf;
 }

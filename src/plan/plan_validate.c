@@ -336,7 +336,9 @@ static vdnn_status free_block(validator *v, int b)
     if (s->host == HOST_OUTGOING)
         return bad(v, "frees the block of '%s' before its copy out (event %d) is waited for: the memory may be "
                       "reused while the copy reads it", sname(v, x), s->host_event);
-    if (v->p->st[x].homed && s->host == HOST_STALE)
+    /* A homed gradient is spent by its update: nothing to take home. */
+    const vdnn_storage_kind kind = v->p->st[x].kind;
+    if (v->p->st[x].homed && s->host == HOST_STALE && kind != VDNN_ST_WGRAD && kind != VDNN_ST_BGRAD)
         return bad(v, "frees the block of the homed '%s' after writing it, without copying it home: the update is "
                       "lost", sname(v, x));
     for (int i = 0; i < v->n_live; i++)
@@ -512,6 +514,16 @@ static void update_access(op_pass *o, int l)
     acc(o, tied_b ? -1 : s->b, true, true);
     acc(o, s->vw, true, true);
     acc(o, s->vb, true, true);
+    acc(o, s->vw2, true, true);
+    acc(o, s->vb2, true, true);
+}
+
+/* An update step scales its layer's gradients (clipping) before the update reads them. */
+static void clip_access(op_pass *o, int l)
+{
+    const vdnn_plan_t *p = o->v->p;
+    if (p->g->layers[l].n_weight) acc(o, p->ls[l].dw, true, true);
+    acc(o, p->ls[l].db, true, true);
 }
 
 /* As exec.c's compute_backward (a later micro-batch writes dwm / dbm, which are then summed into dw / db). */
@@ -570,6 +582,9 @@ static vdnn_status run_op(validator *v, const char *who, const vdnn_step *st, co
             forward_access(&o, st->layer, false, st->ws);
         } else if (st->kind == VDNN_STEP_BWD) {
             backward_access(&o, st);
+        } else if (st->layer > 0) {
+            clip_access(&o, st->layer);
+            update_access(&o, st->layer);
         } else if (!p->fused_update) {
             for (int l = 1; l < p->n_layers; l++) update_access(&o, l);
         }

@@ -120,7 +120,7 @@ static vdnn_status try_streaming(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_err
     rq.memory.policy = p->policy;
     rq.memory.offload_params = p->offload_params;
     rq.memory.stream_inputs = true;
-    rq.keep_weight_grads = !p->fused_update;
+    rq.keep_weight_grads = !p->fused_update && !p->update_steps;
     const char *why;
     if (!vdnn_plan_stream_supported(&rq, &why)) return VDNN_OK;
     vdnn_plan_t *q = NULL;
@@ -153,7 +153,8 @@ static vdnn_status auto_plan(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *
     /* Parameters homed in host memory (unless asked for, or impossible): searched again where the plan with
      * them on the device does not fit, or fits only by evicting maps, which the room they leave may spare.
      * Kept if that fits where the other does not, or is faster by the simulation. */
-    const bool can_home = p->training && p->fused_update && p->held_batches == 1 && p->policy != VDNN_POLICY_UM;
+    const bool can_home = p->training && (p->fused_update || p->update_steps) && p->held_batches == 1 &&
+                          p->policy != VDNN_POLICY_UM;
     if (rc != VDNN_OK || p->offload_params || !can_home || p->req.memory.budget == SIZE_MAX || (p->feasible && !evicts(p)))
         return rc;
     const bool dev_fits = p->feasible;

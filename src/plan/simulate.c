@@ -146,6 +146,15 @@ static vdnn_status streamed_step(sim *s, const vdnn_step *st, int si, int ai, do
     return rc ? rc : add_span(s, VDNN_LANE_COMPUTE, kind, si, ai, t0, t, what, name);
 }
 
+/* An update step of one layer (update steps, clipping): the profile's whole update shared by parameter count, the
+ * update being memory-bound over each parameter's value, gradient and moments alike. */
+static double layer_param_share(const vdnn_graph_t *g, int l)
+{
+    double all = 0;
+    for (int k = 1; k < g->n_layers; k++) all += (double)g->layers[k].n_weight + (double)g->layers[k].n_bias;
+    return all > 0 ? ((double)g->layers[l].n_weight + (double)g->layers[l].n_bias) / all : 0;
+}
+
 static vdnn_status compute_step(sim *s, const vdnn_step *st, int si, int ai)
 {
     const vdnn_profile *p = s->prof;
@@ -154,7 +163,12 @@ static vdnn_status compute_step(sim *s, const vdnn_step *st, int si, int ai)
     const char *what, *name = "";
     switch (st->kind) {
     case VDNN_STEP_LOAD: d = p->load_s; kind = VDNN_SPAN_LOAD; what = "load"; break;
-    case VDNN_STEP_UPDATE: d = p->update_s; kind = VDNN_SPAN_UPDATE; what = "update"; break;
+    case VDNN_STEP_UPDATE:
+        d = st->layer > 0 ? p->update_s * layer_param_share(s->g, st->layer) : p->update_s;
+        kind = VDNN_SPAN_UPDATE;
+        what = "update";
+        if (st->layer > 0) name = s->g->layers[st->layer].name;
+        break;
     case VDNN_STEP_FWD:
     case VDNN_STEP_BWD:
         if (st->layer < 1 || st->layer >= s->plan->n_layers) return bad_action(s, si, ai, "step of layer", st->layer);
