@@ -129,6 +129,20 @@ if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --context 128 --seq-
         >"$TMP/out" 2>"$TMP/err"; then ok; else bad "train --context 128: $(head -c 300 "$TMP/err")"; fi
 run "--context on an image model" 2 "--context: models/lenet.cfg has no pos_embed layer" -- info lenet --context 128
 
+# --head-groups G: every attention in G groups of heads (nodes of their own), the same losses as the whole attention.
+if "$VDNN" info gpt-mini --head-groups 2 >"$TMP/info" 2>"$TMP/err" && grep -q "h3.probs.g1 *attn_probs" "$TMP/info" &&
+    grep -q "h3.mix *feat_cat" "$TMP/info" && grep -q "parameters            867328" "$TMP/info"
+then ok; else bad "info gpt-mini --head-groups 2: $(head -c 300 "$TMP/err")"; fi
+for g in 1 4; do
+    "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 32 --steps 2 --log-every 1 --no-eval \
+        --head-groups "$g" 2>/dev/null | grep "^step" | sed 's/ *[0-9.]* img\/s.*//' >"$TMP/groups$g.txt"
+done
+if [ -s "$TMP/groups1.txt" ] && cmp -s "$TMP/groups1.txt" "$TMP/groups4.txt"; then ok
+else bad "train --head-groups 4: losses differ from the whole attention's: $(cat "$TMP/groups1.txt" "$TMP/groups4.txt")"; fi
+run "--head-groups 3" 2 "--head-groups: 3 does not divide the 4 heads of 'h0.probs'" -- info gpt-mini --head-groups 3
+run "--head-groups 0" 2 "--head-groups" -- info gpt-mini --head-groups 0
+run "--head-groups on an image model" 2 "has no attention (attn_probs) layer" -- info lenet --head-groups 2
+
 # vdnn profile measures a sequence model (token ids and a label per token), and vdnn plan plans from it.
 if "$VDNN" profile gpt-mini --batch 4 --seq-len 16 --device cpu --threads 1 --out "$TMP/prof.json" >/dev/null 2>"$TMP/err" &&
     "$VDNN" plan gpt-mini --batch 4 --seq-len 16 --device cpu --profile "$TMP/prof.json" --policy auto --json \

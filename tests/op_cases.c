@@ -23,6 +23,7 @@ double vt_op_rtol(vdnn_layer_kind kind)
     case VDNN_LAYER_RELU:
     case VDNN_LAYER_DROPOUT:
     case VDNN_LAYER_CONCAT:
+    case VDNN_LAYER_FEAT_CAT:
     case VDNN_LAYER_ADD:
     case VDNN_LAYER_FLATTEN: return 0;
     case VDNN_LAYER_GAP:
@@ -42,6 +43,7 @@ double vt_op_ref_rtol(vdnn_layer_kind kind)
     switch (kind) {
     case VDNN_LAYER_RELU:
     case VDNN_LAYER_CONCAT:
+    case VDNN_LAYER_FEAT_CAT:
     case VDNN_LAYER_FLATTEN: return 0;
     case VDNN_LAYER_DROPOUT:
     case VDNN_LAYER_ADD:
@@ -63,6 +65,7 @@ double vt_op_rtol_dtype(vdnn_layer_kind kind, vdnn_dtype t)
     switch (kind) {
     case VDNN_LAYER_RELU:
     case VDNN_LAYER_CONCAT:
+    case VDNN_LAYER_FEAT_CAT:
     case VDNN_LAYER_FLATTEN: return 0;
     default: return t == VDNN_DTYPE_BF16 ? VT_BF16_RTOL : VT_F16_RTOL;
     }
@@ -288,6 +291,12 @@ static void add_fc_and_friends(vt_op_cases *cs)
     const vdnn_shape ones[VDNN_MAX_INPUTS] = {S(3, 1, 1, 1), S(3, 1, 1, 1), S(3, 1, 1, 1), S(3, 1, 1, 1),
                                               S(3, 1, 1, 1), S(3, 1, 1, 1), S(3, 1, 1, 1), S(3, 1, 1, 1)};
     add(cs, "concat of 8 single values", vt_multi(VDNN_LAYER_CONCAT, VDNN_MAX_INPUTS, ones));
+    /* feat_cat: rows side by side along the last dimension (attention's head groups joined). */
+    const vdnn_shape fc3[3] = {S(2, 1, 5, 4), S(2, 1, 5, 2), S(2, 1, 5, 6)};
+    add(cs, "feat_cat of 4+2+6", vt_multi(VDNN_LAYER_FEAT_CAT, 3, fc3));
+    const vdnn_shape fc2[2] = {S(3, 2, 4, 1), S(3, 2, 4, 3)};
+    add(cs, "feat_cat of 1+3 on 2 channels", vt_multi(VDNN_LAYER_FEAT_CAT, 2, fc2));
+    add(cs, "feat_cat of 8 single values", vt_multi(VDNN_LAYER_FEAT_CAT, VDNN_MAX_INPUTS, ones));
     const vdnn_shape same[VDNN_MAX_INPUTS] = {S(2, 3, 4, 4), S(2, 3, 4, 4), S(2, 3, 4, 4), S(2, 3, 4, 4),
                                               S(2, 3, 4, 4), S(2, 3, 4, 4), S(2, 3, 4, 4), S(2, 3, 4, 4)};
     add(cs, "add of 2", vt_multi(VDNN_LAYER_ADD, 2, same));
@@ -331,6 +340,12 @@ static void add_seq(vt_op_cases *cs)
     add(cs, "attn_probs 3 heads of 1", vt_attn_probs(1, 6, 3, 3));
     add(cs, "attn_mix 2 heads", vt_attn_mix(2, 5, 8, 2));
     add(cs, "attn_mix 3 heads of 1", vt_attn_mix(1, 6, 3, 3));
+    /* Head groups: the op computes heads h0 .. h0+n-1 of H, reading their columns of qkv. */
+    add(cs, "attn_probs heads 2-3 of 4", vt_attn_group(VDNN_LAYER_ATTN_PROBS, 2, 5, 8, 4, 2, 2));
+    add(cs, "attn_probs head 0 of 3", vt_attn_group(VDNN_LAYER_ATTN_PROBS, 1, 6, 6, 3, 0, 1));
+    add(cs, "attn_probs head 2 of 3", vt_attn_group(VDNN_LAYER_ATTN_PROBS, 1, 6, 6, 3, 2, 1));
+    add(cs, "attn_mix heads 2-3 of 4", vt_attn_group(VDNN_LAYER_ATTN_MIX, 2, 5, 8, 4, 2, 2));
+    add(cs, "attn_mix head 1 of 3", vt_attn_group(VDNN_LAYER_ATTN_MIX, 1, 6, 6, 3, 1, 1));
     add(cs, "gelu", vt_act(VDNN_LAYER_GELU, S(2, 1, 5, 7)));
     add(cs, "softmax_xent over tokens", vt_xent_seq(2, 5, 7));
     add(cs, "softmax_xent one token", vt_xent_seq(3, 1, 4));

@@ -62,6 +62,7 @@ bool vt_fd_linear(const vdnn_op_desc *d)
     case VDNN_LAYER_FC:
     case VDNN_LAYER_DROPOUT:
     case VDNN_LAYER_CONCAT:
+    case VDNN_LAYER_FEAT_CAT:
     case VDNN_LAYER_ADD:
     case VDNN_LAYER_GAP:
     case VDNN_LAYER_FLATTEN:

@@ -133,6 +133,8 @@ vdnn_op_desc vt_multi(vdnn_layer_kind kind, int n, const vdnn_shape *in)
     for (int i = 0; i < n; i++) d.in[i] = in[i];
     if (kind == VDNN_LAYER_CONCAT)
         for (int i = 1; i < n; i++) d.out.c += in[i].c;
+    if (kind == VDNN_LAYER_FEAT_CAT)
+        for (int i = 1; i < n; i++) d.out.w += in[i].w;
     return d;
 }
 
@@ -176,6 +178,16 @@ vdnn_op_desc vt_attn_mix(int b, int t, int width, int heads)
     vdnn_op_desc d = vt_op(VDNN_LAYER_ATTN_MIX, vt_shape(b, heads, t, t), vt_shape(b, 1, t, width));
     d.n_inputs = 2;
     d.in[1] = vt_shape(b, 1, t, 3 * width);
+    return d;
+}
+
+vdnn_op_desc vt_attn_group(vdnn_layer_kind kind, int b, int t, int width, int heads, int h0, int n)
+{
+    vdnn_op_desc d = kind == VDNN_LAYER_ATTN_PROBS ? vt_attn_probs(b, t, width, n) : vt_attn_mix(b, t, width, n);
+    if (kind == VDNN_LAYER_ATTN_MIX) d.out.w = width / heads * n;
+    d.p.heads = heads;
+    d.p.head0 = h0;
+    d.p.head_count = n;
     return d;
 }
 

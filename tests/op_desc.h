@@ -46,6 +46,8 @@ vdnn_op_desc vt_layernorm(vdnn_shape in);
 vdnn_op_desc vt_linear(vdnn_shape in, int outputs, int bias);
 vdnn_op_desc vt_attn_probs(int b, int t, int width, int heads);
 vdnn_op_desc vt_attn_mix(int b, int t, int width, int heads);
+/* Heads h0 .. h0+n-1 of `heads` (a head group): attn_probs or attn_mix. */
+vdnn_op_desc vt_attn_group(vdnn_layer_kind kind, int b, int t, int width, int heads, int h0, int n);
 vdnn_op_desc vt_xent_seq(int b, int t, int vocab);
 /* One lstm chunk of s steps, hidden h, projection proj (0: none), reading steps step0.. of an input {b,1,tin,ldx}
  * (its first `in` features), with a previous chunk of prev steps (0: none, the state starts at zero). */

@@ -105,6 +105,13 @@ static double concat_at(const vt_op_data *in, pos o)
     return in->x[i][IDX(in->d.in[i], o.n, c, o.h, o.w)];
 }
 
+static double feat_cat_at(const vt_op_data *in, pos o)
+{
+    int w = o.w, i = 0;
+    while (w >= in->d.in[i].w) w -= in->d.in[i++].w;
+    return in->x[i][IDX(in->d.in[i], o.n, o.c, o.h, w)];
+}
+
 static double gap_at(const vt_op_data *in, pos o)
 {
     const vdnn_shape s = in->d.in[0];
@@ -189,18 +196,20 @@ static void ref_attn(const vt_op_data *in, double *y)
     const vdnn_op_desc *d = &in->d;
     const bool probs = d->kind == VDNN_LAYER_ATTN_PROBS;
     const vdnn_shape qs = probs ? d->in[0] : d->in[1];
-    const int B = qs.n, T = qs.h, F = qs.w / 3, H = probs ? d->out.c : d->in[0].c, D = F / H;
+    /* The op's H heads from head0 on of d->p.heads (a head group), or every head. */
+    const int B = qs.n, T = qs.h, F = qs.w / 3, H = probs ? d->out.c : d->in[0].c;
+    const int D = F / (d->p.heads ? d->p.heads : H), h0 = d->p.head0, W = H * D;
     const float *qkv = probs ? in->x[0] : in->x[1];
     double *row = malloc((size_t)T * sizeof *row);
     assert_non_null(row);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int i = 0; i < T; i++) {
-                const float *q = qkv + ((size_t)b * T + i) * 3 * F + (size_t)h * D;
+                const float *q = qkv + ((size_t)b * T + i) * 3 * F + (size_t)(h0 + h) * D;
                 if (probs) {
                     double mx = -INFINITY, sum = 0;
                     for (int j = 0; j <= i; j++) {
-                        const float *k = qkv + ((size_t)b * T + j) * 3 * F + F + (size_t)h * D;
+                        const float *k = qkv + ((size_t)b * T + j) * 3 * F + F + (size_t)(h0 + h) * D;
                         double s = 0;
                         for (int e = 0; e < D; e++) s += (double)q[e] * k[e];
                         row[j] = s / sqrt((double)D);
@@ -214,8 +223,8 @@ static void ref_attn(const vt_op_data *in, double *y)
                     for (int e = 0; e < D; e++) {
                         double s = 0;
                         for (int j = 0; j < T; j++)
-                            s += (double)p[j] * qkv[((size_t)b * T + j) * 3 * F + 2 * F + (size_t)h * D + e];
-                        y[((size_t)b * T + i) * F + (size_t)h * D + e] = s;
+                            s += (double)p[j] * qkv[((size_t)b * T + j) * 3 * F + 2 * F + (size_t)(h0 + h) * D + e];
+                        y[((size_t)b * T + i) * W + (size_t)h * D + e] = s;
                     }
                 }
             }
@@ -317,6 +326,7 @@ void vt_ref_forward(const vt_op_data *in, size_t step, double *y, double *loss)
             y[i] = !d->training ? in->x[0][i] : vdnn_dropout_keep(in->seed, i, p) ? in->x[0][i] / (1.0 - p) : 0.0;
             break;
         case VDNN_LAYER_CONCAT: y[i] = concat_at(in, o); break;
+        case VDNN_LAYER_FEAT_CAT: y[i] = feat_cat_at(in, o); break;
         case VDNN_LAYER_ADD:
             y[i] = 0.0;
             for (int k = 0; k < d->n_inputs; k++) y[i] += in->x[k][i];

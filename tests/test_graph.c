@@ -1,4 +1,5 @@
 /* Tests of the model parser, shape inference and cost counts: the zoo's known numbers and every malformed fixture. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -701,6 +702,16 @@ static const string_case string_cases[] = {
     {"[a]\ntype=attn_probs\nheads=0\n" TAIL, VDNN_ERR_PARSE, 3, "heads=0 is out of range"},
     {"[m]\ntype=attn_mix\n" TAIL, VDNN_ERR_PARSE, 1, "needs input= with two layers (the attention probabilities"},
     {"[l]\ntype=linear\n" TAIL, VDNN_ERR_PARSE, 1, "linear layer 'l' needs outputs="},
+    /* attention in head groups */
+    {"[q]\ntype=linear\noutputs=12\n[a]\ntype=attn_probs\nheads=4\ngroups=3\n" TAIL, VDNN_ERR_PARSE, 4,
+     "attn_probs layer 'a': groups=3 does not divide heads=4"},
+    {"[r]\ntype=relu\ngroups=2\n" TAIL, VDNN_ERR_PARSE, 3, "unknown key 'groups'"},
+    {"[q]\ntype=linear\noutputs=12\n[a]\ntype=attn_probs\nheads=2\ngroups=2\n[r]\ntype=relu\n" TAIL,
+     VDNN_ERR_PARSE, 8, "layer 'r': only an attn_mix (its first input) may read the probabilities computed in groups "
+     "of 'a'"},
+    {"[q]\ntype=linear\noutputs=12\n[a]\ntype=attn_probs\nheads=2\ngroups=2\n[m]\ntype=attn_mix\ninput=a,q\n"
+     "[n]\ntype=attn_mix\ninput=a,q\n[s]\ntype=add\ninput=m,n\n" TAIL,
+     VDNN_ERR_PARSE, 11, "layer 'n': a second attn_mix reads the grouped probabilities of 'a'"},
     {"[l]\ntype=layernorm\neps=0\n" TAIL, VDNN_ERR_PARSE, 3, "eps=0 is out of range"},
     /* weight tying */
     {"[l]\ntype=linear\noutputs=4\ntie=wte\n" TAIL, VDNN_ERR_PARSE, 4, "layer 'l': tie=wte names no earlier layer"},
@@ -771,6 +782,66 @@ static void test_sequence_model(void **state)
     vt_assert_error(st, err, VDNN_ERR_SHAPE, "layer 'h': tie=e: its table is 16 x 10 (vocabulary x width), this "
                     "linear's weight is 16 x 12");
     vdnn_graph_free(g);
+}
+
+/* Attention in head groups: a file's groups=G, or vdnn_model_with_head_groups, makes G pairs of nodes per attention
+ * (each group's probabilities and their mix) joined by a feat_cat under the mix's name, in order; the same
+ * parameters, FLOPs and output; ties and seeds follow the layers' new places. */
+static void test_head_groups(void **state)
+{
+    (void)state;
+    vdnn_graph_t *whole = load_ok("models/gpt-mini.cfg");
+    resolve_ok(whole, 2, 0, 0, 0, 0);
+    vdnn_graph_t *g = NULL;
+    vdnn_error err;
+    vt_assert_ok(vdnn_model_with_head_groups(whole, 2, &g, &err), err);
+    resolve_ok(g, 2, 0, 0, 0, 0);
+    assert_int_equal(g->n_layers, whole->n_layers + 4 * 3); /* per block: 2 pairs and a feat_cat for 2 nodes */
+    assert_int_equal(param_count(g), param_count(whole));
+    double fw = 0, fg = 0;
+    for (int l = 1; l < whole->n_layers; l++) fw += whole->layers[l].flops_fwd;
+    for (int l = 1; l < g->n_layers; l++) fg += g->layers[l].flops_fwd;
+    assert_true(fabs(fg - fw) <= 0.02 * fw); /* the feat_cats' copies */
+    const char *order[] = {"h1.qkv", "h1.probs.g0", "h1.mix.g0", "h1.probs.g1", "h1.mix.g1", "h1.mix", "h1.proj"};
+    const vdnn_layer *first = layer(g, order[0]);
+    for (int k = 1; k < 7; k++) assert_ptr_equal(layer(g, order[k]), first + k);
+    assert_out(g, "h1.probs.g1", 2, 64, 64);
+    assert_out(g, "h1.mix.g1", 1, 64, 64);
+    assert_out(g, "h1.mix", 1, 64, 128);
+    assert_int_equal(layer(g, "h1.mix")->kind, VDNN_LAYER_FEAT_CAT);
+    assert_int_equal(layer(g, "h1.probs.g1")->p.head0, 2);
+    assert_int_equal(layer(g, "h1.mix.g1")->p.heads, 4);
+    /* Every layer outside the attention seeds its parameters as before. */
+    for (int l = 1; l < g->n_layers; l++) {
+        const vdnn_layer *L = &g->layers[l];
+        if (L->kind == VDNN_LAYER_ATTN_PROBS || L->kind == VDNN_LAYER_ATTN_MIX || L->kind == VDNN_LAYER_FEAT_CAT) continue;
+        assert_int_equal(vdnn_graph_seed_index(g, l, true), layer(whole, L->name) - whole->layers);
+    }
+    /* Grouping twice, counts that do not divide the heads, and a model without attention are refused. */
+    vdnn_graph_t *again = (vdnn_graph_t *)&again;
+    vt_assert_error(vdnn_model_with_head_groups(g, 2, &again, &err), err, VDNN_ERR_UNSUPPORTED,
+                    "computes attention 'h0.probs.g0' in groups already");
+    assert_null(again);
+    vt_assert_error(vdnn_model_with_head_groups(whole, 3, &again, &err), err, VDNN_ERR_INVALID_ARG,
+                    "head groups: 3 does not divide the 4 heads of 'h0.probs'");
+    vdnn_graph_t *lenet = load_ok("models/lenet.cfg");
+    vt_assert_error(vdnn_model_with_head_groups(lenet, 2, &again, &err), err, VDNN_ERR_INVALID_ARG,
+                    "has no attention (attn_probs) layer");
+    vdnn_graph_free(lenet);
+    vdnn_graph_free(g);
+    /* In a file, with a tied head after the groups: the tie follows the layers' new indices. */
+    const char *file = "[net]\ninput=1x8x1\nclasses=16\n[e]\ntype=embed\noutputs=12\n[q]\ntype=linear\n"
+                       "outputs=36\n[p]\ntype=attn_probs\nheads=6\ngroups=3\n[m]\ntype=attn_mix\ninput=p,q\n"
+                       "[h]\ntype=linear\noutputs=classes\ntie=e\nbias=0\n[loss]\ntype=softmax\n";
+    g = parse_ok(file);
+    resolve_ok(g, 2, 0, 0, 0, 0);
+    assert_int_equal(g->n_layers, 1 + 2 + 6 + 1 + 2);
+    assert_out(g, "p.g2", 2, 8, 8);
+    assert_out(g, "m", 1, 8, 12);
+    assert_int_equal(layer(g, "h")->p.tie, 1);
+    assert_int_equal(layer(g, "e")->p.tied_by, layer(g, "h") - g->layers);
+    vdnn_graph_free(g);
+    vdnn_graph_free(whole);
 }
 
 /* LSTM layers (docs/sequence.md, "LSTM"): chunk nodes, one parameter set per layer counted as PyTorch's nn.LSTM,
@@ -966,6 +1037,7 @@ int main(void)
         cmocka_unit_test(test_bad_fixtures),      cmocka_unit_test(test_load_io_error),
         cmocka_unit_test(test_parse_string),      cmocka_unit_test(test_classes_and_defaults),
         cmocka_unit_test(test_kind_names_and_find), cmocka_unit_test(test_string_errors),
+        cmocka_unit_test(test_head_groups),
         cmocka_unit_test(test_mangled_texts),     cmocka_unit_test(test_act_and_windows),
         cmocka_unit_test(test_sequence_model),
         cmocka_unit_test(test_lstm_model),

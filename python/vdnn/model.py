@@ -69,6 +69,21 @@ class Model:
         lib.vdnn_model_defaults(self._h, shape, classes)
         return (shape.c, shape.h, shape.w), classes[0]
 
+    def with_context(self, context):
+        """A copy of this sequence model with a context of `context` tokens (its position table's rows and its
+        default sequence length)."""
+        out = ffi.new("vdnn_model_t **")
+        call(lib.vdnn_model_with_context, self._h, int(context), out)
+        return Model(out[0])
+
+    def with_head_groups(self, groups):
+        """A copy of this transformer whose every attention computes its heads in `groups` groups, each group's
+        probabilities a tensor of their own that a plan keeps, swaps or recomputes alone (long contexts); the
+        same numbers."""
+        out = ffi.new("vdnn_model_t **")
+        call(lib.vdnn_model_with_head_groups, self._h, int(groups), out)
+        return Model(out[0])
+
     def resolve(self, input_shape=None, classes=0):
         """(c, h, w) and the class count: those given, else the model's defaults."""
         din, dcls = self.defaults

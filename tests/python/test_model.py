@@ -97,3 +97,27 @@ def test_sequence_model_takes_labels_per_token():
     np.testing.assert_allclose(p, e / e.sum(axis=2, keepdims=True), rtol=1e-4, atol=1e-6)
     with pytest.raises(ValueError, match=r"\(2, %d\)" % t):
         net.train_step(x, y[:, 0])
+
+
+def test_context_and_head_groups():
+    """with_context and with_head_groups copy a transformer: a longer context, and every attention in groups of
+    heads (their probabilities tensors of their own) with the same numbers; counts that do not divide the heads,
+    and models without attention, are refused naming the layer or model."""
+    m = vdnn.Model.load(os.path.join(ROOT, "models", "gpt-mini.cfg"))
+    longer = m.with_context(128)
+    assert longer.defaults[0] == (1, 128, 1)
+    g = m.with_head_groups(2)
+    names = [ly.name for ly in g.layers(batch=2)]
+    assert names[names.index("h0.qkv") + 1:names.index("h0.proj")] == [
+        "h0.probs.g0", "h0.mix.g0", "h0.probs.g1", "h0.mix.g1", "h0.mix"]
+    probs = [ly for ly in g.layers(batch=2) if ly.type == "attn_probs"]
+    assert len(probs) == 8 and all(ly.out == (2, 2, 64, 64) for ly in probs)
+    be = vdnn.Backend("cpu", threads=2)
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, size=(2, 1, 64, 1)).astype(np.float32)
+    whole, grouped = vdnn.Net(m, be, batch=2), vdnn.Net(g, be, batch=2)
+    np.testing.assert_array_equal(whole.forward(x), grouped.forward(x))
+    with pytest.raises(vdnn.InvalidArgError, match="3 does not divide the 4 heads of 'h0.probs'"):
+        m.with_head_groups(3)
+    with pytest.raises(vdnn.InvalidArgError, match="has no attention"):
+        vdnn.Model.load(os.path.join(ROOT, "models", "lenet.cfg")).with_head_groups(2)
