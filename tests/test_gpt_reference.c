@@ -25,9 +25,15 @@
  * The bound is relative to the tensor's largest value: attention probabilities and gradients span many magnitudes. */
 #define TOL_STEP0 2e-6
 #define TOL_FINAL 2e-6
-/* AdamW divides by sqrt(v) + eps, so it magnifies the gradients' rounding where they are small: at most 1.5e-6 of a
- * tensor's scale here (h1.fc2.weight). */
-#define TOL_ADAMW 1e-5
+/* AdamW divides each element's step by its own gradients' RMS, so the gradients' rounding shows in the parameters in
+ * proportion to the step, not to the parameter: the bound is relative to lr x steps, the farthest a parameter can move
+ * (relative to the tensor's largest value it was tight where parameters are small and loose where they are large).
+ * Measured: 5.6e-4 of lr x steps (wte.weight, where a step-0 gradient is 2.5e-6 of the tensor's largest and AdamW still
+ * moves it two lr; AVX2 kernels, every OpenBLAS core type alike), where AVX-512 gave at most 1.5e-6 of the tensor's
+ * largest value and the old bound, 1e-5 of it, failed at 1.13e-5.
+ * A bias correction or moment off by a step moves parameters by a sizeable part of lr (100 times this bound); the
+ * subtlest bug tried, the weight decay dropped, gives 2.1e-3 to 1.5e-2 (on 18 of 27 tensors, and the losses). */
+#define TOL_ADAMW 2e-3
 
 typedef struct ctx {
     vt_ref_file ref;
@@ -41,12 +47,15 @@ typedef struct ctx {
 
 static size_t bad;
 
-/* |got - want| <= tol * (max |want| + 1e-6) everywhere. */
-static void check(const char *what, const float *got, const float *want, size_t n, double tol)
+/* |got - want| <= tol * scale everywhere; scale 0: the tensor's largest value, max |want| + 1e-6. */
+static void check_scaled(const char *what, const float *got, const float *want, size_t n, double tol, double scale)
 {
-    double scale = 1e-6, worst = 0;
+    double worst = 0;
     size_t at = 0;
-    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)want[i]));
+    if (scale <= 0) {
+        scale = 1e-6;
+        for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)want[i]));
+    }
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - (double)want[i]);
         if (isnan(d)) d = INFINITY;
@@ -54,12 +63,23 @@ static void check(const char *what, const float *got, const float *want, size_t 
     }
     const bool ok = worst <= tol * scale;
     if (!ok || getenv("VDNN_TEST_VERBOSE"))
-        printf("  %s %-24s %5zu values, max |want| %.3g, worst error %.3g of scale%s\n", ok ? "  " : "!!", what, n,
+        printf("  %s %-24s %5zu values, scale %.3g, worst error %.3g of scale%s\n", ok ? "  " : "!!", what, n,
                scale, worst / scale, ok ? "" : " (MISMATCH)");
     if (!ok) {
         printf("     first worst [%zu]: got %.9g want %.9g\n", at, (double)got[at], (double)want[at]);
         bad++;
     }
+}
+
+static void check(const char *what, const float *got, const float *want, size_t n, double tol)
+{
+    check_scaled(what, got, want, n, tol, 0);
+}
+
+/* Parameters after `steps` AdamW steps of learning rate lr: relative to lr x steps (TOL_ADAMW). */
+static void check_adamw(const char *what, const float *got, const float *want, size_t n, float lr, int steps)
+{
+    check_scaled(what, got, want, n, TOL_ADAMW, (double)lr * steps);
 }
 
 static float *ref(ctx *c, const char *layer, const char *suffix, size_t n)
@@ -317,11 +337,11 @@ static void test_adamw_matches_pytorch(void **state)
                  * which the softmax cancels): both sides hold rounding noise there, which AdamW scales to whole
                  * steps. The queries' and values' thirds are compared. */
                 const size_t f = counts[k] / 3;
-                check(want, buf, ref_v, f, TOL_ADAMW);
-                check(want, buf + 2 * f, ref_v + 2 * f, f, TOL_ADAMW);
+                check_adamw(want, buf, ref_v, f, hp[0], c->steps);
+                check_adamw(want, buf + 2 * f, ref_v + 2 * f, f, hp[0], c->steps);
                 continue;
             }
-            check(want, buf, ref_v, counts[k], TOL_ADAMW);
+            check_adamw(want, buf, ref_v, counts[k], hp[0], c->steps);
         }
     }
     free(buf);
@@ -500,11 +520,11 @@ static void test_tied_matches_pytorch(void **state)
             const float *ref_v = vt_ref_f32(&r, want, counts[k]);
             if (k == 1 && strstr(ly->name, ".qkv")) { /* the keys' bias: see test_adamw_matches_pytorch */
                 const size_t f = counts[k] / 3;
-                check(want, buf, ref_v, f, TOL_ADAMW);
-                check(want, buf + 2 * f, ref_v + 2 * f, f, TOL_ADAMW);
+                check_adamw(want, buf, ref_v, f, hp[0], steps);
+                check_adamw(want, buf + 2 * f, ref_v + 2 * f, f, hp[0], steps);
                 continue;
             }
-            check(want, buf, ref_v, counts[k], TOL_ADAMW);
+            check_adamw(want, buf, ref_v, counts[k], hp[0], steps);
         }
     }
     vdnn_net_free(net);
@@ -542,7 +562,7 @@ static void test_tied_matches_pytorch(void **state)
         vt_assert_ok(vdnn_net_get(net, "wte.weight", k ? buf : one, nt, &err), err);
         vdnn_net_free(net);
     }
-    check("tied wte.weight, micro-batches of 1", buf, one, nt, TOL_ADAMW);
+    check_adamw("tied wte.weight, micro-batches of 1", buf, one, nt, hp[0], steps);
     free(one);
     free(buf);
     vdnn_backend_destroy(be);
