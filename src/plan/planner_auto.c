@@ -171,6 +171,8 @@ static vdnn_status auto_plan(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *
         vdnn_plan_set_offload_params(p, false);
         vdnn_classes_load(p, &dev);
         rc = vdnn_plan_finalize(p, err);
+        /* As the search left it: it may fit under the tight placement only (vdnn_search_finish). */
+        if (rc == VDNN_OK && dev_fits && !p->feasible) rc = vdnn_plan_place_tight(p, err);
     }
     vdnn_classes_release(&dev);
     return rc;
