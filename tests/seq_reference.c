@@ -48,11 +48,15 @@ vdnn_graph_t *vt_seq_ref_graph(vt_seq_ref *r, const char *name)
     return g;
 }
 
-void vt_seq_check(vt_seq_ref *r, const char *what, const float *got, const float *want, size_t n, double tol)
+void vt_seq_check_scaled(vt_seq_ref *r, const char *what, const float *got, const float *want, size_t n, double tol,
+                         double scale)
 {
-    double scale = 1e-6, worst = 0;
+    double worst = 0;
     size_t at = 0;
-    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)want[i]));
+    if (scale <= 0) {
+        scale = 1e-6;
+        for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)want[i]));
+    }
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - (double)want[i]);
         if (isnan(d)) d = INFINITY;
@@ -60,12 +64,17 @@ void vt_seq_check(vt_seq_ref *r, const char *what, const float *got, const float
     }
     const bool ok = worst <= tol * scale;
     if (!ok || getenv("VDNN_TEST_VERBOSE"))
-        printf("  %s %s%s%-28s %5zu values, max |want| %.3g, worst error %.3g of scale%s\n", ok ? "  " : "!!",
+        printf("  %s %s%s%-28s %5zu values, scale %.3g, worst error %.3g of scale%s\n", ok ? "  " : "!!",
                r->model ? r->model : "", r->model ? " " : "", what, n, scale, worst / scale, ok ? "" : " (MISMATCH)");
     if (!ok) {
         printf("     first worst [%zu]: got %.9g want %.9g\n", at, (double)got[at], (double)want[at]);
         r->bad++;
     }
+}
+
+void vt_seq_check(vt_seq_ref *r, const char *what, const float *got, const float *want, size_t n, double tol)
+{
+    vt_seq_check_scaled(r, what, got, want, n, tol, 0);
 }
 
 vdnn_net_options vt_seq_options(const vt_seq_ref *r, const vdnn_graph_t *g, bool adamw)
@@ -135,10 +144,10 @@ void vt_seq_check_params(vt_seq_ref *r, const vdnn_graph_t *g, vdnn_net_t *net, 
             const float *ref_v = vt_ref_f32(&r->file, want, counts[k]);
             if (keys_bias_noise && k == 1 && strstr(ly->name, ".qkv")) {
                 const size_t f = counts[k] / 3; /* the queries' and values' thirds */
-                vt_seq_check(r, want, buf, ref_v, f, tol);
-                vt_seq_check(r, want, buf + 2 * f, ref_v + 2 * f, f, tol);
+                vt_seq_check_scaled(r, want, buf, ref_v, f, tol, r->param_scale);
+                vt_seq_check_scaled(r, want, buf + 2 * f, ref_v + 2 * f, f, tol, r->param_scale);
             } else {
-                vt_seq_check(r, want, buf, ref_v, counts[k], tol);
+                vt_seq_check_scaled(r, want, buf, ref_v, counts[k], tol, r->param_scale);
             }
             free(buf);
         }

@@ -22,6 +22,9 @@ typedef struct vt_seq_ref {
     const int32_t *labels; /* labels, likewise */
     const char *model;     /* heads every line vt_seq_check prints; NULL for none */
     size_t bad;            /* tensors that differed so far */
+    /* What vt_seq_check_params measures errors against: 0, each tensor's largest value; else this (AdamW's
+     * parameters: lr x steps, how far a step can move them whatever their size). */
+    double param_scale;
 } vt_seq_ref;
 
 /* Reads tests/reference/NAME.bin and its meta arrays (the test fails on a damaged file). */
@@ -33,6 +36,9 @@ vdnn_graph_t *vt_seq_ref_graph(vt_seq_ref *r, const char *name);
 /* Counts a mismatch in r->bad unless |got - want| <= tol * max(max |want|, 1e-6) everywhere (attention probabilities
  * and gradients span many magnitudes, so the bound follows the tensor's largest value); prints the worst error. */
 void vt_seq_check(vt_seq_ref *r, const char *what, const float *got, const float *want, size_t n, double tol);
+/* The same against `scale` (0: the tensor's largest value). */
+void vt_seq_check_scaled(vt_seq_ref *r, const char *what, const float *got, const float *want, size_t n, double tol,
+                         double scale);
 
 /* Options of a net of g at the reference's batch, memory poisoned: SGD with the reference's momentum and no weight
  * decay, or AdamW with meta.adamw's hyperparameters. */

@@ -11,6 +11,7 @@
 #include "train/net_checkpoint.h"
 #include "plan/plan.h"
 #include "plan/planner.h"
+#include "plan/policy.h"
 #include "plan/simulate.h"
 #include "testutil.h"
 #include "train/data.h"
@@ -97,6 +98,27 @@ static size_t min_budget(const vdnn_graph_t *g, const vdnn_op_info *info)
     vdnn_error err;
     vt_assert_ok(vdnn_plan_min_budget(g, info, &rq, &mb, &err), err);
     return mb;
+}
+
+/* The smallest peak of Chen's plans with kept checkpoints (every spacing but 1, which is in-core): what the
+ * recompute planner needs to recompute at all (it swaps its checkpoints only where none of these fits). Recomputing
+ * brings a layer's forward workspace back during backward, so on nets whose parameters dominate these peaks may
+ * exceed in-core's, by how much depending on the convolutions' workspaces (oneDNN's layouts on this CPU's ISA). */
+static size_t chen_kept_min_peak(const vdnn_graph_t *g, const vdnn_op_info *info)
+{
+    vdnn_plan_request rq = vdnn_plan_request_default();
+    vdnn_plan_t *p = NULL;
+    vdnn_error err;
+    vt_assert_ok(vdnn_plan_analyze(g, info, &rq, &p, &err), err);
+    size_t best = SIZE_MAX;
+    const int n = vdnn_chen_candidates(p);
+    for (int k = 2; k <= n; k++) {
+        vdnn_chen_classes(p, g, k, false);
+        vt_assert_ok(vdnn_plan_finalize(p, &err), err);
+        if (p->peak_device_bytes < best) best = p->peak_device_bytes;
+    }
+    vdnn_plan_free(p);
+    return best;
 }
 
 static double simulated(const vdnn_plan_t *p, const vdnn_graph_t *g, const vdnn_profile *prof)
@@ -297,10 +319,21 @@ static void test_train(void **state)
     train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, false, -1, &ref);
     vdnn_op_info *info = query_ops(e.g, e.be);
     size_t mb = min_budget(e.g, info);
+    const size_t chen_peak = chen_kept_min_peak(e.g, info);
     free(info);
     assert_true(mb < ref.train_peak);
     size_t mid = mb + (ref.train_peak - mb) / 2;
     if (mid < ref.eval_peak) mid = ref.eval_peak;
+    /* The recompute planner recomputes where one of Chen's plans with kept checkpoints fits (VGG-16 and -19 at 32x32:
+     * with AVX-512's convolution workspaces, not with AVX2's, whose smallest such peaks are 9-11% above in-core's). */
+    int expect_rc = nc->expect_rc;
+    if (chen_peak > mid) {
+        expect_rc &= ~4;
+        if (nc->expect_rc & 4)
+            print_message("%s: recompute not expected to recompute: Chen's plans with kept checkpoints need %zu bytes "
+                          "at least, above %zu\n", nc->model, chen_peak, mid);
+    }
+    int recomputing_runs = 0;
     char line[512];
     int len = snprintf(line, sizeof line, "%-10s none %zu, min %zu (%.2f%%), at %zu:", nc->model, ref.train_peak, mb,
                        100.0 * (double)mb / (double)ref.train_peak, mid);
@@ -317,12 +350,15 @@ static void test_train(void **state)
         assert_same_export(nc, what, &ref, &r);
         if (k < N_PLANNERS) sim[k] = r.sim_s;
         const int flag = pol == VDNN_POLICY_POOCH ? 1 : pol == VDNN_POLICY_AUTO ? 2 : pol == VDNN_POLICY_RECOMPUTE ? 4 : 0;
-        if ((nc->expect_rc & flag) && k < N_PLANNERS && r.n_recompute == 0)
+        if ((expect_rc & flag) && k < N_PLANNERS && r.n_recompute == 0)
             fail_msg("%s/%s: the plan at %zu bytes recomputes nothing", nc->model, what, budget);
+        recomputing_runs += r.n_recompute > 0;
         len += snprintf(line + len, sizeof line - (size_t)len, " %s %zu (%drc %dsw)", what, r.train_peak, r.n_recompute,
                         r.n_swap);
         vdnn_checkpoint_release(&r.ck);
     }
+    /* Where recomputation is expected, some plan trained with it (and gave in-core's bits). */
+    if (nc->expect_rc && !recomputing_runs) fail_msg("%s: no planner's plan recomputes at %zu bytes", nc->model, mid);
     /* The plans the nets ran: auto's is the fastest in simulation. */
     for (int k = 0; k < N_PLANNERS - 1; k++)
         if (sim[N_PLANNERS - 1] > sim[k])

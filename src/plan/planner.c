@@ -253,7 +253,11 @@ vdnn_status vdnn_search_finish(vdnn_search *s, vdnn_error *err)
         if (rc != VDNN_OK || p->feasible) return rc;
     }
     vdnn_classes_load(p, s->have_placed ? &s->placed : &s->least);
-    return vdnn_plan_finalize(p, err);
+    vdnn_status rc = vdnn_plan_finalize(p, err);
+    /* The plan kept gets the tight placement (vdnn_plan_build): where the quick one does not fit, the tight one may,
+     * and a caller comparing planners (auto) must see the plan as it will be. */
+    if (rc == VDNN_OK && !p->feasible) rc = vdnn_plan_place_tight(p, err);
+    return rc;
 }
 
 /* Live bytes per step with range additions and "the last step in a range above a threshold", both in

@@ -53,13 +53,14 @@ static vdnn_status local_search(vdnn_search *s, vdnn_error *err)
             }
         }
         for (int i = 0; rc == VDNN_OK && i < p->n_storages_analyzed && s->evaluations < AUTO_MAX_EVALUATIONS; i++) {
-            vdnn_storage *x = &p->st[i];
-            if (!x->candidate) continue;
-            vdnn_tensor_class was = x->cls;
+            /* By index, not by pointer: an evaluation may add storages (recompute workspaces) and move p->st. */
+            if (!p->st[i].candidate) continue;
+            vdnn_tensor_class was = p->st[i].cls;
+            const bool recomputable = p->st[i].kind == VDNN_ST_FMAP && p->st[i].layer != 0;
             for (int c = 0; rc == VDNN_OK && c < 3; c++) {
                 vdnn_tensor_class to = (vdnn_tensor_class)c;
-                if (to == was || (to == VDNN_CLASS_RECOMPUTE && (x->kind != VDNN_ST_FMAP || x->layer == 0))) continue;
-                x->cls = to;
+                if (to == was || (to == VDNN_CLASS_RECOMPUTE && !recomputable)) continue;
+                p->st[i].cls = to;
                 /* A change is kept when it makes a new best: faster, and placed within the budget. */
                 const double before = s->best_time;
                 rc = vdnn_search_eval_early(s, NULL, NULL, err);
@@ -67,7 +68,7 @@ static vdnn_status local_search(vdnn_search *s, vdnn_error *err)
                     was = to;
                     improved = true;
                 }
-                x->cls = was;
+                p->st[i].cls = was;
             }
         }
     }
@@ -172,6 +173,8 @@ static vdnn_status auto_plan(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *
         vdnn_plan_set_offload_params(p, false);
         vdnn_classes_load(p, &dev);
         rc = vdnn_plan_finalize(p, err);
+        /* As the search left it: it may fit under the tight placement only (vdnn_search_finish). */
+        if (rc == VDNN_OK && dev_fits && !p->feasible) rc = vdnn_plan_place_tight(p, err);
     }
     vdnn_classes_release(&dev);
     return rc;

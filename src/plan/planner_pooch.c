@@ -47,15 +47,15 @@ static vdnn_status greedy_keep(vdnn_search *s, const int *lo, int n_lo, double *
     vdnn_plan_t *p = s->p;
     vdnn_status rc = VDNN_OK;
     for (int k = 0; rc == VDNN_OK && k < n_lo; k++) {
-        vdnn_storage *x = &p->st[lo[k]];
-        if (x->cls != VDNN_CLASS_SWAP) continue;
-        x->cls = VDNN_CLASS_KEEP;
+        /* By index, not by pointer: an evaluation may add storages (recompute workspaces) and move p->st. */
+        if (p->st[lo[k]].cls != VDNN_CLASS_SWAP) continue;
+        p->st[lo[k]].cls = VDNN_CLASS_KEEP;
         double t;
         bool fits = false;
         rc = vdnn_search_eval_early(s, &t, NULL, err);
         if (rc == VDNN_OK && t <= *t_cur) rc = vdnn_search_fits(s, &fits, err);
         if (rc == VDNN_OK && fits) *t_cur = t;
-        else x->cls = VDNN_CLASS_SWAP;
+        else p->st[lo[k]].cls = VDNN_CLASS_SWAP;
     }
     return rc;
 }
@@ -154,13 +154,13 @@ static vdnn_status swap_to_recompute(vdnn_search *s, vdnn_error *err)
         rc = vdnn_search_eval_early(s, &t_swap, NULL, err);
         for (int i = 0; rc == VDNN_OK && i < n; i++) {
             if (!in_l[i]) continue;
-            vdnn_storage *x = &p->st[i];
+            /* By index, not by pointer: an evaluation may add storages (recompute workspaces) and move p->st. */
             double t_keep, t_rc;
-            x->cls = VDNN_CLASS_KEEP;
+            p->st[i].cls = VDNN_CLASS_KEEP;
             rc = vdnn_search_eval_early(s, &t_keep, NULL, err);
-            x->cls = VDNN_CLASS_RECOMPUTE;
+            p->st[i].cls = VDNN_CLASS_RECOMPUTE;
             if (rc == VDNN_OK) rc = vdnn_search_eval_early(s, &t_rc, NULL, err);
-            x->cls = VDNN_CLASS_SWAP;
+            p->st[i].cls = VDNN_CLASS_SWAP;
             double swap_ov = t_swap - t_keep, rc_ov = t_rc - t_keep;
             r[i] = swap_ov > 0 ? rc_ov / swap_ov : 1e300;
             if (r[i] >= 1.0) {
