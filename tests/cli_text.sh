@@ -139,6 +139,13 @@ for g in 1 4; do
 done
 if [ -s "$TMP/groups1.txt" ] && cmp -s "$TMP/groups1.txt" "$TMP/groups4.txt"; then ok
 else bad "train --head-groups 4: losses differ from the whole attention's: $(cat "$TMP/groups1.txt" "$TMP/groups4.txt")"; fi
+# A checkpoint trained in groups resumes under the whole attention (the same parameters; the model hash is the whole
+# attention's).
+if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 32 --steps 1 --no-eval --head-groups 2 \
+        --save "$TMP/groups.ckpt" >/dev/null 2>"$TMP/err" &&
+    "$VDNN" sample --resume "$TMP/groups.ckpt" --model gpt-mini --seq-len 32 --device cpu --prompt "the " --tokens 4 \
+        >/dev/null 2>>"$TMP/err"; then ok
+else bad "train --head-groups 2, then sample without groups: $(head -c 300 "$TMP/err")"; fi
 run "--head-groups 3" 2 "--head-groups: 3 does not divide the 4 heads of 'h0.probs'" -- info gpt-mini --head-groups 3
 run "--head-groups 0" 2 "--head-groups" -- info gpt-mini --head-groups 0
 run "--head-groups on an image model" 2 "has no attention (attn_probs) layer" -- info lenet --head-groups 2

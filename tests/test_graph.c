@@ -811,6 +811,8 @@ static void test_head_groups(void **state)
     assert_int_equal(layer(g, "h1.mix")->kind, VDNN_LAYER_FEAT_CAT);
     assert_int_equal(layer(g, "h1.probs.g1")->p.head0, 2);
     assert_int_equal(layer(g, "h1.mix.g1")->p.heads, 4);
+    /* Hashed as the whole attention: checkpoints move between groupings. */
+    assert_true(vdnn_graph_hash(g) == vdnn_graph_hash(whole));
     /* Every layer outside the attention seeds its parameters as before. */
     for (int l = 1; l < g->n_layers; l++) {
         const vdnn_layer *L = &g->layers[l];
@@ -840,6 +842,23 @@ static void test_head_groups(void **state)
     assert_out(g, "m", 1, 8, 12);
     assert_int_equal(layer(g, "h")->p.tie, 1);
     assert_int_equal(layer(g, "e")->p.tied_by, layer(g, "h") - g->layers);
+    /* A tree of feat_cats (more groups than a node's inputs) hashes as the whole attention too, and a real change
+     * (another head count) does not. */
+    char text[1024];
+    const char *fmt = "[net]\ninput=1x8x1\nclasses=16\n[e]\ntype=embed\noutputs=12\n[q]\ntype=linear\n"
+                      "outputs=36\n[p]\ntype=attn_probs\nheads=%d\ngroups=%d\n[m]\ntype=attn_mix\ninput=p,q\n"
+                      "[h]\ntype=linear\noutputs=classes\ntie=e\nbias=0\n[loss]\ntype=softmax\n";
+    const int variants[4][2] = {{6, 1}, {12, 1}, {12, 12}, {6, 2}};
+    uint64_t hashes[4];
+    for (int k = 0; k < 4; k++) {
+        snprintf(text, sizeof text, fmt, variants[k][0], variants[k][1]);
+        vdnn_graph_t *v = parse_ok(text);
+        resolve_ok(v, 2, 0, 0, 0, 0);
+        hashes[k] = vdnn_graph_hash(v);
+        vdnn_graph_free(v);
+    }
+    assert_true(vdnn_graph_hash(g) == hashes[0] && hashes[3] == hashes[0]);
+    assert_true(hashes[2] == hashes[1] && hashes[1] != hashes[0]);
     vdnn_graph_free(g);
     vdnn_graph_free(whole);
 }

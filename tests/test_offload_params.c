@@ -265,6 +265,20 @@ static void test_clip_same_bits(void **state)
     fixture_close(&f);
 }
 
+/* The fixture's ops (the caller frees them) and a request for policy all with the parameters homed; clip: clipped
+ * updates (in update steps after backward). */
+static vdnn_op_info *homed_all_request(const fixture *f, bool clip, vdnn_plan_request *rq)
+{
+    vdnn_op_info *info = calloc((size_t)f->g->n_layers, sizeof *info);
+    assert_non_null(info);
+    vdnn_error err;
+    vt_assert_ok(vdnn_plan_query_ops(f->g, f->be, true, info, &err), err);
+    *rq = vdnn_plan_request_default();
+    rq->memory.policy = VDNN_POLICY_ALL;
+    rq->memory.offload_params = true;
+    rq->clip_grads = clip;
+    return info;
+}
 /* The plan of clipped training with homes: update steps in layer order after backward; gradients homed too, from
  * their backward step to their update step; a layer's homed parameters and gradients are fetched again for the
  * update unless its backward block runs on into it; momentum only for the update. */
@@ -273,14 +287,9 @@ static void test_clip_plan(void **state)
     (void)state;
     fixture f;
     fixture_open(&f, &cases[0]);
-    vdnn_op_info *info = calloc((size_t)f.g->n_layers, sizeof *info);
-    assert_non_null(info);
+    vdnn_plan_request rq;
+    vdnn_op_info *info = homed_all_request(&f, true, &rq);
     vdnn_error err;
-    vt_assert_ok(vdnn_plan_query_ops(f.g, f.be, true, info, &err), err);
-    vdnn_plan_request rq = vdnn_plan_request_default();
-    rq.memory.policy = VDNN_POLICY_ALL;
-    rq.memory.offload_params = true;
-    rq.clip_grads = true;
     vdnn_plan_t *p = NULL;
     vt_assert_ok(vdnn_plan_build(f.g, info, &rq, &p, &err), err);
     assert_true(p->update_steps && !p->fused_update && p->offload_params);
@@ -588,13 +597,9 @@ static void test_vgg16_40(void **state)
     memset(&ref, 0, sizeof ref);
     memset(&got, 0, sizeof got);
     run(&f, VDNN_POLICY_NONE, false, SIZE_MAX, false, &ref);
-    vdnn_op_info *info = calloc((size_t)f.g->n_layers, sizeof *info);
-    assert_non_null(info);
+    vdnn_plan_request rq;
+    vdnn_op_info *info = homed_all_request(&f, false, &rq);
     vdnn_error err;
-    vt_assert_ok(vdnn_plan_query_ops(f.g, f.be, true, info, &err), err);
-    vdnn_plan_request rq = vdnn_plan_request_default();
-    rq.memory.policy = VDNN_POLICY_ALL;
-    rq.memory.offload_params = true;
     vdnn_plan_t *p = NULL;
     vt_assert_ok(vdnn_plan_build(f.g, info, &rq, &p, &err), err);
     const size_t budget = p->peak_device_bytes;

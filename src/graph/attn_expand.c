@@ -21,7 +21,7 @@ static vdnn_status expand_fail(const vdnn_graph_t *g, const vdnn_layer *L, vdnn_
 
 /* Emits the G pairs of probabilities and mix for attn_mix M reading the grouped attn_probs P, then their feat_cat
  * under M's name. Returns the feat_cat's index, -1 when out of memory. */
-static int emit_groups(vdnn_graph_builder *b, const vdnn_layer *P, const vdnn_layer *M, const int *outmap)
+static int emit_groups(vdnn_graph_builder *b, const vdnn_layer *P, int p_old, const vdnn_layer *M, const int *outmap)
 {
     const int groups = P->p.groups, per = P->p.heads / groups;
     int mixes[4096];
@@ -31,6 +31,7 @@ static int emit_groups(vdnn_graph_builder *b, const vdnn_layer *P, const vdnn_la
         const int pr = vdnn_graph_builder_emit(b, P, name, VDNN_LAYER_ATTN_PROBS);
         if (pr < 0) return -1;
         vdnn_layer *N = &b->out[pr];
+        N->origin = 1 + p_old; /* the probabilities' own place (vdnn_graph_seed_index, the hash) */
         N->p.head0 = k * per;
         N->p.head_count = per;
         N->n_inputs = 1;
@@ -75,7 +76,7 @@ vdnn_status vdnn_graph_expand_attention(vdnn_graph_t *g, vdnn_error *err)
             else if (strlen(L->name) + 6 > VDNN_NAME_LEN - 1)
                 st = expand_fail(g, L, err, "the name is too long for its groups' nodes (at most 57 characters)",
                                  NULL);
-            else if ((outmap[i] = emit_groups(&b, P, L, outmap)) < 0)
+            else if ((outmap[i] = emit_groups(&b, P, L->inputs[0], L, outmap)) < 0)
                 st = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "%s: out of memory", g->source);
             done[L->inputs[0]] = true;
             continue;
@@ -98,7 +99,7 @@ vdnn_status vdnn_graph_expand_attention(vdnn_graph_t *g, vdnn_error *err)
     for (int i = 0, o = 0; i < b.n && !st; i++) {
         /* Each old layer's last node is the one that stands for it (a group's feat_cat for its attn_mix). */
         while (o < n_old && outmap[o] < i) o++;
-        b.out[i].origin = 1 + (o < n_old ? o : n_old - 1);
+        if (!b.out[i].origin) b.out[i].origin = 1 + (o < n_old ? o : n_old - 1);
     }
     /* Tying names layers by index: the linear's tie= and the embed's tied_by follow their layers' new places. */
     for (int i = 0; i < b.n && !st; i++)

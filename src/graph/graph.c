@@ -138,6 +138,22 @@ void vdnn_layer_param_prefix(const vdnn_graph_t *g, int l, char *buf, size_t n)
 #define HASH_PARAMS_KIND ((int)VDNN_LAYER_LSTM + 1)
 static int hash_kind(vdnn_layer_kind k) { return (int)k > (int)VDNN_LAYER_LSTM ? (int)k + 1 : (int)k; }
 
+/* Whether feat_cat node l is an inner node of a tree of them (a later feat_cat reads it). */
+static bool inner_cat(const vdnn_graph_t *g, int l)
+{
+    for (int c = l + 1; c < g->n_layers; c++)
+        for (int i = 0; g->layers[c].kind == VDNN_LAYER_FEAT_CAT && i < g->layers[c].n_inputs; i++)
+            if (g->layers[c].inputs[i] == l) return true;
+    return false;
+}
+
+/* The first group's attn_mix under the feat_cat (tree) at l. */
+static const vdnn_layer *first_group_mix(const vdnn_graph_t *g, int l)
+{
+    while (g->layers[l].kind == VDNN_LAYER_FEAT_CAT) l = g->layers[l].inputs[0];
+    return &g->layers[l];
+}
+
 uint64_t vdnn_graph_hash(const vdnn_graph_t *g)
 {
     uint64_t h = 1469598103934665603ULL;
@@ -148,8 +164,34 @@ uint64_t vdnn_graph_hash(const vdnn_graph_t *g)
     } while (0)
     /* Hashed as the graph was when every lstm layer had a parameter node before its first chunk (holding the
      * parameters, read by every chunk as its input 1): the same model keeps its hash, so its checkpoints load. */
+    /* Attention in head groups is hashed as the whole attention it computes (its first group's probabilities standing
+     * for the layer, the root feat_cat for the attn_mix), so that checkpoints move between groupings. */
     for (int l = 0; l < g->n_layers; l++) {
         const vdnn_layer *ly = &g->layers[l];
+        const bool grouped = ly->p.head_count && (ly->kind == VDNN_LAYER_ATTN_PROBS || ly->kind == VDNN_LAYER_ATTN_MIX);
+        if ((grouped && (ly->kind == VDNN_LAYER_ATTN_MIX || ly->p.head0)) ||
+            (ly->kind == VDNN_LAYER_FEAT_CAT && inner_cat(g, l)))
+            continue;
+        if (grouped || ly->kind == VDNN_LAYER_FEAT_CAT) {
+            const bool probs = grouped;
+            const vdnn_layer *m = probs ? NULL : first_group_mix(g, l);
+            const size_t name_len = probs ? strlen(ly->name) - 3 : strlen(ly->name); /* probs: less ".g0" */
+            for (size_t c = 0; c < name_len; c++) MIX((unsigned char)ly->name[c]);
+            MIX(hash_kind(probs ? VDNN_LAYER_ATTN_PROBS : VDNN_LAYER_ATTN_MIX));
+            MIX(probs ? ly->p.heads : ly->out.c);
+            MIX(ly->out.h);
+            MIX(ly->out.w);
+            MIX(0);
+            MIX(0);
+            MIX(0);
+            if (probs) {
+                MIX(vdnn_graph_seed_index(g, ly->inputs[0], false));
+            } else {
+                MIX(vdnn_graph_seed_index(g, m->inputs[0], false));
+                MIX(vdnn_graph_seed_index(g, m->inputs[1], false));
+            }
+            continue;
+        }
         const bool lstm = ly->kind == VDNN_LAYER_LSTM;
         const int owner = !lstm ? 0 : ly->p.tie ? ly->p.tie : l;
         if (lstm && owner == l) {
