@@ -122,6 +122,15 @@ done
 if cmp -s "$TMP/clip.ckpt" "$TMP/clip--offload-params.ckpt"; then ok
 else bad "--clip-grad-norm with --offload-params: checkpoint differs from the parameters on the device"; fi
 
+# --clip-grad-norm on vdnn plan: clipped updates wait for backward's end; the plan is the one clipped training runs
+# (its measured peak), with homed parameters too.
+"$VDNN" plan gpt-mini --batch 8 --device cpu --optimizer adamw --offload-params --clip-grad-norm 1 --json \
+    >"$TMP/clip.json" 2>"$TMP/err"
+if "$VDNN" train "${common[@]}" --batch 8 --data "text:$TMP/text.txt" --optimizer adamw --offload-params \
+        --clip-grad-norm 1 --steps 1 --no-eval >"$TMP/out" 2>>"$TMP/err" &&
+    grep -q "peak device memory .* ($(json_get "$TMP/clip.json" peak_device_bytes) bytes)" "$TMP/out"; then ok
+else bad "plan --clip-grad-norm against clipped training's peak: $(head -c 300 "$TMP/err") $(tail -1 "$TMP/out")"; fi
+
 # --context N: the position table grows (64 more rows of 128), sequences up to N train; not for an image model.
 if "$VDNN" info gpt-mini --context 128 >"$TMP/info" 2>"$TMP/err" && grep -q "parameters            875520" "$TMP/info"
 then ok; else bad "info gpt-mini --context 128: $(head -c 300 "$TMP/err")"; fi

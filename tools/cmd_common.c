@@ -283,10 +283,12 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             if (!strcmp(v, "off")) o->loss_scale = -1;
             else if (!vdnn_parse_float(v, &d) || !(d > 0)) return bad(cmd, f, v, "a power of two, or off");
             else o->loss_scale = d;
-        } else if (!strcmp(f, "--clip-grad-norm") && (allowed & OPT_TRAINING)) {
+        } else if (!strcmp(f, "--clip-grad-norm") && (allowed & (OPT_TRAINING | OPT_MEMORY))) {
+            /* Clipped updates wait for backward's end: the plan (vdnn plan too) holds the gradients until then. */
             NEED_VALUE();
             if (!vdnn_parse_float(v, &d) || !(d > 0) || d > 1e30) return bad(cmd, f, v, "a positive number");
             o->clip_grad_norm = d;
+            o->mem.clip_grads = true;
         } else if (!strcmp(f, "--eps") && (allowed & OPT_TRAINING)) {
             NEED_VALUE();
             if (!vdnn_parse_float(v, &d) || d <= 0 || d >= 1) return bad(cmd, f, v, "a number in (0, 1)");

@@ -69,6 +69,8 @@ typedef struct vdnn_memory_options {
                                     default), or 2, AdamW's two moments; a net sets it from its optimizer */
     vdnn_precision precision;    /* of the maps (default fp32); whether the backend runs it is checked where a
                                     backend is known (net and plan creation), with its reason */
+    bool clip_grads;             /* training clips gradients by their global norm, so every update waits for
+                                    backward's end (update steps after it); a net sets it from its clip_grad_norm */
 } vdnn_memory_options;
 
 VDNN_API vdnn_memory_options vdnn_memory_options_default(void);

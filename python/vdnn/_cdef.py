@@ -84,6 +84,7 @@ typedef struct vdnn_memory_options {
     bool allow_oversubscribe;
     int optimizer_moments;
     vdnn_precision precision;
+    bool clip_grads;
 } vdnn_memory_options;
 vdnn_memory_options vdnn_memory_options_default(void);
 vdnn_status vdnn_memory_options_check(const vdnn_memory_options *m, vdnn_error *err);

@@ -260,6 +260,7 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
     net->opt = *o;
     /* The optimizer's state is memory the plan places: one moment per parameter for SGD, two for AdamW. */
     net->opt.memory.optimizer_moments = o->optimizer == VDNN_OPTIMIZER_ADAMW ? 2 : 1;
+    net->opt.memory.clip_grads = o->clip_grad_norm > 0;
     if (x) net->x = *x;
     if (!net->x.dropout_seed) net->x.dropout_seed = vdnn_net_dropout_seed;
     if (net->x.hooks) net->x.keep_weight_grads = true;
