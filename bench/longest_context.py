@@ -15,6 +15,10 @@ def feasible(a, n):
     cmd = [a.vdnn, "plan", a.model, "--context", str(n), "--batch", str(a.batch), "--policy", a.policy,
            "--budget", a.budget, "--json"] + a.extra
     r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode == 1 and "is empty or too large" in r.stderr:
+        # A tensor beyond the graph's per-sample limit (2^31 values): that context does not fit either.
+        print(f"  context {n}: refused by the graph: {r.stderr.strip().splitlines()[-1]}", file=sys.stderr)
+        return False, None
     if r.returncode not in (0, 3):
         sys.exit(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr.strip()}")
     d = json.loads(r.stdout)
