@@ -276,7 +276,7 @@ static vdnn_op_info *homed_all_request(const fixture *f, bool clip, vdnn_plan_re
     *rq = vdnn_plan_request_default();
     rq->memory.policy = VDNN_POLICY_ALL;
     rq->memory.offload_params = true;
-    rq->clip_grads = clip;
+    rq->memory.clip_grads = clip;
     return info;
 }
 /* The plan of clipped training with homes: update steps in layer order after backward; gradients homed too, from

@@ -44,7 +44,7 @@ vdnn_status vdnn_plan_create(const vdnn_model_t *m, vdnn_backend_t *be, const vd
     /* An fp16 net scales its loss by default (exec/loss_scale.h): every gradient is checked before any update, so
      * gradients are kept until a separate update step, as that net's plan keeps them. */
     const bool keep_grads = mo.precision == VDNN_PRECISION_FP16;
-    if (rc == VDNN_OK) rc = vdnn_plan_training(g, info, algos, &mo, prof, keep_grads, false, out, err);
+    if (rc == VDNN_OK) rc = vdnn_plan_training(g, info, algos, &mo, prof, keep_grads, out, err);
     if (rc == VDNN_OK) (*out)->own_g = g;
     else vdnn_graph_free(g);
     free(info);

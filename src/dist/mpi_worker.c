@@ -169,7 +169,7 @@ static bool stage_fits(void *ctx, int first, int last)
         sg->dtype = (vdnn_dtype)mem.precision;
         if (info && vdnn_graph_resolve(sg, in, vdnn_stage_classes(f->g, &s, 0), &e) == VDNN_OK &&
             vdnn_plan_query_ops(sg, f->be, true, info, &e) == VDNN_OK &&
-            vdnn_plan_training(sg, info, NULL, &mem, NULL, true, false, &plan, &e) == VDNN_OK)
+            vdnn_plan_training(sg, info, NULL, &mem, NULL, true, &plan, &e) == VDNN_OK)
             ok = plan->feasible && plan->peak_device_bytes <= mem.budget;
     }
     vdnn_plan_free(plan);

@@ -115,7 +115,7 @@ static vdnn_status budget_error(vdnn_net_t *net, vdnn_error *err)
     rq.memory.offload_params = p->offload_params;
     rq.memory.optimizer_moments = net->opt.memory.optimizer_moments;
     rq.keep_weight_grads = net->x.keep_weight_grads;
-    rq.clip_grads = net->opt.clip_grad_norm > 0;
+    rq.memory.clip_grads = net->opt.memory.clip_grads;
     rq.algos = net->algos_train;
     vdnn_error e2;
     size_t mb = SIZE_MAX;
@@ -281,7 +281,7 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
     if (rc == VDNN_OK) rc = vdnn_plan_query_algos(g, be, false, net->algos_eval, net->info_eval, err);
     if (rc == VDNN_OK)
         rc = vdnn_plan_training(g, net->info_train, net->algos_train, &net->opt.memory, o->profile,
-                                net->x.keep_weight_grads, o->clip_grad_norm > 0, &net->plan_train, err);
+                                net->x.keep_weight_grads, &net->plan_train, err);
     if (rc == VDNN_OK) {
         /* Policy auto may have homed the parameters: evaluation reads them there too. Where training streams
          * convolution inputs, evaluation runs those convolutions in place as well. */

@@ -956,7 +956,9 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
     p->held_batches = vdnn_plan_request_held(req);
     /* Clipping needs every gradient before the first update: none in backward. Update steps where nothing else
      * keeps the gradients for one update step (keep_weight_grads, micro-batches). */
-    const bool clip = req->clip_grads || req->memory.clip_grads;
+    /* Clipped updates scale the gradients by their global norm, so no parameter is updated before the last gradient
+     * is made: without kept gradients and micro-batches, update steps after backward; otherwise as kept ones. */
+    const bool clip = req->memory.clip_grads;
     p->update_steps = req->training && clip && !req->keep_weight_grads && p->micro_batches == 1;
     p->fused_update = req->training && !req->keep_weight_grads && !clip && p->micro_batches == 1;
     p->bwd_begin = req->training ? g->n_layers : -1;

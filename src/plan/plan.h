@@ -156,10 +156,6 @@ typedef struct vdnn_plan_request {
     bool keep_weight_grads;            /* weight gradients persist until a separate update step (for
                                           tests that read them); otherwise each layer's parameters are
                                           updated right after its backward and its gradients are transient */
-    bool clip_grads;                   /* the update scales the gradients by their global norm (clipping), so
-                                          no parameter is updated before the last gradient is made. Without
-                                          keep_weight_grads and micro-batches: the plan has update steps (see
-                                          vdnn_plan.update_steps); otherwise as keep_weight_grads */
     const vdnn_layer_algos *algos;     /* per layer, from vdnn_plan_query_algos (NULL: the default only) */
     vdnn_plan_checks *checks;          /* borrowed while vdnn_plan_build runs (NULL: validated only under
                                           memory.poison); the plan it returns holds NULL */
@@ -178,7 +174,7 @@ struct vdnn_plan {
     vdnn_policy policy;
     bool training;
     bool fused_update;                 /* parameters updated in their layer's backward step */
-    bool update_steps;                 /* clip_grads: after backward, one update step per layer with parameters,
+    bool update_steps;                 /* memory.clip_grads: after backward, one update step per layer with parameters,
                                           in layer order (vdnn_layer_storage.upd); each layer's gradients live
                                           from its backward step (which sums their squares) to its update step;
                                           the first update step (update_begin) finds the global norm */
@@ -240,7 +236,7 @@ void vdnn_plan_free(vdnn_plan_t *p);
  * (`vdnn train`) both make, so that they make the same plan. */
 vdnn_status vdnn_plan_training(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_layer_algos *algos,
                                const vdnn_memory_options *memory, const struct vdnn_profile *prof,
-                               bool keep_weight_grads, bool clip_grads, vdnn_plan_t **out, vdnn_error *err);
+                               bool keep_weight_grads, vdnn_plan_t **out, vdnn_error *err);
 
 /* The two halves of vdnn_plan_build, for planners that try many classifications:
  * analyze finds storages and liveness with every storage kept; finalize turns the current

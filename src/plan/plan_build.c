@@ -36,13 +36,12 @@ vdnn_status vdnn_plan_build(const vdnn_graph_t *g, const vdnn_op_info *info, con
 
 vdnn_status vdnn_plan_training(const vdnn_graph_t *g, const vdnn_op_info *info, const vdnn_layer_algos *algos,
                                const vdnn_memory_options *memory, const struct vdnn_profile *prof,
-                               bool keep_weight_grads, bool clip_grads, vdnn_plan_t **out, vdnn_error *err)
+                               bool keep_weight_grads, vdnn_plan_t **out, vdnn_error *err)
 {
     vdnn_plan_request rq = vdnn_plan_request_default();
     rq.memory = *memory;
     rq.profile = prof;
     rq.keep_weight_grads = keep_weight_grads;
-    rq.clip_grads = clip_grads;
     rq.algos = algos;
     return vdnn_plan_build(g, info, &rq, out, err);
 }
