@@ -16,6 +16,7 @@ from ._errors import (Error, InvalidArgError, ParseError, ShapeError, FileError,
 from .memory import MemoryOptions, UNLIMITED, POLICIES, PRECISIONS
 from .model import Model, Layer, Backend
 from .plan import Plan, Tensor, plan
+from .profile import Profile
 from .data import Dataset
 from .net import Net, ParamInfo
 
@@ -28,4 +29,4 @@ def version():
 __all__ = ["version", "library_path", "Error", "InvalidArgError", "ParseError", "ShapeError", "FileError",
            "FormatError", "NoMemoryError", "BudgetError", "BackendError", "NoDeviceError", "UnsupportedError",
            "MismatchError", "MemoryOptions", "UNLIMITED", "POLICIES", "PRECISIONS", "Model", "Layer", "Backend", "Plan",
-           "Tensor", "plan", "Dataset", "Net", "ParamInfo"]
+           "Tensor", "plan", "Profile", "Dataset", "Net", "ParamInfo"]

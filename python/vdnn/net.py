@@ -7,9 +7,11 @@ from ._lib import ffi, lib, call, check, new_error, encode, struct_dict, c_int
 from .memory import MemoryOptions, POLICIES
 from .model import Model, Backend
 from .plan import Plan
+from .profile import Profile
 from .data import Dataset
 from ._errors import InvalidArgError
 
+OPTIMIZERS = {"sgd": lib.VDNN_OPTIMIZER_SGD, "adamw": lib.VDNN_OPTIMIZER_ADAMW}
 ParamInfo = collections.namedtuple("ParamInfo", "name layer kind count")
 ParamInfo.__doc__ = """One parameter or buffer a checkpoint holds: name ("conv1.weight", "bn1.stats",
 "fc.bias.momentum", ...), its layer, kind ("weight", "bias", "stats", "wmom", "bmom") and float count."""
@@ -52,7 +54,8 @@ class Net:
     """A model trained on a backend under a memory plan.
 
     Net(model, backend=None, batch=64, input_shape=None, classes=0, seed=1, momentum=0.9, weight_decay=5e-4,
-        options=None, loss_scale=None, clip_grad_norm=None, **memory)
+        options=None, loss_scale=None, clip_grad_norm=None, optimizer="sgd", betas=(0.9, 0.999), eps=1e-8,
+        profile=None, **memory)
     model: a vdnn.Model or a path; backend: a vdnn.Backend, a name ("cpu", "cuda", "auto") or None (the CPU);
     input_shape (c, h, w) and classes: None/0 take the model's; clip_grad_norm X: gradients clipped to global norm X
     before each update (PyTorch's clip_grad_norm_); options: a vdnn.MemoryOptions (or dict), and/or its
@@ -60,10 +63,14 @@ class Net:
     A budget too small raises vdnn.BudgetError naming the smallest budget that works.
     loss_scale: dynamic loss scaling's first scale, a power of two (None or 0: 65536 with fp16 maps, off otherwise;
     negative: off); stats["skipped_steps"] counts the steps it skipped for inf or NaN gradients.
+    optimizer: "sgd" (momentum and weight decay, PyTorch's rule) or "adamw" (torch.optim.AdamW with betas, eps and
+    weight_decay as its decoupled decay; its two moments are state the plan counts). profile: a vdnn.Profile whose
+    costs the plan is made with (None: the default estimate).
     """
 
     def __init__(self, model, backend=None, batch=None, input_shape=None, classes=0, seed=None, momentum=None,
-                 weight_decay=None, options=None, loss_scale=None, clip_grad_norm=None, **memory):
+                 weight_decay=None, options=None, loss_scale=None, clip_grad_norm=None, optimizer=None, betas=None,
+                 eps=None, profile=None, **memory):
         self.model = Model.of(model)
         self.backend = Backend.of(backend)
         o = ffi.new("vdnn_net_options *")
@@ -83,12 +90,25 @@ class Net:
             o.loss_scale = loss_scale
         if clip_grad_norm is not None:
             o.clip_grad_norm = clip_grad_norm
+        if optimizer is not None:
+            if optimizer not in OPTIMIZERS:
+                raise InvalidArgError("optimizer: '%s' is none of %s" % (optimizer, ", ".join(OPTIMIZERS)))
+            o.optimizer = OPTIMIZERS[optimizer]
+        if betas is not None:
+            o.beta1, o.beta2 = betas
+        if eps is not None:
+            o.eps = eps
+        if profile is not None:
+            if not isinstance(profile, Profile):
+                raise InvalidArgError("profile: a vdnn.Profile, not %r" % (profile,))
+            o.profile = profile._h
+        self.profile = profile
         o.memory = MemoryOptions.of(options, **memory)._c[0]
         out = ffi.new("vdnn_net_t **")
         call(lib.vdnn_net_create, self.model._h, self.backend._h, o, out)
-        # The net borrows the backend: the destructor holds it, so the backend is freed after the net whatever
-        # order Python drops this object's attributes in.
-        self._h = ffi.gc(out[0], lambda h, _be=self.backend: lib.vdnn_net_free(h))
+        # The net borrows the backend and the profile: the destructor holds them, so they are freed after the net
+        # whatever order Python drops this object's attributes in.
+        self._h = ffi.gc(out[0], lambda h, _be=self.backend, _prof=profile: lib.vdnn_net_free(h))
         st = self.stats
         self.batch = st["batch"]
         self.seed = st["seed"]
@@ -100,7 +120,7 @@ class Net:
     # ---- steps on numpy batches ----
 
     def train_step(self, images, labels, lr=0.05):
-        """One SGD step on images (float32, (batch, c, h, w)) and labels (integers, (batch,)); returns the mean
+        """One optimizer step on images (float32, (batch, c, h, w)) and labels (integers, (batch,)); returns the mean
         training loss."""
         x = _images(images, "images", self.input_shape, self.batch)
         y = _labels(labels, "labels", self.batch, self.classes, self._per)

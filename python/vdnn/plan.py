@@ -4,6 +4,8 @@ import collections
 from ._lib import ffi, lib, call, struct_dict, c_int
 from .memory import MemoryOptions, POLICIES
 from .model import Model, Backend
+from .profile import Profile
+from ._errors import InvalidArgError
 
 Tensor = collections.namedtuple("Tensor", "name kind cls class_id layer bytes out_after back_from first_use")
 Tensor.__doc__ = """One feature map, state or offloaded parameter of a plan (a row of `vdnn plan`). cls: "keep",
@@ -84,11 +86,11 @@ class Plan:
         """The table `vdnn plan` prints (its advice names option fields, such as memory.budget)."""
         return _text_of(lib.vdnn_plan_table, self._h)
 
-    def simulate(self):
-        """Replays the plan on the model of the device it was made with: a dict of iteration_s, compute_s,
-        stall_s, d2h_s, h2d_s and peak_live_bytes."""
+    def simulate(self, profile=None):
+        """Replays the plan on the model of the device it was made with (profile: a vdnn.Profile's costs
+        instead): a dict of iteration_s, compute_s, stall_s, d2h_s, h2d_s and peak_live_bytes."""
         out = ffi.new("vdnn_timeline_t **")
-        call(lib.vdnn_plan_simulate, self._h, ffi.NULL, out)
+        call(lib.vdnn_plan_simulate, self._h, _profile_handle(profile), out)
         tl = ffi.gc(out[0], lib.vdnn_timeline_free)
         s = ffi.new("vdnn_timeline_summary *")
         lib.vdnn_timeline_summarize(tl, s)
@@ -101,12 +103,23 @@ class Plan:
                                                               s["peak_device_bytes"])
 
 
-def plan(model, backend=None, input_shape=None, classes=0, batch=64, options=None, input=None, **memory):
+def _profile_handle(profile):
+    if profile is None:
+        return ffi.NULL
+    if not isinstance(profile, Profile):
+        raise InvalidArgError("profile: a vdnn.Profile, not %r" % (profile,))
+    return profile._h
+
+
+def plan(model, backend=None, input_shape=None, classes=0, batch=64, options=None, input=None, profile=None,
+         **memory):
     """Plans one training iteration of model at batch images of input_shape (c, h, w) and classes (defaults:
     the model's) under the memory options: a MemoryOptions (or dict), and/or its fields as keywords
     (policy="auto", budget="11MiB", ...). backend: a Backend, a name, or None for the CPU's sizes (no device
     needed). input is another name for input_shape. A budget too small is no error: plan.feasible is False and
-    plan.min_budget_bytes names the smallest budget known to work. Returns a vdnn.Plan.
+    plan.min_budget_bytes names the smallest budget known to work. profile: a vdnn.Profile whose costs the
+    planners see (None: the default estimate); one measured on a device also gives that device's op info, so
+    with no backend the plan is the one a net on that device makes. Returns a vdnn.Plan.
     """
     if input is not None:
         if input_shape is not None:
@@ -118,6 +131,6 @@ def plan(model, backend=None, input_shape=None, classes=0, batch=64, options=Non
     (c, h, w), classes = model.resolve(input_shape, classes)
     mem = MemoryOptions.of(options, **memory)
     out = ffi.new("vdnn_plan_t **")
-    call(lib.vdnn_plan_create, model._h, be._h if be else ffi.NULL, ffi.NULL, (c_int(batch, "batch"), c, h, w),
-         classes, mem._c, out)
-    return Plan(out[0], keep=(model, be))
+    call(lib.vdnn_plan_create, model._h, be._h if be else ffi.NULL, _profile_handle(profile),
+         (c_int(batch, "batch"), c, h, w), classes, mem._c, out)
+    return Plan(out[0], keep=(model, be, profile))

@@ -139,3 +139,19 @@ def test_clipped_training_writes_the_commands_checkpoint(tmp_path, lenet, cpu):
     assert cli_checkpoint(tmp_path, "synthetic") != want
     with pytest.raises(vdnn.Error, match="clip_grad_norm"):
         vdnn.Net(lenet, cpu, batch=BATCH, clip_grad_norm=-1.0)
+
+
+def test_adamw_training_writes_the_commands_checkpoint(tmp_path, lenet, cpu):
+    """Net(optimizer="adamw", betas, eps, weight_decay) is --optimizer adamw with the same flags: the same bytes."""
+    flags = ("--optimizer", "adamw", "--beta1", 0.8, "--beta2", 0.99, "--eps", 1e-6, "--weight-decay", 0.01)
+    want = cli_checkpoint(tmp_path, "synthetic", extra=flags)
+    net = vdnn.Net(lenet, cpu, batch=BATCH, seed=SEED, conv_algo="choose", optimizer="adamw", betas=(0.8, 0.99),
+                   eps=1e-6, weight_decay=0.01)
+    ds = vdnn.Dataset("synthetic", "train", model=lenet, seed=SEED, batch=BATCH)
+    for x, y in ds.batches(BATCH, SEED, STEPS):
+        net.train_step(x, y, LR)
+    net.save(tmp_path / "adamw.ckpt")
+    assert (tmp_path / "adamw.ckpt").read_bytes() == want
+    assert cli_checkpoint(tmp_path, "synthetic", extra=flags[:2]) != want  # betas, eps and decay act
+    with pytest.raises(vdnn.InvalidArgError, match="optimizer: 'adam' is none of sgd, adamw"):
+        vdnn.Net(lenet, cpu, batch=BATCH, optimizer="adam")

@@ -1,0 +1,98 @@
+"""vdnn.Profile: the costs planners and the simulator see a device through (`vdnn profile`'s), measured on a
+backend, read from a file or estimated."""
+from ._lib import ffi, lib, call, struct_dict, encode, c_int
+from .memory import MemoryOptions
+from .model import Model, Backend
+
+
+# The header's VDNN_ESTIMATE_* (floating-point macros, which cffi does not read): the estimate plans make alone.
+ESTIMATE_FLOPS_PER_S = 1e13
+ESTIMATE_MEM_BYTES_PER_S = 5e11
+ESTIMATE_LINK_BYTES_PER_S = 16e9
+
+
+def _shape(model, batch, input_shape, classes):
+    (c, h, w), classes = model.resolve(input_shape, classes)
+    return (c_int(batch, "batch"), c, h, w), classes
+
+
+class Profile:
+    """Per-layer forward and backward times, the copy link alone and beside compute, and (when measured) the
+    device's op info, for one model at one batch, input and class count.
+
+      Profile.measure(model, backend, batch=64, iterations=3, ...)   what `vdnn profile` measures
+      Profile.load(path, model, batch=64, ...)                       a file `vdnn profile` or save() wrote
+      Profile.estimate(model, batch=64, ...)                         the roofline estimate plans use by default
+
+    Pass it as profile= to vdnn.plan(), Plan.simulate() and vdnn.Net(). A file of another model, batch or input
+    raises vdnn.MismatchError; a malformed one vdnn.FormatError naming the file, line and column.
+    """
+
+    def __init__(self, handle, model, batch, input_shape, classes, link_busy_measured=None):
+        self._h = ffi.gc(handle, lib.vdnn_profile_free)
+        self.model = model
+        self.batch = batch
+        self.input_shape = input_shape
+        self.classes = classes
+        self.link_busy_measured = link_busy_measured
+
+    @classmethod
+    def measure(cls, model, backend=None, batch=64, input_shape=None, classes=0, iterations=3, options=None,
+                **memory):
+        """Measures `iterations` training steps of random data (learning rate 0) under the memory options
+        (a MemoryOptions or dict, and/or its fields as keywords), every convolution algorithm, and the link.
+        backend: a Backend, a name, or None for the CPU (its emulated link is the backend's memory options)."""
+        model = Model.of(model)
+        be = Backend.of(backend)
+        shape, classes = _shape(model, batch, input_shape, classes)
+        mem = MemoryOptions.of(options, **memory)
+        out = ffi.new("vdnn_profile_t **")
+        busy = ffi.new("bool *")
+        call(lib.vdnn_profile_measure_model, model._h, be._h, shape, classes, mem._c,
+             c_int(iterations, "iterations"), out, busy)
+        return cls(out[0], model, shape[0], shape[1:], classes, bool(busy[0]))
+
+    @classmethod
+    def load(cls, path, model, batch=64, input_shape=None, classes=0):
+        """Reads a profile file, checked against the model at that batch, input (c, h, w) and class count."""
+        model = Model.of(model)
+        shape, classes = _shape(model, batch, input_shape, classes)
+        out = ffi.new("vdnn_profile_t **")
+        call(lib.vdnn_profile_load, encode(str(path)), model._h, shape, classes, out)
+        return cls(out[0], model, shape[0], shape[1:], classes)
+
+    @classmethod
+    def estimate(cls, model, batch=64, input_shape=None, classes=0, flops_per_s=ESTIMATE_FLOPS_PER_S,
+                 mem_bytes_per_s=ESTIMATE_MEM_BYTES_PER_S, link_bytes_per_s=ESTIMATE_LINK_BYTES_PER_S):
+        """The roofline estimate: every op max(flops / flops_per_s, bytes / mem_bytes_per_s), copies at
+        link_bytes_per_s each way (a number, or a (device-to-host, host-to-device) pair)."""
+        model = Model.of(model)
+        shape, classes = _shape(model, batch, input_shape, classes)
+        d2h, h2d = link_bytes_per_s if isinstance(link_bytes_per_s, (tuple, list)) else (link_bytes_per_s,) * 2
+        out = ffi.new("vdnn_profile_t **")
+        call(lib.vdnn_profile_estimate_model, model._h, shape, classes, float(flops_per_s), float(mem_bytes_per_s),
+             float(d2h), float(h2d), out)
+        return cls(out[0], model, shape[0], shape[1:], classes)
+
+    def save(self, path):
+        """Writes it as `vdnn profile --out` does (JSON, to PATH.tmp then renamed)."""
+        call(lib.vdnn_profile_save, self._h, encode(str(path)))
+
+    @property
+    def summary(self):
+        """A dict: device, measured, forward_s, backward_s (sums over the layers), the link's bytes_per_s and
+        latencies alone and busy, copy_slowdown, op_info, device_info, op_info_source, version."""
+        s = ffi.new("vdnn_profile_summary *")
+        lib.vdnn_profile_summarize(self._h, s)
+        return struct_dict(s[0])
+
+    def check_backend(self, backend):
+        """Raises vdnn.MismatchError, naming the first layer and field, when the backend's op info for the model
+        is not the one this profile recorded (another device or other settings)."""
+        call(lib.vdnn_profile_check_backend, self._h, self.model._h, Backend.of(backend)._h)
+
+    def __repr__(self):
+        s = self.summary
+        return "vdnn.Profile(%s, %s, batch %d, forward %.4g s, backward %.4g s)" % (
+            self.model.name, s["device"] if s["measured"] else "estimate", self.batch, s["forward_s"],
+            s["backward_s"])

@@ -1,0 +1,72 @@
+"""vdnn.Profile is `vdnn profile`'s: measured on a backend, saved and read back, and the costs vdnn.plan(),
+Plan.simulate() and vdnn.Net() plan with (the plans `vdnn plan --profile FILE` makes); bad files are clear errors."""
+import json
+
+import pytest
+
+import vdnn
+from conftest import LENET, run_cli
+
+BATCH = 8
+LINK = dict(link_bandwidth_d2h=8e9, link_bandwidth_h2d=8e9)
+
+
+@pytest.fixture(scope="module")
+def measured(lenet):
+    be = vdnn.Backend("cpu", threads=1, memory=LINK)
+    return vdnn.Profile.measure(lenet, be, batch=BATCH, iterations=1)
+
+
+def test_a_measured_profile_reads_back_and_plans_as_the_command(tmp_path, lenet, measured):
+    s = measured.summary
+    assert s["measured"] and s["device"] == "cpu" and s["op_info"] and s["forward_s"] > 0 and s["backward_s"] > 0
+    assert s["d2h_bytes_per_s"] > 0 and s["h2d_bytes_per_s"] > 0 and s["version"] == 2
+    path = tmp_path / "lenet.profile.json"
+    measured.save(path)
+    assert json.loads(path.read_text())["batch"] == BATCH
+    back = vdnn.Profile.load(path, lenet, batch=BATCH)
+    assert back.summary == s
+    plan = vdnn.plan(lenet, batch=BATCH, profile=back, policy="pooch", budget="10MiB", conv_algo="choose")
+    cli = run_cli("plan", LENET, "--batch", BATCH, "--profile", path, "--policy", "pooch", "--budget", "10MiB",
+                  "--json", check=False)
+    assert plan.feasible and plan.json() == cli.stdout
+    # Simulating with the profile the plan was made with is the plan's own estimate; the default estimate differs.
+    assert plan.simulate(back)["iteration_s"] == pytest.approx(plan.simulated_s)
+    assert plan.simulate(vdnn.Profile.estimate(lenet, batch=BATCH))["iteration_s"] < plan.simulated_s / 10
+
+
+def test_the_estimate_is_what_plans_use_by_default(lenet):
+    est = vdnn.Profile.estimate(lenet, batch=BATCH)
+    assert not est.summary["measured"]
+    assert vdnn.plan(lenet, batch=BATCH, profile=est, policy="auto", budget="10MiB").json() == \
+        vdnn.plan(lenet, batch=BATCH, policy="auto", budget="10MiB").json()
+    slow = vdnn.Profile.estimate(lenet, batch=BATCH, flops_per_s=1e9, link_bytes_per_s=(1e9, 2e9))
+    assert slow.summary["d2h_bytes_per_s"] == 1e9 and slow.summary["h2d_bytes_per_s"] == 2e9
+    assert vdnn.plan(lenet, batch=BATCH, profile=slow).simulated_s > \
+        100 * vdnn.plan(lenet, batch=BATCH, profile=est).simulated_s
+
+
+def test_a_net_plans_with_the_profile(lenet, measured):
+    be = vdnn.Backend("cpu", threads=1, memory=LINK)
+    net = vdnn.Net(lenet, be, batch=BATCH, profile=measured, policy="pooch", budget="10MiB", conv_algo="choose")
+    assert net.plan.json() == vdnn.plan(lenet, be, batch=BATCH, profile=measured, policy="pooch", budget="10MiB",
+                                        conv_algo="choose").json()
+    with pytest.raises(vdnn.InvalidArgError, match="profile: a vdnn.Profile"):
+        vdnn.Net(lenet, be, batch=BATCH, profile="lenet.profile.json")
+    with pytest.raises(vdnn.InvalidArgError, match="profile: a vdnn.Profile"):
+        vdnn.plan(lenet, batch=BATCH, profile={})
+
+
+def test_bad_profile_files_name_what_is_wrong(tmp_path, lenet, measured):
+    path = tmp_path / "p.json"
+    measured.save(path)
+    with pytest.raises(vdnn.MismatchError, match="batch"):
+        vdnn.Profile.load(path, lenet, batch=BATCH * 2)
+    text = path.read_text()
+    (tmp_path / "cut.json").write_text(text[:len(text) // 2])
+    with pytest.raises(vdnn.FormatError, match="cut.json"):
+        vdnn.Profile.load(tmp_path / "cut.json", lenet, batch=BATCH)
+    with pytest.raises(vdnn.FileError, match="absent.json"):
+        vdnn.Profile.load(tmp_path / "absent.json", lenet, batch=BATCH)
+    with pytest.raises(vdnn.InvalidArgError, match="iterations"):
+        vdnn.Profile.measure(lenet, batch=BATCH, iterations=0)
