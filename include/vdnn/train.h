@@ -15,7 +15,9 @@ typedef enum vdnn_split { VDNN_SPLIT_TRAIN = 0, VDNN_SPLIT_TEST = 1 } vdnn_split
  *   "idx:DIR"         DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
  *   "cifar10:DIR"     DIR/data_batch_{1..5}.bin, DIR/test_batch.bin
  *   "text:FILE"       the file's bytes as tokens (vocabulary 256) in sequences of synthetic_shape.h tokens, each
- *                     token's label the byte after it; the last tenth of the file is the test split (docs/sequence.md)
+ *                     token's label the byte after it; the last tenth of the file is the test split (docs/sequence.md);
+ *                     text:DIR, a directory's text files as one text
+ *   "tokens:FILE"     llm.c's pre-tokenized uint16 .bin file, in sequences as text:FILE's
  *   "synthetic"       seeded random images of synthetic_shape's CxHxW and synthetic_classes classes, 1024 train
  *                     (or synthetic_shape.n if more) and 256 test images
  * Truncated or corrupt files give VDNN_ERR_FORMAT naming the file. */
@@ -26,9 +28,11 @@ VDNN_API void vdnn_dataset_free(vdnn_dataset_t *ds);
 VDNN_API vdnn_shape vdnn_dataset_shape(const vdnn_dataset_t *ds);
 VDNN_API int vdnn_dataset_classes(const vdnn_dataset_t *ds);
 VDNN_API const char *vdnn_dataset_source(const vdnn_dataset_t *ds);
-/* The images (n x c x h x w floats) and labels (one per image; text: one per token), owned by the dataset. */
+/* The images (n x c x h x w floats) and labels (n x labels_per_image: one per image; text and tokens: one per
+ * token of the sequence), owned by the dataset. */
 VDNN_API const float *vdnn_dataset_images(const vdnn_dataset_t *ds);
 VDNN_API const int32_t *vdnn_dataset_labels(const vdnn_dataset_t *ds);
+VDNN_API int vdnn_dataset_labels_per_image(const vdnn_dataset_t *ds);
 /* The order vdnn_train_run visits the images in, in epoch `epoch` of a net seeded `seed`: order[0 .. n) gets every
  * image index once (n: the image count). With batches of b images an epoch has n / b steps (the rest is dropped),
  * and global step s trains on order[(s % (n / b)) * b ...] of epoch s / (n / b). A caller feeding

@@ -320,6 +320,7 @@ int vdnn_dataset_classes(const vdnn_dataset_t *ds);
 const char *vdnn_dataset_source(const vdnn_dataset_t *ds);
 const float *vdnn_dataset_images(const vdnn_dataset_t *ds);
 const int32_t *vdnn_dataset_labels(const vdnn_dataset_t *ds);
+int vdnn_dataset_labels_per_image(const vdnn_dataset_t *ds);
 vdnn_status vdnn_dataset_order(const vdnn_dataset_t *ds, uint64_t seed, long epoch, int32_t *order,
                                         vdnn_error *err);
 typedef struct vdnn_progress {

@@ -21,7 +21,9 @@ def _view(owner, ptr, count, dtype, shape):
 class Dataset:
     """One split of a data spec, normalised per channel with the training split's mean and deviation:
       "fashion-mnist"  Debian's dataset-fashion-mnist;   "idx:DIR"  MNIST-style IDX files in DIR;
-      "cifar10:DIR"    CIFAR-10's binary batches in DIR; "synthetic"  seeded random images.
+      "cifar10:DIR"    CIFAR-10's binary batches in DIR; "synthetic"  seeded random images;
+      "text:FILE"      a file's bytes as tokens (text:DIR: a directory's text files); "tokens:FILE"  llm.c's .bin,
+                       in sequences of input_shape (1, T, 1)'s T tokens (the model's), one label per token.
     split: "train" or "test". For "synthetic": input_shape (c, h, w) and classes (or model, whose defaults they
     then are), seed, and batch (the train split has 1024 images, or batch if more), as `vdnn train` opens it.
     Truncated or corrupt files raise vdnn.FormatError naming the file.
@@ -64,9 +66,16 @@ class Dataset:
         return _view(self, lib.vdnn_dataset_images(self._h), n * c * h * w, np.float32, (n, c, h, w))
 
     @property
+    def labels_per_image(self):
+        """1, or a sequence dataset's (text:, tokens:) tokens per sequence: each token's label is the next token."""
+        return lib.vdnn_dataset_labels_per_image(self._h)
+
+    @property
     def labels(self):
-        """All labels, int32 (n,), read-only."""
-        return _view(self, lib.vdnn_dataset_labels(self._h), len(self), np.int32, (len(self),))
+        """All labels, int32 (n,), read-only; a sequence dataset's (n, tokens per sequence)."""
+        per = self.labels_per_image
+        shape = (len(self),) if per == 1 else (len(self), per)
+        return _view(self, lib.vdnn_dataset_labels(self._h), len(self) * per, np.int32, shape)
 
     def order(self, seed, epoch):
         """The image indices in the order Net.train visits them in epoch `epoch` of a net seeded `seed`."""

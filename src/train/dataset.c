@@ -224,3 +224,4 @@ int vdnn_dataset_classes(const vdnn_dataset_t *ds) { return ds->classes; }
 const char *vdnn_dataset_source(const vdnn_dataset_t *ds) { return ds->source; }
 const float *vdnn_dataset_images(const vdnn_dataset_t *ds) { return ds->images; }
 const int32_t *vdnn_dataset_labels(const vdnn_dataset_t *ds) { return ds->labels; }
+int vdnn_dataset_labels_per_image(const vdnn_dataset_t *ds) { return ds->labels_per; }

@@ -155,3 +155,26 @@ def test_adamw_training_writes_the_commands_checkpoint(tmp_path, lenet, cpu):
     assert cli_checkpoint(tmp_path, "synthetic", extra=flags[:2]) != want  # betas, eps and decay act
     with pytest.raises(vdnn.InvalidArgError, match="optimizer: 'adam' is none of sgd, adamw"):
         vdnn.Net(lenet, cpu, batch=BATCH, optimizer="adam")
+
+
+def test_text_training_writes_the_commands_checkpoint(tmp_path, cpu):
+    """A sequence model from a text dataset's batches (labels: the next token of every position) trains as
+    `vdnn train --data text:FILE` does: the same bytes."""
+    text = tmp_path / "words.txt"
+    text.write_text("".join("line %d: the quick brown fox jumps over the lazy dog %d times.\n" % (i, i * i)
+                            for i in range(200)))
+    gpt = os.path.join(os.path.dirname(LENET), "gpt-mini.cfg")
+    path = tmp_path / "cli.ckpt"
+    run_cli("train", "--model", gpt, "--data", "text:%s" % text, "--batch", 4, "--steps", 3, "--lr", 0.001,
+            "--lr-schedule", "constant", "--seed", SEED, "--device", "cpu", "--threads", THREADS, "--no-eval",
+            "--optimizer", "adamw", "--save", path)
+    ds = vdnn.Dataset("text:%s" % text, "train", model=gpt, seed=SEED, batch=4)
+    assert ds.labels_per_image == 64 and ds.labels.shape == (len(ds), 64)
+    # Each position's label is the token at the next position.
+    assert (ds.labels[:, :-1] == ds.images[:, 0, 1:, 0]).all()
+    net = vdnn.Net(gpt, cpu, batch=4, seed=SEED, conv_algo="choose", optimizer="adamw")
+    for x, y in ds.batches(4, SEED, 3):
+        net.train_step(x, y, 0.001)
+    net.save(tmp_path / "py.ckpt")
+    assert (tmp_path / "py.ckpt").read_bytes() == path.read_bytes()
+    assert vdnn.Dataset("synthetic", "train", model=LENET).labels_per_image == 1
