@@ -14,6 +14,7 @@ over the fastest other planner's, worst case over the budgets.
     python3 bench/planners.py --model gpt-mini --input 1x64x1 --batch 64 --classes 256 --data text:DIR
 """
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -86,23 +87,40 @@ def median_profile(a, n, model, backend):
     return pick[2]
 
 
+def schedule_key(plan):
+    """What a net executes: the plan's JSON without the names of who made it and of the budget asked."""
+    d = json.loads(plan.json())
+    for k in ("policy", "budget_bytes", "min_budget_bytes"):
+        d.pop(k, None)
+    return json.dumps(d, sort_keys=True)
+
+
 def make_runs(a, n, model, backend, prof):
-    """[(policy, budget label, net)]: in-core and every planner and budget that fits; prints those that do not."""
+    """[(policies, budget label, net)]: in-core and every planner and budget that fits, prints those that do not.
+    Planners that made the same schedule at a budget share one net: measuring it twice would only sample noise."""
     common = dict(batch=n.batch, input_shape=n.input, classes=n.classes, profile=prof, conv_algo="choose")
     peak = vdnn.plan(model, backend, **common).peak_device_bytes
     print("# %s in-core peak %d bytes (%.1f MiB)" % (model.name, peak, peak / 2**20))
-    runs = [("incore", "100%", {})]
+    runs = [(["incore"], "100%", vdnn.Net(model, backend, seed=1, **common))]
     for frac in a.fractions:
         budget = int(peak * frac)
         pct = "%.0f%%" % (100 * frac)
+        made = {}
         for pol in a.policies:
             plan = vdnn.plan(model, backend, policy=pol, budget=budget, **common)
-            if plan.feasible:
-                runs.append((pol, pct, dict(policy=pol, budget=budget)))
-            else:
+            if not plan.feasible:
                 print("# %s %s at %s (%d bytes): does not fit (needs %.1f MiB)"
                       % (model.name, pol, pct, budget, plan.peak_device_bytes / 2**20))
-    return [(name, pct, vdnn.Net(model, backend, seed=1, **common, **mem)) for name, pct, mem in runs]
+                continue
+            key = schedule_key(plan)
+            if key in made:
+                made[key][0].append(pol)
+                print("# %s %s at %s: the same schedule as %s (measured once)" % (model.name, pol, pct,
+                                                                                   made[key][0][0]))
+            else:
+                made[key] = ([pol], pct, vdnn.Net(model, backend, seed=1, policy=pol, budget=budget, **common))
+        runs += made.values()
+    return runs
 
 
 def batches(a, n, model):
@@ -137,15 +155,17 @@ def measure(a, n, model, runs):
 
 def report(n, model, runs, times, prof, rows):
     inp = "x".join(map(str, n.input))
-    for (name, pct, net), ts in zip(runs, times):
+    for (names, pct, net), ts in zip(runs, times):
         m = statistics.median(ts)
         q = statistics.quantiles(ts, n=4) if len(ts) > 1 else [m] * 3
         plan = net.plan
         pred = plan.simulate(prof)["iteration_s"]
-        rows.append((model.name, pct, name, m, pred))
-        print("%-9s %-11s %5d %-6s %-10s %11.1f %12.1f %9.1f %7.1f%% %7.1f%%  %.0f %.0f %.0f" % (
-            model.name, inp, n.batch, pct, name, 1e3 * m, 1e3 * pred, 1e3 * plan.lower_bound_s, 100 * (pred / m - 1),
-            100 * (q[2] - q[0]) / m, 1e3 * q[0], 1e3 * q[1], 1e3 * q[2]))
+        for name in names:
+            rows.append((model.name, pct, name, m, pred))
+            print("%-9s %-11s %5d %-6s %-10s %11.1f %12.1f %9.1f %7.1f%% %7.1f%%  %.0f %.0f %.0f%s" % (
+                model.name, inp, n.batch, pct, name, 1e3 * m, 1e3 * pred, 1e3 * plan.lower_bound_s,
+                100 * (pred / m - 1), 100 * (q[2] - q[0]) / m, 1e3 * q[0], 1e3 * q[1], 1e3 * q[2],
+                "" if name == names[0] else "  (%s's schedule)" % names[0]))
 
 
 def summary(rows):
@@ -181,6 +201,8 @@ def main(argv):
     for n in a.specs:
         zoo = os.path.join(ROOT, "models", n.model + ".cfg")
         model = vdnn.Model.load(zoo if os.path.exists(zoo) and not os.path.exists(n.model) else n.model)
+        if n.text and n.input[1] != model.defaults[0][1]:
+            model = model.with_context(n.input[1])  # a longer (or shorter) context than the model file's
         prof = median_profile(a, n, model, backend)
         runs = make_runs(a, n, model, backend, prof)
         times = measure(a, n, model, runs)
