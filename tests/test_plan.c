@@ -1,5 +1,5 @@
 /* Tests of the memory plan: liveness, in-place sharing and gradient accumulation on hand-made DAGs, and
- * for every plan (hand-made and zoo, policies none/all/conv, training and evaluation) a replay of its
+ * for every plan (hand-made, zoo and sequence models, policies none/all/conv, training and evaluation) a replay of its
  * actions that checks placement, residency, offload/prefetch ordering and the memory figures; and the
  * Unified Memory plan (policy um) against all's. */
 #include <stdio.h>
@@ -499,20 +499,28 @@ static plan_stats check_plan(const vdnn_plan_t *p, const vdnn_graph_t *g, size_t
     return ps;
 }
 
+/* The layers whose inputs conv swaps: convolutions, and a sequence model's GEMMs. An image network's fc is not
+ * one of them (vDNN's paper keeps its input). */
+static bool heavy(vdnn_layer_kind k)
+{
+    return k == VDNN_LAYER_CONV || k == VDNN_LAYER_LINEAR || k == VDNN_LAYER_ATTN_PROBS || k == VDNN_LAYER_ATTN_MIX ||
+           k == VDNN_LAYER_LSTM;
+}
+
 /* Which storages a static policy must swap: "all" every candidate (a feature map or layer state with a
- * step between its last forward and first backward use), "conv" candidates that feed a convolution. */
+ * step between its last forward and first backward use), "conv" candidate feature maps that feed a heavy layer. */
 static void check_classes(const vdnn_plan_t *p, const vdnn_graph_t *g)
 {
     for (int i = 0; i < p->n_storages; i++) {
         const vdnn_storage *x = &p->st[i];
         bool candidate = p->training && (x->kind == VDNN_ST_FMAP || x->kind == VDNN_ST_AUX) && x->last_fwd_use >= 0 &&
                          x->first_bwd_use > x->last_fwd_use + 1;
-        bool feeds_conv = false;
+        bool feeds_heavy = false;
         for (int l = 1; l < g->n_layers; l++)
             for (int k = 0; k < g->layers[l].n_inputs; k++)
-                feeds_conv |= g->layers[l].kind == VDNN_LAYER_CONV && p->ls[g->layers[l].inputs[k]].out == i;
+                feeds_heavy |= heavy(g->layers[l].kind) && p->ls[g->layers[l].inputs[k]].out == i;
         bool want = p->policy == VDNN_POLICY_ALL ? candidate
-                    : p->policy == VDNN_POLICY_CONV ? candidate && x->kind == VDNN_ST_FMAP && feeds_conv
+                    : p->policy == VDNN_POLICY_CONV ? candidate && x->kind == VDNN_ST_FMAP && feeds_heavy
                                                     : false;
         if ((x->cls == VDNN_CLASS_SWAP) != want)
             fail_msg("%s/%s: '%s' is %s", g->name, pname(p), x->name, x->cls == VDNN_CLASS_SWAP ? "swapped" : "kept");
@@ -832,6 +840,76 @@ static void test_zoo(void **state)
     }
 }
 
+/* ---- conv on sequence models ---- */
+
+/* The storage that layer `name` writes, or -1. */
+static int storage_named(const vdnn_plan_t *p, const char *name)
+{
+    for (int i = 0; i < p->n_storages; i++)
+        if (!strcmp(p->st[i].name, name)) return i;
+    return -1;
+}
+
+/* Sequence models have no convolutions: conv swaps the inputs of their GEMM layers, which must move something,
+ * lower the peak below none's and swap fewer maps than all (the residual stream, read by layer norms and adds,
+ * stays). With `replay`, every plan passes the replay checks; without, the classes alone are checked here. */
+static void check_seq_conv(vdnn_graph_t *g, vdnn_backend_t *be, bool replay, const char *swapped, const char *kept)
+{
+    if (replay) check_all_policies(g, be);
+    for (int k = 0; !replay && k < N_STATIC; k++) {
+        vdnn_plan_t *p = plan_of(g, be, static_policies[k], true, 0, NULL);
+        check_classes(p, g);
+        vdnn_plan_free(p);
+    }
+    vdnn_plan_t *pn = plan_of(g, be, VDNN_POLICY_NONE, true, 0, NULL);
+    vdnn_plan_t *pa = plan_of(g, be, VDNN_POLICY_ALL, true, 0, NULL);
+    vdnn_plan_t *pc = plan_of(g, be, VDNN_POLICY_CONV, true, 0, NULL);
+    int n_all = 0, n_conv = 0;
+    for (int i = 0; i < pc->n_storages; i++) {
+        n_all += pa->st[i].cls == VDNN_CLASS_SWAP;
+        n_conv += pc->st[i].cls == VDNN_CLASS_SWAP;
+        if (pc->st[i].cls == VDNN_CLASS_SWAP && pa->st[i].cls != VDNN_CLASS_SWAP)
+            fail_msg("%s: conv swaps '%s', which all keeps", g->name, pc->st[i].name);
+    }
+    print_message("%s: conv swaps %d maps (all %d), %zu bytes moved, peak %zu (none %zu, all %zu)\n", g->name, n_conv,
+                  n_all, pc->bytes_moved, pc->peak_device_bytes, pn->peak_device_bytes, pa->peak_device_bytes);
+    assert_true(n_conv > 0 && n_conv < n_all);
+    assert_true(pc->bytes_moved > 0 && pc->bytes_moved < pa->bytes_moved);
+    assert_true(pc->peak_device_bytes < pn->peak_device_bytes);
+    const int s = storage_named(pc, swapped), k = storage_named(pc, kept);
+    if (s < 0 || k < 0) fail_msg("%s: no storage '%s' or '%s'", g->name, swapped, kept);
+    assert_int_equal(pc->st[s].cls, VDNN_CLASS_SWAP);
+    assert_int_equal(pc->st[k].cls, VDNN_CLASS_KEEP);
+    assert_int_equal(pa->st[k].cls, VDNN_CLASS_SWAP);
+    vdnn_plan_free(pc);
+    vdnn_plan_free(pa);
+    vdnn_plan_free(pn);
+}
+
+static void test_seq_conv(void **state)
+{
+    fixture *f = *state;
+    vdnn_error err;
+    /* gpt-mini: an attention's probabilities (attn_mix reads them) are swapped, a block's residual sum kept. */
+    vdnn_graph_t *g = vt_load_zoo("gpt-mini");
+    vt_assert_ok(vdnn_graph_resolve(g, (vdnn_shape){4, 1, 32, 1}, 256, &err), err);
+    check_seq_conv(g, f->be, true, "h1.probs", "h1.res1");
+    /* In head groups the mix reaches proj through a feat_cat: its output is proj's input. */
+    vdnn_graph_t *grouped = NULL;
+    vt_assert_ok(vdnn_model_with_head_groups(g, 2, &grouped, &err), err);
+    vt_assert_ok(vdnn_graph_resolve(grouped, (vdnn_shape){4, 1, 32, 1}, 256, &err), err);
+    check_seq_conv(grouped, f->be, true, "h1.mix", "h1.res1");
+    vdnn_graph_free(grouped);
+    vdnn_graph_free(g);
+    /* lstm-lm: a chunk's output (the next chunk reads it) is swapped; its gates, read by its own backward, kept. Its
+     * chunks share their parameters by reference, whose summed gradients the replay does not model: test_plan_validate
+     * checks its plans. */
+    g = vt_load_zoo("lstm-lm");
+    vt_assert_ok(vdnn_graph_resolve(g, (vdnn_shape){4, 1, 128, 1}, 256, &err), err);
+    check_seq_conv(g, f->be, false, "lstm1.t1", "lstm1.t1.aux");
+    vdnn_graph_free(g);
+}
+
 /* ---- policy um ---- */
 
 /* um classifies as all does; its swapped storages have no arena blocks but ranges of their own in the managed
@@ -1061,7 +1139,8 @@ int main(void)
         cmocka_unit_test(test_place_intervals), cmocka_unit_test(test_arena),
         cmocka_unit_test(test_chain),           cmocka_unit_test(test_diamond),
         cmocka_unit_test(test_residual),        cmocka_unit_test(test_inception),
-        cmocka_unit_test(test_zoo),             cmocka_unit_test(test_um),
+        cmocka_unit_test(test_zoo),             cmocka_unit_test(test_seq_conv),
+        cmocka_unit_test(test_um),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

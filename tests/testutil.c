@@ -241,6 +241,7 @@ vdnn_net_t *vt_text_train(const vt_text_env *e, const vdnn_net_options *cfg, flo
     assert_true(p->feasible);
     vt_train_batches(net, e->ds, e->batch, 0, e->steps, lr, r->loss, what);
     r->train_peak = p->peak_device_bytes;
+    r->bytes_moved = p->bytes_moved;
     r->n_swap = count_class(p, VDNN_CLASS_SWAP);
     r->n_recompute = count_class(p, VDNN_CLASS_RECOMPUTE);
     if (net->arena.high_water != r->train_peak)
@@ -291,6 +292,7 @@ void vt_text_policies_bitwise(const vt_text_env *e, const char *model, vt_text_t
     assert_true(least < ref->train_peak);
     const vdnn_policy pols[] = {VDNN_POLICY_ALL, VDNN_POLICY_CONV, VDNN_POLICY_RECOMPUTE, VDNN_POLICY_DYN,
                                 VDNN_POLICY_POOCH, VDNN_POLICY_AUTO};
+    int all_swaps = 0;
     for (size_t k = 0; k < sizeof pols / sizeof pols[0]; k++) {
         const bool planner = pols[k] != VDNN_POLICY_ALL && pols[k] != VDNN_POLICY_CONV;
         const size_t budget = planner ? vt_text_planner_budget(e, pols[k], least, ref->train_peak) : SIZE_MAX;
@@ -300,12 +302,20 @@ void vt_text_policies_bitwise(const vt_text_env *e, const char *model, vt_text_t
         char head[96];
         snprintf(head, sizeof head, "%s/%s: against policy none", model, vdnn_policy_name(pols[k]));
         vt_text_assert_same_run(e, head, ref, &r);
-        print_message("%s b%d t%d %-9s budget %zu: peak %zu (none %zu, %.0f%%), %d swapped, %d recomputed\n", model,
-                      e->batch, e->seq, vdnn_policy_name(pols[k]), planner ? budget : 0, r.train_peak, ref->train_peak,
-                      100.0 * (double)r.train_peak / (double)ref->train_peak, r.n_swap, r.n_recompute);
-        if (pols[k] != VDNN_POLICY_CONV && r.train_peak >= ref->train_peak)
+        print_message("%s b%d t%d %-9s budget %zu: peak %zu (none %zu, %.0f%%), %d swapped (%zu bytes moved), %d "
+                      "recomputed\n",
+                      model, e->batch, e->seq, vdnn_policy_name(pols[k]), planner ? budget : 0, r.train_peak,
+                      ref->train_peak, 100.0 * (double)r.train_peak / (double)ref->train_peak, r.n_swap, r.bytes_moved,
+                      r.n_recompute);
+        if (r.train_peak >= ref->train_peak)
             fail_msg("%s/%s: peak %zu is not below none's %zu", model, vdnn_policy_name(pols[k]), r.train_peak,
                      ref->train_peak);
+        if (!planner && (r.n_swap == 0 || r.bytes_moved == 0))
+            fail_msg("%s/%s: %d maps swapped, %zu bytes moved", model, vdnn_policy_name(pols[k]), r.n_swap,
+                     r.bytes_moved);
+        if (pols[k] == VDNN_POLICY_ALL) all_swaps = r.n_swap;
+        if (pols[k] == VDNN_POLICY_CONV && r.n_swap >= all_swaps)
+            fail_msg("%s/conv: swaps %d maps, all %d", model, r.n_swap, all_swaps);
         vdnn_checkpoint_release(&r.ck);
     }
 }

@@ -77,7 +77,7 @@ vdnn_net_options vt_text_options(const vt_text_env *e, vdnn_policy pol, size_t b
 typedef struct vt_text_run {
     vdnn_checkpoint ck;
     float loss[VT_TEXT_MAX_STEPS];
-    size_t train_peak;
+    size_t train_peak, bytes_moved;
     int n_swap, n_recompute;
 } vt_text_run;
 
@@ -96,7 +96,8 @@ size_t vt_text_planner_budget(const vt_text_env *e, vdnn_policy pol, size_t leas
 typedef void (*vt_text_train_fn)(const vt_text_env *e, vdnn_policy pol, size_t budget, vt_text_run *r);
 /* Every policy and planner that runs on the CPU, trained by train, against none's run ref, bit for bit: all and conv
  * unbudgeted, the planners at vt_text_planner_budget (midway, where they must choose what to swap and recompute);
- * each one's peak below none's except conv's (a sequence model has no convolution inputs). */
+ * each one's peak below none's, all and conv moving bytes, conv fewer maps than all (the inputs of the GEMM layers
+ * only). */
 void vt_text_policies_bitwise(const vt_text_env *e, const char *model, vt_text_train_fn train, const vt_text_run *ref);
 
 /* The exit status of a test program whose GPU part could not run and whose other tests all passed: CTest's

@@ -13,7 +13,8 @@ extern "C" {
 typedef enum vdnn_policy {
     VDNN_POLICY_NONE = 0, /* in-core, with liveness reuse */
     VDNN_POLICY_ALL,      /* vDNN_all: offload every feature map needed by backward */
-    VDNN_POLICY_CONV,     /* vDNN_conv: offload only the inputs of convolutions */
+    VDNN_POLICY_CONV,     /* vDNN_conv: offload only the inputs of compute-heavy layers (convolutions; on sequence
+                             models linear, attention and LSTM) */
     VDNN_POLICY_RECOMPUTE,/* Chen et al.: keep about sqrt(n) checkpoints, recompute the rest */
     VDNN_POLICY_DYN,      /* vDNN_dyn: from fastest to most memory-saving until it fits */
     VDNN_POLICY_POOCH,    /* PoocH: keep/swap search, then swap-to-recompute by r(X) */

@@ -1,18 +1,9 @@
-/* vDNN_dyn: try configurations from the fastest to the most memory-saving (in-core, swap the inputs of
- * convolutions one layer at a time from the first, vDNN_conv, vDNN_all), first with the fastest
- * convolution algorithms and then, where the plan may choose, with the memory-optimal ones, and keep
- * the fastest simulated one that fits. Swap-ins start one layer ahead, as in vDNN. */
+/* vDNN_dyn: try configurations from the fastest to the most memory-saving (in-core, swap what vDNN_conv swaps
+ * one layer at a time from the first, vDNN_conv, vDNN_all), first with the fastest convolution algorithms and
+ * then, where the plan may choose, with the memory-optimal ones, and keep the fastest simulated one that fits.
+ * Swap-ins start one layer ahead, as in vDNN. */
 #include "plan/planner.h"
 #include "plan/policy.h"
-
-static bool is_conv_input(const vdnn_plan_t *p, const vdnn_graph_t *g, int st)
-{
-    for (int l = 1; l < g->n_layers; l++)
-        if (g->layers[l].kind == VDNN_LAYER_CONV)
-            for (int i = 0; i < g->layers[l].n_inputs; i++)
-                if (p->ls[g->layers[l].inputs[i]].out == st) return true;
-    return false;
-}
 
 /* The configurations under the plan's current algorithms. */
 static vdnn_status dyn_configs(vdnn_search *s, vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
@@ -23,14 +14,14 @@ static vdnn_status dyn_configs(vdnn_search *s, vdnn_plan_t *p, const vdnn_graph_
         vdnn_policy_static(p, g, order[k]);
         rc = vdnn_search_eval(s, NULL, NULL, err);
     }
-    /* Greedy between none and conv: offload convolution inputs in forward order (the early layers
+    /* Greedy between none and conv: offload what conv swaps in forward order (the early layers
      * hold the largest maps), then the remaining feature maps, evaluating every prefix. */
     vdnn_policy_static(p, g, VDNN_POLICY_NONE);
     for (int pass = 0; rc == VDNN_OK && pass < 2; pass++) {
         for (int i = 0; rc == VDNN_OK && i < p->n_storages_analyzed; i++) {
             vdnn_storage *x = &p->st[i];
             if (!x->candidate || x->cls != VDNN_CLASS_KEEP) continue;
-            if ((pass == 0) != (x->kind == VDNN_ST_FMAP && is_conv_input(p, g, i))) continue;
+            if ((pass == 0) != vdnn_policy_heavy_input(p, g, i)) continue;
             x->cls = VDNN_CLASS_SWAP;
             bool fits = false;
             rc = vdnn_search_eval(s, NULL, &fits, err);

@@ -13,7 +13,9 @@ static const vdnn_planner_entry planners[VDNN_POLICY_COUNT] = {
     [VDNN_POLICY_ALL] = {VDNN_POLICY_ALL, "all",
                          "vDNN_all: every feature map that backward needs swapped to host memory and back",
                          vdnn_policy_classify_static},
-    [VDNN_POLICY_CONV] = {VDNN_POLICY_CONV, "conv", "vDNN_conv: only the inputs of convolutions swapped",
+    [VDNN_POLICY_CONV] = {VDNN_POLICY_CONV, "conv",
+                          "vDNN_conv: only the inputs of convolutions (sequence models: linear, attention, "
+                          "LSTM) swapped",
                           vdnn_policy_classify_static},
     [VDNN_POLICY_RECOMPUTE] = {VDNN_POLICY_RECOMPUTE, "recompute",
                                "Chen et al.: about sqrt(n) checkpoints kept, the other maps recomputed (from costs)",

@@ -11,6 +11,10 @@ vdnn_status vdnn_policy_classify_static(vdnn_plan_t *p, const vdnn_graph_t *g, v
 /* vDNN's none / all / conv classes on an analyzed plan. */
 void vdnn_policy_static(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_policy policy);
 
+/* Whether storage st is a feature map read by a compute-heavy layer: convolution, or on sequence models linear,
+ * attention (scores and mix) and LSTM. What conv swaps, and dyn's first greedy pass. */
+bool vdnn_policy_heavy_input(const vdnn_plan_t *p, const vdnn_graph_t *g, int st);
+
 /* Profile-guided planners (planner_*.c). Each leaves p finalized with the fastest plan it found
  * under p->req.memory.budget and p->req.memory.host_budget, or the most memory-saving one if none fits. */
 vdnn_status vdnn_planner_recompute(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err);
