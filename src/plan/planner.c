@@ -538,7 +538,15 @@ static vdnn_status min_budget_of(const vdnn_graph_t *g, const vdnn_op_info *info
     const char *why;
     const bool home_too = req->memory.policy == VDNN_POLICY_AUTO && vdnn_plan_offload_supported(req, &why);
     const bool homed = req->memory.offload_params;
-    for (int home = homed; home <= (homed || home_too); home++) {
+    for (int home = homed; rc == VDNN_OK && home <= (homed || home_too); home++) {
+        if (home && vdnn_plan_offload_changes_steps(p)) {
+            /* Homed, shared parameters are updated in steps of their own: a plan of other steps. */
+            vdnn_plan_free(p);
+            p = NULL;
+            r.memory.offload_params = true;
+            rc = vdnn_plan_analyze(g, info, &r, &p, err);
+            if (rc != VDNN_OK) break;
+        }
         vdnn_plan_set_offload_params(p, home);
         /* With a choice of algorithms, the leanest ones too. */
         for (int lean = 0; lean < (p->choose_algos ? 2 : 1); lean++) {

@@ -147,6 +147,24 @@ vdnn_status vdnn_planner_auto(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error 
     return rc;
 }
 
+/* The search again with the parameters homed: on p itself, or where that gives the plan other steps (shared
+ * parameters' update steps), on a plan analyzed afresh, left in *q (NULL otherwise). */
+static vdnn_status home_search(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_plan_t **q, double *t, vdnn_error *err)
+{
+    *q = NULL;
+    if (!vdnn_plan_offload_changes_steps(p)) {
+        vdnn_plan_set_offload_params(p, true);
+        return auto_search(p, g, t, err);
+    }
+    vdnn_plan_request rq = p->req;
+    rq.memory.policy = p->policy;
+    rq.memory.offload_params = true;
+    rq.memory.stream_inputs = p->stream_inputs;
+    vdnn_status rc = vdnn_plan_analyze(g, p->req_info, &rq, q, err);
+    if (rc == VDNN_OK) rc = auto_search(*q, g, t, err);
+    return rc;
+}
+
 static vdnn_status auto_plan(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
 {
     double t_dev = 0, t_home = 0;
@@ -163,13 +181,16 @@ static vdnn_status auto_plan(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *
     vdnn_classes dev;
     memset(&dev, 0, sizeof dev);
     rc = vdnn_classes_save(p, &dev, err);
-    if (rc == VDNN_OK) {
-        vdnn_plan_set_offload_params(p, true);
-        rc = auto_search(p, g, &t_home, err);
-    }
+    vdnn_plan_t *q = NULL;
+    if (rc == VDNN_OK) rc = home_search(p, g, &q, &t_home, err);
+    const vdnn_plan_t *h = q ? q : p;
     /* Neither fitting, the one closer to the budget stays (it names what is missing). */
-    const bool take_home = p->feasible ? !dev_fits || t_home < t_dev : !dev_fits && p->peak_device_bytes < dev_peak;
-    if (rc == VDNN_OK && !take_home) {
+    const bool take_home = h->feasible ? !dev_fits || t_home < t_dev : !dev_fits && h->peak_device_bytes < dev_peak;
+    if (rc == VDNN_OK && q && take_home) {
+        vdnn_plan_t t = *p;
+        *p = *q;
+        *q = t;
+    } else if (rc == VDNN_OK && !q && !take_home) {
         vdnn_plan_set_offload_params(p, false);
         vdnn_classes_load(p, &dev);
         rc = vdnn_plan_finalize(p, err);
@@ -177,5 +198,6 @@ static vdnn_status auto_plan(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *
         if (rc == VDNN_OK && dev_fits && !p->feasible) rc = vdnn_plan_place_tight(p, err);
     }
     vdnn_classes_release(&dev);
+    vdnn_plan_free(q);
     return rc;
 }
