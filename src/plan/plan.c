@@ -981,7 +981,7 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
     const bool clip = req->memory.clip_grads;
     p->update_steps = req->training && clip && !req->keep_weight_grads && p->micro_batches == 1;
     p->fused_update = req->training && !req->keep_weight_grads && !clip && p->micro_batches == 1;
-    p->shared_steps = p->fused_update && req->memory.offload_params;
+    p->shared_steps = p->fused_update && req->memory.offload_params && !req->fuse_shared;
     p->bwd_begin = req->training ? g->n_layers : -1;
     p->g = g;
     p->stream_inputs = req->memory.stream_inputs;

@@ -157,6 +157,8 @@ typedef struct vdnn_plan_request {
     bool keep_weight_grads;            /* weight gradients persist until a separate update step (for
                                           tests that read them); otherwise each layer's parameters are
                                           updated right after its backward and its gradients are transient */
+    bool fuse_shared;                  /* shared parameters updated in their owner's backward step even under
+                                          offload_params (no shared_steps): the schedule vdnn_plan_build compares */
     const vdnn_layer_algos *algos;     /* per layer, from vdnn_plan_query_algos (NULL: the default only) */
     vdnn_plan_checks *checks;          /* borrowed while vdnn_plan_build runs (NULL: validated only under
                                           memory.poison); the plan it returns holds NULL */
@@ -179,10 +181,11 @@ struct vdnn_plan {
                                           in layer order (vdnn_layer_storage.upd); each layer's gradients live
                                           from its backward step (which sums their squares) to its update step;
                                           the first update step (update_begin) finds the global norm */
-    bool shared_steps;                 /* a fused plan under offload_params: the owners of shared parameters (graph.h's
-                                          tie) update them in update steps of their own after backward (in layer
-                                          order, then the empty one), not in their backward step, where their
-                                          moments would come in beside that step's working set */
+    bool shared_steps;                 /* a fused plan under offload_params (unless req.fuse_shared): the owners of
+                                          shared parameters (graph.h's tie) update them in update steps of their own
+                                          after backward (in layer order, then the empty one), not in their backward
+                                          step, where their moments would come in beside that step's working set;
+                                          vdnn_plan_build keeps such a plan where its peak is the lower */
     int update_begin;                  /* training: the first update step */
     bool offload_params;               /* parameters and momentum homed in the host pool (see vdnn_storage) */
     bool stream_inputs;                /* convolutions that can run in place over a streamed input do */

@@ -121,6 +121,7 @@ static vdnn_status try_streaming(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_err
     rq.memory.policy = p->policy;
     rq.memory.offload_params = p->offload_params;
     rq.memory.stream_inputs = true;
+    rq.fuse_shared = p->offload_params && !p->shared_steps; /* the update schedule it has */
     rq.keep_weight_grads = !p->fused_update && !p->update_steps;
     const char *why;
     if (!vdnn_plan_stream_supported(&rq, &why)) return VDNN_OK;
@@ -147,21 +148,37 @@ vdnn_status vdnn_planner_auto(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error 
     return rc;
 }
 
-/* The search again with the parameters homed: on p itself, or where that gives the plan other steps (shared
- * parameters' update steps), on a plan analyzed afresh, left in *q (NULL otherwise). */
+/* Which of two searched plans auto keeps: the one that fits, both fitting the faster, neither the smaller. */
+static bool better(const vdnn_plan_t *a, double ta, const vdnn_plan_t *b, double tb)
+{
+    if (a->feasible != b->feasible) return a->feasible;
+    return a->feasible ? ta < tb : a->peak_device_bytes < b->peak_device_bytes;
+}
+
+/* The search again with the parameters homed, on p itself; where homing can also give the plan other steps (shared
+ * parameters' update steps), on a plan analyzed afresh with them too, left in *q where it is the better (NULL
+ * otherwise); *t gets the kept one's simulated seconds. */
 static vdnn_status home_search(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_plan_t **q, double *t, vdnn_error *err)
 {
     *q = NULL;
-    if (!vdnn_plan_offload_changes_steps(p)) {
-        vdnn_plan_set_offload_params(p, true);
-        return auto_search(p, g, t, err);
-    }
+    const bool steps_too = vdnn_plan_offload_changes_steps(p);
+    vdnn_plan_set_offload_params(p, true);
+    vdnn_status rc = auto_search(p, g, t, err);
+    if (rc != VDNN_OK || !steps_too) return rc;
     vdnn_plan_request rq = p->req;
     rq.memory.policy = p->policy;
     rq.memory.offload_params = true;
     rq.memory.stream_inputs = p->stream_inputs;
-    vdnn_status rc = vdnn_plan_analyze(g, p->req_info, &rq, q, err);
-    if (rc == VDNN_OK) rc = auto_search(*q, g, t, err);
+    rq.fuse_shared = false;
+    double tq = 0;
+    rc = vdnn_plan_analyze(g, p->req_info, &rq, q, err);
+    if (rc == VDNN_OK) rc = auto_search(*q, g, &tq, err);
+    if (rc == VDNN_OK && better(*q, tq, p, *t)) {
+        *t = tq;
+        return VDNN_OK;
+    }
+    vdnn_plan_free(*q);
+    *q = NULL;
     return rc;
 }
 
@@ -190,7 +207,7 @@ static vdnn_status auto_plan(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *
         vdnn_plan_t t = *p;
         *p = *q;
         *q = t;
-    } else if (rc == VDNN_OK && !q && !take_home) {
+    } else if (rc == VDNN_OK && !take_home) {
         vdnn_plan_set_offload_params(p, false);
         vdnn_classes_load(p, &dev);
         rc = vdnn_plan_finalize(p, err);
