@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # LSTM language models on the command line (docs/sequence.md, "LSTM"): `vdnn info lstm-lm` (its chunk nodes and
 # parameter count), `vdnn plan biglstm` under auto, a short lstm-lm training run on text whose measured peak is the
-# planned one under none, all and auto (at 20 MiB of its 24 MiB), `vdnn sample` from it (the prompt, 20 more bytes and a
-# newline), and a chunked model given a sequence it cannot cut.
+# planned one under none, all and auto (at 20 MiB of its 24 MiB), and with AdamW and the parameters homed (the shared
+# parameters' update steps; byte for byte in-core's checkpoint), `vdnn sample` from it (the prompt, 20 more bytes and
+# a newline), and a chunked model given a sequence it cannot cut.
 # Usage: cli_lstm.sh PATH/TO/vdnn   (run from the repository root; CTest does both)
 set -uo pipefail
 
@@ -34,6 +35,19 @@ for p in none all auto; do
         bad "train lstm-lm/$p: $(head -c 300 "$TMP/err")"
     fi
 done
+
+# AdamW with the parameters homed: each layer's shared parameters updated in a step of its own after backward (`update
+# lstmN.t0` in the plan), the measured peak the planned one, the checkpoint byte for byte the in-core run's.
+adam=(--data "text:$TMP/text.txt" --steps 2 --no-eval --optimizer adamw --lr 0.003)
+homed=(lstm-lm --batch 4 --device cpu --optimizer adamw --offload-params)
+if "$VDNN" plan "${homed[@]}" >"$TMP/plan.txt" 2>"$TMP/err" && grep -q "update lstm1.t0" "$TMP/plan.txt" &&
+    grep -q "update lstm2.t0" "$TMP/plan.txt" && "$VDNN" plan "${homed[@]}" --json >"$TMP/plan.json" 2>"$TMP/err" &&
+    "$VDNN" train "${common[@]}" "${adam[@]}" --save "$TMP/core.ckpt" >/dev/null 2>"$TMP/err" &&
+    "$VDNN" train "${common[@]}" "${adam[@]}" --offload-params --poison --save "$TMP/home.ckpt" --json \
+        >"$TMP/run.json" 2>"$TMP/err" &&
+    [ "$(json_get "$TMP/plan.json" peak_device_bytes)" = "$(json_get "$TMP/run.json" peak_device_bytes)" ] &&
+    cmp -s "$TMP/core.ckpt" "$TMP/home.ckpt"; then ok
+else bad "lstm-lm AdamW --offload-params: $(head -c 300 "$TMP/err")"; fi
 
 if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --steps 3 --optimizer adamw --lr 0.003 \
         --save "$TMP/lstm.ckpt" >"$TMP/out" 2>"$TMP/err" &&

@@ -379,10 +379,12 @@ static vdnn_status compute(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **o
         if (net->x.hooks && net->x.hooks->grads_ready)
             BE_CALL(net->x.hooks->grads_ready(net->x.hooks_ctx, net, st->layer, err));
         /* The layer's weights have no later use in this iteration: update them now and let the
-         * gradients go (the same arithmetic as a separate update step). */
-        return plan->fused_update ? update(net, plan, st->layer, st->layer, lr, err) : VDNN_OK;
+         * gradients go (the same arithmetic as a separate update step), unless an update step of its own does. */
+        return plan->fused_update && plan->ls[st->layer].upd < 0 ? update(net, plan, st->layer, st->layer, lr, err)
+                                                                  : VDNN_OK;
     case VDNN_STEP_UPDATE:
-        if (plan->fused_update) return VDNN_OK;
+        /* A fused plan's shared parameters (shared_steps) in their owner's step; the others' were in backward. */
+        if (plan->fused_update) return st->layer > 0 ? update(net, plan, st->layer, st->layer, lr, err) : VDNN_OK;
         if (st->layer > 0) {
             /* Update steps (clipping without kept gradients): the first finds the factor from the squares backward
              * summed; each then scales and updates its own layer (homed parameters and gradients fetched for it).

@@ -133,9 +133,9 @@ void vdnn_plan_set_offload_params(vdnn_plan_t *p, bool on)
     p->offload_params = on;
     for (int i = 0; i < p->n_storages_analyzed; i++) {
         vdnn_storage *s = &p->st[i];
-        /* With update steps the weight gradients wait in host memory too, from their backward step to their
-         * update step (they are never persistent there). */
-        if (is_grad(s) && p->update_steps) {
+        /* A layer with an update step of its own: its weight gradients wait in host memory too, from its backward
+         * step to its update step (they are never persistent there). */
+        if (is_grad(s) && p->ls[s->layer].upd >= 0) {
             s->homed = on;
             continue;
         }
@@ -146,6 +146,16 @@ void vdnn_plan_set_offload_params(vdnn_plan_t *p, bool on)
         s->homed = on;
         s->persistent = !on;
     }
+}
+
+bool vdnn_plan_offload_changes_steps(const vdnn_plan_t *p)
+{
+    if (!p->fused_update || p->shared_steps) return false;
+    for (int l = 1; l < p->n_layers; l++) {
+        const vdnn_layer *ly = &p->g->layers[l];
+        if (ly->p.tied_by && (ly->n_weight || ly->n_bias)) return true;
+    }
+    return false;
 }
 
 /* Homes from offset 0 of the host pool in storage order (a training plan and its evaluation plan list the
@@ -163,7 +173,7 @@ static void derive_homes(vdnn_plan_t *p)
         x->home_fwd = param ? fwd_step(l) : -1;
         x->prefetch_step = x->need_step = x->end_step = x->upd_prefetch = -1;
         if (!p->training) continue;
-        const int u = p->update_steps ? p->ls[l].upd : -1;
+        const int u = p->ls[l].upd;
         if (is_grad(x)) {
             /* A gradient: written by the backward step (need_step), copied home after it and fetched again for
              * the update, unless that is the next step (one block). */
@@ -398,14 +408,24 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
     return VDNN_OK;
 }
 
+/* Whether layer l updates its parameters in an update step of its own: every layer with parameters under update
+ * steps (clipping), a shared parameters' owner under shared_steps. */
+static bool own_update_step(const vdnn_plan_t *p, int l)
+{
+    const vdnn_layer *ly = &p->g->layers[l];
+    if (!ly->n_weight && !ly->n_bias) return false;
+    return p->update_steps || (p->shared_steps && ly->p.tied_by);
+}
+
 static vdnn_status build_steps(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
 {
     const int L = g->n_layers;
     int n_upd = 0;
-    for (int l = 1; p->update_steps && l < L; l++) n_upd += g->layers[l].n_weight || g->layers[l].n_bias;
+    for (int l = 1; p->training && l < L; l++) n_upd += own_update_step(p, l);
     /* A graph without parameters keeps its (empty) single update step. */
-    if (!n_upd) p->update_steps = false;
-    p->n_steps = p->training ? 2 * L - 1 + (p->update_steps ? n_upd : 1) : L;
+    if (!n_upd) p->update_steps = p->shared_steps = false;
+    /* Shared steps come before the single update step, which stays for every other layer (fused, so empty). */
+    p->n_steps = p->training ? 2 * L - 1 + n_upd + !p->update_steps : L;
     p->update_begin = p->training ? 2 * L - 1 : -1;
     p->steps = calloc((size_t)p->n_steps, sizeof(vdnn_step));
     if (!p->steps) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory building the plan");
@@ -414,8 +434,8 @@ static vdnn_status build_steps(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error
     if (p->training) {
         for (int l = L - 1; l >= 1; l--) p->steps[bwd_step(p, l)] = (vdnn_step){.kind = VDNN_STEP_BWD, .layer = l, .ws = -1};
         if (!p->update_steps) p->steps[p->n_steps - 1] = (vdnn_step){.kind = VDNN_STEP_UPDATE, .layer = -1, .ws = -1};
-        for (int l = 1, s = p->update_begin; p->update_steps && l < L; l++) {
-            if (!g->layers[l].n_weight && !g->layers[l].n_bias) continue;
+        for (int l = 1, s = p->update_begin; l < L; l++) {
+            if (!own_update_step(p, l)) continue;
             p->ls[l].upd = s;
             p->steps[s++] = (vdnn_step){.kind = VDNN_STEP_UPDATE, .layer = l, .ws = -1};
         }
@@ -961,6 +981,7 @@ vdnn_status vdnn_plan_analyze(const vdnn_graph_t *g, const vdnn_op_info *info, c
     const bool clip = req->memory.clip_grads;
     p->update_steps = req->training && clip && !req->keep_weight_grads && p->micro_batches == 1;
     p->fused_update = req->training && !req->keep_weight_grads && !clip && p->micro_batches == 1;
+    p->shared_steps = p->fused_update && req->memory.offload_params && !req->fuse_shared;
     p->bwd_begin = req->training ? g->n_layers : -1;
     p->g = g;
     p->stream_inputs = req->memory.stream_inputs;

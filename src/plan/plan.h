@@ -129,7 +129,8 @@ typedef struct vdnn_layer_storage {
     int xs, xb;      /* a streamed input: its host copy (vdnn_storage.streamed), and the two chunk buffers its
                         backward step reads it through (training plans) */
     bool in_place;   /* stream_inputs: the layer's op writes its output over its input a chunk at a time */
-    int upd;         /* a plan with update steps: the step updating this layer's parameters (-1: none) */
+    int upd;         /* the step updating this layer's parameters where that is an update step of its own (update
+                        steps, or shared_steps' owners); -1: none (fused into its backward step, or the one update) */
 } vdnn_layer_storage;
 
 /* Asks vdnn_plan_build to check its plan with vdnn_plan_validate (plan_validate.h), and counts what was checked
@@ -156,6 +157,8 @@ typedef struct vdnn_plan_request {
     bool keep_weight_grads;            /* weight gradients persist until a separate update step (for
                                           tests that read them); otherwise each layer's parameters are
                                           updated right after its backward and its gradients are transient */
+    bool fuse_shared;                  /* shared parameters updated in their owner's backward step even under
+                                          offload_params (no shared_steps): the schedule vdnn_plan_build compares */
     const vdnn_layer_algos *algos;     /* per layer, from vdnn_plan_query_algos (NULL: the default only) */
     vdnn_plan_checks *checks;          /* borrowed while vdnn_plan_build runs (NULL: validated only under
                                           memory.poison); the plan it returns holds NULL */
@@ -178,6 +181,11 @@ struct vdnn_plan {
                                           in layer order (vdnn_layer_storage.upd); each layer's gradients live
                                           from its backward step (which sums their squares) to its update step;
                                           the first update step (update_begin) finds the global norm */
+    bool shared_steps;                 /* a fused plan under offload_params (unless req.fuse_shared): the owners of
+                                          shared parameters (graph.h's tie) update them in update steps of their own
+                                          after backward (in layer order, then the empty one), not in their backward
+                                          step, where their moments would come in beside that step's working set;
+                                          vdnn_plan_build keeps such a plan where its peak is the lower */
     int update_begin;                  /* training: the first update step */
     bool offload_params;               /* parameters and momentum homed in the host pool (see vdnn_storage) */
     bool stream_inputs;                /* convolutions that can run in place over a streamed input do */
@@ -274,6 +282,9 @@ int vdnn_plan_stream_chunk(const vdnn_plan_t *p, int l, int *n_chunks);
 static inline int vdnn_chunk_images(int n, int k, int c) { return n - c * k < k ? n - c * k : k; }
 /* Turns offload_params on or off in an analyzed plan (planners comparing both); finalize again afterwards. */
 void vdnn_plan_set_offload_params(vdnn_plan_t *p, bool on);
+/* Whether homing the parameters would give an analyzed plan other steps (shared_steps: a fused plan of a graph with
+ * shared parameters), so that a planner comparing both must analyze the homed plan afresh. */
+bool vdnn_plan_offload_changes_steps(const vdnn_plan_t *p);
 
 /* Switches layer l of an analyzed plan to its candidate k (its workspaces change size); finalize again
  * afterwards. */

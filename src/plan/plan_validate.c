@@ -583,14 +583,14 @@ static vdnn_status run_op(validator *v, const char *who, const vdnn_step *st, co
         } else if (st->kind == VDNN_STEP_BWD) {
             backward_access(&o, st);
         } else if (st->layer > 0) {
-            clip_access(&o, st->layer);
+            if (p->update_steps) clip_access(&o, st->layer);
             update_access(&o, st->layer);
         } else if (!p->fused_update) {
             for (int l = 1; l < p->n_layers; l++) update_access(&o, l);
         }
     }
     /* The fused update follows the backward op in the same step: it reads the gradients that op wrote. */
-    if (a->kind == VDNN_ACT_COMPUTE && st->kind == VDNN_STEP_BWD && p->fused_update)
+    if (a->kind == VDNN_ACT_COMPUTE && st->kind == VDNN_STEP_BWD && p->fused_update && p->ls[st->layer].upd < 0)
         for (o.pass = 0; o.pass < 2 && o.rc == VDNN_OK; o.pass++) update_access(&o, st->layer);
     return o.rc;
 }

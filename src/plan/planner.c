@@ -525,6 +525,7 @@ static vdnn_status min_budget_of(const vdnn_graph_t *g, const vdnn_op_info *info
     r.memory.budget = SIZE_MAX;
     r.memory.host_budget = SIZE_MAX;
     r.memory.policy = VDNN_POLICY_NONE;
+    r.fuse_shared = true; /* homed with shared parameters' update steps: a plan of its own, last */
     vdnn_plan_t *p = NULL;
     vdnn_status rc = vdnn_plan_analyze(g, info, &r, &p, err);
     if (rc != VDNN_OK) return rc;
@@ -538,8 +539,18 @@ static vdnn_status min_budget_of(const vdnn_graph_t *g, const vdnn_op_info *info
     const char *why;
     const bool home_too = req->memory.policy == VDNN_POLICY_AUTO && vdnn_plan_offload_supported(req, &why);
     const bool homed = req->memory.offload_params;
-    for (int home = homed; home <= (homed || home_too); home++) {
-        vdnn_plan_set_offload_params(p, home);
+    /* home 0: parameters on the device; 1: homed; 2: homed, shared parameters updated in steps of their own. */
+    for (int home = homed; rc == VDNN_OK && home <= (homed || home_too ? 2 : 0); home++) {
+        if (home == 2) {
+            if (!vdnn_plan_offload_changes_steps(p)) break;
+            vdnn_plan_free(p);
+            p = NULL;
+            r.memory.offload_params = true;
+            r.fuse_shared = false;
+            rc = vdnn_plan_analyze(g, info, &r, &p, err);
+            if (rc != VDNN_OK) break;
+        }
+        vdnn_plan_set_offload_params(p, home > 0);
         /* With a choice of algorithms, the leanest ones too. */
         for (int lean = 0; lean < (p->choose_algos ? 2 : 1); lean++) {
             vdnn_plan_use_algos(p, lean);

@@ -121,6 +121,7 @@ static vdnn_status try_streaming(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_err
     rq.memory.policy = p->policy;
     rq.memory.offload_params = p->offload_params;
     rq.memory.stream_inputs = true;
+    rq.fuse_shared = p->offload_params && !p->shared_steps; /* the update schedule it has */
     rq.keep_weight_grads = !p->fused_update && !p->update_steps;
     const char *why;
     if (!vdnn_plan_stream_supported(&rq, &why)) return VDNN_OK;
@@ -147,6 +148,40 @@ vdnn_status vdnn_planner_auto(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error 
     return rc;
 }
 
+/* Which of two searched plans auto keeps: the one that fits, both fitting the faster, neither the smaller. */
+static bool better(const vdnn_plan_t *a, double ta, const vdnn_plan_t *b, double tb)
+{
+    if (a->feasible != b->feasible) return a->feasible;
+    return a->feasible ? ta < tb : a->peak_device_bytes < b->peak_device_bytes;
+}
+
+/* The search again with the parameters homed, on p itself; where homing can also give the plan other steps (shared
+ * parameters' update steps), on a plan analyzed afresh with them too, left in *q where it is the better (NULL
+ * otherwise); *t gets the kept one's simulated seconds. */
+static vdnn_status home_search(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_plan_t **q, double *t, vdnn_error *err)
+{
+    *q = NULL;
+    const bool steps_too = vdnn_plan_offload_changes_steps(p);
+    vdnn_plan_set_offload_params(p, true);
+    vdnn_status rc = auto_search(p, g, t, err);
+    if (rc != VDNN_OK || !steps_too) return rc;
+    vdnn_plan_request rq = p->req;
+    rq.memory.policy = p->policy;
+    rq.memory.offload_params = true;
+    rq.memory.stream_inputs = p->stream_inputs;
+    rq.fuse_shared = false;
+    double tq = 0;
+    rc = vdnn_plan_analyze(g, p->req_info, &rq, q, err);
+    if (rc == VDNN_OK) rc = auto_search(*q, g, &tq, err);
+    if (rc == VDNN_OK && better(*q, tq, p, *t)) {
+        *t = tq;
+        return VDNN_OK;
+    }
+    vdnn_plan_free(*q);
+    *q = NULL;
+    return rc;
+}
+
 static vdnn_status auto_plan(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *err)
 {
     double t_dev = 0, t_home = 0;
@@ -163,13 +198,16 @@ static vdnn_status auto_plan(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *
     vdnn_classes dev;
     memset(&dev, 0, sizeof dev);
     rc = vdnn_classes_save(p, &dev, err);
-    if (rc == VDNN_OK) {
-        vdnn_plan_set_offload_params(p, true);
-        rc = auto_search(p, g, &t_home, err);
-    }
+    vdnn_plan_t *q = NULL;
+    if (rc == VDNN_OK) rc = home_search(p, g, &q, &t_home, err);
+    const vdnn_plan_t *h = q ? q : p;
     /* Neither fitting, the one closer to the budget stays (it names what is missing). */
-    const bool take_home = p->feasible ? !dev_fits || t_home < t_dev : !dev_fits && p->peak_device_bytes < dev_peak;
-    if (rc == VDNN_OK && !take_home) {
+    const bool take_home = h->feasible ? !dev_fits || t_home < t_dev : !dev_fits && h->peak_device_bytes < dev_peak;
+    if (rc == VDNN_OK && q && take_home) {
+        vdnn_plan_t t = *p;
+        *p = *q;
+        *q = t;
+    } else if (rc == VDNN_OK && !take_home) {
         vdnn_plan_set_offload_params(p, false);
         vdnn_classes_load(p, &dev);
         rc = vdnn_plan_finalize(p, err);
@@ -177,5 +215,6 @@ static vdnn_status auto_plan(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_error *
         if (rc == VDNN_OK && dev_fits && !p->feasible) rc = vdnn_plan_place_tight(p, err);
     }
     vdnn_classes_release(&dev);
+    vdnn_plan_free(q);
     return rc;
 }

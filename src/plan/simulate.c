@@ -146,13 +146,23 @@ static vdnn_status streamed_step(sim *s, const vdnn_step *st, int si, int ai, do
     return rc ? rc : add_span(s, VDNN_LANE_COMPUTE, kind, si, ai, t0, t, what, name);
 }
 
-/* An update step of one layer (update steps, clipping): the profile's whole update shared by parameter count, the
- * update being memory-bound over each parameter's value, gradient and moments alike. */
+/* An update step of one layer (update steps, or a shared parameters' owner's): the profile's whole update shared by
+ * parameter count, the update being memory-bound over each parameter's value, gradient and moments alike. */
 static double layer_param_share(const vdnn_graph_t *g, int l)
 {
     double all = 0;
     for (int k = 1; k < g->n_layers; k++) all += (double)g->layers[k].n_weight + (double)g->layers[k].n_bias;
     return all > 0 ? ((double)g->layers[l].n_weight + (double)g->layers[l].n_bias) / all : 0;
+}
+
+/* The single update step's part of the profile's update: all of it, less the layers updated in steps of their own (a
+ * fused plan's shared parameters under shared_steps; the fused updates are charged here, as before). */
+static double single_update_share(const vdnn_plan_t *plan, const vdnn_graph_t *g)
+{
+    double own = 0;
+    for (int l = 1; l < plan->n_layers; l++)
+        if (plan->ls[l].upd >= 0) own += layer_param_share(g, l);
+    return own < 1 ? 1 - own : 0;
 }
 
 static vdnn_status compute_step(sim *s, const vdnn_step *st, int si, int ai)
@@ -164,7 +174,7 @@ static vdnn_status compute_step(sim *s, const vdnn_step *st, int si, int ai)
     switch (st->kind) {
     case VDNN_STEP_LOAD: d = p->load_s; kind = VDNN_SPAN_LOAD; what = "load"; break;
     case VDNN_STEP_UPDATE:
-        d = st->layer > 0 ? p->update_s * layer_param_share(s->g, st->layer) : p->update_s;
+        d = p->update_s * (st->layer > 0 ? layer_param_share(s->g, st->layer) : single_update_share(s->plan, s->g));
         kind = VDNN_SPAN_UPDATE;
         what = "update";
         if (st->layer > 0) name = s->g->layers[st->layer].name;
