@@ -25,6 +25,7 @@ VDNN_API vdnn_status vdnn_backend_open(const char *name, int threads, vdnn_backe
  * bandwidth (CPU). o and mem may be NULL (defaults). */
 VDNN_API vdnn_status vdnn_backend_open_ex(const char *name, const vdnn_backend_options *o,
                                           const vdnn_memory_options *mem, vdnn_backend_t **out, vdnn_error *err);
+/* Closes the backend; one that nets still use closes when the last of them is freed (vdnn_net_free). */
 VDNN_API void vdnn_backend_free(vdnn_backend_t *be);
 
 VDNN_API const char *vdnn_backend_name(const vdnn_backend_t *be); /* "cpu", "cuda" */

@@ -24,7 +24,7 @@ typedef struct vdnn_net_options {
     float weight_decay;            /* default 5e-4 */
     vdnn_memory_options memory;    /* vdnn_memory_options_default() */
     const vdnn_profile_t *profile; /* costs the plan is made with (NULL, the default: the default estimate);
-                                      borrowed: it must outlive the net */
+                                      read by vdnn_net_create only */
     vdnn_optimizer optimizer;      /* default SGD; sets memory.optimizer_moments (1 or 2) */
     float beta1, beta2, eps;       /* AdamW (defaults 0.9, 0.999, 1e-8); weight_decay is its decoupled decay */
     float loss_scale;              /* dynamic loss scaling's first scale, a power of two (GradScaler's rule: a step

@@ -106,9 +106,9 @@ class Net:
         o.memory = MemoryOptions.of(options, **memory)._c[0]
         out = ffi.new("vdnn_net_t **")
         call(lib.vdnn_net_create, self.model._h, self.backend._h, o, out)
-        # The net borrows the backend and the profile: the destructor holds them, so they are freed after the net
-        # whatever order Python drops this object's attributes in.
-        self._h = ffi.gc(out[0], lambda h, _be=self.backend, _prof=profile: lib.vdnn_net_free(h))
+        # The library keeps the backend open while the net lives, and read the profile while creating it: Python
+        # may free them in any order.
+        self._h = ffi.gc(out[0], lib.vdnn_net_free)
         st = self.stats
         self.batch = st["batch"]
         self.seed = st["seed"]

@@ -72,7 +72,17 @@ vdnn_status vdnn_backend_open(const char *name, int threads, vdnn_backend_t **ou
     return vdnn_backend_open_ex(name, &o, NULL, out, err);
 }
 
-void vdnn_backend_free(vdnn_backend_t *be) { vdnn_backend_destroy(be); }
+void vdnn_backend_free(vdnn_backend_t *be)
+{
+    if (!be) return;
+    /* A caller whose objects are collected in no set order (Python's cyclic garbage at exit) may free the
+     * backend before its nets: it then closes with the last of them. */
+    if (be->nets > 0) {
+        be->freed = true;
+        return;
+    }
+    vdnn_backend_destroy(be);
+}
 const char *vdnn_backend_name(const vdnn_backend_t *be) { return be->ops->name; }
 int vdnn_backend_threads(const vdnn_backend_t *be) { return be->threads; }
 const char *vdnn_backend_fallback(const vdnn_backend_t *be) { return be->fallback[0] ? be->fallback : NULL; }

@@ -223,6 +223,8 @@ struct vdnn_backend {
     int threads;
     size_t total_bytes;      /* device memory in all (0: not known; the CPU's is unlimited) */
     char fallback[256];      /* opened as "auto" but not on CUDA: why ("" otherwise) */
+    int nets;                /* nets using it: freed while some are, it closes when the last is freed */
+    bool freed;              /* vdnn_backend_free was called while nets used it */
 };
 
 /* Backends compiled into this build. */

@@ -257,7 +257,9 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
     }
     net->g = g;
     net->be = be;
+    be->nets++;
     net->opt = *o;
+    net->opt.profile = NULL; /* read while planning, below, only: the caller may free it once the net exists */
     /* The optimizer's state is memory the plan places: one moment per parameter for SGD, two for AdamW. */
     net->opt.memory.optimizer_moments = o->optimizer == VDNN_OPTIMIZER_ADAMW ? 2 : 1;
     net->opt.memory.clip_grads = o->clip_grad_norm > 0;
@@ -373,5 +375,6 @@ void vdnn_net_free(vdnn_net_t *net)
     free(net->micro_labels);
     vdnn_graph_free(net->g);
     free(net);
+    if (--be->nets == 0 && be->freed) vdnn_backend_destroy(be);
 }
 

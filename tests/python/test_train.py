@@ -1,12 +1,14 @@
 """Training through Python writes the checkpoint `vdnn train` writes, byte for byte, for the same seed and data:
 from numpy batches fed to Net.train_step in the loop's order, and through Net.train (the library's loop)."""
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import vdnn
-from conftest import LENET, THREADS, run_cli
+from conftest import LENET, ROOT, THREADS, run_cli
 
 STEPS, BATCH, SEED, LR = 5, 16, 7, 0.05
 
@@ -178,3 +180,23 @@ def test_text_training_writes_the_commands_checkpoint(tmp_path, cpu):
     net.save(tmp_path / "py.ckpt")
     assert (tmp_path / "py.ckpt").read_bytes() == path.read_bytes()
     assert vdnn.Dataset("synthetic", "train", model=LENET).labels_per_image == 1
+
+
+def test_nets_outlive_a_released_backend(tmp_path, lenet):
+    """Python frees cyclic garbage (a script's globals at exit) in no set order: a backend released before its
+    nets closes with the last of them, and the nets train on meanwhile; the process exits cleanly."""
+    script = tmp_path / "order.py"
+    script.write_text(
+        "import numpy as np, vdnn\n"
+        "be = vdnn.Backend('cpu', threads=1)\n"
+        "nets = [vdnn.Net(%r, be, batch=4, seed=1) for _ in range(3)]\n"
+        "x, y = np.zeros((4, 1, 28, 28), np.float32), np.arange(4, dtype=np.int32)\n"
+        "def step(n):\n"  # a function: globals -> function -> globals, a cycle the collector breaks at exit
+        "    return n.train_step(x, y, 0.1)\n"
+        "vdnn._lib.ffi.release(be._h)\n"
+        "losses = [step(n) for n in nets]\n"
+        "assert losses[0] == losses[1] == losses[2], losses\n"
+        "print('trained', losses[0])\n" % LENET)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0 and p.stdout.startswith("trained"), (p.returncode, p.stdout, p.stderr)
