@@ -16,6 +16,7 @@ over the fastest other planner's, worst case over the budgets.
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -161,7 +162,7 @@ def report(n, model, runs, times, prof, rows):
         plan = net.plan
         pred = plan.simulate(prof)["iteration_s"]
         for name in names:
-            rows.append((model.name, pct, name, m, pred))
+            rows.append((model.name, pct, name, m, pred, ts))
             print("%-9s %-11s %5d %-6s %-10s %11.1f %12.1f %9.1f %7.1f%% %7.1f%%  %.0f %.0f %.0f%s" % (
                 model.name, inp, n.batch, pct, name, 1e3 * m, 1e3 * pred, 1e3 * plan.lower_bound_s,
                 100 * (pred / m - 1), 100 * (q[2] - q[0]) / m, 1e3 * q[0], 1e3 * q[1], 1e3 * q[2],
@@ -171,19 +172,30 @@ def report(n, model, runs, times, prof, rows):
 def summary(rows):
     """The simulator's largest error and auto against the best other planner, per net and budget; the worst last."""
     print("simulator error, largest over every plan, against the median step: %.1f%%"
-          % (100 * max(abs(pred / m - 1) for _, _, _, m, pred in rows)))
+          % (100 * max(abs(pred / m - 1) for _, _, _, m, pred, _ in rows)))
     worst = None
     for net, pct in dict.fromkeys((r[0], r[1]) for r in rows):
-        med = {pol: m for n, p, pol, m, _ in rows if (n, p) == (net, pct)}
-        others = {pol: m for pol, m in med.items() if pol not in ("auto", "incore")}
+        med = {pol: (m, ts) for n, p, pol, m, _, ts in rows if (n, p) == (net, pct)}
+        others = {pol: v for pol, v in med.items() if pol not in ("auto", "incore")}
         if "auto" not in med or not others:
             continue
-        best = min(others, key=others.get)
-        r = med["auto"] / others[best]
-        print("auto over best other (%s), %s at %s: %.3f" % (best, net, pct, r))
+        best = min(others, key=lambda pol: others[pol][0])
+        r = med["auto"][0] / others[best][0]
+        lo, hi = ratio_interval(med["auto"][1], others[best][1])
+        print("auto over best other (%s), %s at %s: %.3f (95%% bootstrap interval of the medians' ratio %.3f-%.3f)"
+              % (best, net, pct, r, lo, hi))
         worst = r if worst is None else max(worst, r)
     print("auto_overhead_vs_best_other: " + ("%.3f" % worst if worst is not None else
                                               "n/a (no budget where auto and another planner fit)"))
+
+
+def ratio_interval(a, b, resamples=2000):
+    """The 2.5th and 97.5th percentiles of median(a*) / median(b*) over resamples of both (a fixed seed): how far
+    the steps' noise lets the ratio of medians move."""
+    rng = random.Random(1)
+    r = sorted(statistics.median(rng.choices(a, k=len(a))) / statistics.median(rng.choices(b, k=len(b)))
+               for _ in range(resamples))
+    return r[int(0.025 * resamples)], r[int(0.975 * resamples) - 1]
 
 
 def main(argv):
