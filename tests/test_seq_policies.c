@@ -31,6 +31,7 @@ static float clip_on;  /* their clip_grad_norm (0: none) */
 
 static void train_run(const vt_text_env *e, vdnn_policy pol, size_t budget, vt_text_run *r)
 {
+    memset(r, 0, sizeof *r);
     vdnn_net_options cfg = vt_text_options(e, pol, budget, 3);
     if (adamw_on) {
         cfg.optimizer = VDNN_OPTIMIZER_ADAMW;
@@ -57,7 +58,6 @@ static void test_policies_bitwise(void **state)
     vt_text_env e;
     env_open(&e);
     vt_text_run ref;
-    memset(&ref, 0, sizeof ref);
     train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, &ref);
     vt_text_policies_bitwise(&e, "gpt-mini", train_run, &ref);
     vdnn_checkpoint_release(&ref.ck);
@@ -122,11 +122,9 @@ static void test_adamw_policies_bitwise(void **state)
     vt_text_env e;
     env_open(&e);
     vt_text_run ref, r;
-    memset(&ref, 0, sizeof ref);
     train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, &ref);
     adamw_on = false;
     vt_text_run sgd;
-    memset(&sgd, 0, sizeof sgd);
     train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, &sgd);
     /* Two moments a parameter instead of one: the parameters' bytes more. */
     assert_true(ref.train_peak - sgd.train_peak == 867328 * sizeof(float));
@@ -138,7 +136,6 @@ static void test_adamw_policies_bitwise(void **state)
     } runs[] = {{VDNN_POLICY_ALL, SIZE_MAX, "all"}, {VDNN_POLICY_AUTO, (ref.train_peak * 3) / 4, "auto at 75%"},
                 {VDNN_POLICY_NONE, 1, "none, parameters and moments homed in host memory"}};
     for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
-        memset(&r, 0, sizeof r);
         train_run(&e, runs[k].pol, runs[k].budget, &r);
         char head[96];
         snprintf(head, sizeof head, "gpt-mini AdamW/%s: against none", runs[k].what);
@@ -163,11 +160,9 @@ static void test_clip_policies_bitwise(void **state)
     vt_text_env e;
     env_open(&e);
     vt_text_run ref, plain, r;
-    memset(&plain, 0, sizeof plain);
     clip_on = 0;
     train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, &plain);
     clip_on = 0.05f; /* far below gpt-mini's first gradients' norm */
-    memset(&ref, 0, sizeof ref);
     train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, &ref);
     assert_true(memcmp(&ref.loss[STEPS - 1], &plain.loss[STEPS - 1], sizeof(float)) != 0);
     /* Budget 1: parameters (and moments) homed in host memory (train_run). recompute's least is about 89% of
@@ -184,7 +179,6 @@ static void test_clip_policies_bitwise(void **state)
                 {VDNN_POLICY_RECOMPUTE, 1},
                 {VDNN_POLICY_DYN, 1}};
     for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
-        memset(&r, 0, sizeof r);
         train_run(&e, runs[k].pol, runs[k].budget, &r);
         char head[128];
         snprintf(head, sizeof head, "gpt-mini clipped %s/%s%s at %zu: against none", adamw_on ? "AdamW" : "SGD",
@@ -215,8 +209,6 @@ static void test_head_groups_bitwise(void **state)
     vt_text_env e;
     env_open(&e);
     vt_text_run whole, ref;
-    memset(&whole, 0, sizeof whole);
-    memset(&ref, 0, sizeof ref);
     train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, &whole);
     vdnn_graph_t *grouped = NULL;
     vdnn_error err;

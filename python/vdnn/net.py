@@ -7,7 +7,7 @@ from ._lib import ffi, lib, call, check, new_error, encode, struct_dict, c_int
 from .memory import MemoryOptions, POLICIES
 from .model import Model, Backend
 from .plan import Plan
-from .profile import Profile
+from .profile import handle_of
 from .data import Dataset
 from ._errors import InvalidArgError
 
@@ -98,10 +98,7 @@ class Net:
             o.beta1, o.beta2 = betas
         if eps is not None:
             o.eps = eps
-        if profile is not None:
-            if not isinstance(profile, Profile):
-                raise InvalidArgError("profile: a vdnn.Profile, not %r" % (profile,))
-            o.profile = profile._h
+        o.profile = handle_of(profile)
         self.profile = profile
         o.memory = MemoryOptions.of(options, **memory)._c[0]
         out = ffi.new("vdnn_net_t **")

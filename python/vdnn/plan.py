@@ -4,8 +4,7 @@ import collections
 from ._lib import ffi, lib, call, struct_dict, c_int
 from .memory import MemoryOptions, POLICIES
 from .model import Model, Backend
-from .profile import Profile
-from ._errors import InvalidArgError
+from .profile import handle_of
 
 Tensor = collections.namedtuple("Tensor", "name kind cls class_id layer bytes out_after back_from first_use")
 Tensor.__doc__ = """One feature map, state or offloaded parameter of a plan (a row of `vdnn plan`). cls: "keep",
@@ -90,7 +89,7 @@ class Plan:
         """Replays the plan on the model of the device it was made with (profile: a vdnn.Profile's costs
         instead): a dict of iteration_s, compute_s, stall_s, d2h_s, h2d_s and peak_live_bytes."""
         out = ffi.new("vdnn_timeline_t **")
-        call(lib.vdnn_plan_simulate, self._h, _profile_handle(profile), out)
+        call(lib.vdnn_plan_simulate, self._h, handle_of(profile), out)
         tl = ffi.gc(out[0], lib.vdnn_timeline_free)
         s = ffi.new("vdnn_timeline_summary *")
         lib.vdnn_timeline_summarize(tl, s)
@@ -101,14 +100,6 @@ class Plan:
         return "vdnn.Plan(%s, policy %s, %s, peak %d bytes)" % (s["model"], s["policy"],
                                                               "feasible" if s["feasible"] else "infeasible",
                                                               s["peak_device_bytes"])
-
-
-def _profile_handle(profile):
-    if profile is None:
-        return ffi.NULL
-    if not isinstance(profile, Profile):
-        raise InvalidArgError("profile: a vdnn.Profile, not %r" % (profile,))
-    return profile._h
 
 
 def plan(model, backend=None, input_shape=None, classes=0, batch=64, options=None, input=None, profile=None,
@@ -131,6 +122,6 @@ def plan(model, backend=None, input_shape=None, classes=0, batch=64, options=Non
     (c, h, w), classes = model.resolve(input_shape, classes)
     mem = MemoryOptions.of(options, **memory)
     out = ffi.new("vdnn_plan_t **")
-    call(lib.vdnn_plan_create, model._h, be._h if be else ffi.NULL, _profile_handle(profile),
+    call(lib.vdnn_plan_create, model._h, be._h if be else ffi.NULL, handle_of(profile),
          (c_int(batch, "batch"), c, h, w), classes, mem._c, out)
     return Plan(out[0], keep=(model, be, profile))

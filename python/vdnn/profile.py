@@ -3,6 +3,7 @@ backend, read from a file or estimated."""
 from ._lib import ffi, lib, call, struct_dict, encode, c_int
 from .memory import MemoryOptions
 from .model import Model, Backend
+from ._errors import InvalidArgError
 
 
 # The header's VDNN_ESTIMATE_* (floating-point macros, which cffi does not read): the estimate plans make alone.
@@ -14,6 +15,15 @@ ESTIMATE_LINK_BYTES_PER_S = 16e9
 def _shape(model, batch, input_shape, classes):
     (c, h, w), classes = model.resolve(input_shape, classes)
     return (c_int(batch, "batch"), c, h, w), classes
+
+
+def handle_of(profile):
+    """The C handle of a vdnn.Profile argument (None: NULL, the default estimate), or InvalidArgError."""
+    if profile is None:
+        return ffi.NULL
+    if not isinstance(profile, Profile):
+        raise InvalidArgError("profile: a vdnn.Profile, not %r" % (profile,))
+    return profile._h
 
 
 class Profile:
