@@ -3,6 +3,7 @@
 steps, so bench/sequence-vs-pytorch.sh compares the very same network, batch, sequence length, threads and
 optimizer. Usage:
   seq_torch.py MODEL.cfg --seq-len T --batch B --steps S --threads N [--optimizer adamw|sgd] [--warmup W]
+               [--autocast bf16]
 Prints one JSON object: {"tokens_per_sec": ..., "step_seconds": (median), "steps": ...}.
 Attention is written out as vdnn computes it (scores, causal softmax, probabilities times values), not
 with a fused kernel, so both sides do the same arithmetic.
@@ -118,6 +119,7 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
+    ap.add_argument("--autocast", choices=["bf16"], help='forward under torch.autocast("cpu", torch.bfloat16)')
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -133,7 +135,8 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = net(tokens, targets)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast == "bf16"):
+            loss = net(tokens, targets)
         loss.backward()
         opt.step()
 
@@ -146,7 +149,8 @@ def main():
         times.append(time.perf_counter() - t0)
     med = statistics.median(times)
     print(json.dumps({"tokens_per_sec": a.batch * a.seq_len / med, "step_seconds": med, "steps": a.steps,
-                      "torch": torch.__version__, "threads": torch.get_num_threads(), "optimizer": a.optimizer}))
+                      "torch": torch.__version__, "threads": torch.get_num_threads(), "optimizer": a.optimizer,
+                      "autocast": a.autocast}))
 
 
 if __name__ == "__main__":

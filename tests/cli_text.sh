@@ -190,5 +190,24 @@ run "sample a prompt beyond --seq-len" 2 "--prompt: 33 bytes; it must be 1 to 32
 run "sample at another --seq-len" 1 "was it trained at another --seq-len?" -- sample --resume "$TMP/gpt.ckpt" --device cpu --prompt a
 run "sample an image model" 2 "lenet is not a sequence model" -- sample --resume "$TMP/gpt.ckpt" --model lenet --prompt a
 
+# bf16 on a CPU without AVX-512 BF16 (simulated): a transformer runs (its ops widen bf16 maps to fp32 code), half
+# its maps' bytes; its checkpoint samples, and evaluates in fp32 with a message; a CNN is refused naming its layer.
+export VDNN_CPU_ISA=no-bf16
+"$VDNN" info gpt-mini --json >"$TMP/i32.json" 2>/dev/null
+"$VDNN" info gpt-mini --json --precision bf16 >"$TMP/i16.json" 2>"$TMP/err"
+f32=$(json_get "$TMP/i32.json" feature_map_bytes) f16=$(json_get "$TMP/i16.json" feature_map_bytes)
+if [ -n "$f16" ] && [ "$((f16 * 2))" = "$f32" ]; then ok; else bad "info gpt-mini --precision bf16: maps $f16 bytes, fp32 $f32 ($(head -c 200 "$TMP/err"))"; fi
+if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 32 --steps 3 --precision bf16 --policy auto \
+        --budget 3MiB --poison --save "$TMP/bf16.ckpt" >"$TMP/out" 2>"$TMP/err" && grep -q "bf16 maps" "$TMP/out" &&
+    grep -q "validation loss: [0-9.]* nats/token" "$TMP/out"; then ok
+else bad "train gpt-mini --precision bf16: $(head -c 300 "$TMP/err") $(tail -2 "$TMP/out")"; fi
+if "$VDNN" sample --resume "$TMP/bf16.ckpt" --seq-len 32 --device cpu --threads 1 --prompt "the" --tokens 8 \
+        >"$TMP/s16" 2>"$TMP/err" && [ "$(head -c 3 "$TMP/s16")" = "the" ] && [ "$(wc -c <"$TMP/s16")" = 12 ]; then ok
+else bad "sample a bf16 gpt-mini checkpoint: $(head -c 300 "$TMP/err")"; fi
+run "a bf16 gpt-mini checkpoint evaluated in fp32" 0 "written by a bf16 net" -- eval --model gpt-mini --batch 4 \
+    --device cpu --threads 1 --data "text:$TMP/text.txt" --seq-len 32 --resume "$TMP/bf16.ckpt"
+run "bf16 CNN without AVX-512 BF16" 1 "layer 'conv1'" "AVX-512 BF16" -- plan lenet --precision bf16
+unset VDNN_CPU_ISA
+
 echo "cli_text: $passed passed, $failed failed"
 [ "$failed" = 0 ]

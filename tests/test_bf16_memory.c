@@ -21,7 +21,7 @@ static vdnn_backend_t *cpu_bf16_cap(size_t chunk_cap)
     vdnn_error err;
     vdnn_cpu_options o = {.threads = 1, .conv_chunk_bytes = chunk_cap};
     vt_assert_ok(vdnn_backend_cpu_create(&o, &be, &err), err);
-    if (vdnn_backend_check_dtype(be, VDNN_DTYPE_BF16, &err) != VDNN_OK) {
+    if (vdnn_backend_check_dtype(be, VDNN_DTYPE_BF16, NULL, &err) != VDNN_OK) {
         print_message("skipped: %s\n", err.msg);
         vdnn_backend_destroy(be);
         return NULL;

@@ -20,7 +20,7 @@ static bool has_bf16(void)
     vdnn_error err;
     vdnn_cpu_options o = {.threads = 1};
     vt_assert_ok(vdnn_backend_cpu_create(&o, &be, &err), err);
-    bool ok = vdnn_backend_check_dtype(be, VDNN_DTYPE_BF16, &err) == VDNN_OK;
+    bool ok = vdnn_backend_check_dtype(be, VDNN_DTYPE_BF16, NULL, &err) == VDNN_OK;
     if (!ok) print_message("skipped: %s\n", err.msg);
     vdnn_backend_destroy(be);
     return ok;

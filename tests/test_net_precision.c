@@ -77,7 +77,7 @@ static bool has_bf16(void)
 {
     vdnn_backend_t *be = cpu(false);
     vdnn_error err;
-    bool ok = vdnn_backend_check_dtype(be, VDNN_DTYPE_BF16, &err) == VDNN_OK;
+    bool ok = vdnn_backend_check_dtype(be, VDNN_DTYPE_BF16, NULL, &err) == VDNN_OK;
     if (!ok) print_message("skipped: %s\n", err.msg);
     vdnn_backend_destroy(be);
     return ok;
@@ -132,6 +132,44 @@ static void test_refused_without_the_capability(void **state)
     vdnn_graph_free(g);
     vdnn_backend_destroy(no);
     vdnn_backend_destroy(be);
+}
+
+/* A transformer's ops widen bf16 maps to fp32 code (no AVX-512 BF16 needed), so gpt-mini runs bf16 on a CPU
+ * without it, in less memory than fp32; the refusal of a convolution names its layer; token ids above 256 are not
+ * exact in bf16, so a larger vocabulary is refused. */
+static void test_transformer_runs_bf16_anywhere(void **state)
+{
+    (void)state;
+    vdnn_backend_t *no = cpu(true);
+    vdnn_graph_t *g = vt_load_zoo("gpt-mini"), *cnn = model();
+    vdnn_error err;
+    vdnn_net_options o = options(VDNN_PRECISION_BF16, VDNN_POLICY_NONE);
+    o.in_c = 1, o.in_h = 16, o.in_w = 1, o.classes = 256;
+    vdnn_net_t *n16 = NULL, *n32 = NULL;
+    vt_assert_ok(vdnn_net_create(g, no, &o, &n16, &err), err);
+    const size_t seq = (size_t)BATCH * 16;
+    float x[BATCH * 16];
+    int32_t y[BATCH * 16];
+    for (size_t i = 0; i < seq; i++) x[i] = (float)(i * 37 % 256), y[i] = (int32_t)((i * 37 + 37) % 256);
+    float loss = 0;
+    vt_assert_ok(vdnn_net_train_step(n16, x, y, 0.1f, &loss, &err), err);
+    assert_true(isfinite(loss) && loss > 4.0f && loss < 7.0f); /* about ln 256 = 5.5 at the start */
+    o.memory.precision = VDNN_PRECISION_FP32;
+    vt_assert_ok(vdnn_net_create(g, no, &o, &n32, &err), err);
+    assert_true(n16->plan_train->peak_device_bytes < n32->plan_train->peak_device_bytes);
+    vdnn_net_free(n16);
+    vdnn_net_free(n32);
+    vt_assert_ok(vdnn_graph_resolve(cnn, (vdnn_shape){BATCH, 3, 12, 12}, 0, &err), err);
+    vt_assert_error(vdnn_backend_check_dtype(no, VDNN_DTYPE_BF16, cnn, &err), err, VDNN_ERR_UNSUPPORTED,
+                    "layer 'conv1': bf16 needs AVX-512 BF16");
+    o.memory.precision = VDNN_PRECISION_BF16;
+    o.classes = 300;
+    vt_assert_error(vdnn_net_create(g, no, &o, &n16, &err), err, VDNN_ERR_UNSUPPORTED,
+                    "layer 'wte': a vocabulary of 300 tokens in bf16 maps");
+    assert_null(n16);
+    vdnn_graph_free(g);
+    vdnn_graph_free(cnn);
+    vdnn_backend_destroy(no);
 }
 
 /* Every map storage (feature, gradient, their sums) is half its fp32 size, parameters and their momentum are not;
@@ -272,6 +310,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_option_checks_and_names),
         cmocka_unit_test(test_refused_without_the_capability),
+        cmocka_unit_test(test_transformer_runs_bf16_anywhere),
         cmocka_unit_test(test_maps_are_half_the_bytes),
         cmocka_unit_test(test_bf16_resumes_bitwise),
     };

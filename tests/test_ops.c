@@ -4,9 +4,10 @@
  *
  *     test_ops [--backend NAME[,NAME...]] [SUBSTRING]     (backends below; default all)
  *
- * Backends: cpu, cpu-chunked, cpu-bf16, cpu-bf16-chunked, cuda, cuda-chunked, cuda-bf16, cuda-fp16. The 16-bit
- * entries run every case with maps of their type against the fp32 CPU on the same (representable) inputs, within
- * vt_op_rtol_dtype; cpu-bf16 is skipped, saying why, on a CPU without AVX-512 BF16.
+ * Backends: cpu, cpu-chunked, cpu-bf16, cpu-bf16-chunked, cpu-bf16-portable, cuda, cuda-chunked, cuda-bf16,
+ * cuda-fp16. The 16-bit entries run every case with maps of their type against the fp32 CPU on the same
+ * (representable) inputs, within vt_op_rtol_dtype; cpu-bf16 is skipped, saying why, on a CPU without AVX-512 BF16;
+ * cpu-bf16-portable acts as such a CPU on every machine and runs the ops that take bf16 there.
  *
  * Exit status 0 when every selected backend ran every case it applies to and passed, 1 on a failure, 77
  * (CTest's SKIP_RETURN_CODE) when a selected backend was not present. VDNN_TEST_QUICK=1 runs the hand-picked
@@ -30,6 +31,7 @@ typedef struct harness_backend {
     vdnn_status (*open)(vdnn_backend_t **be, vdnn_error *err);
     bool conv_only; /* runs the convolution cases only: its options change nothing else */
     bool chunked;   /* runs the cases its low tensor cap cuts into batch chunks */
+    bool portable;  /* runs the cases whose op runs its type on any CPU (it acts as a CPU without AVX-512 BF16) */
     bool selected;
     char reason[1600];  /* why not present */
     bool broken;        /* present but failed to open: its cases count as failed */
@@ -44,6 +46,14 @@ typedef struct job {
 static vdnn_status open_cpu(vdnn_backend_t **be, vdnn_error *err)
 {
     vdnn_cpu_options o = {0};
+    return vdnn_backend_cpu_create(&o, be, err);
+}
+
+/* A CPU without AVX-512 BF16, as far as the backend knows: bf16 ops widen and round on the portable path, the
+ * attention's ops and GELU one sample at a time (the smallest groups). */
+static vdnn_status open_cpu_no_bf16(vdnn_backend_t **be, vdnn_error *err)
+{
+    vdnn_cpu_options o = {.no_bf16 = true, .widen_group_bytes = 1};
     return vdnn_backend_cpu_create(&o, be, err);
 }
 
@@ -104,6 +114,9 @@ static harness_backend backends[] = {
     {.cb = {.name = "cpu-bf16-chunked", .dtype = VDNN_DTYPE_BF16},
      .about = "the CPU backend with bf16 maps, convolution batches cut into chunks", .open = open_cpu_chunked,
      .conv_only = true},
+    {.cb = {.name = "cpu-bf16-portable", .dtype = VDNN_DTYPE_BF16},
+     .about = "the CPU backend with bf16 maps, acting as a CPU without AVX-512 BF16: the ops that run bf16 anywhere",
+     .open = open_cpu_no_bf16, .portable = true},
     {.cb = {.name = "cuda", .bn_aux_invstd = true}, .about = "the CUDA backend (cuDNN, cuBLAS), TF32 off",
      .open = open_cuda},
     {.cb = {.name = "cuda-chunked", .bn_aux_invstd = true},
@@ -128,18 +141,31 @@ static bool chunked_case(const vdnn_op_desc *d)
     return image <= CUDA_CHUNK_VALUES && (size_t)d->out.n * image > CUDA_CHUNK_VALUES;
 }
 
-/* The sequence ops (and the token-wise loss; not feat_cat, concat's copy) have fp32 maps only, on both backends
- * (docs/sequence.md); the CUDA ones compare with the CPU within vt_op_rtol (1e-4 of each tensor's scale, 1e-6 for
- * the loss). */
+/* The sequence ops (and the token-wise loss; not feat_cat, concat's copy): fp32 maps only on CUDA, and bf16 too on
+ * the CPU but for the LSTM's (docs/sequence.md); the CUDA ones compare with the CPU within vt_op_rtol (1e-4 of each
+ * tensor's scale, 1e-6 for the loss). */
 static bool sequence_case(const vdnn_op_desc *d)
 {
     return (d->kind >= VDNN_LAYER_EMBED && d->kind != VDNN_LAYER_FEAT_CAT) ||
            (d->kind == VDNN_LAYER_SOFTMAX_XENT && vdnn_xent_rows(d->in[0]) != (size_t)d->in[0].n);
 }
 
+/* Whether hb's backend runs c's op in hb's type (what a portable entry runs). */
+static bool runs_type(const harness_backend *hb, const vt_op_case *c)
+{
+    vdnn_op_desc d = c->d;
+    d.dtype = hb->cb.dtype;
+    vdnn_op_info info;
+    return hb->cb.be && hb->cb.be->ops->op_query(hb->cb.be, &d, &info, &(vdnn_error){0}) == VDNN_OK;
+}
+
 static bool applies(const harness_backend *hb, const vt_op_case *c)
 {
-    if (sequence_case(&c->d) && hb->cb.dtype != VDNN_DTYPE_F32) return false;
+    if (hb->portable) return runs_type(hb, c);
+    /* In 16-bit types the sequence ops run on the CPU only, the LSTM's on neither. */
+    const bool lstm = c->d.kind == VDNN_LAYER_LSTM || c->d.kind == VDNN_LAYER_SEQ_CAT;
+    if (sequence_case(&c->d) && hb->cb.dtype != VDNN_DTYPE_F32 && (strncmp(hb->cb.name, "cpu", 3) || lstm))
+        return false;
     /* The ONNX-brought ops are fp32 only on CUDA (vdnn_op_check_fp32_only); test_op_contract checks the refusal.
      * The CPU runs them in bf16, so its bf16 entries test them. */
     vdnn_op_desc d16 = c->d;
@@ -230,7 +256,8 @@ static void open_backends(vdnn_backend_t *cpu)
         }
         vdnn_error err = {0};
         vdnn_status st = hb->open(&hb->cb.be, &err);
-        if (st == VDNN_OK && hb->cb.dtype != VDNN_DTYPE_F32) st = require_dtype(&hb->cb.be, hb->cb.dtype, &err);
+        if (st == VDNN_OK && hb->cb.dtype != VDNN_DTYPE_F32 && !hb->portable)
+            st = require_dtype(&hb->cb.be, hb->cb.dtype, &err);
         if (st == VDNN_OK) continue;
         hb->cb.be = NULL;
         hb->broken = st != VDNN_ERR_NO_DEVICE;

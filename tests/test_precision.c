@@ -168,6 +168,17 @@ static void test_backend_helpers(void **state)
             assert_int_equal(a[i], vdnn_bf16_from_float(x[i]));
             assert_true(f[i] == vdnn_bf16_to_float(a[i]));
         }
+        /* Every bf16 value, and floats at, just above and just below its rounding tie (NaN and infinities too). */
+        for (uint32_t h = 0; h < 65536; h++) {
+            const uint32_t bits[3] = {h << 16 | 0x8000u, h << 16 | 0x8001u, h << 16 | 0x7fffu};
+            float v[3];
+            uint16_t r[3];
+            memcpy(v, bits, sizeof v);
+            vt_assert_ok(o->convert(be, r, VDNN_DTYPE_BF16, v, VDNN_DTYPE_F32, 3, &err), err);
+            for (int k = 0; k < 3; k++)
+                if (r[k] != vdnn_bf16_from_float(v[k]) && !(path == 0 && fpclassify(v[k]) == FP_SUBNORMAL))
+                    fail_msg("convert %08x: %04x, scalar %04x", bits[k], r[k], vdnn_bf16_from_float(v[k]));
+        }
         vt_assert_ok(o->convert(be, b, VDNN_DTYPE_F16, a, VDNN_DTYPE_BF16, N, &err), err);
         for (size_t i = 0; i < N; i++) assert_int_equal(b[i], vdnn_f16_from_float(vdnn_bf16_to_float(a[i])));
         vt_assert_ok(o->convert(be, c, VDNN_DTYPE_F16, b, VDNN_DTYPE_F16, N, &err), err);

@@ -84,7 +84,8 @@ void vt_assert_same_checkpoint(const char *what, const vdnn_checkpoint *want, co
 }
 
 
-vdnn_dtype vt_test_precision(void)
+/* VDNN_TEST_PRECISION's type (fp32 unset); an unknown name ends the program. */
+static vdnn_dtype precision_named(void)
 {
     const char *v = getenv("VDNN_TEST_PRECISION");
     if (!v || !*v) return VDNN_DTYPE_F32;
@@ -95,6 +96,12 @@ vdnn_dtype vt_test_precision(void)
         fprintf(stderr, "VDNN_TEST_PRECISION=%s: expected fp32, bf16 or fp16\n", v);
         exit(1);
     }
+    return t;
+}
+
+vdnn_dtype vt_test_precision(void)
+{
+    const vdnn_dtype t = precision_named();
     vdnn_backend_t *be = NULL;
     vdnn_error err;
     vdnn_cpu_options co = {.threads = 1};
@@ -102,7 +109,7 @@ vdnn_dtype vt_test_precision(void)
         fprintf(stderr, "cpu backend: %s\n", err.msg);
         exit(1);
     }
-    vdnn_status st = vdnn_backend_check_dtype(be, t, &err);
+    vdnn_status st = vdnn_backend_check_dtype(be, t, NULL, &err);
     vdnn_backend_destroy(be);
     if (st != VDNN_OK) {
         printf("skipped: %s\n", err.msg);
@@ -185,9 +192,15 @@ void vt_text_env_open(vt_text_env *e, const char *model, int batch, int seq, int
     write_words(e->path, words, n_words, seed, bytes);
     e->g = vt_load_zoo(model);
     vt_assert_ok(vdnn_graph_resolve(e->g, (vdnn_shape){batch, 1, seq, 1}, 256, &err), err);
+    /* The maps' type: VDNN_TEST_PRECISION's, if this machine runs the model in it (else the program is skipped). */
+    e->g->dtype = precision_named();
     vt_assert_ok(vdnn_profile_estimate(e->g, 4e13, 2e12, 16e9, &e->prof, &err), err);
     vdnn_cpu_options co = {.threads = 1};
     vt_assert_ok(vdnn_backend_cpu_create(&co, &e->be, &err), err);
+    if (vdnn_backend_check_dtype(e->be, e->g->dtype, e->g, &err) != VDNN_OK) {
+        printf("skipped: %s\n", err.msg);
+        exit(VT_EXIT_SKIPPED);
+    }
     char spec[300];
     snprintf(spec, sizeof spec, "text:%s", e->path);
     vt_assert_ok(vdnn_dataset_open(spec, VDNN_SPLIT_TRAIN, (vdnn_shape){0, 1, seq, 1}, 0, 0, &e->ds, &err), err);
@@ -218,6 +231,7 @@ vdnn_net_options vt_text_options(const vt_text_env *e, vdnn_policy pol, size_t b
     cfg.memory.policy = pol;
     cfg.memory.budget = budget;
     cfg.memory.poison = true;
+    cfg.memory.precision = (vdnn_precision)e->g->dtype;
     cfg.seed = seed;
     cfg.profile = &e->prof;
     return cfg;

@@ -43,7 +43,7 @@ VDNN_API const char *vdnn_policy_description(vdnn_policy p);
  * never name a precision keep fp32. */
 typedef enum vdnn_precision {
     VDNN_PRECISION_FP32 = 0,
-    VDNN_PRECISION_BF16,      /* CPUs with AVX-512 BF16, and GPUs of compute capability 8.0 and up */
+    VDNN_PRECISION_BF16,      /* CPUs with AVX-512 BF16 (a transformer's layers: any CPU), GPUs of capability 8.0 up */
     VDNN_PRECISION_FP16,      /* CUDA only */
     VDNN_PRECISION_COUNT
 } vdnn_precision;

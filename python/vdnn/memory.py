@@ -67,7 +67,7 @@ class MemoryOptions:
       offload_params, stream_inputs, pipelined, poison, allow_oversubscribe   bools
       micro_batches     a step's batch in this many micro-batches (default 1)
       link_bandwidth_d2h, link_bandwidth_h2d   CPU backend: copies throttled to bytes/s (0: unthrottled)
-      precision         "fp32" (the default), "bf16" (AVX-512 BF16 CPUs, recent GPUs) or "fp16" (CUDA): the maps' type
+      precision         "fp32" (the default), "bf16" (AVX-512 BF16 CPUs; transformers on any CPU; recent GPUs) or "fp16" (CUDA): the maps' type
       clip_grads        training clips gradients by their global norm (updates wait for backward's end); a Net
                         sets it from its clip_grad_norm
     Ranges are checked by the library when the options are used (or by check()), with messages naming the field.

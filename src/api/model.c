@@ -94,13 +94,10 @@ vdnn_status vdnn_model_layers_precision(const vdnn_model_t *m, vdnn_shape input,
     if ((unsigned)precision >= VDNN_PRECISION_COUNT)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "memory.precision: %d is out of range (fp32, bf16 or fp16)",
                          (int)precision);
-    if (be) {
-        vdnn_status st = vdnn_backend_check_dtype(be, (vdnn_dtype)precision, err);
-        if (st != VDNN_OK) return st;
-    }
     vdnn_graph_t *g = NULL;
     vdnn_status rc = vdnn_graph_resolved_copy(m, input, classes, &g, err);
     if (rc == VDNN_OK) g->dtype = (vdnn_dtype)precision;
+    if (rc == VDNN_OK && be) rc = vdnn_backend_check_dtype(be, g->dtype, g, err);
     for (int l = 0; rc == VDNN_OK && l < g->n_layers; l++) {
         const vdnn_layer *ly = &g->layers[l];
         vdnn_layer_info *o = &out[l];

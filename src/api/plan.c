@@ -34,7 +34,7 @@ vdnn_status vdnn_plan_create(const vdnn_model_t *m, vdnn_backend_t *be, const vd
     else if (rc == VDNN_OK && !be) rc = vdnn_backend_open("cpu", 0, &own_be, err);
     if (own_be) src = vdnn_op_source_backend(own_be);
     /* A backend says whether it runs the precision; a profile's recorded op info is taken as given. */
-    if (rc == VDNN_OK && (be || own_be)) rc = vdnn_backend_check_dtype(be ? be : own_be, g->dtype, err);
+    if (rc == VDNN_OK && (be || own_be)) rc = vdnn_backend_check_dtype(be ? be : own_be, g->dtype, g, err);
     if (rc == VDNN_OK) {
         info = calloc((size_t)g->n_layers, sizeof *info);
         algos = calloc((size_t)g->n_layers, sizeof *algos);

@@ -48,8 +48,9 @@ typedef struct vdnn_op_desc {
  *   - labels: int32.
  * Arithmetic is fp32 (sums in fp32 or double); a 16-bit result is rounded once, to nearest even. op_info's sizes
  * are bytes of what the op really keeps (aux, workspaces), so they follow the dtype where it matters. A backend
- * refuses a dtype it cannot run fast with VDNN_ERR_UNSUPPORTED and a message that says why (the CPU: bf16 needs
- * AVX-512 BF16, fp16 is not offered), rather than emulating it slowly. */
+ * refuses a dtype it cannot run fast with VDNN_ERR_UNSUPPORTED and a message that says why (the CPU: bf16 on
+ * oneDNN's primitives needs AVX-512 BF16, fp16 is not offered), rather than emulating it slowly; ops that widen a
+ * type to fp32 code at the cost of a conversion (the CPU's transformer ops) may run it anywhere. */
 
 /* What an op needs beyond its inputs and outputs, as numbers the planner uses.
  * Filled by ops.query without touching a device. */
@@ -236,6 +237,8 @@ typedef struct vdnn_cpu_options {
                                     it; the lean algorithm uses a sixteenth); 0: 256 MiB */
     bool no_bf16;                /* act as if the CPU lacked AVX-512 BF16, so bf16 ops are refused (tests of the
                                     refusal); env VDNN_CPU_ISA=no-bf16 does the same (cpu/cpu_isa.c) */
+    size_t widen_group_bytes;    /* cap on the fp32 copies of the samples a bf16 attention or GELU op widens at a
+                                    time (cpu/cpu_ops_widen.c; one sample at least); 0: 4 MiB */
 } vdnn_cpu_options;
 
 vdnn_status vdnn_backend_cpu_create(const vdnn_cpu_options *opt, vdnn_backend_t **out, vdnn_error *err);
@@ -279,10 +282,11 @@ static inline void vdnn_backend_destroy(vdnn_backend_t *be)
 /* The op description of layer `i` of a resolved graph. */
 void vdnn_op_desc_from_layer(const vdnn_graph_t *g, int i, bool training, vdnn_op_desc *d);
 
-/* Whether be runs maps of type t (a net's precision): fp32 always; another type if the backend's ops accept it.
- * The refusal says "memory.precision: ..." with the backend's reason (bf16 on a CPU without AVX-512 BF16, fp16
- * on any CPU). */
-vdnn_status vdnn_backend_check_dtype(vdnn_backend_t *be, vdnn_dtype t, vdnn_error *err);
+/* Whether be runs maps of type t (a net's precision): fp32 always; another type if the backend's ops accept it,
+ * every layer of g (NULL: the ops that need the device's support for the type, such as a ReLU). The refusal says
+ * "memory.precision: ..." with the layer and the backend's reason (a convolution in bf16 on a CPU without AVX-512
+ * BF16, fp16 on any CPU). */
+vdnn_status vdnn_backend_check_dtype(vdnn_backend_t *be, vdnn_dtype t, const vdnn_graph_t *g, vdnn_error *err);
 
 /* op_algos for an op with a single way to run: op_query's info under the name "default". */
 vdnn_status vdnn_op_algos_single(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_algo *algos, int *n,

@@ -217,7 +217,6 @@ static vdnn_status check_options(const vdnn_backend_t *be, const vdnn_net_option
         return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "clip_grad_norm: the %s backend cannot clip gradients yet",
                          be->ops->name);
     vdnn_status rc = vdnn_memory_options_check(&o->memory, err);
-    if (rc == VDNN_OK) rc = vdnn_backend_check_dtype((vdnn_backend_t *)be, (vdnn_dtype)o->memory.precision, err);
     if (rc != VDNN_OK) return rc;
     if (o->memory.policy == VDNN_POLICY_UM && (!be->ops->managed_alloc || !be->ops->managed_free || !be->ops->mem_prefetch))
         return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
@@ -249,6 +248,10 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
     rc = vdnn_graph_resolved_copy(model, (vdnn_shape){o->batch / m, o->in_c, o->in_h, o->in_w}, o->classes, &g, err);
     if (rc != VDNN_OK) return rc;
     g->dtype = (vdnn_dtype)o->memory.precision;
+    if ((rc = vdnn_backend_check_dtype(be, g->dtype, g, err)) != VDNN_OK) {
+        vdnn_graph_free(g);
+        return rc;
+    }
     vdnn_net_t *net = calloc(1, sizeof *net);
     if (net) net->ckpt_precision = o->memory.precision;
     if (!net) {

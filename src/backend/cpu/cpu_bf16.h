@@ -1,6 +1,6 @@
 /* Runs of bf16 values to and from float with AVX-512 BF16, for the CPU's own bf16 ops: they load a block of a map
- * into floats, compute in fp32 and store it rounded. Only called where the backend found AVX-512 BF16 (it refuses
- * bf16 ops elsewhere), so no other path is needed. Inline, so that the loops of bf16 functions compiled with
+ * into floats, compute in fp32 and store it rounded. Only called where the backend found AVX-512 BF16; elsewhere
+ * the ops that run bf16 anyway take portable loops (cpu_typed.c, scalar conversions). Inline, so that the loops of bf16 functions compiled with
  * CPU_BF16_TARGET take them in; the tail goes through masked loads and stores, so every value rounds the same way. */
 #ifndef VDNN_BACKEND_CPU_BF16_H
 #define VDNN_BACKEND_CPU_BF16_H

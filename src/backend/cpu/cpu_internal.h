@@ -30,6 +30,10 @@ struct vdnn_op {
     vdnn_op_info info;
     const cpu_op_impl *impl;
     void *state;                   /* owned by impl (oneDNN primitives, memory descriptors) */
+    /* Widened (cpu_ops_widen.c): d and info are the fp32 op impl runs (one sample's where it goes a sample at a
+     * time), maps the op as asked, with its bf16 maps. */
+    bool widened;
+    vdnn_op_desc maps;
 };
 
 /* One implementation per layer kind (or family). query must not allocate device memory. */
@@ -77,6 +81,16 @@ extern const cpu_op_impl vdnn_cpu_op_seq_cat;
 vdnn_status vdnn_cpu_isa_resolve(cpu_backend *be, vdnn_error *err);
 /* VDNN_OK if ops of type t run here; VDNN_ERR_UNSUPPORTED saying why not otherwise (kind names the op). */
 vdnn_status vdnn_cpu_check_dtype(const cpu_backend *be, vdnn_dtype t, const char *kind, vdnn_error *err);
+
+/* bf16 maps for ops whose arithmetic is fp32 code, on any CPU (cpu_ops_widen.c): whether d is run so; the fp32
+ * description impl runs; the op's info (impl's, with room for the fp32 copies in the workspaces); forward and
+ * backward of an op created widened. */
+bool vdnn_cpu_widened(const vdnn_op_desc *d);
+void vdnn_cpu_widen_desc(const cpu_backend *be, const vdnn_op_desc *d, vdnn_op_desc *inner);
+vdnn_status vdnn_cpu_widen_query(cpu_backend *be, const cpu_op_impl *impl, const vdnn_op_desc *d, vdnn_op_info *info,
+                                 vdnn_error *err);
+vdnn_status vdnn_cpu_widen_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
+vdnn_status vdnn_cpu_widen_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
 
 /* Bytes of one value of the op's feature maps. */
 static inline size_t vdnn_cpu_esize(const vdnn_op_desc *d) { return vdnn_dtype_size(d->dtype); }

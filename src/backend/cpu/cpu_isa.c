@@ -1,6 +1,7 @@
-/* Which reduced-precision types the CPU backend runs: bf16 only where oneDNN may use AVX-512 BF16 (the CPU has it
- * and DNNL_MAX_CPU_ISA does not cap it), since elsewhere oneDNN would emulate it several times slower than fp32;
- * fp16 never (oneDNN 2.6 has no fp16 training kernels for CPUs). The check can be told to act as if the CPU lacked
+/* Which reduced-precision types the CPU backend runs: bf16 on oneDNN's primitives only where oneDNN may use AVX-512
+ * BF16 (the CPU has it and DNNL_MAX_CPU_ISA does not cap it), since elsewhere oneDNN would emulate it several times
+ * slower than fp32 (the ops whose bf16 is fp32 code, cpu_ops_table.c's bf16_anywhere, run it on any CPU); fp16
+ * never (oneDNN 2.6 has no fp16 training kernels for CPUs). The check can be told to act as if the CPU lacked
  * bf16, so the refusal is tested on any machine: the backend option no_bf16, or VDNN_CPU_ISA=no-bf16 in the
  * environment ("native" or empty: what the CPU has). */
 #include <stdio.h>

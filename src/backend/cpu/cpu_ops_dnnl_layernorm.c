@@ -1,4 +1,5 @@
-/* LAYERNORM on the CPU: oneDNN layer normalization over the last dimension (w) of plain rows, fp32. */
+/* LAYERNORM on the CPU: oneDNN layer normalization over the last dimension (w) of plain rows, fp32 (bf16 maps
+ * reach it widened: cpu_ops_widen.c). */
 #include <stdlib.h>
 
 #include "backend/cpu/cpu_ops_dnnl_util.h"
@@ -16,7 +17,7 @@ static vdnn_status ln_build(cpu_backend *be, const vdnn_op_desc *d, bool make, l
 {
     const vdnn_shape in = d->in[0], out = d->out;
     if (d->dtype != VDNN_DTYPE_F32)
-        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "layernorm: only fp32 maps on the CPU (no %s path yet)",
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "layernorm: only fp32 or bf16 maps on the CPU (no %s path)",
                          vdnn_dtype_name(d->dtype));
     if (d->n_inputs != 1 || in.n != out.n || in.c != out.c || in.h != out.h || in.w != out.w)
         return vdnn_fail(err, VDNN_ERR_SHAPE, "layernorm: output %dx%dx%dx%d differs from input %dx%dx%dx%d (one "

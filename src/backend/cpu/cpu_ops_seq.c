@@ -10,9 +10,9 @@
 /* Tensors B x T x F are shapes {B, 1, T, F}: rows of F contiguous values (docs/sequence.md). */
 static vdnn_status seq_fp32(const vdnn_op_desc *d, vdnn_error *err)
 {
-    /* The sequence ops are fp32 only for now: refused, not emulated, like every dtype a backend cannot run fast. */
+    /* This code is fp32: bf16 maps reach it widened (cpu_ops_widen.c), other types never. */
     if (d->dtype != VDNN_DTYPE_F32)
-        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "%s: only fp32 maps on the CPU (sequence ops have no %s path yet)",
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "%s: only fp32 or bf16 maps on the CPU (no %s path)",
                          vdnn_layer_kind_name(d->kind), vdnn_dtype_name(d->dtype));
     return VDNN_OK;
 }

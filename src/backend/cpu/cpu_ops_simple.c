@@ -176,8 +176,17 @@ static vdnn_status add_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
     if (st) return st;
     ptrdiff_t m = (ptrdiff_t)count(op->d.out);
     int k = op->d.n_inputs;
-    if (vdnn_cpu_is_bf16(&op->d)) {
+    if (vdnn_cpu_is_bf16(&op->d) && be->bf16) {
         vdnn_cpu_bf16_sum((uint16_t *)a->y, (const uint16_t *const *)a->x, k, (size_t)m);
+        return VDNN_OK;
+    }
+    if (vdnn_cpu_is_bf16(&op->d)) { /* the same sums, rounded once, without AVX-512 BF16 */
+#pragma omp parallel for if (m > PAR_MIN)
+        for (ptrdiff_t i = 0; i < m; i++) {
+            float s = get(&op->d, a->x[0], (size_t)i);
+            for (int j = 1; j < k; j++) s += get(&op->d, a->x[j], (size_t)i);
+            put(&op->d, a->y, (size_t)i, s);
+        }
         return VDNN_OK;
     }
     float *y = a->y;

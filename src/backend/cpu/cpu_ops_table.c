@@ -44,6 +44,24 @@ vdnn_status vdnn_cpu_dnnl_check(dnnl_status_t s, const char *what, vdnn_error *e
     return vdnn_fail(err, VDNN_ERR_BACKEND, "oneDNN: %s failed: %s", what, dnnl_status2str(s));
 }
 
+/* Ops that run bf16 maps without AVX-512 BF16, as fast as fp32: the widened ones (cpu_ops_widen.c) and the own
+ * loops that read and write bf16 one value at a time or copy it (the rest of a transformer: add, dropout, the loss,
+ * the head groups' concatenation). Others
+ * run bf16 on oneDNN's primitives, which would emulate it slowly without AVX-512 BF16, so they are refused there. */
+static bool bf16_anywhere(const vdnn_op_desc *d)
+{
+    if (vdnn_cpu_widened(d)) return true;
+    switch (d->kind) {
+    case VDNN_LAYER_ADD:
+    case VDNN_LAYER_CONCAT:
+    case VDNN_LAYER_FEAT_CAT:
+    case VDNN_LAYER_DROPOUT:
+    case VDNN_LAYER_SOFTMAX_XENT:
+    case VDNN_LAYER_FLATTEN: return true;
+    default: return false;
+    }
+}
+
 static bool shape_ok(vdnn_shape s) { return s.n > 0 && s.c > 0 && s.h > 0 && s.w > 0; }
 
 static vdnn_status lookup(const cpu_backend *be, const vdnn_op_desc *d, const cpu_op_impl **impl, vdnn_error *err)
@@ -65,6 +83,7 @@ static vdnn_status lookup(const cpu_backend *be, const vdnn_op_desc *d, const cp
         return vdnn_fail(err, VDNN_ERR_SHAPE, "cpu op: output has shape %dx%dx%dx%d", d->out.n, d->out.c, d->out.h,
                          d->out.w);
     /* The ONNX-brought ops (vdnn_op_check_fp32_only) have bf16 loops here, unlike on CUDA. */
+    if (d->dtype == VDNN_DTYPE_BF16 && bf16_anywhere(d)) return VDNN_OK;
     return vdnn_cpu_check_dtype(be, d->dtype, vdnn_layer_kind_name(d->kind), err);
 }
 
@@ -77,6 +96,7 @@ vdnn_status vdnn_cpu_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op
     *info = (vdnn_op_info){0};
     if (d->algo != 0 && !impl->algos)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cpu op: algorithm %d asked of an op with one algorithm", d->algo);
+    if (vdnn_cpu_widened(d)) return vdnn_cpu_widen_query((cpu_backend *)be, impl, d, info, err);
     return impl->query((cpu_backend *)be, d, info, err);
 }
 
@@ -101,7 +121,14 @@ vdnn_status vdnn_cpu_op_create(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_o
     if (!op) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "op_create: out of memory");
     op->d = *d;
     op->impl = impl;
-    st = vdnn_cpu_op_query(be, d, &op->info, err);
+    op->widened = vdnn_cpu_widened(d);
+    if (op->widened) {
+        /* impl makes and runs the fp32 op (op->info its info), after the checks of the op as asked. */
+        op->maps = *d;
+        vdnn_cpu_widen_desc((const cpu_backend *)be, d, &op->d);
+        st = vdnn_cpu_widen_query((cpu_backend *)be, impl, d, &op->info, err);
+    }
+    if (!st) st = vdnn_cpu_op_query(be, &op->d, &op->info, err);
     if (!st && impl->create) st = impl->create((cpu_backend *)be, op, err);
     if (st) {
         free(op);
@@ -121,11 +148,13 @@ void vdnn_cpu_op_destroy(vdnn_backend_t *be, vdnn_op *op)
 vdnn_status vdnn_cpu_op_forward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     if (!op || !a) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_forward: NULL %s", op ? "arguments" : "op");
+    if (op->widened) return vdnn_cpu_widen_forward((cpu_backend *)be, op, a, err);
     return op->impl->forward((cpu_backend *)be, op, a, err);
 }
 
 vdnn_status vdnn_cpu_op_backward(vdnn_backend_t *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     if (!op || !a) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_backward: NULL %s", op ? "arguments" : "op");
+    if (op->widened) return vdnn_cpu_widen_backward((cpu_backend *)be, op, a, err);
     return op->impl->backward((cpu_backend *)be, op, a, err);
 }

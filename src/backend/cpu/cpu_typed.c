@@ -6,29 +6,48 @@
 #include "backend/op_check.h"
 #include "core/half.h"
 
+/* bf16 runs without AVX-512 BF16, as core/half.h's scalar conversions (bit for bit) in loops without branches, so
+ * that they vectorize on any x86-64: the bf16 ops that run on every CPU (cpu_ops_widen.c) widen and round whole
+ * maps through them. */
+static void bf16_load_portable(float *dst, const uint16_t *h, size_t len)
+{
+#pragma omp simd
+    for (size_t i = 0; i < len; i++) {
+        const uint32_t u = (uint32_t)h[i] << 16;
+        memcpy(&dst[i], &u, sizeof u);
+    }
+}
+
+static void bf16_store_portable(uint16_t *h, const float *src, size_t len)
+{
+#pragma omp simd
+    for (size_t i = 0; i < len; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], sizeof u);
+        const uint32_t nan = (u >> 16) | 0x0040u, rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+        h[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+    }
+}
+
 /* src[off, off+len) of type t as floats; fast: AVX-512 BF16 is there. */
 static void load_block(float *dst, const void *src, vdnn_dtype t, size_t off, size_t len, bool fast)
 {
-    if (t == VDNN_DTYPE_F32) {
-        memcpy(dst, (const float *)src + off, len * sizeof *dst);
-    } else if (t == VDNN_DTYPE_BF16 && fast) {
-        vdnn_cpu_bf16_load(dst, (const uint16_t *)src + off, len);
-    } else {
-        const uint16_t *h = (const uint16_t *)src + off;
-        for (size_t i = 0; i < len; i++) dst[i] = t == VDNN_DTYPE_BF16 ? vdnn_bf16_to_float(h[i]) : vdnn_f16_to_float(h[i]);
-    }
+    const uint16_t *h = (const uint16_t *)src + off;
+    if (t == VDNN_DTYPE_F32) memcpy(dst, (const float *)src + off, len * sizeof *dst);
+    else if (t == VDNN_DTYPE_BF16 && fast) vdnn_cpu_bf16_load(dst, h, len);
+    else if (t == VDNN_DTYPE_BF16) bf16_load_portable(dst, h, len);
+    else
+        for (size_t i = 0; i < len; i++) dst[i] = vdnn_f16_to_float(h[i]);
 }
 
 static void store_block(void *dst, vdnn_dtype t, size_t off, const float *src, size_t len, bool fast)
 {
-    if (t == VDNN_DTYPE_F32) {
-        memcpy((float *)dst + off, src, len * sizeof *src);
-    } else if (t == VDNN_DTYPE_BF16 && fast) {
-        vdnn_cpu_bf16_store((uint16_t *)dst + off, src, len);
-    } else {
-        uint16_t *h = (uint16_t *)dst + off;
-        for (size_t i = 0; i < len; i++) h[i] = t == VDNN_DTYPE_BF16 ? vdnn_bf16_from_float(src[i]) : vdnn_f16_from_float(src[i]);
-    }
+    uint16_t *h = (uint16_t *)dst + off;
+    if (t == VDNN_DTYPE_F32) memcpy((float *)dst + off, src, len * sizeof *src);
+    else if (t == VDNN_DTYPE_BF16 && fast) vdnn_cpu_bf16_store(h, src, len);
+    else if (t == VDNN_DTYPE_BF16) bf16_store_portable(h, src, len);
+    else
+        for (size_t i = 0; i < len; i++) h[i] = vdnn_f16_from_float(src[i]);
 }
 
 vdnn_status vdnn_cpu_convert(vdnn_backend_t *be, void *dst, vdnn_dtype dst_type, const void *src, vdnn_dtype src_type,
@@ -47,8 +66,13 @@ vdnn_status vdnn_cpu_convert(vdnn_backend_t *be, void *dst, vdnn_dtype dst_type,
     for (ptrdiff_t b = 0; b < blocks; b++) {
         float t[CPU_BF16_BLOCK];
         const size_t off = (size_t)b * CPU_BF16_BLOCK, len = n - off < CPU_BF16_BLOCK ? n - off : CPU_BF16_BLOCK;
-        load_block(t, src, src_type, off, len, fast);
-        store_block(dst, dst_type, off, t, len, fast);
+        /* Straight into or out of fp32 maps; between two 16-bit types through floats. */
+        if (dst_type == VDNN_DTYPE_F32) load_block((float *)dst + off, src, src_type, off, len, fast);
+        else if (src_type == VDNN_DTYPE_F32) store_block(dst, dst_type, off, (const float *)src + off, len, fast);
+        else {
+            load_block(t, src, src_type, off, len, fast);
+            store_block(dst, dst_type, off, t, len, fast);
+        }
     }
     return VDNN_OK;
 }

@@ -1,0 +1,242 @@
+/* bf16 maps for the CPU ops whose arithmetic is fp32 code (the transformer's ops: OpenBLAS GEMMs, oneDNN's fp32
+ * layer norm and GELU): the op reads its bf16 maps widened into fp32 in its workspace, runs its fp32 code, and rounds
+ * what it writes once, to nearest even. No AVX-512 BF16 is needed (widening is exact and rounding is a few integer
+ * operations a value, against the GEMMs' many flops a value), so these ops run bf16 on any CPU. Every op goes a
+ * group of samples at a time, so its workspace holds a few samples' fp32 copies rather than the batch's: else a bf16
+ * op would hold more bytes while it runs than its fp32 twin (bf16 maps and fp32 copies), and the smallest budget a
+ * plan reaches, set by the largest op, would rise. Parameter gradients are summed over the groups in order. */
+#include <string.h>
+
+#include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_ops_dnnl_util.h"
+#include "core/half.h"
+
+bool vdnn_cpu_widened(const vdnn_op_desc *d)
+{
+    if (!d || d->dtype != VDNN_DTYPE_BF16) return false;
+    switch (d->kind) {
+    case VDNN_LAYER_EMBED:
+    case VDNN_LAYER_POS_EMBED:
+    case VDNN_LAYER_LAYERNORM:
+    case VDNN_LAYER_LINEAR:
+    case VDNN_LAYER_ATTN_PROBS:
+    case VDNN_LAYER_ATTN_MIX:
+    case VDNN_LAYER_GELU: return true;
+    default: return false;
+    }
+}
+
+/* fp32 copies of a group of samples at most this large by default (unless one sample is larger): groups of
+ * several samples make fewer, longer calls (conversions that use every thread) where samples are small. */
+#define WIDEN_GROUP_BYTES ((size_t)4 << 20)
+
+/* Samples an op takes at a time: the largest divisor of the batch whose fp32 copies (inputs and output, and their
+ * gradients in backward) fit the cap, at least one. */
+static int group_samples(const cpu_backend *be, const vdnn_op_desc *d)
+{
+    const size_t cap = be->opt.widen_group_bytes ? be->opt.widen_group_bytes : WIDEN_GROUP_BYTES;
+    const int n = d->out.n;
+    size_t one = vdnn_shape_count(d->out) / (size_t)n;
+    for (int i = 0; i < d->n_inputs; i++) one += vdnn_shape_count(d->in[i]) / (size_t)n;
+    one *= 2 * sizeof(float);
+    int k = 1;
+    for (int g = 2; g <= n; g++)
+        if (n % g == 0 && (size_t)g * one <= cap) k = g;
+    return k;
+}
+
+/* linear's weights and bias go to its GEMMs rounded to bf16, as a bf16 fc's do (PyTorch's autocast casts a linear
+ * layer's weights too); the embeddings and layer norm keep theirs fp32, as autocast does. */
+static size_t rounded_weights(const vdnn_op_desc *d)
+{
+    return d->kind == VDNN_LAYER_LINEAR ? (size_t)d->p.filters * (size_t)d->in[0].w : 0;
+}
+
+static size_t rounded_bias(const vdnn_op_desc *d)
+{
+    return d->kind == VDNN_LAYER_LINEAR && d->p.bias ? (size_t)d->p.filters : 0;
+}
+
+/* The op's weight and bias gradients, in floats: a group after the first writes them aside to be added. */
+static void param_counts(const vdnn_op_desc *d, size_t *w, size_t *b)
+{
+    const size_t f = (size_t)d->in[0].w;
+    *w = *b = 0;
+    switch (d->kind) {
+    case VDNN_LAYER_LINEAR: *w = rounded_weights(d), *b = rounded_bias(d); break;
+    case VDNN_LAYER_EMBED: *w = (size_t)d->p.vocab * (size_t)d->out.w; break;
+    case VDNN_LAYER_POS_EMBED: *w = (size_t)d->p.context * f; break;
+    case VDNN_LAYER_LAYERNORM: *w = *b = f; break;
+    default: break;
+    }
+}
+
+void vdnn_cpu_widen_desc(const cpu_backend *be, const vdnn_op_desc *d, vdnn_op_desc *inner)
+{
+    *inner = *d;
+    inner->dtype = VDNN_DTYPE_F32;
+    const int k = group_samples(be, d);
+    for (int i = 0; i < d->n_inputs; i++) inner->in[i].n = k;
+    inner->out.n = k;
+}
+
+/* Where the fp32 copies lie in the workspace (offsets after aligning it), for forward or backward. */
+typedef struct widen_layout {
+    size_t inner, x[VDNN_MAX_INPUTS], y, dy, dx[VDNN_MAX_INPUTS], w, b, dw, db, bytes;
+} widen_layout;
+
+/* d: the op as asked; s: the fp32 op that runs (vdnn_cpu_widen_desc), in: its info. */
+static widen_layout layout(const vdnn_op_desc *d, const vdnn_op_desc *inner, const vdnn_op_info *in, bool backward)
+{
+    const vdnn_op_desc s = *inner;
+    widen_layout l = {0};
+    size_t used = 0;
+    l.inner = vdnn_cpu_ws_take(&used, backward ? in->bwd_ws_bytes : in->fwd_ws_bytes);
+    const bool xs = !backward || in->bwd_needs_x, ys = !backward || in->bwd_needs_y;
+    for (int i = 0; i < d->n_inputs; i++) l.x[i] = vdnn_cpu_ws_take(&used, xs ? vdnn_shape_bytes(s.in[i]) : 0);
+    l.y = vdnn_cpu_ws_take(&used, ys ? vdnn_shape_bytes(s.out) : 0);
+    if (backward) {
+        l.dy = vdnn_cpu_ws_take(&used, vdnn_shape_bytes(s.out));
+        for (int i = 0; i < d->n_inputs; i++) l.dx[i] = vdnn_cpu_ws_take(&used, vdnn_shape_bytes(s.in[i]));
+    }
+    l.w = vdnn_cpu_ws_take(&used, rounded_weights(d) * sizeof(float));
+    l.b = vdnn_cpu_ws_take(&used, rounded_bias(d) * sizeof(float));
+    if (backward && s.out.n < d->out.n) {
+        size_t nw, nb;
+        param_counts(d, &nw, &nb);
+        l.dw = vdnn_cpu_ws_take(&used, nw * sizeof(float));
+        l.db = vdnn_cpu_ws_take(&used, nb * sizeof(float));
+    }
+    l.bytes = used + CPU_WS_SLACK;
+    return l;
+}
+
+vdnn_status vdnn_cpu_widen_query(cpu_backend *be, const cpu_op_impl *impl, const vdnn_op_desc *d, vdnn_op_info *info,
+                                 vdnn_error *err)
+{
+    /* Token ids reach embed as values of the data map: bf16 holds every integer up to 256 exactly, no more. */
+    if (d->kind == VDNN_LAYER_EMBED && d->p.vocab > 257)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
+                         "embed: a vocabulary of %d tokens in bf16 maps (their ids are exact only up to 256); use fp32",
+                         d->p.vocab);
+    vdnn_op_desc s;
+    vdnn_cpu_widen_desc(be, d, &s);
+    vdnn_op_info in = {0};
+    vdnn_status st = impl->query(be, &s, &in, err);
+    if (st) return st;
+    *info = in;
+    info->fwd_ws_bytes = layout(d, &s, &in, false).bytes;
+    info->bwd_ws_bytes = layout(d, &s, &in, true).bytes;
+    info->stream_ok = false;
+    info->chunk_images = 0;
+    info->aux_bytes *= (size_t)(d->out.n / s.out.n);
+    return VDNN_OK;
+}
+
+/* Group g of a bf16 map of shape t cut in groups of `per` samples. */
+static const void *at_group(const void *p, vdnn_shape t, int g, int per)
+{
+    return (const char *)p + (size_t)g * (size_t)per * (vdnn_shape_count(t) / (size_t)t.n) * sizeof(uint16_t);
+}
+
+static vdnn_status widen(cpu_backend *be, float *dst, const void *src, vdnn_shape s, vdnn_error *err)
+{
+    return vdnn_cpu_convert(&be->base, dst, VDNN_DTYPE_F32, src, VDNN_DTYPE_BF16, vdnn_shape_count(s), err);
+}
+
+static vdnn_status narrow(cpu_backend *be, void *dst, const float *src, vdnn_shape s, vdnn_error *err)
+{
+    return vdnn_cpu_convert(&be->base, dst, VDNN_DTYPE_BF16, src, VDNN_DTYPE_F32, vdnn_shape_count(s), err);
+}
+
+/* w and b rounded to bf16 values, kept as floats, where the op computes with them rounded. */
+static vdnn_status round_params(cpu_backend *be, const vdnn_op_desc *d, const vdnn_op_args *a, char *ws,
+                                const widen_layout *l, vdnn_op_args *a32, vdnn_error *err)
+{
+    const size_t nw = rounded_weights(d), nb = rounded_bias(d);
+    vdnn_status st = VDNN_OK;
+    if (nw && a->w) {
+        uint16_t *h = (uint16_t *)(ws + l->w);
+        float *f = (float *)(ws + l->w);
+        /* In place: bf16 into the front half, widened back from the last value down. */
+        st = vdnn_cpu_convert(&be->base, h, VDNN_DTYPE_BF16, a->w, VDNN_DTYPE_F32, nw, err);
+        for (size_t i = nw; !st && i-- > 0;) f[i] = vdnn_bf16_to_float(h[i]);
+        a32->w = f;
+    }
+    if (!st && nb && a->b) {
+        float *f = (float *)(ws + l->b);
+        for (size_t i = 0; i < nb; i++) f[i] = vdnn_bf16_to_float(vdnn_bf16_from_float(a->b[i]));
+        a32->b = f;
+    }
+    return st;
+}
+
+vdnn_status vdnn_cpu_widen_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const vdnn_op_desc *d = &op->maps, *s = &op->d;
+    char *ws = vdnn_cpu_ws_align(a->ws);
+    if (!ws) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s forward: bf16 maps need the workspace",
+                              vdnn_layer_kind_name(d->kind));
+    const widen_layout l = layout(d, s, &op->info, false);
+    vdnn_op_args a32 = *a;
+    a32.ws = (float *)(ws + l.inner);
+    a32.y = (float *)(ws + l.y);
+    a32.stream = NULL;
+    vdnn_status st = round_params(be, d, a, ws, &l, &a32, err);
+    const int per = s->out.n, steps = d->out.n / per;
+    for (int g = 0; !st && g < steps; g++) {
+        for (int i = 0; !st && i < d->n_inputs; i++) {
+            a32.x[i] = a->x[i] ? (const float *)(ws + l.x[i]) : NULL;
+            if (a->x[i]) st = widen(be, (float *)(ws + l.x[i]), at_group(a->x[i], d->in[i], g, per), s->in[i], err);
+        }
+        if (a->aux && steps > 1) a32.aux = a->aux + (size_t)g * op->info.aux_bytes / sizeof(float);
+        if (!st) st = op->impl->forward(be, op, &a32, err);
+        if (!st && a->y) st = narrow(be, (void *)at_group(a->y, d->out, g, per), a32.y, s->out, err);
+    }
+    return st;
+}
+
+static void add_into(const vdnn_op_desc *d, const vdnn_op_args *a, const vdnn_op_args *a32)
+{
+    size_t nw, nb;
+    param_counts(d, &nw, &nb);
+    if (a->dw)
+        for (size_t i = 0; i < nw; i++) a->dw[i] += a32->dw[i];
+    if (a->db)
+        for (size_t i = 0; i < nb; i++) a->db[i] += a32->db[i];
+}
+
+vdnn_status vdnn_cpu_widen_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const vdnn_op_desc *d = &op->maps, *s = &op->d;
+    char *ws = vdnn_cpu_ws_align(a->ws);
+    if (!ws) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s backward: bf16 maps need the workspace",
+                              vdnn_layer_kind_name(d->kind));
+    const widen_layout l = layout(d, s, &op->info, true);
+    vdnn_op_args a32 = *a;
+    a32.ws = (float *)(ws + l.inner);
+    a32.stream = NULL;
+    vdnn_status st = round_params(be, d, a, ws, &l, &a32, err);
+    const int per = s->out.n, steps = d->out.n / per;
+    for (int g = 0; !st && g < steps; g++) {
+        for (int i = 0; !st && i < d->n_inputs; i++) {
+            const bool x = op->info.bwd_needs_x && a->x[i];
+            a32.x[i] = x ? (const float *)(ws + l.x[i]) : NULL;
+            a32.dx[i] = a->dx[i] ? (float *)(ws + l.dx[i]) : NULL;
+            if (x) st = widen(be, (float *)(ws + l.x[i]), at_group(a->x[i], d->in[i], g, per), s->in[i], err);
+        }
+        a32.y = op->info.bwd_needs_y && a->y ? (float *)(ws + l.y) : NULL;
+        if (!st && a32.y) st = widen(be, a32.y, at_group(a->y, d->out, g, per), s->out, err);
+        a32.dy = a->dy ? (const float *)(ws + l.dy) : NULL;
+        if (!st && a->dy) st = widen(be, (float *)a32.dy, at_group(a->dy, d->out, g, per), s->out, err);
+        if (a->aux && steps > 1) a32.aux = a->aux + (size_t)g * op->info.aux_bytes / sizeof(float);
+        /* The first group writes the parameter gradients, the others beside them, added after. */
+        a32.dw = a->dw && g ? (float *)(ws + l.dw) : a->dw;
+        a32.db = a->db && g ? (float *)(ws + l.db) : a->db;
+        if (!st) st = op->impl->backward(be, op, &a32, err);
+        if (!st && g) add_into(d, a, &a32);
+        for (int i = 0; !st && i < d->n_inputs; i++)
+            if (a->dx[i]) st = narrow(be, (void *)at_group(a->dx[i], d->in[i], g, per), a32.dx[i], s->in[i], err);
+    }
+    return st;
+}
