@@ -80,8 +80,13 @@ gpt2-small-b8-t1024-adamw-none gpt2-small --seq-len 1024 --batch 8 --optimizer a
 CASES
   # auto's smallest budget (at a budget below it the plan reports what it needs).
   least() {
-    "$VDNN" plan "$@" --policy auto --budget 1 --json --device cpu 2>/dev/null |
-      "$PY" -c 'import json,sys; print(json.load(sys.stdin)["min_budget_bytes"])' || echo -
+    local out
+    out=$("$VDNN" plan "$@" --policy auto --budget 1 --json --device cpu 2>/dev/null) || true
+    "$PY" -c 'import json,sys
+try:
+    print(json.loads(sys.argv[1])["min_budget_bytes"])
+except Exception:
+    print("-")' "$out"
   }
   while read -r label args; do
     # shellcheck disable=SC2086

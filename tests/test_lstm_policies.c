@@ -108,13 +108,16 @@ static void test_lstm_shared_update_steps(void **state)
     if (own->peak_device_bytes >= fused->peak_device_bytes)
         fail_msg("update steps peak at %zu, the fused schedule at %zu", own->peak_device_bytes,
                  fused->peak_device_bytes);
-    /* With SGD (one moment) the peak is elsewhere, the same under both schedules: the fused one, which moves the
-     * gradients fewer times, is kept. */
+    /* With SGD (one moment) the fp32 peak is elsewhere, the same under both schedules: the fused one, which moves
+     * the gradients fewer times, is kept. (bf16 maps are half as large, so there the update may peak.) */
     rq.memory.optimizer_moments = 1;
     vdnn_plan_t *sgd = NULL;
     vt_assert_ok(vdnn_plan_build(e.g, e.info, &rq, &sgd, &err), err);
-    assert_true(sgd->offload_params && !sgd->shared_steps);
-    assert_int_equal(own_update_steps(sgd), 0);
+    assert_true(sgd->offload_params);
+    if (e.g->dtype == VDNN_DTYPE_F32) {
+        assert_false(sgd->shared_steps);
+        assert_int_equal(own_update_steps(sgd), 0);
+    }
     vdnn_plan_free(sgd);
 
     vdnn_net_options cfg = vt_text_options(&e, VDNN_POLICY_NONE, SIZE_MAX, 5);

@@ -142,7 +142,7 @@ static bool chunked_case(const vdnn_op_desc *d)
 }
 
 /* The sequence ops (and the token-wise loss; not feat_cat, concat's copy): fp32 maps only on CUDA, and bf16 too on
- * the CPU but for the LSTM's (docs/sequence.md); the CUDA ones compare with the CPU within vt_op_rtol (1e-4 of each
+ * the CPU (docs/sequence.md); the CUDA ones compare with the CPU within vt_op_rtol (1e-4 of each
  * tensor's scale, 1e-6 for the loss). */
 static bool sequence_case(const vdnn_op_desc *d)
 {
@@ -162,10 +162,8 @@ static bool runs_type(const harness_backend *hb, const vt_op_case *c)
 static bool applies(const harness_backend *hb, const vt_op_case *c)
 {
     if (hb->portable) return runs_type(hb, c);
-    /* In 16-bit types the sequence ops run on the CPU only, the LSTM's on neither. */
-    const bool lstm = c->d.kind == VDNN_LAYER_LSTM || c->d.kind == VDNN_LAYER_SEQ_CAT;
-    if (sequence_case(&c->d) && hb->cb.dtype != VDNN_DTYPE_F32 && (strncmp(hb->cb.name, "cpu", 3) || lstm))
-        return false;
+    /* In 16-bit types the sequence ops run on the CPU only. */
+    if (sequence_case(&c->d) && hb->cb.dtype != VDNN_DTYPE_F32 && strncmp(hb->cb.name, "cpu", 3)) return false;
     /* The ONNX-brought ops are fp32 only on CUDA (vdnn_op_check_fp32_only); test_op_contract checks the refusal.
      * The CPU runs them in bf16, so its bf16 entries test them. */
     vdnn_op_desc d16 = c->d;

@@ -237,8 +237,9 @@ typedef struct vdnn_cpu_options {
                                     it; the lean algorithm uses a sixteenth); 0: 256 MiB */
     bool no_bf16;                /* act as if the CPU lacked AVX-512 BF16, so bf16 ops are refused (tests of the
                                     refusal); env VDNN_CPU_ISA=no-bf16 does the same (cpu/cpu_isa.c) */
-    size_t widen_group_bytes;    /* cap on the fp32 copies of the samples a bf16 attention or GELU op widens at a
-                                    time (cpu/cpu_ops_widen.c; one sample at least); 0: 4 MiB */
+    size_t widen_group_bytes;    /* cap on the fp32 copies of the samples a widened bf16 op (a sequence model's)
+                                    takes at a time (cpu/cpu_ops_widen.c; one sample at least), obeyed even where
+                                    that makes parameter gradients cost room; 0: 4 MiB, groups only where cheaper */
 } vdnn_cpu_options;
 
 vdnn_status vdnn_backend_cpu_create(const vdnn_cpu_options *opt, vdnn_backend_t **out, vdnn_error *err);

@@ -1,5 +1,5 @@
-/* LSTM on the CPU (fp32, OpenBLAS): one chunk of time steps per op, its parameters as a tensor input, and the
- * gather of chunk outputs along time (docs/sequence.md, "LSTM"). */
+/* LSTM on the CPU (fp32, OpenBLAS; bf16 maps reach it widened: cpu_ops_widen.c): one chunk of time steps per op,
+ * its parameters as a tensor input, and the gather of chunk outputs along time (docs/sequence.md, "LSTM"). */
 #include <cblas.h>
 #include <stdint.h>
 #include <string.h>
@@ -10,7 +10,7 @@
 static vdnn_status lstm_fp32(const vdnn_op_desc *d, vdnn_error *err)
 {
     if (d->dtype != VDNN_DTYPE_F32)
-        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "%s: only fp32 maps on the CPU (the LSTM ops have no %s path yet)",
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "%s: only fp32 or bf16 maps on the CPU (no %s path)",
                          vdnn_layer_kind_name(d->kind), vdnn_dtype_name(d->dtype));
     return VDNN_OK;
 }
@@ -329,8 +329,8 @@ const cpu_op_impl vdnn_cpu_op_lstm = {lstm_query, no_create, no_destroy, lstm_fo
 
 static vdnn_status cat_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
-    vdnn_status st = lstm_fp32(d, err);
-    if (st) return st;
+    /* Copies of rows: any type the backend took (bf16 too). */
+    vdnn_status st = VDNN_OK;
     if ((st = vdnn_seq_cat_check(d, err))) return st;
     *info = (vdnn_op_info){0};
     return VDNN_OK;
@@ -342,14 +342,14 @@ static vdnn_status cat_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
     vdnn_status st = need(a->y, d, "y", err);
     for (int i = 0; i < d->n_inputs && !st; i++) st = need(a->x[i], d, "x", err);
     if (st) return st;
-    const size_t cols = (size_t)d->p.filters, t_out = (size_t)d->out.h;
+    const size_t cols = (size_t)d->p.filters, t_out = (size_t)d->out.h, es = vdnn_cpu_esize(d);
     size_t at = 0;
     for (int i = 0; i < d->n_inputs; i++) {
         const vdnn_shape s = d->in[i];
         for (int b = 0; b < s.n; b++)
             for (int t = 0; t < s.h; t++)
-                memcpy(a->y + ((size_t)b * t_out + at + (size_t)t) * cols,
-                       a->x[i] + ((size_t)b * (size_t)s.h + (size_t)t) * (size_t)s.w, cols * sizeof(float));
+                memcpy((char *)a->y + ((size_t)b * t_out + at + (size_t)t) * cols * es,
+                       (const char *)a->x[i] + ((size_t)b * (size_t)s.h + (size_t)t) * (size_t)s.w * es, cols * es);
         at += (size_t)s.h;
     }
     return VDNN_OK;
@@ -358,18 +358,18 @@ static vdnn_status cat_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
 static vdnn_status cat_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->d;
-    const size_t cols = (size_t)d->p.filters, t_out = (size_t)d->out.h;
+    const size_t cols = (size_t)d->p.filters, t_out = (size_t)d->out.h, es = vdnn_cpu_esize(d);
     size_t at = 0;
     for (int i = 0; i < d->n_inputs; i++) {
         const vdnn_shape s = d->in[i];
         if (a->dx[i]) {
             vdnn_status st = need(a->dy, d, "dy", err);
             if (st) return st;
-            memset(a->dx[i], 0, vdnn_shape_count(s) * sizeof(float));
+            memset(a->dx[i], 0, vdnn_shape_count(s) * es); /* all-zero bits: +0 in every type */
             for (int b = 0; b < s.n; b++)
                 for (int t = 0; t < s.h; t++)
-                    memcpy(a->dx[i] + ((size_t)b * (size_t)s.h + (size_t)t) * (size_t)s.w,
-                           a->dy + ((size_t)b * t_out + at + (size_t)t) * cols, cols * sizeof(float));
+                    memcpy((char *)a->dx[i] + ((size_t)b * (size_t)s.h + (size_t)t) * (size_t)s.w * es,
+                           (const char *)a->dy + ((size_t)b * t_out + at + (size_t)t) * cols * es, cols * es);
         }
         at += (size_t)s.h;
     }

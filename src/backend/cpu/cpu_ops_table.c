@@ -45,8 +45,8 @@ vdnn_status vdnn_cpu_dnnl_check(dnnl_status_t s, const char *what, vdnn_error *e
 }
 
 /* Ops that run bf16 maps without AVX-512 BF16, as fast as fp32: the widened ones (cpu_ops_widen.c) and the own
- * loops that read and write bf16 one value at a time or copy it (the rest of a transformer: add, dropout, the loss,
- * the head groups' concatenation). Others
+ * loops that read and write bf16 one value at a time or copy it (the rest of a sequence model: add, dropout, the
+ * loss, the head groups' and the LSTM chunks' concatenations). Others
  * run bf16 on oneDNN's primitives, which would emulate it slowly without AVX-512 BF16, so they are refused there. */
 static bool bf16_anywhere(const vdnn_op_desc *d)
 {
@@ -55,6 +55,7 @@ static bool bf16_anywhere(const vdnn_op_desc *d)
     case VDNN_LAYER_ADD:
     case VDNN_LAYER_CONCAT:
     case VDNN_LAYER_FEAT_CAT:
+    case VDNN_LAYER_SEQ_CAT:
     case VDNN_LAYER_DROPOUT:
     case VDNN_LAYER_SOFTMAX_XENT:
     case VDNN_LAYER_FLATTEN: return true;

@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cpu_internal.h"
 #include "backend/cpu/cpu_ops_dnnl_util.h"
+#include "backend/lstm_layout.h"
 #include "core/half.h"
 
 bool vdnn_cpu_widened(const vdnn_op_desc *d)
@@ -21,7 +22,8 @@ bool vdnn_cpu_widened(const vdnn_op_desc *d)
     case VDNN_LAYER_LINEAR:
     case VDNN_LAYER_ATTN_PROBS:
     case VDNN_LAYER_ATTN_MIX:
-    case VDNN_LAYER_GELU: return true;
+    case VDNN_LAYER_GELU:
+    case VDNN_LAYER_LSTM: return true;
     default: return false;
     }
 }
@@ -30,8 +32,36 @@ bool vdnn_cpu_widened(const vdnn_op_desc *d)
  * several samples make fewer, longer calls (conversions that use every thread) where samples are small. */
 #define WIDEN_GROUP_BYTES ((size_t)4 << 20)
 
+/* An LSTM chunk's weights (input, recurrent, projection) and biases (two sets), in floats (lstm_layout.h). */
+static void lstm_counts(const vdnn_op_desc *d, size_t *w, size_t *b)
+{
+    vdnn_lstm_dims m;
+    *w = *b = 0;
+    if (vdnn_lstm_dims_of(d, &m, &(vdnn_error){0})) return;
+    const size_t h4 = 4 * (size_t)m.h;
+    *w = h4 * (size_t)m.in + h4 * (size_t)m.pw + (m.proj ? (size_t)m.pw * (size_t)m.h : 0);
+    *b = 2 * h4;
+}
+
+/* The op's weight and bias gradients, in floats: a group after the first writes them aside to be added. */
+static void param_counts(const vdnn_op_desc *d, size_t *w, size_t *b)
+{
+    const size_t f = (size_t)d->in[0].w;
+    *w = *b = 0;
+    switch (d->kind) {
+    case VDNN_LAYER_LINEAR: *w = (size_t)d->p.filters * f, *b = d->p.bias ? (size_t)d->p.filters : 0; break;
+    case VDNN_LAYER_LSTM: lstm_counts(d, w, b); break;
+    case VDNN_LAYER_EMBED: *w = (size_t)d->p.vocab * (size_t)d->out.w; break;
+    case VDNN_LAYER_POS_EMBED: *w = (size_t)d->p.context * f; break;
+    case VDNN_LAYER_LAYERNORM: *w = *b = f; break;
+    default: break;
+    }
+}
+
 /* Samples an op takes at a time: the largest divisor of the batch whose fp32 copies (inputs and output, and their
- * gradients in backward) fit the cap, at least one. */
+ * gradients in backward) fit the cap, at least one; but the whole batch where the room for the parameter
+ * gradients of the groups after the first would cost more than the grouping saves (a wide LSTM's), unless the
+ * backend's option set the cap. */
 static int group_samples(const cpu_backend *be, const vdnn_op_desc *d)
 {
     const size_t cap = be->opt.widen_group_bytes ? be->opt.widen_group_bytes : WIDEN_GROUP_BYTES;
@@ -42,33 +72,9 @@ static int group_samples(const cpu_backend *be, const vdnn_op_desc *d)
     int k = 1;
     for (int g = 2; g <= n; g++)
         if (n % g == 0 && (size_t)g * one <= cap) k = g;
-    return k;
-}
-
-/* linear's weights and bias go to its GEMMs rounded to bf16, as a bf16 fc's do (PyTorch's autocast casts a linear
- * layer's weights too); the embeddings and layer norm keep theirs fp32, as autocast does. */
-static size_t rounded_weights(const vdnn_op_desc *d)
-{
-    return d->kind == VDNN_LAYER_LINEAR ? (size_t)d->p.filters * (size_t)d->in[0].w : 0;
-}
-
-static size_t rounded_bias(const vdnn_op_desc *d)
-{
-    return d->kind == VDNN_LAYER_LINEAR && d->p.bias ? (size_t)d->p.filters : 0;
-}
-
-/* The op's weight and bias gradients, in floats: a group after the first writes them aside to be added. */
-static void param_counts(const vdnn_op_desc *d, size_t *w, size_t *b)
-{
-    const size_t f = (size_t)d->in[0].w;
-    *w = *b = 0;
-    switch (d->kind) {
-    case VDNN_LAYER_LINEAR: *w = rounded_weights(d), *b = rounded_bias(d); break;
-    case VDNN_LAYER_EMBED: *w = (size_t)d->p.vocab * (size_t)d->out.w; break;
-    case VDNN_LAYER_POS_EMBED: *w = (size_t)d->p.context * f; break;
-    case VDNN_LAYER_LAYERNORM: *w = *b = f; break;
-    default: break;
-    }
+    size_t nw, nb;
+    param_counts(d, &nw, &nb);
+    return !be->opt.widen_group_bytes && (nw + nb) * sizeof(float) >= (size_t)(n - k) * one ? n : k;
 }
 
 void vdnn_cpu_widen_desc(const cpu_backend *be, const vdnn_op_desc *d, vdnn_op_desc *inner)
@@ -82,7 +88,7 @@ void vdnn_cpu_widen_desc(const cpu_backend *be, const vdnn_op_desc *d, vdnn_op_d
 
 /* Where the fp32 copies lie in the workspace (offsets after aligning it), for forward or backward. */
 typedef struct widen_layout {
-    size_t inner, x[VDNN_MAX_INPUTS], y, dy, dx[VDNN_MAX_INPUTS], w, b, dw, db, bytes;
+    size_t inner, x[VDNN_MAX_INPUTS], y, dy, dx[VDNN_MAX_INPUTS], dw, db, bytes;
 } widen_layout;
 
 /* d: the op as asked; s: the fp32 op that runs (vdnn_cpu_widen_desc), in: its info. */
@@ -99,8 +105,6 @@ static widen_layout layout(const vdnn_op_desc *d, const vdnn_op_desc *inner, con
         l.dy = vdnn_cpu_ws_take(&used, vdnn_shape_bytes(s.out));
         for (int i = 0; i < d->n_inputs; i++) l.dx[i] = vdnn_cpu_ws_take(&used, vdnn_shape_bytes(s.in[i]));
     }
-    l.w = vdnn_cpu_ws_take(&used, rounded_weights(d) * sizeof(float));
-    l.b = vdnn_cpu_ws_take(&used, rounded_bias(d) * sizeof(float));
     if (backward && s.out.n < d->out.n) {
         size_t nw, nb;
         param_counts(d, &nw, &nb);
@@ -149,28 +153,6 @@ static vdnn_status narrow(cpu_backend *be, void *dst, const float *src, vdnn_sha
     return vdnn_cpu_convert(&be->base, dst, VDNN_DTYPE_BF16, src, VDNN_DTYPE_F32, vdnn_shape_count(s), err);
 }
 
-/* w and b rounded to bf16 values, kept as floats, where the op computes with them rounded. */
-static vdnn_status round_params(cpu_backend *be, const vdnn_op_desc *d, const vdnn_op_args *a, char *ws,
-                                const widen_layout *l, vdnn_op_args *a32, vdnn_error *err)
-{
-    const size_t nw = rounded_weights(d), nb = rounded_bias(d);
-    vdnn_status st = VDNN_OK;
-    if (nw && a->w) {
-        uint16_t *h = (uint16_t *)(ws + l->w);
-        float *f = (float *)(ws + l->w);
-        /* In place: bf16 into the front half, widened back from the last value down. */
-        st = vdnn_cpu_convert(&be->base, h, VDNN_DTYPE_BF16, a->w, VDNN_DTYPE_F32, nw, err);
-        for (size_t i = nw; !st && i-- > 0;) f[i] = vdnn_bf16_to_float(h[i]);
-        a32->w = f;
-    }
-    if (!st && nb && a->b) {
-        float *f = (float *)(ws + l->b);
-        for (size_t i = 0; i < nb; i++) f[i] = vdnn_bf16_to_float(vdnn_bf16_from_float(a->b[i]));
-        a32->b = f;
-    }
-    return st;
-}
-
 vdnn_status vdnn_cpu_widen_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->maps, *s = &op->d;
@@ -182,7 +164,7 @@ vdnn_status vdnn_cpu_widen_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_a
     a32.ws = (float *)(ws + l.inner);
     a32.y = (float *)(ws + l.y);
     a32.stream = NULL;
-    vdnn_status st = round_params(be, d, a, ws, &l, &a32, err);
+    vdnn_status st = VDNN_OK;
     const int per = s->out.n, steps = d->out.n / per;
     for (int g = 0; !st && g < steps; g++) {
         for (int i = 0; !st && i < d->n_inputs; i++) {
@@ -216,7 +198,7 @@ vdnn_status vdnn_cpu_widen_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_
     vdnn_op_args a32 = *a;
     a32.ws = (float *)(ws + l.inner);
     a32.stream = NULL;
-    vdnn_status st = round_params(be, d, a, ws, &l, &a32, err);
+    vdnn_status st = VDNN_OK;
     const int per = s->out.n, steps = d->out.n / per;
     for (int g = 0; !st && g < steps; g++) {
         for (int i = 0; !st && i < d->n_inputs; i++) {

@@ -8,8 +8,15 @@
 
 /* bf16 runs without AVX-512 BF16, as core/half.h's scalar conversions (bit for bit) in loops without branches, so
  * that they vectorize on any x86-64: the bf16 ops that run on every CPU (cpu_ops_widen.c) widen and round whole
- * maps through them. */
-static void bf16_load_portable(float *dst, const uint16_t *h, size_t len)
+ * maps through them. Integer operations only, so the 16- and 8-wide clones the CPU picks at load time give the
+ * same bits as the baseline's 4-wide loop. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define BF16_PORTABLE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define BF16_PORTABLE_CLONES
+#endif
+
+BF16_PORTABLE_CLONES static void bf16_load_portable(float *dst, const uint16_t *h, size_t len)
 {
 #pragma omp simd
     for (size_t i = 0; i < len; i++) {
@@ -18,7 +25,7 @@ static void bf16_load_portable(float *dst, const uint16_t *h, size_t len)
     }
 }
 
-static void bf16_store_portable(uint16_t *h, const float *src, size_t len)
+BF16_PORTABLE_CLONES static void bf16_store_portable(uint16_t *h, const float *src, size_t len)
 {
 #pragma omp simd
     for (size_t i = 0; i < len; i++) {
