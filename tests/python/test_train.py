@@ -200,3 +200,22 @@ def test_nets_outlive_a_released_backend(tmp_path, lenet):
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
     p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 0 and p.stdout.startswith("trained"), (p.returncode, p.stdout, p.stderr)
+
+
+def test_bf16_sequence_model_on_a_cpu_without_avx512_bf16(monkeypatch, lenet):
+    """A transformer's bf16 maps run on any CPU (widened to its fp32 code): on a backend acting as a CPU without
+    AVX-512 BF16, gpt-mini takes a bf16 step whose loss is fp32's within bf16 rounding, in less memory; a CNN in bf16
+    is refused there, naming its first convolution."""
+    monkeypatch.setenv("VDNN_CPU_ISA", "no-bf16")
+    cpu = vdnn.Backend("cpu", threads=THREADS)
+    gpt = vdnn.Model.load(os.path.join(ROOT, "models", "gpt-mini.cfg"))
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 256, size=(4, 1, 32, 1)).astype(np.float32)
+    y = rng.integers(0, 256, size=(4, 32)).astype(np.int32)
+    nets = {p: vdnn.Net(gpt, cpu, batch=4, input_shape=(1, 32, 1), classes=256, seed=5, precision=p)
+            for p in ("fp32", "bf16")}
+    loss = {p: n.train_step(x, y, lr=0.01) for p, n in nets.items()}
+    assert abs(loss["bf16"] - loss["fp32"]) < 0.02 and loss["bf16"] != loss["fp32"]
+    assert nets["bf16"].stats["peak_device_bytes"] < nets["fp32"].stats["peak_device_bytes"]
+    with pytest.raises(vdnn.UnsupportedError, match="layer 'conv1': bf16 needs AVX-512 BF16"):
+        vdnn.Net(lenet, cpu, batch=4, precision="bf16")
