@@ -61,41 +61,41 @@ largest() {
   echo "$good"
 }
 
+# auto's smallest budget for these flags (at a budget below it the plan reports what it needs), or "-".
+least() {
+  local out
+  out=$("$VDNN" plan "$@" --policy auto --budget 1 --json --device cpu 2>/dev/null) || true
+  "$PY" -c 'import json,sys
+try:
+    print(json.loads(sys.argv[1])["min_budget_bytes"])
+except Exception:
+    print("-")' "$out"
+}
+
+# Each line of stdin, "LABEL FLAGS...", measured by the function $1 in fp32 and bf16, and their ratio.
+compare() {
+  local label args f h r
+  while read -r label args; do
+    # shellcheck disable=SC2086
+    f=$("$1" $args --precision fp32)
+    # shellcheck disable=SC2086
+    h=$("$1" $args --precision bf16)
+    r=$("$PY" -c "import sys; f, h = sys.argv[1:]; print('-' if '-' in (f, h) else f'{int(h)/int(f):.3f}')" "$f" "$h")
+    printf '%-34s %16s %16s %8s\n' "$label" "$f" "$h" "$r"
+  done
+}
+
 if [ "${SKIP_PLANS:-0}" != 1 ]; then
   echo "plans (vdnn plan, dry run; peak device bytes; generic cost estimate):"
   printf '%-34s %16s %16s %8s\n' case fp32 bf16 bf16/fp32
-  while read -r label args; do
-    # shellcheck disable=SC2086
-    f=$(peak $args --precision fp32)
-    # shellcheck disable=SC2086
-    h=$(peak $args --precision bf16)
-    r=$("$PY" -c "import sys; f, h = sys.argv[1:]; print('-' if '-' in (f, h) else f'{int(h)/int(f):.3f}')" "$f" "$h")
-    printf '%-34s %16s %16s %8s\n' "$label" "$f" "$h" "$r"
-  done <<'CASES'
+  compare peak <<'CASES'
 vgg16-b256-224-none vgg16 --input 3x224x224 --batch 256
 vgg16-b256-224-auto@12GiB vgg16 --input 3x224x224 --batch 256 --policy auto --budget 12GiB
 resnet50-b128-224-none resnet50 --input 3x224x224 --batch 128
 gpt-mini-b64-t64-none gpt-mini --batch 64
 gpt2-small-b8-t1024-adamw-none gpt2-small --seq-len 1024 --batch 8 --optimizer adamw
 CASES
-  # auto's smallest budget (at a budget below it the plan reports what it needs).
-  least() {
-    local out
-    out=$("$VDNN" plan "$@" --policy auto --budget 1 --json --device cpu 2>/dev/null) || true
-    "$PY" -c 'import json,sys
-try:
-    print(json.loads(sys.argv[1])["min_budget_bytes"])
-except Exception:
-    print("-")' "$out"
-  }
-  while read -r label args; do
-    # shellcheck disable=SC2086
-    f=$(least $args --precision fp32)
-    # shellcheck disable=SC2086
-    h=$(least $args --precision bf16)
-    r=$("$PY" -c "import sys; f, h = sys.argv[1:]; print('-' if '-' in (f, h) else f'{int(h)/int(f):.3f}')" "$f" "$h")
-    printf '%-34s %16s %16s %8s\n' "$label" "$f" "$h" "$r"
-  done <<'CASES'
+  compare least <<'CASES'
 gpt-mini-b64-t64-auto-least gpt-mini --batch 64
 gpt2-small-b8-t1024-adamw-auto-least gpt2-small --seq-len 1024 --batch 8 --optimizer adamw
 CASES

@@ -153,25 +153,48 @@ static vdnn_status narrow(cpu_backend *be, void *dst, const float *src, vdnn_sha
     return vdnn_cpu_convert(&be->base, dst, VDNN_DTYPE_BF16, src, VDNN_DTYPE_F32, vdnn_shape_count(s), err);
 }
 
+/* A call's workspace (aligned) and layout, and the fp32 op's arguments before any group's copies. */
+static vdnn_status begin(const vdnn_op *op, const vdnn_op_args *a, bool backward, char **ws, widen_layout *l,
+                         vdnn_op_args *a32, vdnn_error *err)
+{
+    *ws = vdnn_cpu_ws_align(a->ws);
+    if (!*ws)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s %s: bf16 maps need the workspace",
+                         vdnn_layer_kind_name(op->maps.kind), backward ? "backward" : "forward");
+    *l = layout(&op->maps, &op->d, &op->info, backward);
+    *a32 = *a;
+    a32->ws = (float *)(*ws + l->inner);
+    a32->stream = NULL;
+    return VDNN_OK;
+}
+
+/* Group g's inputs (where given and, in backward, read) widened into the workspace, and its share of aux. */
+static vdnn_status widen_group(cpu_backend *be, const vdnn_op *op, const vdnn_op_args *a, char *ws,
+                               const widen_layout *l, int g, bool backward, vdnn_op_args *a32, vdnn_error *err)
+{
+    const vdnn_op_desc *d = &op->maps, *s = &op->d;
+    vdnn_status st = VDNN_OK;
+    for (int i = 0; !st && i < d->n_inputs; i++) {
+        const bool x = a->x[i] && (!backward || op->info.bwd_needs_x);
+        a32->x[i] = x ? (const float *)(ws + l->x[i]) : NULL;
+        if (x) st = widen(be, (float *)(ws + l->x[i]), at_group(a->x[i], d->in[i], g, s->out.n), s->in[i], err);
+    }
+    if (a->aux) a32->aux = a->aux + (size_t)g * op->info.aux_bytes / sizeof(float);
+    return st;
+}
+
 vdnn_status vdnn_cpu_widen_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->maps, *s = &op->d;
-    char *ws = vdnn_cpu_ws_align(a->ws);
-    if (!ws) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s forward: bf16 maps need the workspace",
-                              vdnn_layer_kind_name(d->kind));
-    const widen_layout l = layout(d, s, &op->info, false);
-    vdnn_op_args a32 = *a;
-    a32.ws = (float *)(ws + l.inner);
+    char *ws;
+    widen_layout l;
+    vdnn_op_args a32;
+    vdnn_status st = begin(op, a, false, &ws, &l, &a32, err);
+    if (st) return st;
     a32.y = (float *)(ws + l.y);
-    a32.stream = NULL;
-    vdnn_status st = VDNN_OK;
     const int per = s->out.n, steps = d->out.n / per;
     for (int g = 0; !st && g < steps; g++) {
-        for (int i = 0; !st && i < d->n_inputs; i++) {
-            a32.x[i] = a->x[i] ? (const float *)(ws + l.x[i]) : NULL;
-            if (a->x[i]) st = widen(be, (float *)(ws + l.x[i]), at_group(a->x[i], d->in[i], g, per), s->in[i], err);
-        }
-        if (a->aux && steps > 1) a32.aux = a->aux + (size_t)g * op->info.aux_bytes / sizeof(float);
+        st = widen_group(be, op, a, ws, &l, g, false, &a32, err);
         if (!st) st = op->impl->forward(be, op, &a32, err);
         if (!st && a->y) st = narrow(be, (void *)at_group(a->y, d->out, g, per), a32.y, s->out, err);
     }
@@ -191,27 +214,19 @@ static void add_into(const vdnn_op_desc *d, const vdnn_op_args *a, const vdnn_op
 vdnn_status vdnn_cpu_widen_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->maps, *s = &op->d;
-    char *ws = vdnn_cpu_ws_align(a->ws);
-    if (!ws) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s backward: bf16 maps need the workspace",
-                              vdnn_layer_kind_name(d->kind));
-    const widen_layout l = layout(d, s, &op->info, true);
-    vdnn_op_args a32 = *a;
-    a32.ws = (float *)(ws + l.inner);
-    a32.stream = NULL;
-    vdnn_status st = VDNN_OK;
+    char *ws;
+    widen_layout l;
+    vdnn_op_args a32;
+    vdnn_status st = begin(op, a, true, &ws, &l, &a32, err);
+    if (st) return st;
     const int per = s->out.n, steps = d->out.n / per;
+    for (int i = 0; i < d->n_inputs; i++) a32.dx[i] = a->dx[i] ? (float *)(ws + l.dx[i]) : NULL;
     for (int g = 0; !st && g < steps; g++) {
-        for (int i = 0; !st && i < d->n_inputs; i++) {
-            const bool x = op->info.bwd_needs_x && a->x[i];
-            a32.x[i] = x ? (const float *)(ws + l.x[i]) : NULL;
-            a32.dx[i] = a->dx[i] ? (float *)(ws + l.dx[i]) : NULL;
-            if (x) st = widen(be, (float *)(ws + l.x[i]), at_group(a->x[i], d->in[i], g, per), s->in[i], err);
-        }
+        st = widen_group(be, op, a, ws, &l, g, true, &a32, err);
         a32.y = op->info.bwd_needs_y && a->y ? (float *)(ws + l.y) : NULL;
         if (!st && a32.y) st = widen(be, a32.y, at_group(a->y, d->out, g, per), s->out, err);
         a32.dy = a->dy ? (const float *)(ws + l.dy) : NULL;
         if (!st && a->dy) st = widen(be, (float *)a32.dy, at_group(a->dy, d->out, g, per), s->out, err);
-        if (a->aux && steps > 1) a32.aux = a->aux + (size_t)g * op->info.aux_bytes / sizeof(float);
         /* The first group writes the parameter gradients, the others beside them, added after. */
         a32.dw = a->dw && g ? (float *)(ws + l.dw) : a->dw;
         a32.db = a->db && g ? (float *)(ws + l.db) : a->db;
