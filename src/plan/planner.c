@@ -482,8 +482,9 @@ void vdnn_memory_mix(vdnn_plan_t *p, const vdnn_graph_t *g, int mix)
             s->cls = VDNN_CLASS_KEEP;
             s->prefetch_step = s->recompute_step = -1;
             if (!s->candidate) continue;
-            bool cheap = s->kind == VDNN_ST_FMAP && s->layer > 0 && g->layers[s->layer].kind != VDNN_LAYER_CONV &&
-                         g->layers[s->layer].kind != VDNN_LAYER_FC;
+            /* Cheap to recompute: what neither a GEMM layer nor a convolution makes. */
+            const vdnn_layer_kind k = g->layers[s->layer].kind;
+            bool cheap = s->kind == VDNN_ST_FMAP && s->layer > 0 && !vdnn_layer_compute_heavy(k) && k != VDNN_LAYER_FC;
             s->cls = cheap ? VDNN_CLASS_RECOMPUTE : VDNN_CLASS_SWAP;
         }
     } else {

@@ -7,7 +7,7 @@
  * that is convolutions alone: their fully-connected layers stay out, as in vDNN's paper, so CNN plans keep their
  * classes. Sequence models have no convolutions; their GEMM layers (linear over the last dimension, attention's
  * scores and mix, LSTM chunks) play that part. */
-static bool compute_heavy(vdnn_layer_kind k)
+bool vdnn_layer_compute_heavy(vdnn_layer_kind k)
 {
     switch (k) {
     case VDNN_LAYER_CONV:
@@ -26,7 +26,7 @@ bool vdnn_policy_heavy_input(const vdnn_plan_t *p, const vdnn_graph_t *g, int st
     if (p->st[st].kind != VDNN_ST_FMAP) return false;
     for (int l = 1; l < g->n_layers; l++) {
         const vdnn_layer *ly = &g->layers[l];
-        if (!compute_heavy(ly->kind)) continue;
+        if (!vdnn_layer_compute_heavy(ly->kind)) continue;
         for (int i = 0; i < ly->n_inputs; i++)
             if (p->ls[ly->inputs[i]].out == st) return true;
     }

@@ -11,8 +11,11 @@ vdnn_status vdnn_policy_classify_static(vdnn_plan_t *p, const vdnn_graph_t *g, v
 /* vDNN's none / all / conv classes on an analyzed plan. */
 void vdnn_policy_static(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_policy policy);
 
-/* Whether storage st is a feature map read by a compute-heavy layer: convolution, or on sequence models linear,
- * attention (scores and mix) and LSTM. What conv swaps, and dyn's first greedy pass. */
+/* The compute-heavy layers: convolution, or on sequence models linear, attention (scores and mix) and LSTM. */
+bool vdnn_layer_compute_heavy(vdnn_layer_kind k);
+
+/* Whether storage st is a feature map read by a compute-heavy layer. What conv swaps, and dyn's first greedy
+ * pass. */
 bool vdnn_policy_heavy_input(const vdnn_plan_t *p, const vdnn_graph_t *g, int st);
 
 /* Profile-guided planners (planner_*.c). Each leaves p finalized with the fastest plan it found
