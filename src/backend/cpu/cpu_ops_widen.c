@@ -1,6 +1,6 @@
-/* bf16 maps for the CPU ops whose arithmetic is fp32 code (the transformer's ops: OpenBLAS GEMMs, oneDNN's fp32
- * layer norm and GELU): the op reads its bf16 maps widened into fp32 in its workspace, runs its fp32 code, and rounds
- * what it writes once, to nearest even. No AVX-512 BF16 is needed (widening is exact and rounding is a few integer
+/* bf16 maps for the CPU ops whose arithmetic is fp32 code (a sequence model's ops: OpenBLAS GEMMs and own loops,
+ * oneDNN's fp32 layer norm and GELU): the op reads its bf16 maps widened into fp32 in its workspace, runs its fp32
+ * code with the fp32 master weights, and rounds what it writes once, to nearest even. No AVX-512 BF16 is needed (widening is exact and rounding is a few integer
  * operations a value, against the GEMMs' many flops a value), so these ops run bf16 on any CPU. Every op goes a
  * group of samples at a time, so its workspace holds a few samples' fp32 copies rather than the batch's: else a bf16
  * op would hold more bytes while it runs than its fp32 twin (bf16 maps and fp32 copies), and the smallest budget a
@@ -91,7 +91,7 @@ typedef struct widen_layout {
     size_t inner, x[VDNN_MAX_INPUTS], y, dy, dx[VDNN_MAX_INPUTS], dw, db, bytes;
 } widen_layout;
 
-/* d: the op as asked; s: the fp32 op that runs (vdnn_cpu_widen_desc), in: its info. */
+/* d: the op as asked; inner: the fp32 op that runs (vdnn_cpu_widen_desc), in: its info. */
 static widen_layout layout(const vdnn_op_desc *d, const vdnn_op_desc *inner, const vdnn_op_info *in, bool backward)
 {
     const vdnn_op_desc s = *inner;
