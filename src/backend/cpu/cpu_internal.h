@@ -82,13 +82,12 @@ vdnn_status vdnn_cpu_isa_resolve(cpu_backend *be, vdnn_error *err);
 /* VDNN_OK if ops of type t run here; VDNN_ERR_UNSUPPORTED saying why not otherwise (kind names the op). */
 vdnn_status vdnn_cpu_check_dtype(const cpu_backend *be, vdnn_dtype t, const char *kind, vdnn_error *err);
 
-/* bf16 maps for ops whose arithmetic is fp32 code, on any CPU (cpu_ops_widen.c): whether d is run so; the fp32
- * description impl runs; the op's info (impl's, with room for the fp32 copies in the workspaces); forward and
- * backward of an op created widened. */
+/* bf16 maps for ops whose arithmetic is fp32 code, on any CPU (cpu_ops_widen.c): whether d is run so; the
+ * op's info (impl's, with room for the fp32 copies in the workspaces), and where asked
+ * (non-NULL) the fp32 op's description and info; forward and backward of an op created widened. */
 bool vdnn_cpu_widened(const vdnn_op_desc *d);
-void vdnn_cpu_widen_desc(const cpu_backend *be, const vdnn_op_desc *d, vdnn_op_desc *inner);
 vdnn_status vdnn_cpu_widen_query(cpu_backend *be, const cpu_op_impl *impl, const vdnn_op_desc *d, vdnn_op_info *info,
-                                 vdnn_error *err);
+                                 vdnn_op_desc *inner, vdnn_op_info *inner_info, vdnn_error *err);
 vdnn_status vdnn_cpu_widen_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
 vdnn_status vdnn_cpu_widen_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err);
 

@@ -97,7 +97,7 @@ vdnn_status vdnn_cpu_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op
     *info = (vdnn_op_info){0};
     if (d->algo != 0 && !impl->algos)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cpu op: algorithm %d asked of an op with one algorithm", d->algo);
-    if (vdnn_cpu_widened(d)) return vdnn_cpu_widen_query((cpu_backend *)be, impl, d, info, err);
+    if (vdnn_cpu_widened(d)) return vdnn_cpu_widen_query((cpu_backend *)be, impl, d, info, NULL, NULL, err);
     return impl->query((cpu_backend *)be, d, info, err);
 }
 
@@ -124,12 +124,13 @@ vdnn_status vdnn_cpu_op_create(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_o
     op->impl = impl;
     op->widened = vdnn_cpu_widened(d);
     if (op->widened) {
-        /* impl makes and runs the fp32 op (op->info its info), after the checks of the op as asked. */
+        /* impl makes and runs the fp32 op (op->d, op->info), after the checks of the op as asked. */
         op->maps = *d;
-        vdnn_cpu_widen_desc((const cpu_backend *)be, d, &op->d);
-        st = vdnn_cpu_widen_query((cpu_backend *)be, impl, d, &op->info, err);
+        vdnn_op_info outer;
+        st = vdnn_cpu_widen_query((cpu_backend *)be, impl, d, &outer, &op->d, &op->info, err);
+    } else {
+        st = vdnn_cpu_op_query(be, &op->d, &op->info, err);
     }
-    if (!st) st = vdnn_cpu_op_query(be, &op->d, &op->info, err);
     if (!st && impl->create) st = impl->create((cpu_backend *)be, op, err);
     if (st) {
         free(op);

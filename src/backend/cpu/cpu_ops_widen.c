@@ -77,7 +77,8 @@ static int group_samples(const cpu_backend *be, const vdnn_op_desc *d)
     return !be->opt.widen_group_bytes && (nw + nb) * sizeof(float) >= (size_t)(n - k) * one ? n : k;
 }
 
-void vdnn_cpu_widen_desc(const cpu_backend *be, const vdnn_op_desc *d, vdnn_op_desc *inner)
+/* The fp32 op that runs: d's shapes for a group of samples (group_samples), fp32 maps. */
+static void widen_desc(const cpu_backend *be, const vdnn_op_desc *d, vdnn_op_desc *inner)
 {
     *inner = *d;
     inner->dtype = VDNN_DTYPE_F32;
@@ -91,7 +92,7 @@ typedef struct widen_layout {
     size_t inner, x[VDNN_MAX_INPUTS], y, dy, dx[VDNN_MAX_INPUTS], dw, db, bytes;
 } widen_layout;
 
-/* d: the op as asked; inner: the fp32 op that runs (vdnn_cpu_widen_desc), in: its info. */
+/* d: the op as asked; inner: the fp32 op that runs (widen_desc), in: its info. */
 static widen_layout layout(const vdnn_op_desc *d, const vdnn_op_desc *inner, const vdnn_op_info *in, bool backward)
 {
     const vdnn_op_desc s = *inner;
@@ -116,7 +117,7 @@ static widen_layout layout(const vdnn_op_desc *d, const vdnn_op_desc *inner, con
 }
 
 vdnn_status vdnn_cpu_widen_query(cpu_backend *be, const cpu_op_impl *impl, const vdnn_op_desc *d, vdnn_op_info *info,
-                                 vdnn_error *err)
+                                 vdnn_op_desc *inner, vdnn_op_info *inner_info, vdnn_error *err)
 {
     /* Token ids reach embed as values of the data map: bf16 holds every integer up to 256 exactly, no more. */
     if (d->kind == VDNN_LAYER_EMBED && d->p.vocab > 257)
@@ -124,7 +125,7 @@ vdnn_status vdnn_cpu_widen_query(cpu_backend *be, const cpu_op_impl *impl, const
                          "embed: a vocabulary of %d tokens in bf16 maps (their ids are exact only up to 256); use fp32",
                          d->p.vocab);
     vdnn_op_desc s;
-    vdnn_cpu_widen_desc(be, d, &s);
+    widen_desc(be, d, &s);
     vdnn_op_info in = {0};
     vdnn_status st = impl->query(be, &s, &in, err);
     if (st) return st;
@@ -134,6 +135,8 @@ vdnn_status vdnn_cpu_widen_query(cpu_backend *be, const cpu_op_impl *impl, const
     info->stream_ok = false;
     info->chunk_images = 0;
     info->aux_bytes *= (size_t)(d->out.n / s.out.n);
+    if (inner) *inner = s;
+    if (inner_info) *inner_info = in;
     return VDNN_OK;
 }
 
