@@ -24,8 +24,9 @@
 #     gpu-vs-pytorch.log                  this script's output
 #     work.tar.gz                         each command's line, stdout and stderr; the profiles; the build log
 # Copy the report to bench/results/ to keep it. The last six lines on stdout are the ratios, one per line:
-#     incore_ratio, budget50_vs_pytorch, budget25_vs_pytorch, budget50_vs_incore (geometric means over the
-#     two models, where both sides have a figure), max_batch_ratio (VGG-16), sim_error (worst model, 50%).
+#     incore_ratio, budget50_vs_pytorch, budget25_vs_pytorch, budget50_vs_incore (auto's step time at 50%
+#     over in-core's) (geometric means over the two models, where both sides have a figure), max_batch_ratio
+#     (VGG-16), sim_error (worst model, 50%).
 # Without a GPU it stops with an error, unless GPUBENCH_CPU_TEST=1 (or --cpu-test): then it runs the
 # whole flow with tiny sizes on the CPU backend and PyTorch on the CPU (budgets not enforced on PyTorch's
 # side, a faked out-of-memory above batch 24 for its largest-batch search), to test the bench itself.

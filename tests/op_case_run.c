@@ -22,9 +22,11 @@
  * cuDNN's 1/sqrt(var + eps). */
 #define STATS_RTOL 1e-5
 #define VAR_FROM_INVSTD_RTOL 1e-4
-/* A candidate computing through FFT or Winograd against direct summation: on an H100, cuDNN's 5x5 backward-filter
- * candidates differed from the CPU by up to 1.1e-3 of the tensor's scale in fp32 (AlexNet conv2, GoogLeNet's 5x5). */
-#define TRANSFORM_RTOL 2e-3
+/* A candidate computing through FFT or Winograd against direct summation, and its gradients against finite
+ * differences: on an H200 (cuDNN 9.14, TF32 off) the Winograd backward-filter algorithm's dw differed from the CPU
+ * by 2.3e-3 of the tensor's scale (AlexNet conv2), and GoogLeNet's 5x5 layers' dw missed the plain finite-difference
+ * bound by up to 3x. */
+#define TRANSFORM_RTOL 4e-3
 
 typedef struct ctx {
     const vt_case_backend *cb;
@@ -150,7 +152,7 @@ static void check_reference(const ctx *x, const vt_op_result *r)
 
 /* Every gradient against central differences of the objective: along a random direction always, element by
  * element on small cases. base: the CPU's results, NULL on the CPU itself. */
-static void check_gradients(const ctx *x, const vt_op_result *r, const vt_op_result *base)
+static void check_gradients(const ctx *x, const vdnn_op_algo *algo, const vt_op_result *r, const vt_op_result *base)
 {
     vt_op_data *in = x->in;
     if (!vt_op_has_backward(&in->d)) return;
@@ -172,6 +174,7 @@ static void check_gradients(const ctx *x, const vt_op_result *r, const vt_op_res
     ts[nt].t = in->b, ts[nt].n = in->nb, ts[nt].g = r->db;
     snprintf(ts[nt++].name, sizeof ts[0].name, "%s", bn ? "dbeta" : "db");
     const double obj_err = base ? vt_objective_error(in, r->y, base->y, r->loss, base->loss) : 0.0;
+    const double g_rtol = algo->transform ? TRANSFORM_RTOL : 0.0;
     vt_exec e;
     vt_exec_open(&e, x->cb->be, in, x->algo);
     char msg[256], what[96];
@@ -179,10 +182,10 @@ static void check_gradients(const ctx *x, const vt_op_result *r, const vt_op_res
         if (!ts[k].n) continue;
         const uint64_t seed = x->c->seed + 7 * (uint64_t)k + 1000 * (uint64_t)x->algo;
         snprintf(what, sizeof what, "%s against finite differences along a random direction", ts[k].name);
-        expect(x, vt_fd_direction(&e, ts[k].t, ts[k].n, ts[k].g, obj_err, seed, msg, sizeof msg), what, msg);
+        expect(x, vt_fd_direction(&e, ts[k].t, ts[k].n, ts[k].g, obj_err, g_rtol, seed, msg, sizeof msg), what, msg);
         if (!x->c->small) continue;
         snprintf(what, sizeof what, "%s against finite differences element by element", ts[k].name);
-        expect(x, vt_fd_elements(&e, ts[k].t, ts[k].n, ts[k].g, obj_err, seed, msg, sizeof msg), what, msg);
+        expect(x, vt_fd_elements(&e, ts[k].t, ts[k].n, ts[k].g, obj_err, g_rtol, seed, msg, sizeof msg), what, msg);
     }
     vt_exec_close(&e);
 }
@@ -216,7 +219,9 @@ static void check_properties(const ctx *x, const vdnn_op_algo *algo, const vt_op
     /* The layer right after the data wants no dx; a branch may want the gradient of one input only. */
     if (bwd && (in->nw || d->n_inputs > 1)) {
         c = plain, c.skip_dx = in->nw ? (1u << d->n_inputs) - 1 : 1u << (d->n_inputs - 1);
-        vary(x, c, "without dx", r, SAME_RTOL);
+        /* A candidate that is not reproducible rounds its 16-bit sums differently run to run. */
+        const bool half = x->cb->dtype != VDNN_DTYPE_F32 && algo->numerics < 0;
+        vary(x, c, "without dx", r, half ? fmax(SAME_RTOL, vt_op_rtol_dtype(d->kind, x->cb->dtype)) : SAME_RTOL);
     }
     /* Evaluation runs max pooling without aux. */
     if (d->kind == VDNN_LAYER_MAXPOOL) {
@@ -303,7 +308,7 @@ int vt_case_run(const vt_case_backend *cb, const vt_op_case *c)
         /* The fp32 CPU, itself held to the references and finite differences, is the oracle of 16-bit runs. */
         if (!reduced) {
             check_reference(&x, &res[a]);
-            check_gradients(&x, &res[a], other ? &base : NULL);
+            check_gradients(&x, &algos[a], &res[a], other ? &base : NULL);
         }
         check_properties(&x, &algos[a], &res[a]);
     }

@@ -87,8 +87,8 @@ double vt_objective_error(const vt_op_data *in, const float *y, const float *y_c
     return 4 * e;
 }
 
-bool vt_fd_elements(vt_exec *e, float *t, size_t n, const float *g, double obj_err, uint64_t seed, char *msg,
-                    size_t len)
+bool vt_fd_elements(vt_exec *e, float *t, size_t n, const float *g, double obj_err, double g_rtol, uint64_t seed,
+                    char *msg, size_t len)
 {
     if (!n) return true;
     double gmax = 0.0;
@@ -97,7 +97,7 @@ bool vt_fd_elements(vt_exec *e, float *t, size_t n, const float *g, double obj_e
     const size_t step = n > VT_FD_MAX_CHECKS ? (n + VT_FD_MAX_CHECKS - 1) / VT_FD_MAX_CHECKS : 1;
     const bool linear = vt_fd_linear(&e->d);
     const float h = (float)(linear ? VT_FD_STEP_LINEAR : VT_FD_STEP);
-    const double tol = linear ? VT_FD_TOL_LINEAR : VT_FD_TOL;
+    const double tol = fmax(linear ? VT_FD_TOL_LINEAR : VT_FD_TOL, g_rtol);
     double worst = -1, worst_fd = 0;
     size_t worst_j = 0;
     for (size_t j = (size_t)(seed % step); j < n; j += step) {
@@ -119,8 +119,8 @@ bool vt_fd_elements(vt_exec *e, float *t, size_t n, const float *g, double obj_e
     return false;
 }
 
-bool vt_fd_direction(vt_exec *e, float *t, size_t n, const float *g, double obj_err, uint64_t seed, char *msg,
-                     size_t len)
+bool vt_fd_direction(vt_exec *e, float *t, size_t n, const float *g, double obj_err, double g_rtol, uint64_t seed,
+                     char *msg, size_t len)
 {
     if (!n) return true;
     float *keep = malloc(n * sizeof *keep), *v = malloc(n * sizeof *v);
@@ -133,18 +133,23 @@ bool vt_fd_direction(vt_exec *e, float *t, size_t n, const float *g, double obj_
     const float h = (float)(linear ? VT_FD_STEP_LINEAR : VT_FD_STEP) / (e->d.kind == VDNN_LAYER_LSTM ? 8.0f : 1.0f);
     for (size_t j = 0; j < n; j++) t[j] = keep[j] + h * v[j];
     double abs_p, abs_m, lp = vt_exec_objective(e, &abs_p);
-    double want = 0.0, rss = 0.0;
+    double want = 0.0, rss = 0.0, steps = 0.0, gmax = 0.0;
     for (size_t j = 0; j < n; j++) {
         const float tm = keep[j] - h * v[j];
-        const double gd = (double)g[j] * ((double)t[j] - (double)tm); /* the step actually taken */
+        const double taken = (double)t[j] - (double)tm;
+        const double gd = (double)g[j] * taken;
         want += gd;
         rss += gd * gd;
+        steps += taken * taken;
+        gmax = fmax(gmax, fabs((double)g[j]));
         t[j] = tm;
     }
     double lm = vt_exec_objective(e, &abs_m);
     memcpy(t, keep, n * sizeof *keep);
     free(keep), free(v);
-    const double noise = ldexp(abs_p + abs_m, -24) + 2 * obj_err;
+    /* Errors of g up to g_rtol of its largest value, independent from element to element, move g . step by about
+     * that times the step's length. */
+    const double noise = ldexp(abs_p + abs_m, -24) + 2 * obj_err + g_rtol * gmax * sqrt(steps);
     const double bound = (linear ? VT_FD_TOL_LINEAR : VT_FD_TOL) * sqrt(rss) + noise;
     const double got = lp - lm;
     if (fabs(got - want) <= bound) return true;

@@ -43,12 +43,14 @@ double vt_fd_step(const vdnn_op_desc *d);
 double vt_objective_error(const vt_op_data *in, const float *y, const float *y_cpu, float loss, float loss_cpu);
 
 /* Central differences of the objective (vt_exec_objective) in each of (at most VT_FD_MAX_CHECKS) elements of
- * t, one of e->in's tensors, against the gradient g backward computed. t is restored. obj_err: as above. */
-bool vt_fd_elements(vt_exec *e, float *t, size_t n, const float *g, double obj_err, uint64_t seed, char *msg,
-                    size_t len);
+ * t, one of e->in's tensors, against the gradient g backward computed. t is restored. obj_err: as above; g_rtol:
+ * how far g itself may be off, relative to its largest value (an algorithm computing through a transform; 0
+ * otherwise). */
+bool vt_fd_elements(vt_exec *e, float *t, size_t n, const float *g, double obj_err, double g_rtol, uint64_t seed,
+                    char *msg, size_t len);
 /* The same along one random direction v over all of t at once: L(t + h v) - L(t - h v) against g . (2 h v).
  * Two forward passes however large t is, so it scales to the zoo's shapes. */
-bool vt_fd_direction(vt_exec *e, float *t, size_t n, const float *g, double obj_err, uint64_t seed, char *msg,
-                     size_t len);
+bool vt_fd_direction(vt_exec *e, float *t, size_t n, const float *g, double obj_err, double g_rtol, uint64_t seed,
+                     char *msg, size_t len);
 
 #endif

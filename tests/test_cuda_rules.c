@@ -72,6 +72,16 @@ static void test_variants(void **state)
     assert_int_equal(vdnn_conv_pick(c, n, &strict, VDNN_CONV_FASTEST, 0), 3);
     assert_int_equal(vdnn_conv_pick_within(c, n, &tf32_fast, 2u << 20), 3);
     assert_int_equal(vdnn_conv_pick_within(c, n, &tf32_fast, SIZE_MAX), 0);
+    /* Preferring reproducible candidates (the backend's rules): the first reproducible one, not the faster atomic
+     * one; an atomic one only where nothing reproducible is usable. */
+    vdnn_conv_rules prefer = {.tf32 = true, .deterministic = false, .prefer_reproducible = true, .ws_limit = SIZE_MAX};
+    assert_int_equal(vdnn_conv_pick(c, n, &prefer, VDNN_CONV_FASTEST, 0), 1);
+    assert_int_equal(vdnn_conv_pick(c, n, &prefer, VDNN_CONV_LEAST, 0), 3);
+    assert_int_equal(vdnn_conv_pick_within(c, n, &prefer, SIZE_MAX), 1);
+    vdnn_conv_cand only_atomic[2] = {c[0], c[5]};
+    assert_int_equal(vdnn_conv_pick(only_atomic, 2, &prefer, VDNN_CONV_FASTEST, 0), 0);
+    assert_int_equal(vdnn_conv_pick(only_atomic, 2, &prefer, VDNN_CONV_LEAST, 0), 0);
+    assert_int_equal(vdnn_conv_pick_within(only_atomic, 2, &prefer, SIZE_MAX), 0);
     /* Nothing ran: no pick, so the backend reports the layer unsupported instead of guessing. */
     for (int i = 0; i < n; i++) c[i].ok = false;
     assert_int_equal(vdnn_conv_pick(c, n, &tf32_fast, VDNN_CONV_FASTEST, 0), -1);

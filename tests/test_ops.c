@@ -208,16 +208,16 @@ static void test_checks_catch_errors(void **state)
 
     vt_exec e;
     vt_exec_open(&e, cpu, &in, 0);
-    assert_true(vt_fd_elements(&e, in.w, in.nw, r.dw, 0, 1, msg, sizeof msg));
-    assert_true(vt_fd_direction(&e, in.w, in.nw, r.dw, 0, 1, msg, sizeof msg));
+    assert_true(vt_fd_elements(&e, in.w, in.nw, r.dw, 0, 0, 1, msg, sizeof msg));
+    assert_true(vt_fd_direction(&e, in.w, in.nw, r.dw, 0, 0, 1, msg, sizeof msg));
     float gmax = 0;
     for (size_t i = 0; i < in.nw; i++) gmax = fabsf(r.dw[i]) > gmax ? fabsf(r.dw[i]) : gmax;
     r.dw[5] += 0.01f * gmax;
-    assert_false(vt_fd_elements(&e, in.w, in.nw, r.dw, 0, 1, msg, sizeof msg));
+    assert_false(vt_fd_elements(&e, in.w, in.nw, r.dw, 0, 0, 1, msg, sizeof msg));
     printf("one dw element off by 1%% of max |dw| is caught: %s\n", msg);
     r.dw[5] -= 0.01f * gmax;
     for (size_t i = 0; i < in.nw; i++) r.dw[i] *= 1.01f;
-    assert_false(vt_fd_direction(&e, in.w, in.nw, r.dw, 0, 1, msg, sizeof msg));
+    assert_false(vt_fd_direction(&e, in.w, in.nw, r.dw, 0, 0, 1, msg, sizeof msg));
     printf("dw scaled by 1.01 is caught: %s\n", msg);
     vt_exec_close(&e);
     vt_op_result_free(&r);

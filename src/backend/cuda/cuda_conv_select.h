@@ -32,6 +32,11 @@ typedef struct vdnn_conv_cand {
 typedef struct vdnn_conv_rules {
     bool tf32;          /* tensor-core math allowed: TF32 on fp32 data (the backend's switch), always on 16-bit data */
     bool deterministic;
+    /* A reproducible candidate wherever one is usable, an atomic one only where none is (deterministic: never).
+     * With cuDNN's atomic backward algorithms results differ run to run, so every memory policy gave LeNet another
+     * loss after 40 steps on an H200 (cuDNN 9.14); in bf16, backward-data algorithm 0 was also 3 to 6 units in
+     * the last place off an exact sum. */
+    bool prefer_reproducible;
     size_t ws_limit;
 } vdnn_conv_rules;
 
@@ -46,7 +51,8 @@ typedef enum vdnn_conv_variant {
  * is off). */
 bool vdnn_conv_usable(const vdnn_conv_cand *c, const vdnn_conv_rules *r, vdnn_conv_math *math);
 
-/* The index of the variant's pick among c[0..n), or -1 if no candidate is usable. */
+/* The index of the variant's pick among c[0..n), or -1 if no candidate is usable (with prefer_reproducible: among
+ * the reproducible ones, or among all where none is usable). */
 int vdnn_conv_pick(const vdnn_conv_cand *c, int n, const vdnn_conv_rules *r, vdnn_conv_variant v, size_t lean_cap);
 
 /* The fastest usable candidate whose workspace is at most `ws_max` (-1: none). */

@@ -187,11 +187,12 @@ static cudnnMathType_t cudnn_math(vdnn_conv_math m)
         (dst).math = math_of((src).mathType);                                                                \
     } while (0)
 
-/* Tensor-core math is what 16-bit data is for, whatever the TF32 switch (which is about fp32 data) says. */
+/* Tensor-core math is what 16-bit data is for, whatever the TF32 switch (which is about fp32 data) says. Every
+ * variant prefers reproducible algorithms (cuda_conv_select.h). */
 static vdnn_conv_rules rules_of(const cuda_backend *b, vdnn_dtype t)
 {
     return (vdnn_conv_rules){.tf32 = b->opt.tf32 != 0 || t != VDNN_DTYPE_F32, .deterministic = b->opt.deterministic != 0,
-                             .ws_limit = b->opt.conv_ws_limit};
+                             .prefer_reproducible = true, .ws_limit = b->opt.conv_ws_limit};
 }
 
 /* cuDNN's heuristic ranking of one pass (no device work). Times are -1. */
@@ -609,7 +610,8 @@ static vdnn_status conv_algos(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_al
  * "least-workspace" variant op_algos lists on a device where they run. Its workspace is that documented zero (plus
  * the 16-bit filter copy, which is ours), not a cuDNN query: the faster candidates with workspace, and whether these
  * run at all on a given device, only cuDNN on the device says. Both backward algorithms use atomics, so
- * deterministic mode, which would refuse them, is refused here too rather than guessed. */
+ * deterministic mode, which would refuse them, is refused here too rather than guessed. (On a device, the
+ * variants prefer reproducible algorithms, whose workspace only cuDNN sizes: these stay an estimate.) */
 vdnn_status vdnn_cuda_conv_describe(const cuda_backend *b, const vdnn_op_desc *d, vdnn_op_algo *out, vdnn_error *err)
 {
     vdnn_status st = conv_check(d, err);
