@@ -7,7 +7,9 @@
 #                                              BUILD_TARGETS="a b" builds only those targets: the command is
 #                                              vdnn_cli, the library vdnn; the whole build takes about 30 s)
 #
-# Logs go to OUTDIR (env.log, build.log, ctest.log, smoke.log, and the bench's files). Libraries the machine
+# OUTDIR gets few files, since a lent machine hands back at most 8: ctest.log, smoke.log, build.log (only when the
+# build failed) and the bench's report, results.json and work.tar.gz; the environment and the build's summary go
+# to stdout (tee it into OUTDIR too). Libraries the machine
 # lacks (oneDNN, OpenBLAS, zlib, cmocka) come from .debs/ (bash bench/gpu-vs-pytorch.sh --fetch-debs where apt
 # works); cuDNN/NCCL headers the machine lacks from .gpu-deps/include (copied from a toolkit elsewhere).
 set -uo pipefail
@@ -18,6 +20,7 @@ mkdir -p "$OUTDIR"
 STAGES=${STAGES:-"build test smoke bench"}
 BUILD_DIR=${BUILD_DIR:-build-gpu}
 START=$(date +%s)
+LOGS=$(mktemp -d /tmp/vdnn-session.XXXXXX)
 has_stage() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 elapsed() { echo $(($(date +%s) - START)); }
 
@@ -28,7 +31,7 @@ elapsed() { echo $(($(date +%s) - START)); }
     command -v nvcc && nvcc --version | tail -2
     ls -d /usr/local/cuda* 2>/dev/null
     python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>&1
-} >"$OUTDIR/env.log" 2>&1
+} >"$LOGS/env.log" 2>&1
 LINKS=/tmp/vdnn-links
 RPATH=
 mkdir -p "$LINKS/lib" "$LINKS/include"
@@ -42,7 +45,7 @@ find_lib() { # name → path of lib<name>.so or lib<name>.so.N
 }
 for name in cudnn cublas cublasLt nccl; do
     f=$(find_lib $name)
-    echo "lib$name: ${f:-not found}" >>"$OUTDIR/env.log"
+    echo "lib$name: ${f:-not found}" >>"$LOGS/env.log"
     [ -n "$f" ] || continue
     ln -sf "$f" "$LINKS/lib/lib$name.so"
     d=$(dirname "$f")
@@ -50,15 +53,15 @@ for name in cudnn cublas cublasLt nccl; do
     case ":$RPATH:" in *":$d:"*) ;; *) RPATH=$RPATH:$d ;; esac
 done
 CUDNN_H=$(find /usr/include /usr/local/cuda/include /opt -name cudnn_version.h 2>/dev/null | head -1)
-echo "cudnn_version.h: ${CUDNN_H:-not found, using .gpu-deps/include}" >>"$OUTDIR/env.log"
+echo "cudnn_version.h: ${CUDNN_H:-not found, using .gpu-deps/include}" >>"$LOGS/env.log"
 if [ -n "$CUDNN_H" ]; then
     CUDNN_INC=$(dirname "$CUDNN_H")
-    grep -E 'define CUDNN_(MAJOR|MINOR|PATCHLEVEL)' "$CUDNN_H" >>"$OUTDIR/env.log"
+    grep -E 'define CUDNN_(MAJOR|MINOR|PATCHLEVEL)' "$CUDNN_H" >>"$LOGS/env.log"
 else
     CUDNN_INC=$ROOT/.gpu-deps/include
 fi
 export LIBRARY_PATH=$LINKS/lib${LIBRARY_PATH:+:$LIBRARY_PATH}
-cat "$OUTDIR/env.log"
+cat "$LOGS/env.log"
 
 # ---- build ----
 if has_stage build; then
@@ -81,15 +84,16 @@ if has_stage build; then
         -DCMOCKA_LIB="$l/libcmocka.so" -DVDNN_ONNX_PROTO="$d/usr/include/onnx/onnx.proto" \
         -DVDNN_CUDNN_LIB="$LINKS/lib/libcudnn.so" -DVDNN_CUDNN_INCLUDE="$CUDNN_INC" \
         -DCMAKE_EXE_LINKER_FLAGS="-Wl,--disable-new-dtags,-rpath,$l:$l/openblas-pthread$RPATH -Wl,-rpath-link,$l:$l/openblas-pthread" \
-        >"$OUTDIR/build.log" 2>&1
-    grep -E 'vdnn:|Error|error' "$OUTDIR/build.log"
-    cmake --build "$BUILD_DIR" -j "$(nproc)" ${BUILD_TARGETS:+--target $BUILD_TARGETS} >>"$OUTDIR/build.log" 2>&1
+        >"$LOGS/build.log" 2>&1
+    grep -E 'vdnn:|Error|error' "$LOGS/build.log"
+    cmake --build "$BUILD_DIR" -j "$(nproc)" ${BUILD_TARGETS:+--target $BUILD_TARGETS} >>"$LOGS/build.log" 2>&1
     rc=$?
     # The binaries find these through their run path; PyTorch (bench) must not see them.
     export LD_LIBRARY_PATH=$SAVED_LD_LIBRARY_PATH
     echo "build: exit $rc after $(elapsed) s"
     if [ $rc -ne 0 ]; then
-        grep -B2 -A8 -m10 -E 'error|Error' "$OUTDIR/build.log" | head -80
+        cp "$LOGS/build.log" "$OUTDIR/"
+        grep -B2 -A8 -m10 -E 'error|Error' "$LOGS/build.log" | head -80
         exit 1
     fi
 fi

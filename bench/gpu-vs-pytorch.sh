@@ -21,8 +21,8 @@
 # (TIME_BUDGET seconds from its start; stages that do not fit are reported as skipped) and writes to OUTDIR:
 #     gpu-vs-pytorch-<device>-<date>.md   the report (device, date, command, settings, tables, ratios)
 #     results.json                        every figure, and the ratios
-#     gpu-vs-pytorch.log                  this script's output
-#     work.tar.gz                         each command's line, stdout and stderr; the profiles; the build log
+#     work.tar.gz                         each command's line, stdout and stderr; the profiles; the build log;
+#                                         gpu-vs-pytorch.log, this script's output
 # Copy the report to bench/results/ to keep it. The last six lines on stdout are the ratios, one per line:
 #     incore_ratio, budget50_vs_pytorch, budget25_vs_pytorch, budget50_vs_incore (auto's step time at 50%
 #     over in-core's) (geometric means over the two models, where both sides have a figure), max_batch_ratio
@@ -82,7 +82,7 @@ OUTDIR=${POS[0]:-${OUT:-}}
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 WORK=$(mktemp -d /tmp/gpu-vs-pytorch-work.XXXXXX)
-LOG=$OUTDIR/gpu-vs-pytorch.log
+LOG=$WORK/gpu-vs-pytorch.log
 : >"$LOG"
 # Everything this script prints also goes to the log.
 exec > >(tee -a "$LOG") 2>&1

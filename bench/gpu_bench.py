@@ -179,6 +179,8 @@ class Bench:
         M["profile"] = {"status": "ok", "json": last_json(out)} if rc == 0 and os.path.exists(prof) else \
             {"status": "failed", "error": f"rc {rc}: {tail(err)}"}
         have_prof = M["profile"]["status"] == "ok"
+        if have_prof:
+            M["profile_kinds"] = layer_kinds(prof)
         self.save()
 
         p = self.vdnn_plan(f"{model}-plan-none", model, batch, "none", profile=prof if have_prof else None, inp=inp)
@@ -193,7 +195,7 @@ class Bench:
         runs = ["eager:0"] + [f"{v}:{M['budgets'][k]}" for k, _ in FRACTIONS if k in M["budgets"] for v in VARIANTS]
         argv = [a.py, os.path.join(a.bench_dir, "gpu_torch.py"), "run", model, "--batch", str(batch), "--input", inp,
                 "--classes", str(a.classes), "--device", a.device, "--steps", str(a.steps), "--warmup", str(a.warmup),
-                "--lr", str(a.lr), "--runs", ",".join(runs)]
+                "--lr", str(a.lr), "--runs", ",".join(runs), "--op-profile", "3"]
         if a.segments:
             argv += ["--segments", str(a.segments)]
         rc, out, err = self.run(f"{model}-torch", argv, 360)
@@ -339,6 +341,19 @@ def meminfo_total():
 
 
 # ---- report ----
+def layer_kinds(path):
+    """vdnn's profile summed by layer kind: forward and backward milliseconds per step, and the update and upload."""
+    with open(path) as f:
+        p = json.load(f)
+    kinds = {}
+    for l in p.get("layers", []):
+        k = kinds.setdefault(l.get("kind", "?"), {"layers": 0, "fwd_ms": 0.0, "bwd_ms": 0.0})
+        k["layers"] += 1
+        k["fwd_ms"] += 1000.0 * (l.get("fwd_s") or 0.0)
+        k["bwd_ms"] += 1000.0 * (l.get("bwd_s") or 0.0)
+    return {"kinds": kinds, "update_ms": 1000.0 * (p.get("update_s") or 0.0), "load_ms": 1000.0 * (p.get("load_s") or 0.0)}
+
+
 def ok(x):
     return isinstance(x, dict) and x.get("status") == "ok"
 
@@ -437,6 +452,44 @@ def report_name(R):
     return f"gpu-vs-pytorch-{dev}-{date}.md"
 
 
+def write_step_breakdown(R, add):
+    """Where each side's in-core step goes: vdnn's profile by layer kind, PyTorch's top operators."""
+    for name, M in R.get("models", {}).items():
+        pk = M.get("profile_kinds")
+        te = torch_run(M, "eager", 0) or {}
+        if not pk and not te.get("ops"):
+            continue
+        add(f"### Where the in-core step goes: {name}")
+        add("")
+        if pk:
+            v = (M.get("vdnn") or {}).get("none", {})
+            step = v.get("json", {}).get("step_seconds") if ok(v) else None
+            rows = sorted(pk["kinds"].items(), key=lambda kv: -(kv[1]["fwd_ms"] + kv[1]["bwd_ms"]))
+            total = sum(k["fwd_ms"] + k["bwd_ms"] for _, k in rows) + pk["update_ms"] + pk["load_ms"]
+            add("vdnn (`vdnn profile`, medians per layer, summed by kind; ms per step):")
+            add("")
+            add("| kind | layers | forward | backward | total |")
+            add("|---|---|---|---|---|")
+            for kind, k in rows:
+                add(f"| {kind} | {k['layers']} | {k['fwd_ms']:.2f} | {k['bwd_ms']:.2f} | {k['fwd_ms'] + k['bwd_ms']:.2f} |")
+            add(f"| parameter update | | | | {pk['update_ms']:.2f} |")
+            add(f"| batch upload | | | | {pk['load_ms']:.2f} |")
+            add("")
+            add(f"Sum {total:.2f} ms" + (f"; measured step {1000 * step:.2f} ms" if step else "") + ".")
+            add("")
+        if te.get("ops"):
+            add("PyTorch (torch.profiler over 3 steps, aten operators by their own device time; ms per step):")
+            add("")
+            add("| operator | ms | calls |")
+            add("|---|---|---|")
+            for o in te["ops"][:15]:
+                add(f"| {o['op']} | {o['ms_per_step']:.2f} | {o['calls_per_step']:.0f} |")
+            add("")
+            if te.get("step_seconds"):
+                add(f"Measured step {1000 * te['step_seconds']:.2f} ms.")
+                add("")
+
+
 def write_report(R, outdir, quiet):
     rows, ratios = compute(R)
     meta, cfg = R.get("meta", {}), R.get("config", {})
@@ -498,6 +551,7 @@ def write_report(R, outdir, quiet):
         add(f"- {n}")
     if notes:
         add("")
+    write_step_breakdown(R, add)
 
     add("## Under a memory budget (vdnn `--policy auto` vs PyTorch save_on_cpu / checkpoint)")
     add("")

@@ -186,6 +186,30 @@ def start(a, benchmark):
     return dev, parse_shape(a.input), Trainer(a.model, a.classes, dev, a.lr, a.segments)
 
 
+def op_profile(tr, x_host, y_host, dev, variant, k):
+    """The top operators of k training steps by their own device time (CPU time on the CPU), per step: where
+    PyTorch's step goes, next to vdnn's per-layer profile."""
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    with profile(activities=acts) as prof:
+        for _ in range(k):
+            tr.step(x_host.to(dev, non_blocking=True), y_host.to(dev, non_blocking=True), variant)
+            sync(dev)
+    rows = []
+    for e in prof.key_averages():
+        if not e.key.startswith("aten::"):
+            continue  # kernels and Python frames: their time is also an aten operator's
+        if dev.type == "cuda":
+            t = getattr(e, "self_device_time_total", None)
+            t = getattr(e, "self_cuda_time_total", 0) if t is None else t
+        else:
+            t = e.self_cpu_time_total
+        if t > 0:
+            rows.append({"op": e.key, "ms_per_step": t / 1000.0 / k, "calls_per_step": e.count / k})
+    rows.sort(key=lambda r: -r["ms_per_step"])
+    return rows[:30]
+
+
 def cmd_run(a):
     dev, (c, h, w), tr = start(a, True)
     total = torch.cuda.get_device_properties(dev).total_memory if dev.type == "cuda" else None
@@ -222,6 +246,8 @@ def cmd_run(a):
             med = statistics.median(times)
             r.update({"status": "ok", "step_seconds": med, "step_seconds_mean": statistics.mean(times),
                       "images_per_sec": a.batch / med, "loss": float(loss)})
+            if a.op_profile and variant == "eager" and budget == 0:
+                r["ops"] = op_profile(tr, x_host, y_host, dev, variant, a.op_profile)
         except Exception as e:  # noqa: BLE001 - an OOM (or any failure) is a result here
             r.update({"status": "oom" if is_oom(e) else "error", "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}",
                       "steps_done": len(times)})
@@ -292,6 +318,8 @@ def main():
     r.add_argument("--batch", type=int, required=True)
     r.add_argument("--warmup", type=int, default=3)
     r.add_argument("--runs", default="eager:0")
+    r.add_argument("--op-profile", type=int, default=0, metavar="K",
+                   help="after the unlimited eager run, profile K more steps and report the top operators")
     m = sub.choices["maxbatch"]
     m.add_argument("--start", type=int, default=64)
     m.add_argument("--max-trials", type=int, default=14)

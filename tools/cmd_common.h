@@ -106,7 +106,8 @@ vdnn_backend_options cli_backend_options(const cli_options *o);
     "--no-tf32 keeps CUDA convolutions and matrix products in strict FP32 (TF32 tensor-core math is on by\n"    \
     "default, as in PyTorch; env VDNN_NO_TF32=1 does the same); the CPU backend computes in FP32 anyway, so\n" \
     "there it has no effect.\n"                                                                                  \
-    "--deterministic makes CUDA use only bitwise-reproducible algorithms, one per layer (env\n"                  \
+    "CUDA convolutions prefer bitwise-reproducible algorithms (an atomic one only where none runs);\n"          \
+    "--deterministic allows those only, one per layer, and no cuDNN benchmark mode (env\n"                        \
     "VDNN_DETERMINISTIC=1); the CPU backend is deterministic already.\n"
 /* Prints the one warning of an oversubscribed managed pool (policy um with --allow-oversubscribe). */
 void cli_warn_oversubscribed(const char *cmd, const vdnn_net_t *net);

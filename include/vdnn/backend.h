@@ -13,7 +13,8 @@ extern "C" {
 typedef struct vdnn_backend_options {
     int threads;        /* host threads; 0: every core */
     int tf32;           /* CUDA: TF32 tensor-core math in convolutions and FC (env VDNN_NO_TF32=1: off; default on) */
-    int deterministic;  /* CUDA: only bitwise-reproducible algorithms (env VDNN_DETERMINISTIC=1; default off) */
+    int deterministic;  /* CUDA: only bitwise-reproducible algorithms, none atomic (env VDNN_DETERMINISTIC=1;
+                         * default off: reproducible ones preferred, an atomic one only where none runs) */
 } vdnn_backend_options;
 
 VDNN_API vdnn_backend_options vdnn_backend_options_default(void);
