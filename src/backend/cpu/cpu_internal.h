@@ -73,6 +73,9 @@ extern const cpu_op_impl vdnn_cpu_op_layernorm;
 extern const cpu_op_impl vdnn_cpu_op_linear;
 extern const cpu_op_impl vdnn_cpu_op_attn_probs;
 extern const cpu_op_impl vdnn_cpu_op_attn_mix;
+/* Attention with bf16 maps, a block of query rows at a time (cpu_ops_attn_bf16.c). */
+extern const cpu_op_impl vdnn_cpu_op_attn_probs_bf16;
+extern const cpu_op_impl vdnn_cpu_op_attn_mix_bf16;
 /* LSTM (cpu_ops_lstm.c): a chunk of time steps, parameters as a tensor, the gather of chunks along time. */
 extern const cpu_op_impl vdnn_cpu_op_lstm;
 extern const cpu_op_impl vdnn_cpu_op_seq_cat;

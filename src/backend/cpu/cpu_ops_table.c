@@ -44,7 +44,8 @@ vdnn_status vdnn_cpu_dnnl_check(dnnl_status_t s, const char *what, vdnn_error *e
     return vdnn_fail(err, VDNN_ERR_BACKEND, "oneDNN: %s failed: %s", what, dnnl_status2str(s));
 }
 
-/* Ops that run bf16 maps without AVX-512 BF16, as fast as fp32: the widened ones (cpu_ops_widen.c) and the own
+/* Ops that run bf16 maps without AVX-512 BF16, as fast as fp32: the widened ones (cpu_ops_widen.c), attention
+ * (cpu_ops_attn_bf16.c) and the own
  * loops that read and write bf16 one value at a time or copy it (the rest of a sequence model: add, dropout, the
  * loss, the head groups' and the LSTM chunks' concatenations). Others
  * run bf16 on oneDNN's primitives, which would emulate it slowly without AVX-512 BF16, so they are refused there. */
@@ -52,6 +53,8 @@ static bool bf16_anywhere(const vdnn_op_desc *d)
 {
     if (vdnn_cpu_widened(d)) return true;
     switch (d->kind) {
+    case VDNN_LAYER_ATTN_PROBS:
+    case VDNN_LAYER_ATTN_MIX:
     case VDNN_LAYER_ADD:
     case VDNN_LAYER_CONCAT:
     case VDNN_LAYER_FEAT_CAT:
@@ -71,6 +74,8 @@ static vdnn_status lookup(const cpu_backend *be, const vdnn_op_desc *d, const cp
     if ((int)d->kind < 0 || d->kind >= VDNN_LAYER_KIND_COUNT)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cpu op: unknown layer kind %d", (int)d->kind);
     *impl = op_table[d->kind];
+    if (d->dtype == VDNN_DTYPE_BF16 && d->kind == VDNN_LAYER_ATTN_PROBS) *impl = &vdnn_cpu_op_attn_probs_bf16;
+    if (d->dtype == VDNN_DTYPE_BF16 && d->kind == VDNN_LAYER_ATTN_MIX) *impl = &vdnn_cpu_op_attn_mix_bf16;
     if (!*impl || !(*impl)->query)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cpu op: layer kind %d (%s) has no op", (int)d->kind,
                          d->kind == VDNN_LAYER_INPUT ? "input" : "not implemented");

@@ -1,0 +1,297 @@
+/* Causal attention with bf16 maps on any CPU: the fp32 ops' arithmetic (cpu_ops_seq.c: OpenBLAS GEMMs, the same
+ * softmax and its gradient) a block of query rows at a time. Unlike the other sequence ops (cpu_ops_widen.c), these
+ * never widen a head's whole T x T probabilities: a block of rows of them (and of their gradient) is widened, used
+ * and rounded, while the head's queries, keys or values (T x D each) are held in fp32. So the workspace grows with
+ * T, not T^2, and at long context the bf16 probabilities, half the fp32 ones' bytes, are what a plan holds. */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_ops_dnnl_util.h"
+#include "backend/seq_shapes.h"
+
+/* Rows of a head's probabilities widened at a time: as many as fit this many bytes of floats. */
+#define ROW_BLOCK_BYTES ((size_t)4 << 20)
+
+static int block_rows(const cpu_backend *be, int t)
+{
+    const size_t cap = be->opt.widen_group_bytes ? be->opt.widen_group_bytes : ROW_BLOCK_BYTES;
+    const size_t r = cap / ((size_t)t * sizeof(float));
+    return r < 1 ? 1 : r > (size_t)t ? t : (int)r;
+}
+
+static vdnn_status need(const void *p, const vdnn_op_desc *d, const char *what, vdnn_error *err)
+{
+    if (p) return VDNN_OK;
+    return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: %s is NULL", vdnn_layer_kind_name(d->kind), what);
+}
+
+/* rows x cols bf16 values, each row ld values after the last, into (or from) rows of cols contiguous floats. */
+static void widen_rows(float *dst, const uint16_t *src, int rows, int cols, size_t ld, vdnn_backend_t *be)
+{
+    for (int r = 0; r < rows; r++)
+        (void)vdnn_cpu_convert(be, dst + (size_t)r * (size_t)cols, VDNN_DTYPE_F32, src + (size_t)r * ld,
+                               VDNN_DTYPE_BF16, (size_t)cols, NULL);
+}
+
+static void narrow_rows(uint16_t *dst, size_t ld, const float *src, int rows, int cols, vdnn_backend_t *be)
+{
+    for (int r = 0; r < rows; r++)
+        (void)vdnn_cpu_convert(be, dst + (size_t)r * ld, VDNN_DTYPE_BF16, src + (size_t)r * (size_t)cols,
+                               VDNN_DTYPE_F32, (size_t)cols, NULL);
+}
+
+/* Workspace regions in floats, taken in order after aligning it. */
+typedef struct ws_cut {
+    char *base;
+    size_t used;
+} ws_cut;
+
+static float *take(ws_cut *c, size_t floats)
+{
+    return (float *)(c->base + vdnn_cpu_ws_take(&c->used, floats * sizeof(float)));
+}
+
+static size_t bytes_of(const size_t *floats, int n)
+{
+    size_t used = 0;
+    for (int i = 0; i < n; i++) (void)vdnn_cpu_ws_take(&used, floats[i] * sizeof(float));
+    return used + CPU_WS_SLACK;
+}
+
+static vdnn_status dims(const vdnn_op_desc *d, bool probs, vdnn_attn_dims *ad, vdnn_error *err)
+{
+    if (d->n_inputs != (probs ? 1 : 2))
+        return vdnn_seq_shape_fail(d, probs ? "takes one input (qkv)" : "takes two inputs (probabilities, then qkv)",
+                                   err);
+    return probs ? vdnn_attn_dims_of(d, d->in[0], d->out, ad, err) : vdnn_attn_dims_of(d, d->in[1], d->in[0], ad, err);
+}
+
+/* ---- probabilities: P = causal softmax(Q K^T / sqrt(D)) ---- */
+
+static vdnn_status probs_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
+{
+    vdnn_attn_dims ad;
+    vdnn_status st = dims(d, true, &ad, err);
+    if (st) return st;
+    if (ad.h != vdnn_attn_op_heads(d)) return vdnn_seq_shape_fail(d, "the output's channels are not its heads", err);
+    const size_t td = (size_t)ad.t * (size_t)ad.dh, blk = (size_t)block_rows(be, ad.t) * (size_t)ad.t;
+    const size_t fwd[] = {td, td, blk}, bwd[] = {td, td, td, td, blk, blk};
+    *info = (vdnn_op_info){.bwd_needs_x = true, .bwd_needs_y = true, .fwd_ws_bytes = bytes_of(fwd, 3),
+                           .bwd_ws_bytes = bytes_of(bwd, 6)};
+    return VDNN_OK;
+}
+
+/* Head h of sample b: where its queries start in qkv (keys F further, values 2F). */
+static size_t head_at(const vdnn_attn_dims *ad, int b, int h)
+{
+    return (size_t)b * (size_t)ad->t * 3 * (size_t)ad->f + (size_t)(ad->h0 + h) * (size_t)ad->dh;
+}
+
+static vdnn_status probs_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const vdnn_op_desc *d = &op->d;
+    vdnn_attn_dims ad;
+    vdnn_status st = need(a->x[0], d, "x", err);
+    if (!st) st = need(a->y, d, "y", err);
+    if (!st) st = need(a->ws, d, "the workspace", err);
+    if (!st) st = dims(d, true, &ad, err);
+    if (st) return st;
+    const int t = ad.t, dh = ad.dh, rb = block_rows(be, t);
+    const size_t ld = 3 * (size_t)ad.f;
+    const float scale = 1.0f / sqrtf((float)dh);
+    ws_cut c = {vdnn_cpu_ws_align(a->ws), 0};
+    float *q = take(&c, (size_t)t * dh), *k = take(&c, (size_t)t * dh), *s = take(&c, (size_t)rb * t);
+    const uint16_t *qkv = (const uint16_t *)a->x[0];
+    for (int b = 0; b < ad.b; b++)
+        for (int h = 0; h < ad.h; h++) {
+            widen_rows(q, qkv + head_at(&ad, b, h), t, dh, ld, &be->base);
+            widen_rows(k, qkv + head_at(&ad, b, h) + ad.f, t, dh, ld, &be->base);
+            uint16_t *p = (uint16_t *)a->y + ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
+            for (int r0 = 0; r0 < t; r0 += rb) {
+                const int rows = t - r0 < rb ? t - r0 : rb, cols = r0 + rows; /* later keys are masked */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, dh, scale, q + (size_t)r0 * dh, dh,
+                            k, dh, 0.0f, s, t);
+#pragma omp parallel for if ((long)rows * cols > CPU_PAR_MIN)
+                for (int i = 0; i < rows; i++) {
+                    float *pr = s + (size_t)i * (size_t)t;
+                    const int live = r0 + i + 1;
+                    float m = pr[0];
+                    for (int j = 1; j < live; j++) m = pr[j] > m ? pr[j] : m;
+                    double sum = 0.0;
+                    for (int j = 0; j < live; j++) sum += (double)(pr[j] = expf(pr[j] - m));
+                    const float inv = (float)(1.0 / sum);
+                    for (int j = 0; j < live; j++) pr[j] *= inv;
+                    for (int j = live; j < t; j++) pr[j] = 0.0f;
+                }
+                (void)vdnn_cpu_convert(&be->base, p + (size_t)r0 * (size_t)t, VDNN_DTYPE_BF16, s, VDNN_DTYPE_F32,
+                                       (size_t)rows * (size_t)t, NULL);
+            }
+        }
+    return VDNN_OK;
+}
+
+static vdnn_status probs_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const vdnn_op_desc *d = &op->d;
+    if (!a->dx[0]) return VDNN_OK;
+    vdnn_attn_dims ad;
+    vdnn_status st = need(a->x[0], d, "x", err);
+    if (!st) st = need(a->y, d, "y", err);
+    if (!st) st = need(a->dy, d, "dy", err);
+    if (!st) st = need(a->ws, d, "the workspace", err);
+    if (!st) st = dims(d, true, &ad, err);
+    if (st) return st;
+    const int t = ad.t, dh = ad.dh, rb = block_rows(be, t);
+    const size_t ld = 3 * (size_t)ad.f, tt = (size_t)t * (size_t)t;
+    const float scale = 1.0f / sqrtf((float)dh);
+    ws_cut c = {vdnn_cpu_ws_align(a->ws), 0};
+    float *q = take(&c, (size_t)t * dh), *k = take(&c, (size_t)t * dh);
+    float *dq = take(&c, (size_t)t * dh), *dk = take(&c, (size_t)t * dh);
+    float *p = take(&c, (size_t)rb * t), *ds = take(&c, (size_t)rb * t);
+    const uint16_t *qkv = (const uint16_t *)a->x[0];
+    uint16_t *dqkv = (uint16_t *)a->dx[0];
+    /* Values get no gradient from the probabilities (attn_mix gives theirs), nor do other groups' heads: bf16 zero
+     * is all bits clear, as fp32's. */
+    if (ad.w != ad.f)
+        memset(dqkv, 0, (size_t)ad.b * (size_t)t * ld * sizeof(uint16_t));
+    else
+        for (size_t r = 0; r < (size_t)ad.b * (size_t)t; r++)
+            memset(dqkv + r * ld + 2 * (size_t)ad.f, 0, (size_t)ad.f * sizeof(uint16_t));
+    for (int b = 0; b < ad.b; b++)
+        for (int h = 0; h < ad.h; h++) {
+            const size_t at = head_at(&ad, b, h), pat = ((size_t)b * (size_t)ad.h + (size_t)h) * tt;
+            widen_rows(q, qkv + at, t, dh, ld, &be->base);
+            widen_rows(k, qkv + at + ad.f, t, dh, ld, &be->base);
+            memset(dk, 0, (size_t)t * (size_t)dh * sizeof(float));
+            for (int r0 = 0; r0 < t; r0 += rb) {
+                const int rows = t - r0 < rb ? t - r0 : rb, cols = r0 + rows;
+                const size_t n = (size_t)rows * (size_t)t;
+                (void)vdnn_cpu_convert(&be->base, p, VDNN_DTYPE_F32, (const uint16_t *)a->y + pat + (size_t)r0 * t,
+                                       VDNN_DTYPE_BF16, n, NULL);
+                (void)vdnn_cpu_convert(&be->base, ds, VDNN_DTYPE_F32, (const uint16_t *)a->dy + pat + (size_t)r0 * t,
+                                       VDNN_DTYPE_BF16, n, NULL);
+                /* dS = P (dP - rowsum(P dP)), in place of dP. */
+                for (int i = 0; i < rows; i++) {
+                    const float *pr = p + (size_t)i * (size_t)t;
+                    float *sr = ds + (size_t)i * (size_t)t;
+                    const int live = r0 + i + 1;
+                    double dot = 0.0;
+                    for (int j = 0; j < live; j++) dot += (double)pr[j] * sr[j];
+                    for (int j = 0; j < live; j++) sr[j] = pr[j] * (sr[j] - (float)dot);
+                    for (int j = live; j < t; j++) sr[j] = 0.0f;
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, dh, cols, scale, ds, t, k, dh, 0.0f,
+                            dq + (size_t)r0 * dh, dh);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, dh, rows, scale, ds, t, q + (size_t)r0 * dh,
+                            dh, 1.0f, dk, dh);
+            }
+            narrow_rows(dqkv + at, ld, dq, t, dh, &be->base);
+            narrow_rows(dqkv + at + ad.f, ld, dk, t, dh, &be->base);
+        }
+    return VDNN_OK;
+}
+
+static vdnn_status no_create(cpu_backend *be, vdnn_op *op, vdnn_error *err) { return VDNN_OK; }
+static void no_destroy(cpu_backend *be, vdnn_op *op) {}
+
+const cpu_op_impl vdnn_cpu_op_attn_probs_bf16 = {probs_query, no_create, no_destroy, probs_forward, probs_backward,
+                                                 NULL};
+
+/* ---- mix: O = P V, a head's D columns of the output ---- */
+
+static vdnn_status mix_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
+{
+    vdnn_attn_dims ad;
+    vdnn_status st = dims(d, false, &ad, err);
+    if (st) return st;
+    const vdnn_shape y = d->out;
+    if (y.n != ad.b || y.c != 1 || y.h != ad.t || y.w != ad.w)
+        return vdnn_seq_shape_fail(d, "expected output Bx1xTxF (its heads' share of F)", err);
+    const size_t td = (size_t)ad.t * (size_t)ad.dh, rb = (size_t)block_rows(be, ad.t);
+    const size_t fwd[] = {td, rb * (size_t)ad.t, rb * (size_t)ad.dh},
+                 bwd[] = {td, td, rb * (size_t)ad.dh, rb * (size_t)ad.t, rb * (size_t)ad.t};
+    *info = (vdnn_op_info){.bwd_needs_x = true, .fwd_ws_bytes = bytes_of(fwd, 3), .bwd_ws_bytes = bytes_of(bwd, 5)};
+    return VDNN_OK;
+}
+
+static vdnn_status mix_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const vdnn_op_desc *d = &op->d;
+    vdnn_attn_dims ad;
+    vdnn_status st = need(a->x[0], d, "x[0]", err);
+    if (!st) st = need(a->x[1], d, "x[1]", err);
+    if (!st) st = need(a->y, d, "y", err);
+    if (!st) st = need(a->ws, d, "the workspace", err);
+    if (!st) st = dims(d, false, &ad, err);
+    if (st) return st;
+    const int t = ad.t, dh = ad.dh, rb = block_rows(be, t);
+    const size_t ld = 3 * (size_t)ad.f;
+    ws_cut c = {vdnn_cpu_ws_align(a->ws), 0};
+    float *v = take(&c, (size_t)t * dh), *p = take(&c, (size_t)rb * t), *o = take(&c, (size_t)rb * dh);
+    for (int b = 0; b < ad.b; b++)
+        for (int h = 0; h < ad.h; h++) {
+            widen_rows(v, (const uint16_t *)a->x[1] + head_at(&ad, b, h) + 2 * (size_t)ad.f, t, dh, ld, &be->base);
+            const uint16_t *pb = (const uint16_t *)a->x[0] + ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * t;
+            uint16_t *y = (uint16_t *)a->y + (size_t)b * (size_t)t * (size_t)ad.w + (size_t)h * (size_t)dh;
+            for (int r0 = 0; r0 < t; r0 += rb) {
+                /* Every column, as the fp32 op: the mix does not assume its probabilities are causal. */
+                const int rows = t - r0 < rb ? t - r0 : rb;
+                (void)vdnn_cpu_convert(&be->base, p, VDNN_DTYPE_F32, pb + (size_t)r0 * t, VDNN_DTYPE_BF16,
+                                       (size_t)rows * (size_t)t, NULL);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, dh, t, 1.0f, p, t, v, dh, 0.0f, o, dh);
+                narrow_rows(y + (size_t)r0 * (size_t)ad.w, (size_t)ad.w, o, rows, dh, &be->base);
+            }
+        }
+    return VDNN_OK;
+}
+
+static vdnn_status mix_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    const vdnn_op_desc *d = &op->d;
+    if (!a->dx[0] && !a->dx[1]) return VDNN_OK;
+    vdnn_attn_dims ad;
+    vdnn_status st = need(a->dy, d, "dy", err);
+    if (!st) st = need(a->ws, d, "the workspace", err);
+    if (!st && a->dx[0]) st = need(a->x[1], d, "x[1]", err);
+    if (!st && a->dx[1]) st = need(a->x[0], d, "x[0]", err);
+    if (!st) st = dims(d, false, &ad, err);
+    if (st) return st;
+    const int t = ad.t, dh = ad.dh, rb = block_rows(be, t);
+    const size_t ld = 3 * (size_t)ad.f, tt = (size_t)t * (size_t)t;
+    ws_cut c = {vdnn_cpu_ws_align(a->ws), 0};
+    float *v = take(&c, (size_t)t * dh), *dv = take(&c, (size_t)t * dh), *dout = take(&c, (size_t)rb * dh);
+    float *p = take(&c, (size_t)rb * t), *dp = take(&c, (size_t)rb * t);
+    uint16_t *dqkv = (uint16_t *)a->dx[1];
+    /* Queries and keys get no gradient from the mix (attn_probs gives theirs), nor do other groups' values. */
+    if (dqkv && ad.w != ad.f)
+        memset(dqkv, 0, (size_t)ad.b * (size_t)t * ld * sizeof(uint16_t));
+    else if (dqkv)
+        for (size_t r = 0; r < (size_t)ad.b * (size_t)t; r++) memset(dqkv + r * ld, 0, 2 * (size_t)ad.f * sizeof(uint16_t));
+    for (int b = 0; b < ad.b; b++)
+        for (int h = 0; h < ad.h; h++) {
+            const size_t vat = head_at(&ad, b, h) + 2 * (size_t)ad.f, pat = ((size_t)b * (size_t)ad.h + (size_t)h) * tt;
+            const uint16_t *dy = (const uint16_t *)a->dy + (size_t)b * (size_t)t * (size_t)ad.w + (size_t)h * dh;
+            if (a->dx[0]) widen_rows(v, (const uint16_t *)a->x[1] + vat, t, dh, ld, &be->base);
+            if (dqkv) memset(dv, 0, (size_t)t * (size_t)dh * sizeof(float));
+            for (int r0 = 0; r0 < t; r0 += rb) {
+                const int rows = t - r0 < rb ? t - r0 : rb;
+                widen_rows(dout, dy + (size_t)r0 * (size_t)ad.w, rows, dh, (size_t)ad.w, &be->base);
+                if (a->dx[0]) {
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, t, dh, 1.0f, dout, dh, v, dh, 0.0f, dp, t);
+                    (void)vdnn_cpu_convert(&be->base, (uint16_t *)a->dx[0] + pat + (size_t)r0 * t, VDNN_DTYPE_BF16, dp,
+                                           VDNN_DTYPE_F32, (size_t)rows * (size_t)t, NULL);
+                }
+                if (dqkv) {
+                    (void)vdnn_cpu_convert(&be->base, p, VDNN_DTYPE_F32, (const uint16_t *)a->x[0] + pat + (size_t)r0 * t,
+                                           VDNN_DTYPE_BF16, (size_t)rows * (size_t)t, NULL);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, dh, rows, 1.0f, p, t, dout, dh, 1.0f, dv, dh);
+                }
+            }
+            if (dqkv) narrow_rows(dqkv + vat, ld, dv, t, dh, &be->base);
+        }
+    return VDNN_OK;
+}
+
+const cpu_op_impl vdnn_cpu_op_attn_mix_bf16 = {mix_query, no_create, no_destroy, mix_forward, mix_backward, NULL};
