@@ -73,6 +73,10 @@ extern const cpu_op_impl vdnn_cpu_op_layernorm;
 extern const cpu_op_impl vdnn_cpu_op_linear;
 extern const cpu_op_impl vdnn_cpu_op_attn_probs;
 extern const cpu_op_impl vdnn_cpu_op_attn_mix;
+/* Row i of causal attention (live = i + 1 keys of t): the softmax of its scores in place, zeros past live; and its
+ * gradient dS = P (dP - rowsum(P dP)), zeros past live (ds may be dp). Dots in double (cpu_ops_seq.c). */
+void vdnn_cpu_causal_softmax_row(float *p, int live, int t);
+void vdnn_cpu_causal_softmax_grad_row(const float *p, const float *dp, float *ds, int live, int t);
 /* Attention with bf16 maps, a block of query rows at a time (cpu_ops_attn_bf16.c). */
 extern const cpu_op_impl vdnn_cpu_op_attn_probs_bf16;
 extern const cpu_op_impl vdnn_cpu_op_attn_mix_bf16;

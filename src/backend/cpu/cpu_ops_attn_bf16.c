@@ -114,17 +114,7 @@ static vdnn_status probs_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, dh, scale, q + (size_t)r0 * dh, dh,
                             k, dh, 0.0f, s, t);
 #pragma omp parallel for if ((long)rows * cols > CPU_PAR_MIN)
-                for (int i = 0; i < rows; i++) {
-                    float *pr = s + (size_t)i * (size_t)t;
-                    const int live = r0 + i + 1;
-                    float m = pr[0];
-                    for (int j = 1; j < live; j++) m = pr[j] > m ? pr[j] : m;
-                    double sum = 0.0;
-                    for (int j = 0; j < live; j++) sum += (double)(pr[j] = expf(pr[j] - m));
-                    const float inv = (float)(1.0 / sum);
-                    for (int j = 0; j < live; j++) pr[j] *= inv;
-                    for (int j = live; j < t; j++) pr[j] = 0.0f;
-                }
+                for (int i = 0; i < rows; i++) vdnn_cpu_causal_softmax_row(s + (size_t)i * (size_t)t, r0 + i + 1, t);
                 (void)vdnn_cpu_convert(&be->base, p + (size_t)r0 * (size_t)t, VDNN_DTYPE_BF16, s, VDNN_DTYPE_F32,
                                        (size_t)rows * (size_t)t, NULL);
             }
@@ -172,15 +162,10 @@ static vdnn_status probs_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
                                        VDNN_DTYPE_BF16, n, NULL);
                 (void)vdnn_cpu_convert(&be->base, ds, VDNN_DTYPE_F32, (const uint16_t *)a->dy + pat + (size_t)r0 * t,
                                        VDNN_DTYPE_BF16, n, NULL);
-                /* dS = P (dP - rowsum(P dP)), in place of dP. */
+                /* dS in place of dP. */
                 for (int i = 0; i < rows; i++) {
-                    const float *pr = p + (size_t)i * (size_t)t;
                     float *sr = ds + (size_t)i * (size_t)t;
-                    const int live = r0 + i + 1;
-                    double dot = 0.0;
-                    for (int j = 0; j < live; j++) dot += (double)pr[j] * sr[j];
-                    for (int j = 0; j < live; j++) sr[j] = pr[j] * (sr[j] - (float)dot);
-                    for (int j = live; j < t; j++) sr[j] = 0.0f;
+                    vdnn_cpu_causal_softmax_grad_row(p + (size_t)i * (size_t)t, sr, sr, r0 + i + 1, t);
                 }
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, dh, cols, scale, ds, t, k, dh, 0.0f,
                             dq + (size_t)r0 * dh, dh);

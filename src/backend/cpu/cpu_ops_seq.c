@@ -218,6 +218,25 @@ static vdnn_status probs_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_i
     return VDNN_OK;
 }
 
+void vdnn_cpu_causal_softmax_row(float *p, int live, int t)
+{
+    float m = p[0];
+    for (int j = 1; j < live; j++) m = p[j] > m ? p[j] : m;
+    double s = 0.0;
+    for (int j = 0; j < live; j++) s += (double)(p[j] = expf(p[j] - m));
+    const float inv = (float)(1.0 / s);
+    for (int j = 0; j < live; j++) p[j] *= inv;
+    for (int j = live; j < t; j++) p[j] = 0.0f;
+}
+
+void vdnn_cpu_causal_softmax_grad_row(const float *p, const float *dp, float *ds, int live, int t)
+{
+    double dot = 0.0;
+    for (int j = 0; j < live; j++) dot += (double)p[j] * dp[j];
+    for (int j = 0; j < live; j++) ds[j] = p[j] * (dp[j] - (float)dot);
+    for (int j = live; j < t; j++) ds[j] = 0.0f;
+}
+
 static vdnn_status probs_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->d;
@@ -238,17 +257,7 @@ static vdnn_status probs_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
      * filled with -inf first, a pass as long as this one. */
     const long rows = (long)ad.b * ad.h * t;
 #pragma omp parallel for if (rows * t > CPU_PAR_MIN)
-    for (long r = 0; r < rows; r++) {
-        float *p = a->y + (size_t)r * (size_t)t;
-        const int live = (int)(r % t) + 1;
-        float m = p[0];
-        for (int j = 1; j < live; j++) m = p[j] > m ? p[j] : m;
-        double s = 0.0;
-        for (int j = 0; j < live; j++) s += (double)(p[j] = expf(p[j] - m));
-        const float inv = (float)(1.0 / s);
-        for (int j = 0; j < live; j++) p[j] *= inv;
-        for (int j = live; j < t; j++) p[j] = 0.0f;
-    }
+    for (long r = 0; r < rows; r++) vdnn_cpu_causal_softmax_row(a->y + (size_t)r * (size_t)t, (int)(r % t) + 1, t);
     return VDNN_OK;
 }
 
@@ -276,14 +285,9 @@ static vdnn_status probs_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
         for (int h = 0; h < ad.h; h++) {
             const size_t at = ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
             const float *p = a->y + at, *dp = a->dy + at;
-            for (int i = 0; i < t; i++) {
-                const float *pr = p + (size_t)i * (size_t)t, *dr = dp + (size_t)i * (size_t)t;
-                float *sr = ds + (size_t)i * (size_t)t;
-                double dot = 0.0;
-                for (int j = 0; j <= i; j++) dot += (double)pr[j] * dr[j];
-                for (int j = 0; j <= i; j++) sr[j] = pr[j] * (dr[j] - (float)dot);
-                for (int j = i + 1; j < t; j++) sr[j] = 0.0f;
-            }
+            for (int i = 0; i < t; i++)
+                vdnn_cpu_causal_softmax_grad_row(p + (size_t)i * (size_t)t, dp + (size_t)i * (size_t)t,
+                                                 ds + (size_t)i * (size_t)t, i + 1, t);
             const size_t off = (size_t)b * (size_t)t * (size_t)ld + (size_t)(ad.h0 + h) * (size_t)ad.dh;
             const float *q = a->x[0] + off, *k = q + ad.f;
             float *dq = a->dx[0] + off, *dk = dq + ad.f;
