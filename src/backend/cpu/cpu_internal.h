@@ -73,6 +73,10 @@ extern const cpu_op_impl vdnn_cpu_op_layernorm;
 extern const cpu_op_impl vdnn_cpu_op_linear;
 extern const cpu_op_impl vdnn_cpu_op_attn_probs;
 extern const cpu_op_impl vdnn_cpu_op_attn_mix;
+/* One run of bf16 values widened to floats, or floats rounded to bf16 (nearest even): the portable loops of
+ * vdnn_cpu_convert, bit for bit, on the calling thread (for short runs, such as rows of a strided map). */
+void vdnn_cpu_bf16_widen_run(float *dst, const uint16_t *src, size_t n);
+void vdnn_cpu_bf16_round_run(uint16_t *dst, const float *src, size_t n);
 /* Row i of causal attention (live = i + 1 keys of t): the softmax of its scores in place, zeros past live; and its
  * gradient dS = P (dP - rowsum(P dP)), zeros past live (ds may be dp). Dots in double (cpu_ops_seq.c). */
 void vdnn_cpu_causal_softmax_row(float *p, int live, int t);

@@ -28,18 +28,16 @@ static vdnn_status need(const void *p, const vdnn_op_desc *d, const char *what, 
 }
 
 /* rows x cols bf16 values, each row ld values after the last, into (or from) rows of cols contiguous floats. */
-static void widen_rows(float *dst, const uint16_t *src, int rows, int cols, size_t ld, vdnn_backend_t *be)
+static void widen_rows(float *dst, const uint16_t *src, int rows, int cols, size_t ld)
 {
-    for (int r = 0; r < rows; r++)
-        (void)vdnn_cpu_convert(be, dst + (size_t)r * (size_t)cols, VDNN_DTYPE_F32, src + (size_t)r * ld,
-                               VDNN_DTYPE_BF16, (size_t)cols, NULL);
+#pragma omp parallel for if ((long)rows * cols > CPU_PAR_MIN)
+    for (int r = 0; r < rows; r++) vdnn_cpu_bf16_widen_run(dst + (size_t)r * (size_t)cols, src + (size_t)r * ld, (size_t)cols);
 }
 
-static void narrow_rows(uint16_t *dst, size_t ld, const float *src, int rows, int cols, vdnn_backend_t *be)
+static void narrow_rows(uint16_t *dst, size_t ld, const float *src, int rows, int cols)
 {
-    for (int r = 0; r < rows; r++)
-        (void)vdnn_cpu_convert(be, dst + (size_t)r * ld, VDNN_DTYPE_BF16, src + (size_t)r * (size_t)cols,
-                               VDNN_DTYPE_F32, (size_t)cols, NULL);
+#pragma omp parallel for if ((long)rows * cols > CPU_PAR_MIN)
+    for (int r = 0; r < rows; r++) vdnn_cpu_bf16_round_run(dst + (size_t)r * ld, src + (size_t)r * (size_t)cols, (size_t)cols);
 }
 
 /* Workspace regions in floats, taken in order after aligning it. */
@@ -106,8 +104,8 @@ static vdnn_status probs_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     const uint16_t *qkv = (const uint16_t *)a->x[0];
     for (int b = 0; b < ad.b; b++)
         for (int h = 0; h < ad.h; h++) {
-            widen_rows(q, qkv + head_at(&ad, b, h), t, dh, ld, &be->base);
-            widen_rows(k, qkv + head_at(&ad, b, h) + ad.f, t, dh, ld, &be->base);
+            widen_rows(q, qkv + head_at(&ad, b, h), t, dh, ld);
+            widen_rows(k, qkv + head_at(&ad, b, h) + ad.f, t, dh, ld);
             uint16_t *p = (uint16_t *)a->y + ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
             for (int r0 = 0; r0 < t; r0 += rb) {
                 const int rows = t - r0 < rb ? t - r0 : rb, cols = r0 + rows; /* later keys are masked */
@@ -152,8 +150,8 @@ static vdnn_status probs_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
     for (int b = 0; b < ad.b; b++)
         for (int h = 0; h < ad.h; h++) {
             const size_t at = head_at(&ad, b, h), pat = ((size_t)b * (size_t)ad.h + (size_t)h) * tt;
-            widen_rows(q, qkv + at, t, dh, ld, &be->base);
-            widen_rows(k, qkv + at + ad.f, t, dh, ld, &be->base);
+            widen_rows(q, qkv + at, t, dh, ld);
+            widen_rows(k, qkv + at + ad.f, t, dh, ld);
             memset(dk, 0, (size_t)t * (size_t)dh * sizeof(float));
             for (int r0 = 0; r0 < t; r0 += rb) {
                 const int rows = t - r0 < rb ? t - r0 : rb, cols = r0 + rows;
@@ -172,8 +170,8 @@ static vdnn_status probs_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, dh, rows, scale, ds, t, q + (size_t)r0 * dh,
                             dh, 1.0f, dk, dh);
             }
-            narrow_rows(dqkv + at, ld, dq, t, dh, &be->base);
-            narrow_rows(dqkv + at + ad.f, ld, dk, t, dh, &be->base);
+            narrow_rows(dqkv + at, ld, dq, t, dh);
+            narrow_rows(dqkv + at + ad.f, ld, dk, t, dh);
         }
     return VDNN_OK;
 }
@@ -217,7 +215,7 @@ static vdnn_status mix_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
     float *v = take(&c, (size_t)t * dh), *p = take(&c, (size_t)rb * t), *o = take(&c, (size_t)rb * dh);
     for (int b = 0; b < ad.b; b++)
         for (int h = 0; h < ad.h; h++) {
-            widen_rows(v, (const uint16_t *)a->x[1] + head_at(&ad, b, h) + 2 * (size_t)ad.f, t, dh, ld, &be->base);
+            widen_rows(v, (const uint16_t *)a->x[1] + head_at(&ad, b, h) + 2 * (size_t)ad.f, t, dh, ld);
             const uint16_t *pb = (const uint16_t *)a->x[0] + ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * t;
             uint16_t *y = (uint16_t *)a->y + (size_t)b * (size_t)t * (size_t)ad.w + (size_t)h * (size_t)dh;
             for (int r0 = 0; r0 < t; r0 += rb) {
@@ -226,7 +224,7 @@ static vdnn_status mix_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
                 (void)vdnn_cpu_convert(&be->base, p, VDNN_DTYPE_F32, pb + (size_t)r0 * t, VDNN_DTYPE_BF16,
                                        (size_t)rows * (size_t)t, NULL);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, dh, t, 1.0f, p, t, v, dh, 0.0f, o, dh);
-                narrow_rows(y + (size_t)r0 * (size_t)ad.w, (size_t)ad.w, o, rows, dh, &be->base);
+                narrow_rows(y + (size_t)r0 * (size_t)ad.w, (size_t)ad.w, o, rows, dh);
             }
         }
     return VDNN_OK;
@@ -258,11 +256,11 @@ static vdnn_status mix_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
         for (int h = 0; h < ad.h; h++) {
             const size_t vat = head_at(&ad, b, h) + 2 * (size_t)ad.f, pat = ((size_t)b * (size_t)ad.h + (size_t)h) * tt;
             const uint16_t *dy = (const uint16_t *)a->dy + (size_t)b * (size_t)t * (size_t)ad.w + (size_t)h * dh;
-            if (a->dx[0]) widen_rows(v, (const uint16_t *)a->x[1] + vat, t, dh, ld, &be->base);
+            if (a->dx[0]) widen_rows(v, (const uint16_t *)a->x[1] + vat, t, dh, ld);
             if (dqkv) memset(dv, 0, (size_t)t * (size_t)dh * sizeof(float));
             for (int r0 = 0; r0 < t; r0 += rb) {
                 const int rows = t - r0 < rb ? t - r0 : rb;
-                widen_rows(dout, dy + (size_t)r0 * (size_t)ad.w, rows, dh, (size_t)ad.w, &be->base);
+                widen_rows(dout, dy + (size_t)r0 * (size_t)ad.w, rows, dh, (size_t)ad.w);
                 if (a->dx[0]) {
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, t, dh, 1.0f, dout, dh, v, dh, 0.0f, dp, t);
                     (void)vdnn_cpu_convert(&be->base, (uint16_t *)a->dx[0] + pat + (size_t)r0 * t, VDNN_DTYPE_BF16, dp,
@@ -274,7 +272,7 @@ static vdnn_status mix_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
                     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, dh, rows, 1.0f, p, t, dout, dh, 1.0f, dv, dh);
                 }
             }
-            if (dqkv) narrow_rows(dqkv + vat, ld, dv, t, dh, &be->base);
+            if (dqkv) narrow_rows(dqkv + vat, ld, dv, t, dh);
         }
     return VDNN_OK;
 }

@@ -36,6 +36,9 @@ BF16_PORTABLE_CLONES static void bf16_store_portable(uint16_t *h, const float *s
     }
 }
 
+void vdnn_cpu_bf16_widen_run(float *dst, const uint16_t *src, size_t n) { bf16_load_portable(dst, src, n); }
+void vdnn_cpu_bf16_round_run(uint16_t *dst, const float *src, size_t n) { bf16_store_portable(dst, src, n); }
+
 /* src[off, off+len) of type t as floats; fast: AVX-512 BF16 is there. */
 static void load_block(float *dst, const void *src, vdnn_dtype t, size_t off, size_t len, bool fast)
 {
