@@ -5,7 +5,8 @@
 #
 #     bash bench/gpu-session.sh OUTDIR        (STAGES="build test smoke bench", the default;
 #                                              BUILD_TARGETS="a b" builds only those targets: the command is
-#                                              vdnn_cli, the library vdnn; the whole build takes about 30 s)
+#                                              vdnn_cli, the library vdnn; the whole build takes about 30 s;
+#                                              PRECISION=bf16 runs the bench in bf16 against PyTorch's autocast)
 #
 # OUTDIR gets few files, since a lent machine hands back at most 8: ctest.log, smoke.log, build.log (only when the
 # build failed) and the bench's report, results.json and work.tar.gz; the environment and the build's summary go
@@ -145,6 +146,6 @@ if has_stage bench; then
     left=$((${CALL_SECONDS:-570} - $(elapsed) - 20))
     echo "bench: $left s left"
     if [ "$left" -gt 120 ]; then
-        VDNN=$VDNN TIME_BUDGET=$left bash bench/gpu-vs-pytorch.sh "$OUTDIR/bench"
+        VDNN=$VDNN TIME_BUDGET=$left bash bench/gpu-vs-pytorch.sh "$OUTDIR/bench${PRECISION:+-$PRECISION}"
     fi
 fi

@@ -38,6 +38,7 @@
 #
 # Env: MODELS ("vgg16:64 resnet50:128", NAME:BATCH[:CxHxW]), INPUT (3x224x224, where MODELS gives none), CLASSES (1000), STEPS (10 timed),
 #      WARMUP (3), LR (0.001), SEGMENTS (checkpoint_sequential segments, 0: sqrt), TIME_BUDGET (540 s),
+#      PRECISION (fp32; bf16 or fp16: vdnn --precision against PyTorch's torch.autocast to that type),
 #      MAXB_MODEL (vgg16; none skips), MAXB_INPUT, MAXB_START (64), MAXB_MARGIN (bytes, 2 GiB),
 #      MAXB_HOST_BUDGET (bytes; 0: 60% of MemTotal), MAXB_TORCH_SECONDS (150), VDNN (a built vdnn to use
 #      instead of building), BUILD_DIR (build-gpu), VDNN_CUDNN_BENCHMARK (1: cuDNN autotuning in vdnn, as
@@ -46,7 +47,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 START=$(date +%s)
-CMDLINE="bash bench/gpu-vs-pytorch.sh $*"
+CMDLINE="${PRECISION:+PRECISION=$PRECISION }bash bench/gpu-vs-pytorch.sh $*"
 
 die() {
     echo "gpu-vs-pytorch: $*" >&2
@@ -229,7 +230,7 @@ git diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT+changes"
 set +e
 "$PY" -u bench/gpu_bench.py bench --vdnn "$VDNN" --py "$PY" --work "$WORK" --outdir "$OUTDIR" --device "$DEVICE" \
     --threads "$(nproc)" --deadline $((START + TIME_BUDGET)) --models "$MODELS" --input "$INPUT" --classes "$CLASSES" \
-    --steps "$STEPS" --warmup "$WARMUP" --lr "$LR" --segments "$SEGMENTS" \
+    --steps "$STEPS" --warmup "$WARMUP" --lr "$LR" --segments "$SEGMENTS" --precision "${PRECISION:-fp32}" \
     --maxb-model "$MAXB_MODEL" --maxb-input "$MAXB_INPUT" --maxb-start "$MAXB_START" --maxb-free-bytes "$MAXB_FREE" \
     --maxb-margin "$MAXB_MARGIN" --maxb-host-budget "$MAXB_HOST_BUDGET" --maxb-torch-seconds "$MAXB_TORCH_SECONDS" \
     --maxb-torch-steps "$MAXB_TORCH_STEPS" --maxb-torch-fake-oom-above "$MAXB_FAKE_OOM" \

@@ -119,7 +119,8 @@ class Bench:
         return f
 
     def shape_flags(self, batch, inp=None):
-        return ["--batch", str(batch), "--input", inp or self.a.input, "--classes", str(self.a.classes)]
+        f = ["--batch", str(batch), "--input", inp or self.a.input, "--classes", str(self.a.classes)]
+        return f + (["--precision", self.a.precision] if self.a.precision != "fp32" else [])
 
     def vdnn_train(self, name, model, batch, steps, extra, limit, inp=None, env=None):
         argv = [self.a.vdnn, "train", "--model", model, "--data", "synthetic", *self.shape_flags(batch, inp),
@@ -195,7 +196,7 @@ class Bench:
         runs = ["eager:0"] + [f"{v}:{M['budgets'][k]}" for k, _ in FRACTIONS if k in M["budgets"] for v in VARIANTS]
         argv = [a.py, os.path.join(a.bench_dir, "gpu_torch.py"), "run", model, "--batch", str(batch), "--input", inp,
                 "--classes", str(a.classes), "--device", a.device, "--steps", str(a.steps), "--warmup", str(a.warmup),
-                "--lr", str(a.lr), "--runs", ",".join(runs), "--op-profile", "3"]
+                "--lr", str(a.lr), "--runs", ",".join(runs), "--op-profile", "3", "--precision", a.precision]
         if a.segments:
             argv += ["--segments", str(a.segments)]
         rc, out, err = self.run(f"{model}-torch", argv, 360)
@@ -307,7 +308,7 @@ class Bench:
         argv = [a.py, os.path.join(a.bench_dir, "gpu_torch.py"), "maxbatch", model, "--input", inp, "--classes",
                 str(a.classes), "--device", a.device, "--start", str(a.maxb_start), "--granularity", str(a.maxb_granularity),
                 "--max-trials", str(a.maxb_torch_trials), "--max-seconds", str(a.maxb_torch_seconds),
-                "--steps", str(a.maxb_torch_steps)]
+                "--steps", str(a.maxb_torch_steps), "--precision", a.precision]
         if a.maxb_torch_fake_oom_above:
             argv += ["--fake-oom-above", str(a.maxb_torch_fake_oom_above)]
         rc, out, err = self.run("maxb-torch", argv, a.maxb_torch_seconds + 120)
@@ -449,7 +450,8 @@ def report_name(R):
     meta = R.get("meta", {})
     date = meta.get("date", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"))[:10]
     dev = meta.get("device_slug") or slug(meta.get("gpu"))
-    return f"gpu-vs-pytorch-{dev}-{date}.md"
+    prec = R.get("config", {}).get("precision", "fp32")
+    return f"gpu-vs-pytorch-{dev}{'' if prec == 'fp32' else '-' + prec}-{date}.md"
 
 
 def write_step_breakdown(R, add):
@@ -514,7 +516,10 @@ def write_report(R, outdir, quiet):
     if env:
         add(f"- PyTorch {env.get('torch')}, torchvision {env.get('torchvision')}"
             + (f", CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}" if env.get("cuda") else ""))
-    add(f"- settings: batch and input per model below, {cfg.get('classes')} classes, synthetic data, fp32 NCHW, SGD lr "
+    prec = cfg.get("precision", "fp32")
+    maps = "fp32 NCHW" if prec == "fp32" else (f"{prec}: vdnn --precision {prec} (fp32 master weights), PyTorch "
+                                              f"torch.autocast({prec})" + (" with a GradScaler" if prec == "fp16" else ""))
+    add(f"- settings: batch and input per model below, {cfg.get('classes')} classes, synthetic data, {maps}, SGD lr "
         f"{cfg.get('lr')} momentum 0.9 weight decay 5e-4; TF32 on both sides (vdnn's default; PyTorch "
         "allow_tf32 for cuDNN and cuBLAS); PyTorch cudnn.benchmark=True; "
         f"{cfg.get('warmup')} warm-up + {cfg.get('steps')} timed steps; images/s = batch / median step time "
@@ -691,6 +696,7 @@ def main():
     b.add_argument("--warmup", type=int, default=3)
     b.add_argument("--lr", type=float, default=0.001)
     b.add_argument("--segments", type=int, default=0)
+    b.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
     b.add_argument("--maxb-model", default="vgg16")
     b.add_argument("--maxb-input", default="3x224x224")
     b.add_argument("--maxb-start", type=int, default=64)

@@ -24,6 +24,7 @@ step_seconds: median, warm-up excluded). Every step copies its batch from pinned
 PyTorch's figure).
 """
 import argparse
+import contextlib
 import gc
 import inspect
 import json
@@ -87,8 +88,11 @@ def sync(dev):
 class Trainer:
     """One model and optimizer; a step under a variant."""
 
-    def __init__(self, name, classes, dev, lr, segments):
+    def __init__(self, name, classes, dev, lr, segments, precision="fp32"):
         self.name, self.dev = name, dev
+        # vdnn --precision bf16|fp16 against autocast to that type (fp16 with dynamic loss scaling, as vdnn's).
+        self.autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+        self.scaler = torch.amp.GradScaler(dev.type) if precision == "fp16" else None
         self.model = build_model(name, classes).to(dev)
         self.model.train()
         self.params = sum(p.numel() for p in self.model.parameters())
@@ -140,13 +144,20 @@ class Trainer:
 
     def step(self, x, y, variant):
         self.opt.zero_grad(set_to_none=True)
+        cast = torch.autocast(self.dev.type, dtype=self.autocast) if self.autocast else contextlib.nullcontext()
         if variant == "save_on_cpu":
-            with torch.autograd.graph.save_on_cpu(pin_memory=self.dev.type == "cuda"):
+            with torch.autograd.graph.save_on_cpu(pin_memory=self.dev.type == "cuda"), cast:
                 loss = F.cross_entropy(self.forward(x, variant), y)
         else:
-            loss = F.cross_entropy(self.forward(x, variant), y)
-        loss.backward()
-        self.opt.step()
+            with cast:
+                loss = F.cross_entropy(self.forward(x, variant), y)
+        if self.scaler:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.opt.step()
         return loss
 
     def cleanup(self):
@@ -183,7 +194,7 @@ def start(a, benchmark):
     dev = setup(a)
     if dev.type == "cuda":
         torch.backends.cudnn.benchmark = benchmark
-    return dev, parse_shape(a.input), Trainer(a.model, a.classes, dev, a.lr, a.segments)
+    return dev, parse_shape(a.input), Trainer(a.model, a.classes, dev, a.lr, a.segments, a.precision)
 
 
 def op_profile(tr, x_host, y_host, dev, variant, k):
@@ -313,6 +324,8 @@ def main():
         p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
         p.add_argument("--lr", type=float, default=0.001)
         p.add_argument("--segments", type=int, default=0, help="checkpoint_sequential segments (default sqrt(len))")
+        p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                       help="bf16/fp16: the step under torch.autocast to that type (fp16 with a GradScaler)")
         p.add_argument("--steps", type=int, default=10 if name == "run" else 2)
     r = sub.choices["run"]
     r.add_argument("--batch", type=int, required=True)
