@@ -92,7 +92,10 @@ class Trainer:
         self.name, self.dev = name, dev
         # vdnn --precision bf16|fp16 against autocast to that type (fp16 with dynamic loss scaling, as vdnn's).
         self.autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-        self.scaler = torch.amp.GradScaler(dev.type) if precision == "fp16" else None
+        self.scaler = None
+        if precision == "fp16":  # torch.amp.GradScaler from PyTorch 2.3 on, CUDA's before
+            gs = getattr(torch.amp, "GradScaler", None)
+            self.scaler = gs(dev.type) if gs else torch.cuda.amp.GradScaler()
         self.model = build_model(name, classes).to(dev)
         self.model.train()
         self.params = sum(p.numel() for p in self.model.parameters())
