@@ -10,6 +10,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "backend/backend.h"
+#include "backend/seq_shapes.h"
 
 typedef struct cpu_copy_queue cpu_copy_queue; /* a worker thread running copies in order (cpu_backend.c) */
 
@@ -77,6 +78,12 @@ extern const cpu_op_impl vdnn_cpu_op_attn_mix;
  * vdnn_cpu_convert, bit for bit, on the calling thread (for short runs, such as rows of a strided map). */
 void vdnn_cpu_bf16_widen_run(float *dst, const uint16_t *src, size_t n);
 void vdnn_cpu_bf16_round_run(uint16_t *dst, const float *src, size_t n);
+/* An attn_probs / attn_mix description checked (inputs, heads, output shape) and its dimensions, whatever its
+ * map type; and the columns [first, first + count) of each of the B x T rows of a qkv gradient zeroed, or the whole
+ * gradient where the op owns only some heads' columns (es: bytes a value; all-zero bits are +0 in every type). */
+vdnn_status vdnn_cpu_attn_probs_dims(const vdnn_op_desc *d, vdnn_attn_dims *ad, vdnn_error *err);
+vdnn_status vdnn_cpu_attn_mix_dims(const vdnn_op_desc *d, vdnn_attn_dims *ad, vdnn_error *err);
+void vdnn_cpu_attn_zero_unowned(void *dqkv, const vdnn_attn_dims *ad, size_t first, size_t count, size_t es);
 /* Row i of causal attention (live = i + 1 keys of t): the softmax of its scores in place, zeros past live; and its
  * gradient dS = P (dP - rowsum(P dP)), zeros past live (ds may be dp). Dots in double (cpu_ops_seq.c). */
 void vdnn_cpu_causal_softmax_row(float *p, int live, int t);
@@ -105,6 +112,12 @@ vdnn_status vdnn_cpu_widen_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_
 /* Bytes of one value of the op's feature maps. */
 static inline size_t vdnn_cpu_esize(const vdnn_op_desc *d) { return vdnn_dtype_size(d->dtype); }
 static inline bool vdnn_cpu_is_bf16(const vdnn_op_desc *d) { return d->dtype == VDNN_DTYPE_BF16; }
+/* VDNN_ERR_INVALID_ARG naming the op and the argument where a buffer the call needs is NULL. */
+static inline vdnn_status vdnn_cpu_need(const void *p, const vdnn_op_desc *d, const char *what, vdnn_error *err)
+{
+    if (p) return VDNN_OK;
+    return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: %s is NULL", vdnn_layer_kind_name(d->kind), what);
+}
 
 /* The backend's convert and accumulate_typed entries (cpu_typed.c). */
 vdnn_status vdnn_cpu_convert(vdnn_backend_t *be, void *dst, vdnn_dtype dst_type, const void *src, vdnn_dtype src_type,

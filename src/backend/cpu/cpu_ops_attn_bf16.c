@@ -9,7 +9,6 @@
 
 #include "backend/cpu/cpu_internal.h"
 #include "backend/cpu/cpu_ops_dnnl_util.h"
-#include "backend/seq_shapes.h"
 
 /* Rows of a head's probabilities widened at a time: as many as fit this many bytes of floats. */
 #define ROW_BLOCK_BYTES ((size_t)4 << 20)
@@ -19,12 +18,6 @@ static int block_rows(const cpu_backend *be, int t)
     const size_t cap = be->opt.widen_group_bytes ? be->opt.widen_group_bytes : ROW_BLOCK_BYTES;
     const size_t r = cap / ((size_t)t * sizeof(float));
     return r < 1 ? 1 : r > (size_t)t ? t : (int)r;
-}
-
-static vdnn_status need(const void *p, const vdnn_op_desc *d, const char *what, vdnn_error *err)
-{
-    if (p) return VDNN_OK;
-    return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: %s is NULL", vdnn_layer_kind_name(d->kind), what);
 }
 
 /* rows x cols bf16 values, each row ld values after the last, into (or from) rows of cols contiguous floats. */
@@ -58,22 +51,13 @@ static size_t bytes_of(const size_t *floats, int n)
     return used + CPU_WS_SLACK;
 }
 
-static vdnn_status dims(const vdnn_op_desc *d, bool probs, vdnn_attn_dims *ad, vdnn_error *err)
-{
-    if (d->n_inputs != (probs ? 1 : 2))
-        return vdnn_seq_shape_fail(d, probs ? "takes one input (qkv)" : "takes two inputs (probabilities, then qkv)",
-                                   err);
-    return probs ? vdnn_attn_dims_of(d, d->in[0], d->out, ad, err) : vdnn_attn_dims_of(d, d->in[1], d->in[0], ad, err);
-}
-
 /* ---- probabilities: P = causal softmax(Q K^T / sqrt(D)) ---- */
 
 static vdnn_status probs_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     vdnn_attn_dims ad;
-    vdnn_status st = dims(d, true, &ad, err);
+    vdnn_status st = vdnn_cpu_attn_probs_dims(d, &ad, err);
     if (st) return st;
-    if (ad.h != vdnn_attn_op_heads(d)) return vdnn_seq_shape_fail(d, "the output's channels are not its heads", err);
     const size_t td = (size_t)ad.t * (size_t)ad.dh, blk = (size_t)block_rows(be, ad.t) * (size_t)ad.t;
     const size_t fwd[] = {td, td, blk}, bwd[] = {td, td, td, td, blk, blk};
     *info = (vdnn_op_info){.bwd_needs_x = true, .bwd_needs_y = true, .fwd_ws_bytes = bytes_of(fwd, 3),
@@ -91,10 +75,10 @@ static vdnn_status probs_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
 {
     const vdnn_op_desc *d = &op->d;
     vdnn_attn_dims ad;
-    vdnn_status st = need(a->x[0], d, "x", err);
-    if (!st) st = need(a->y, d, "y", err);
-    if (!st) st = need(a->ws, d, "the workspace", err);
-    if (!st) st = dims(d, true, &ad, err);
+    vdnn_status st = vdnn_cpu_need(a->x[0], d, "x", err);
+    if (!st) st = vdnn_cpu_need(a->y, d, "y", err);
+    if (!st) st = vdnn_cpu_need(a->ws, d, "the workspace", err);
+    if (!st) st = vdnn_cpu_attn_probs_dims(d, &ad, err);
     if (st) return st;
     const int t = ad.t, dh = ad.dh, rb = block_rows(be, t);
     const size_t ld = 3 * (size_t)ad.f;
@@ -125,11 +109,11 @@ static vdnn_status probs_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
     const vdnn_op_desc *d = &op->d;
     if (!a->dx[0]) return VDNN_OK;
     vdnn_attn_dims ad;
-    vdnn_status st = need(a->x[0], d, "x", err);
-    if (!st) st = need(a->y, d, "y", err);
-    if (!st) st = need(a->dy, d, "dy", err);
-    if (!st) st = need(a->ws, d, "the workspace", err);
-    if (!st) st = dims(d, true, &ad, err);
+    vdnn_status st = vdnn_cpu_need(a->x[0], d, "x", err);
+    if (!st) st = vdnn_cpu_need(a->y, d, "y", err);
+    if (!st) st = vdnn_cpu_need(a->dy, d, "dy", err);
+    if (!st) st = vdnn_cpu_need(a->ws, d, "the workspace", err);
+    if (!st) st = vdnn_cpu_attn_probs_dims(d, &ad, err);
     if (st) return st;
     const int t = ad.t, dh = ad.dh, rb = block_rows(be, t);
     const size_t ld = 3 * (size_t)ad.f, tt = (size_t)t * (size_t)t;
@@ -140,13 +124,8 @@ static vdnn_status probs_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
     float *p = take(&c, (size_t)rb * t), *ds = take(&c, (size_t)rb * t);
     const uint16_t *qkv = (const uint16_t *)a->x[0];
     uint16_t *dqkv = (uint16_t *)a->dx[0];
-    /* Values get no gradient from the probabilities (attn_mix gives theirs), nor do other groups' heads: bf16 zero
-     * is all bits clear, as fp32's. */
-    if (ad.w != ad.f)
-        memset(dqkv, 0, (size_t)ad.b * (size_t)t * ld * sizeof(uint16_t));
-    else
-        for (size_t r = 0; r < (size_t)ad.b * (size_t)t; r++)
-            memset(dqkv + r * ld + 2 * (size_t)ad.f, 0, (size_t)ad.f * sizeof(uint16_t));
+    /* Values get no gradient from the probabilities (attn_mix gives theirs), nor do other groups' heads. */
+    vdnn_cpu_attn_zero_unowned(dqkv, &ad, 2 * (size_t)ad.f, (size_t)ad.f, sizeof(uint16_t));
     for (int b = 0; b < ad.b; b++)
         for (int h = 0; h < ad.h; h++) {
             const size_t at = head_at(&ad, b, h), pat = ((size_t)b * (size_t)ad.h + (size_t)h) * tt;
@@ -187,11 +166,8 @@ const cpu_op_impl vdnn_cpu_op_attn_probs_bf16 = {probs_query, no_create, no_dest
 static vdnn_status mix_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     vdnn_attn_dims ad;
-    vdnn_status st = dims(d, false, &ad, err);
+    vdnn_status st = vdnn_cpu_attn_mix_dims(d, &ad, err);
     if (st) return st;
-    const vdnn_shape y = d->out;
-    if (y.n != ad.b || y.c != 1 || y.h != ad.t || y.w != ad.w)
-        return vdnn_seq_shape_fail(d, "expected output Bx1xTxF (its heads' share of F)", err);
     const size_t td = (size_t)ad.t * (size_t)ad.dh, rb = (size_t)block_rows(be, ad.t);
     const size_t fwd[] = {td, rb * (size_t)ad.t, rb * (size_t)ad.dh},
                  bwd[] = {td, td, rb * (size_t)ad.dh, rb * (size_t)ad.t, rb * (size_t)ad.t};
@@ -203,11 +179,11 @@ static vdnn_status mix_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
 {
     const vdnn_op_desc *d = &op->d;
     vdnn_attn_dims ad;
-    vdnn_status st = need(a->x[0], d, "x[0]", err);
-    if (!st) st = need(a->x[1], d, "x[1]", err);
-    if (!st) st = need(a->y, d, "y", err);
-    if (!st) st = need(a->ws, d, "the workspace", err);
-    if (!st) st = dims(d, false, &ad, err);
+    vdnn_status st = vdnn_cpu_need(a->x[0], d, "x[0]", err);
+    if (!st) st = vdnn_cpu_need(a->x[1], d, "x[1]", err);
+    if (!st) st = vdnn_cpu_need(a->y, d, "y", err);
+    if (!st) st = vdnn_cpu_need(a->ws, d, "the workspace", err);
+    if (!st) st = vdnn_cpu_attn_mix_dims(d, &ad, err);
     if (st) return st;
     const int t = ad.t, dh = ad.dh, rb = block_rows(be, t);
     const size_t ld = 3 * (size_t)ad.f;
@@ -235,11 +211,11 @@ static vdnn_status mix_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     const vdnn_op_desc *d = &op->d;
     if (!a->dx[0] && !a->dx[1]) return VDNN_OK;
     vdnn_attn_dims ad;
-    vdnn_status st = need(a->dy, d, "dy", err);
-    if (!st) st = need(a->ws, d, "the workspace", err);
-    if (!st && a->dx[0]) st = need(a->x[1], d, "x[1]", err);
-    if (!st && a->dx[1]) st = need(a->x[0], d, "x[0]", err);
-    if (!st) st = dims(d, false, &ad, err);
+    vdnn_status st = vdnn_cpu_need(a->dy, d, "dy", err);
+    if (!st) st = vdnn_cpu_need(a->ws, d, "the workspace", err);
+    if (!st && a->dx[0]) st = vdnn_cpu_need(a->x[1], d, "x[1]", err);
+    if (!st && a->dx[1]) st = vdnn_cpu_need(a->x[0], d, "x[0]", err);
+    if (!st) st = vdnn_cpu_attn_mix_dims(d, &ad, err);
     if (st) return st;
     const int t = ad.t, dh = ad.dh, rb = block_rows(be, t);
     const size_t ld = 3 * (size_t)ad.f, tt = (size_t)t * (size_t)t;
@@ -248,10 +224,7 @@ static vdnn_status mix_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     float *p = take(&c, (size_t)rb * t), *dp = take(&c, (size_t)rb * t);
     uint16_t *dqkv = (uint16_t *)a->dx[1];
     /* Queries and keys get no gradient from the mix (attn_probs gives theirs), nor do other groups' values. */
-    if (dqkv && ad.w != ad.f)
-        memset(dqkv, 0, (size_t)ad.b * (size_t)t * ld * sizeof(uint16_t));
-    else if (dqkv)
-        for (size_t r = 0; r < (size_t)ad.b * (size_t)t; r++) memset(dqkv + r * ld, 0, 2 * (size_t)ad.f * sizeof(uint16_t));
+    if (dqkv) vdnn_cpu_attn_zero_unowned(dqkv, &ad, 0, 2 * (size_t)ad.f, sizeof(uint16_t));
     for (int b = 0; b < ad.b; b++)
         for (int h = 0; h < ad.h; h++) {
             const size_t vat = head_at(&ad, b, h) + 2 * (size_t)ad.f, pat = ((size_t)b * (size_t)ad.h + (size_t)h) * tt;

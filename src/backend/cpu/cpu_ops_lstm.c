@@ -15,12 +15,6 @@ static vdnn_status lstm_fp32(const vdnn_op_desc *d, vdnn_error *err)
     return VDNN_OK;
 }
 
-static vdnn_status need(const void *p, const vdnn_op_desc *d, const char *what, vdnn_error *err)
-{
-    if (p) return VDNN_OK;
-    return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: %s is NULL", vdnn_layer_kind_name(d->kind), what);
-}
-
 static vdnn_status no_create(cpu_backend *be, vdnn_op *op, vdnn_error *err) { return VDNN_OK; }
 static void no_destroy(cpu_backend *be, vdnn_op *op) {}
 
@@ -154,12 +148,12 @@ static vdnn_status lstm_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     const vdnn_op_desc *d = &op->d;
     vdnn_lstm_dims m;
     vdnn_status st = vdnn_lstm_dims_of(d, &m, err);
-    if (!st) st = need(a->x[0], d, "x", err);
-    if (!st) st = need(a->w, d, "the weights", err);
-    if (!st) st = need(a->b, d, "the biases", err);
-    if (!st && m.sp) st = need(a->x[1], d, "the previous chunk", err);
-    if (!st) st = need(a->y, d, "y", err);
-    if (!st) st = need(a->ws, d, "the workspace", err);
+    if (!st) st = vdnn_cpu_need(a->x[0], d, "x", err);
+    if (!st) st = vdnn_cpu_need(a->w, d, "the weights", err);
+    if (!st) st = vdnn_cpu_need(a->b, d, "the biases", err);
+    if (!st && m.sp) st = vdnn_cpu_need(a->x[1], d, "the previous chunk", err);
+    if (!st) st = vdnn_cpu_need(a->y, d, "y", err);
+    if (!st) st = vdnn_cpu_need(a->ws, d, "the workspace", err);
     if (st) return st;
     const vdnn_lstm_params q = vdnn_lstm_params_at(&m, a->w, a->b);
     const int h = m.h, h4 = 4 * m.h, b = m.b;
@@ -212,15 +206,15 @@ static vdnn_status lstm_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     vdnn_status st = vdnn_lstm_dims_of(d, &m, err);
     if (st) return st;
     if (!a->dx[0] && !a->dw && !(m.sp && a->dx[1])) return VDNN_OK;
-    if (!st) st = need(a->x[0], d, "x", err);
-    if (!st) st = need(a->w, d, "the weights", err);
-    if (!st) st = need(a->b, d, "the biases", err);
-    if (!st && a->dw) st = need(a->db, d, "db", err);
-    if (!st && m.sp) st = need(a->x[1], d, "the previous chunk", err);
-    if (!st) st = need(a->y, d, "y", err);
-    if (!st) st = need(a->dy, d, "dy", err);
-    if (!st) st = need(a->aux, d, "aux", err);
-    if (!st) st = need(a->ws, d, "the workspace", err);
+    if (!st) st = vdnn_cpu_need(a->x[0], d, "x", err);
+    if (!st) st = vdnn_cpu_need(a->w, d, "the weights", err);
+    if (!st) st = vdnn_cpu_need(a->b, d, "the biases", err);
+    if (!st && a->dw) st = vdnn_cpu_need(a->db, d, "db", err);
+    if (!st && m.sp) st = vdnn_cpu_need(a->x[1], d, "the previous chunk", err);
+    if (!st) st = vdnn_cpu_need(a->y, d, "y", err);
+    if (!st) st = vdnn_cpu_need(a->dy, d, "dy", err);
+    if (!st) st = vdnn_cpu_need(a->aux, d, "aux", err);
+    if (!st) st = vdnn_cpu_need(a->ws, d, "the workspace", err);
     if (st) return st;
     const vdnn_lstm_params q = vdnn_lstm_params_at(&m, a->w, a->b);
     const int h = m.h, h4 = 4 * m.h, b = m.b, pw = m.pw;
@@ -330,8 +324,8 @@ const cpu_op_impl vdnn_cpu_op_lstm = {lstm_query, no_create, no_destroy, lstm_fo
 static vdnn_status cat_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     /* Copies of rows: any type the backend took (bf16 too). */
-    vdnn_status st = VDNN_OK;
-    if ((st = vdnn_seq_cat_check(d, err))) return st;
+    vdnn_status st = vdnn_seq_cat_check(d, err);
+    if (st) return st;
     *info = (vdnn_op_info){0};
     return VDNN_OK;
 }
@@ -339,8 +333,8 @@ static vdnn_status cat_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_inf
 static vdnn_status cat_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->d;
-    vdnn_status st = need(a->y, d, "y", err);
-    for (int i = 0; i < d->n_inputs && !st; i++) st = need(a->x[i], d, "x", err);
+    vdnn_status st = vdnn_cpu_need(a->y, d, "y", err);
+    for (int i = 0; i < d->n_inputs && !st; i++) st = vdnn_cpu_need(a->x[i], d, "x", err);
     if (st) return st;
     const size_t cols = (size_t)d->p.filters, t_out = (size_t)d->out.h, es = vdnn_cpu_esize(d);
     size_t at = 0;
@@ -363,7 +357,7 @@ static vdnn_status cat_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     for (int i = 0; i < d->n_inputs; i++) {
         const vdnn_shape s = d->in[i];
         if (a->dx[i]) {
-            vdnn_status st = need(a->dy, d, "dy", err);
+            vdnn_status st = vdnn_cpu_need(a->dy, d, "dy", err);
             if (st) return st;
             memset(a->dx[i], 0, vdnn_shape_count(s) * es); /* all-zero bits: +0 in every type */
             for (int b = 0; b < s.n; b++)

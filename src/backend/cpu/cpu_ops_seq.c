@@ -19,12 +19,6 @@ static vdnn_status seq_fp32(const vdnn_op_desc *d, vdnn_error *err)
 
 static bool same_shape(vdnn_shape a, vdnn_shape b) { return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w; }
 
-static vdnn_status need(const void *p, const vdnn_op_desc *d, const char *what, vdnn_error *err)
-{
-    if (p) return VDNN_OK;
-    return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: %s is NULL", vdnn_layer_kind_name(d->kind), what);
-}
-
 static vdnn_status no_create(cpu_backend *be, vdnn_op *op, vdnn_error *err) { return VDNN_OK; }
 static void no_destroy(cpu_backend *be, vdnn_op *op) {}
 
@@ -56,9 +50,9 @@ static vdnn_status token_at(const vdnn_op_desc *d, const float *x, size_t r, int
 static vdnn_status embed_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->d;
-    vdnn_status st = need(a->x[0], d, "x", err);
-    if (!st) st = need(a->y, d, "y", err);
-    if (!st) st = need(a->w, d, "w", err);
+    vdnn_status st = vdnn_cpu_need(a->x[0], d, "x", err);
+    if (!st) st = vdnn_cpu_need(a->y, d, "y", err);
+    if (!st) st = vdnn_cpu_need(a->w, d, "w", err);
     if (st) return st;
     const size_t rows = vdnn_seq_rows(d->in[0]), f = (size_t)d->p.filters;
     for (size_t r = 0; r < rows; r++) {
@@ -76,8 +70,8 @@ static vdnn_status embed_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
     /* Token ids are not differentiable: their gradient is zero. */
     if (a->dx[0]) memset(a->dx[0], 0, rows * sizeof(float));
     if (!a->dw) return VDNN_OK;
-    vdnn_status st = need(a->x[0], d, "x", err);
-    if (!st) st = need(a->dy, d, "dy", err);
+    vdnn_status st = vdnn_cpu_need(a->x[0], d, "x", err);
+    if (!st) st = vdnn_cpu_need(a->dy, d, "dy", err);
     if (st) return st;
     for (size_t r = 0; r < rows; r++) {
         int id = 0;
@@ -109,9 +103,9 @@ static vdnn_status pos_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_inf
 static vdnn_status pos_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->d;
-    vdnn_status st = need(a->x[0], d, "x", err);
-    if (!st) st = need(a->y, d, "y", err);
-    if (!st) st = need(a->w, d, "w", err);
+    vdnn_status st = vdnn_cpu_need(a->x[0], d, "x", err);
+    if (!st) st = vdnn_cpu_need(a->y, d, "y", err);
+    if (!st) st = vdnn_cpu_need(a->w, d, "w", err);
     if (st) return st;
     const size_t tf = (size_t)d->in[0].h * (size_t)d->in[0].w;
     const long n = (long)d->in[0].n * (long)tf;
@@ -123,7 +117,7 @@ static vdnn_status pos_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
 static vdnn_status pos_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->d;
-    vdnn_status st = need(a->dy, d, "dy", err);
+    vdnn_status st = vdnn_cpu_need(a->dy, d, "dy", err);
     if (st) return st;
     const size_t tf = (size_t)d->in[0].h * (size_t)d->in[0].w, n = (size_t)d->in[0].n * tf;
     /* dw first: dx may be written over dy. Rows past the sequence get no gradient. */
@@ -157,10 +151,10 @@ static vdnn_status linear_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_
 static vdnn_status linear_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->d;
-    vdnn_status st = need(a->x[0], d, "x", err);
-    if (!st) st = need(a->y, d, "y", err);
-    if (!st) st = need(a->w, d, "w", err);
-    if (!st && d->p.bias) st = need(a->b, d, "b", err);
+    vdnn_status st = vdnn_cpu_need(a->x[0], d, "x", err);
+    if (!st) st = vdnn_cpu_need(a->y, d, "y", err);
+    if (!st) st = vdnn_cpu_need(a->w, d, "w", err);
+    if (!st && d->p.bias) st = vdnn_cpu_need(a->b, d, "b", err);
     if (st) return st;
     const int rows = (int)vdnn_seq_rows(d->in[0]), fin = d->in[0].w, fout = d->p.filters;
     float beta = 0.0f;
@@ -176,21 +170,21 @@ static vdnn_status linear_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
 static vdnn_status linear_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->d;
-    vdnn_status st = need(a->dy, d, "dy", err);
+    vdnn_status st = vdnn_cpu_need(a->dy, d, "dy", err);
     if (st) return st;
     const int rows = (int)vdnn_seq_rows(d->in[0]), fin = d->in[0].w, fout = d->p.filters;
     if (a->dx[0]) {
-        if ((st = need(a->w, d, "w", err))) return st;
+        if ((st = vdnn_cpu_need(a->w, d, "w", err))) return st;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, fin, fout, 1.0f, a->dy, fout, a->w, fin, 0.0f,
                     a->dx[0], fin);
     }
     if (a->dw) {
-        if ((st = need(a->x[0], d, "x", err))) return st;
+        if ((st = vdnn_cpu_need(a->x[0], d, "x", err))) return st;
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, fout, fin, rows, 1.0f, a->dy, fout, a->x[0], fin, 0.0f,
                     a->dw, fin);
     }
     if (a->db && d->p.bias) {
-        if ((st = need(a->ws, d, "the workspace", err))) return st;
+        if ((st = vdnn_cpu_need(a->ws, d, "the workspace", err))) return st;
         for (int r = 0; r < rows; r++) a->ws[r] = 1.0f;
         cblas_sgemv(CblasRowMajor, CblasTrans, rows, fout, 1.0f, a->dy, fout, a->ws, 1, 0.0f, a->db, 1);
     }
@@ -204,14 +198,41 @@ const cpu_op_impl vdnn_cpu_op_linear = {linear_query, no_create, no_destroy, lin
  * each (D = F/H). The probabilities are their own tensor {B,H,T,T} so that a plan can keep, swap or recompute
  * them like any feature map: at long context they are the largest tensors of the net. */
 
+vdnn_status vdnn_cpu_attn_probs_dims(const vdnn_op_desc *d, vdnn_attn_dims *ad, vdnn_error *err)
+{
+    if (d->n_inputs != 1) return vdnn_seq_shape_fail(d, "takes one input (qkv)", err);
+    vdnn_status st = vdnn_attn_dims_of(d, d->in[0], d->out, ad, err);
+    if (!st && ad->h != vdnn_attn_op_heads(d))
+        return vdnn_seq_shape_fail(d, "the output's channels are not its heads", err);
+    return st;
+}
+
+vdnn_status vdnn_cpu_attn_mix_dims(const vdnn_op_desc *d, vdnn_attn_dims *ad, vdnn_error *err)
+{
+    if (d->n_inputs != 2) return vdnn_seq_shape_fail(d, "takes two inputs (probabilities, then qkv)", err);
+    vdnn_status st = vdnn_attn_dims_of(d, d->in[1], d->in[0], ad, err);
+    const vdnn_shape y = d->out;
+    if (!st && (y.n != ad->b || y.c != 1 || y.h != ad->t || y.w != ad->w))
+        return vdnn_seq_shape_fail(d, "expected output Bx1xTxF (its heads' share of F)", err);
+    return st;
+}
+
+void vdnn_cpu_attn_zero_unowned(void *dqkv, const vdnn_attn_dims *ad, size_t first, size_t count, size_t es)
+{
+    const size_t ld = 3 * (size_t)ad->f, rows = (size_t)ad->b * (size_t)ad->t;
+    if (ad->w != ad->f) {
+        memset(dqkv, 0, rows * ld * es);
+        return;
+    }
+    for (size_t r = 0; r < rows; r++) memset((char *)dqkv + (r * ld + first) * es, 0, count * es);
+}
+
 static vdnn_status probs_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     vdnn_status st = seq_fp32(d, err);
     if (st) return st;
     vdnn_attn_dims ad;
-    if (d->n_inputs != 1) return vdnn_seq_shape_fail(d, "takes one input (qkv)", err);
-    if ((st = vdnn_attn_dims_of(d, d->in[0], d->out, &ad, err))) return st;
-    if (ad.h != vdnn_attn_op_heads(d)) return vdnn_seq_shape_fail(d, "the output's channels are not its heads", err);
+    if ((st = vdnn_cpu_attn_probs_dims(d, &ad, err))) return st;
     /* Backward forms dS = P (dP - rowsum(P dP)) one head at a time in its workspace. */
     *info = (vdnn_op_info){.bwd_needs_x = true, .bwd_needs_y = true,
                            .bwd_ws_bytes = (size_t)ad.t * (size_t)ad.t * sizeof(float)};
@@ -240,8 +261,8 @@ void vdnn_cpu_causal_softmax_grad_row(const float *p, const float *dp, float *ds
 static vdnn_status probs_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->d;
-    vdnn_status st = need(a->x[0], d, "x", err);
-    if (!st) st = need(a->y, d, "y", err);
+    vdnn_status st = vdnn_cpu_need(a->x[0], d, "x", err);
+    if (!st) st = vdnn_cpu_need(a->y, d, "y", err);
     vdnn_attn_dims ad;
     if (!st) st = vdnn_attn_dims_of(d, d->in[0], d->out, &ad, err);
     if (st) return st;
@@ -265,10 +286,10 @@ static vdnn_status probs_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
 {
     const vdnn_op_desc *d = &op->d;
     if (!a->dx[0]) return VDNN_OK;
-    vdnn_status st = need(a->x[0], d, "x", err);
-    if (!st) st = need(a->y, d, "y", err);
-    if (!st) st = need(a->dy, d, "dy", err);
-    if (!st) st = need(a->ws, d, "the workspace", err);
+    vdnn_status st = vdnn_cpu_need(a->x[0], d, "x", err);
+    if (!st) st = vdnn_cpu_need(a->y, d, "y", err);
+    if (!st) st = vdnn_cpu_need(a->dy, d, "dy", err);
+    if (!st) st = vdnn_cpu_need(a->ws, d, "the workspace", err);
     vdnn_attn_dims ad;
     if (!st) st = vdnn_attn_dims_of(d, d->in[0], d->out, &ad, err);
     if (st) return st;
@@ -276,11 +297,7 @@ static vdnn_status probs_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
     const float scale = 1.0f / sqrtf((float)ad.dh);
     float *ds = a->ws;
     /* Values get no gradient from the probabilities (attn_mix gives theirs), nor do other groups' heads. */
-    if (ad.w != ad.f)
-        memset(a->dx[0], 0, (size_t)ad.b * (size_t)t * (size_t)ld * sizeof(float));
-    else
-        for (size_t r = 0; r < (size_t)ad.b * (size_t)t; r++)
-            memset(a->dx[0] + r * (size_t)ld + 2 * (size_t)ad.f, 0, (size_t)ad.f * sizeof(float));
+    vdnn_cpu_attn_zero_unowned(a->dx[0], &ad, 2 * (size_t)ad.f, (size_t)ad.f, sizeof(float));
     for (int b = 0; b < ad.b; b++)
         for (int h = 0; h < ad.h; h++) {
             const size_t at = ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
@@ -304,11 +321,7 @@ static vdnn_status mix_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_inf
     vdnn_status st = seq_fp32(d, err);
     if (st) return st;
     vdnn_attn_dims ad;
-    if (d->n_inputs != 2) return vdnn_seq_shape_fail(d, "takes two inputs (probabilities, then qkv)", err);
-    if ((st = vdnn_attn_dims_of(d, d->in[1], d->in[0], &ad, err))) return st;
-    const vdnn_shape y = d->out;
-    if (y.n != ad.b || y.c != 1 || y.h != ad.t || y.w != ad.w)
-        return vdnn_seq_shape_fail(d, "expected output Bx1xTxF (its heads' share of F)", err);
+    if ((st = vdnn_cpu_attn_mix_dims(d, &ad, err))) return st;
     *info = (vdnn_op_info){.bwd_needs_x = true};
     return VDNN_OK;
 }
@@ -316,9 +329,9 @@ static vdnn_status mix_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_inf
 static vdnn_status mix_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->d;
-    vdnn_status st = need(a->x[0], d, "x[0]", err);
-    if (!st) st = need(a->x[1], d, "x[1]", err);
-    if (!st) st = need(a->y, d, "y", err);
+    vdnn_status st = vdnn_cpu_need(a->x[0], d, "x[0]", err);
+    if (!st) st = vdnn_cpu_need(a->x[1], d, "x[1]", err);
+    if (!st) st = vdnn_cpu_need(a->y, d, "y", err);
     vdnn_attn_dims ad;
     if (!st) st = vdnn_attn_dims_of(d, d->in[1], d->in[0], &ad, err);
     if (st) return st;
@@ -337,19 +350,15 @@ static vdnn_status mix_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
 {
     const vdnn_op_desc *d = &op->d;
     if (!a->dx[0] && !a->dx[1]) return VDNN_OK;
-    vdnn_status st = need(a->dy, d, "dy", err);
-    if (!st && a->dx[0]) st = need(a->x[1], d, "x[1]", err);
-    if (!st && a->dx[1]) st = need(a->x[0], d, "x[0]", err);
+    vdnn_status st = vdnn_cpu_need(a->dy, d, "dy", err);
+    if (!st && a->dx[0]) st = vdnn_cpu_need(a->x[1], d, "x[1]", err);
+    if (!st && a->dx[1]) st = vdnn_cpu_need(a->x[0], d, "x[0]", err);
     vdnn_attn_dims ad;
     if (!st) st = vdnn_attn_dims_of(d, d->in[1], d->in[0], &ad, err);
     if (st) return st;
     const int t = ad.t, ld = 3 * ad.f;
     /* Queries and keys get no gradient from the mix (attn_probs gives theirs), nor do other groups' values. */
-    if (a->dx[1] && ad.w != ad.f)
-        memset(a->dx[1], 0, (size_t)ad.b * (size_t)t * (size_t)ld * sizeof(float));
-    else if (a->dx[1])
-        for (size_t r = 0; r < (size_t)ad.b * (size_t)t; r++)
-            memset(a->dx[1] + r * (size_t)ld, 0, 2 * (size_t)ad.f * sizeof(float));
+    if (a->dx[1]) vdnn_cpu_attn_zero_unowned(a->dx[1], &ad, 0, 2 * (size_t)ad.f, sizeof(float));
     for (int b = 0; b < ad.b; b++)
         for (int h = 0; h < ad.h; h++) {
             const size_t pat = ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;

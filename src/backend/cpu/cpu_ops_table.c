@@ -38,23 +38,26 @@ static const cpu_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_SEQ_CAT] = &vdnn_cpu_op_seq_cat,
 };
 
+/* Kinds with an implementation of their own for bf16 maps (instead of op_table's, widened). */
+static const cpu_op_impl *const bf16_table[VDNN_LAYER_KIND_COUNT] = {
+    [VDNN_LAYER_ATTN_PROBS] = &vdnn_cpu_op_attn_probs_bf16,
+    [VDNN_LAYER_ATTN_MIX] = &vdnn_cpu_op_attn_mix_bf16,
+};
+
 vdnn_status vdnn_cpu_dnnl_check(dnnl_status_t s, const char *what, vdnn_error *err)
 {
     if (s == dnnl_success) return VDNN_OK;
     return vdnn_fail(err, VDNN_ERR_BACKEND, "oneDNN: %s failed: %s", what, dnnl_status2str(s));
 }
 
-/* Ops that run bf16 maps without AVX-512 BF16, as fast as fp32: the widened ones (cpu_ops_widen.c), attention
- * (cpu_ops_attn_bf16.c) and the own
- * loops that read and write bf16 one value at a time or copy it (the rest of a sequence model: add, dropout, the
+/* Ops that run bf16 maps without AVX-512 BF16, as fast as fp32: the widened ones (cpu_ops_widen.c), those of
+ * bf16_table (attention, cpu_ops_attn_bf16.c) and the own loops that read and write bf16 one value at a time or copy it (the rest of a sequence model: add, dropout, the
  * loss, the head groups' and the LSTM chunks' concatenations). Others
  * run bf16 on oneDNN's primitives, which would emulate it slowly without AVX-512 BF16, so they are refused there. */
 static bool bf16_anywhere(const vdnn_op_desc *d)
 {
-    if (vdnn_cpu_widened(d)) return true;
+    if (vdnn_cpu_widened(d) || bf16_table[d->kind]) return true;
     switch (d->kind) {
-    case VDNN_LAYER_ATTN_PROBS:
-    case VDNN_LAYER_ATTN_MIX:
     case VDNN_LAYER_ADD:
     case VDNN_LAYER_CONCAT:
     case VDNN_LAYER_FEAT_CAT:
@@ -73,9 +76,7 @@ static vdnn_status lookup(const cpu_backend *be, const vdnn_op_desc *d, const cp
     if (!d) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cpu op: NULL op description");
     if ((int)d->kind < 0 || d->kind >= VDNN_LAYER_KIND_COUNT)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cpu op: unknown layer kind %d", (int)d->kind);
-    *impl = op_table[d->kind];
-    if (d->dtype == VDNN_DTYPE_BF16 && d->kind == VDNN_LAYER_ATTN_PROBS) *impl = &vdnn_cpu_op_attn_probs_bf16;
-    if (d->dtype == VDNN_DTYPE_BF16 && d->kind == VDNN_LAYER_ATTN_MIX) *impl = &vdnn_cpu_op_attn_mix_bf16;
+    *impl = d->dtype == VDNN_DTYPE_BF16 && bf16_table[d->kind] ? bf16_table[d->kind] : op_table[d->kind];
     if (!*impl || !(*impl)->query)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cpu op: layer kind %d (%s) has no op", (int)d->kind,
                          d->kind == VDNN_LAYER_INPUT ? "input" : "not implemented");
