@@ -325,10 +325,13 @@ vdnn_status vdnn_net_create_ex(const vdnn_graph_t *model, vdnn_backend_t *be, co
         net->host_scratch = malloc(vdnn_shape_bytes(g->layers[g->n_layers - 1].out));
         if (net->opt.memory.pipelined)
             net->micro_labels = malloc(sizeof(int32_t) * (size_t)o->batch * vdnn_graph_labels_per_sample(g));
-        if (g->dtype != VDNN_DTYPE_F32) net->host_images = malloc(vdnn_map_bytes(g, g->input));
+        /* Pinned where the backend pins (CUDA): the rounded batch then crosses the link without a staging copy. */
+        if (g->dtype != VDNN_DTYPE_F32)
+            rc = be->ops->host_alloc(be, vdnn_map_bytes(g, g->input), &net->host_images, err);
         if (o->clip_grad_norm > 0) net->clip_parts = calloc(4 * (size_t)g->n_layers, sizeof(double));
-        if (!net->events || !net->ptr || !net->host_scratch || (net->opt.memory.pipelined && !net->micro_labels) ||
-            (g->dtype != VDNN_DTYPE_F32 && !net->host_images) || (o->clip_grad_norm > 0 && !net->clip_parts))
+        if (rc == VDNN_OK && (!net->events || !net->ptr || !net->host_scratch ||
+                              (net->opt.memory.pipelined && !net->micro_labels) ||
+                              (o->clip_grad_norm > 0 && !net->clip_parts)))
             rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory creating the net");
     }
     for (int i = 0; rc == VDNN_OK && i < net->n_events; i++) rc = be->ops->event_create(be, &net->events[i], err);
@@ -373,7 +376,7 @@ void vdnn_net_free(vdnn_net_t *net)
     free(net->info_eval);
     free(net->ptr);
     free(net->host_scratch);
-    free(net->host_images);
+    if (net->host_images) be->ops->host_free(be, net->host_images);
     free(net->clip_parts);
     free(net->micro_labels);
     vdnn_graph_free(net->g);

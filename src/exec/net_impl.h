@@ -30,7 +30,7 @@ struct vdnn_net {
     int64_t step;                     /* optimizer steps done */
     int64_t epoch;
     float *host_scratch;              /* probabilities of one batch */
-    uint16_t *host_images;            /* 16-bit nets: the batch's images rounded to the maps' type on the host, so
+    void *host_images;                /* 16-bit nets: the batch's images rounded to the maps' type on the host, so
                                          the upload moves half the bytes and needs no fp32 copy on the device */
     vdnn_recorder rec;                /* rec.tl set: iterations record their real timeline there */
     int fetch_storage;                /* storage copied to fetch_dst before its block is freed, or -1 */

@@ -252,6 +252,18 @@ static bool is_pinned(const void *p)
     return a.type == cudaMemoryTypeHost;
 }
 
+/* One staging chunk in by all cores in pieces of 1 MiB: one core copies pageable memory slower than the link. */
+static void stage_chunk(char *dst, const char *src, size_t n)
+{
+    const size_t piece = (size_t)1 << 20;
+    const long pieces = (long)((n + piece - 1) / piece);
+#pragma omp parallel for schedule(static) if (pieces > 1)
+    for (long k = 0; k < pieces; k++) {
+        const size_t off = (size_t)k * piece;
+        memcpy(dst + off, src + off, n - off < piece ? n - off : piece);
+    }
+}
+
 /* From pageable memory: chunks go through two pinned staging buffers, the host copying one chunk in while the
  * copy engine moves the other out, on the H2D queue; the call returns once the last chunk has landed. */
 static vdnn_status staged_upload(cuda_backend *b, char *dst, const char *src, size_t bytes, vdnn_error *err)
@@ -272,7 +284,7 @@ static vdnn_status staged_upload(cuda_backend *b, char *dst, const char *src, si
         /* The buffer's previous chunk must have left before it is overwritten. */
         if (k >= 2) st = vdnn_cuda_check(cudaEventSynchronize(b->stage_done[i]), err, "upload: staging wait");
         if (st) break;
-        memcpy(b->stage[i], src + off, n);
+        stage_chunk(b->stage[i], src + off, n);
         st = vdnn_cuda_check(cudaMemcpyAsync(dst + off, b->stage[i], n, cudaMemcpyHostToDevice, h2d), err,
                              "upload: cudaMemcpyAsync of %zu bytes from staging", n);
         if (!st) st = vdnn_cuda_check(cudaEventRecord(b->stage_done[i], h2d), err, "upload: cudaEventRecord");
