@@ -159,6 +159,30 @@ run "--head-groups 3" 2 "--head-groups: 3 does not divide the 4 heads of 'h0.pro
 run "--head-groups 0" 2 "--head-groups" -- info gpt-mini --head-groups 0
 run "--head-groups on an image model" 2 "has no attention (attn_probs) layer" -- info lenet --head-groups 2
 
+# --head-groups auto: the fewest groups whose plan fits. gpt-mini (4 heads) at context 1024, batch 2: auto needs
+# 79.4 MiB with the whole attention, 55.5 MiB in 2 groups, 38.8 MiB in 4.
+hg=(gpt-mini --context 1024 --batch 2 --device cpu --policy auto --json)
+if "$VDNN" plan "${hg[@]}" --budget 50MiB --head-groups auto >"$TMP/auto.json" 2>"$TMP/err" &&
+    grep -qF -- "--head-groups auto: 4, the fewest head groups whose plan fits 50.00 MiB" "$TMP/err" &&
+    "$VDNN" plan "${hg[@]}" --budget 50MiB --head-groups 4 >"$TMP/four.json" 2>/dev/null &&
+    cmp -s "$TMP/auto.json" "$TMP/four.json"
+then ok; else bad "plan --head-groups auto at 50 MiB: not the plan in 4 groups: $(head -c 300 "$TMP/err")"; fi
+run "--head-groups auto with room for the whole attention" 0 "--head-groups auto: 1, the fewest" -- \
+    plan "${hg[@]}" --budget 100MiB --head-groups auto
+run "--head-groups auto when nothing fits" 3 "no grouping fits 30.00 MiB; 4 head groups need the least" \
+    "needs at least 38.76 MiB" -- plan "${hg[@]}" --budget 30MiB --head-groups auto
+run "--head-groups auto in vdnn info" 2 "--head-groups: invalid value 'auto'" -- info gpt-mini --head-groups auto
+run "--head-groups auto with a profile" 2 "a profile is measured for one: give --head-groups N" -- \
+    plan "${hg[@]}" --budget 50MiB --head-groups auto --profile "$TMP/auto.json"
+run "--head-groups auto on an image model" 2 "has no attention (attn_probs) layer" -- \
+    plan lenet --budget 50MiB --head-groups auto
+# Training in the groups it chose (4, at 10 MiB) gives in-core's checkpoint, bit for bit.
+hgt=(train "${common[@]}" --data "text:$TMP/text.txt" --context 256 --seq-len 256 --steps 2 --no-eval)
+if "$VDNN" "${hgt[@]}" --policy auto --budget 10MiB --head-groups auto --save "$TMP/hg.ckpt" >/dev/null 2>"$TMP/err" &&
+    grep -qF -- "--head-groups auto: 4, the fewest" "$TMP/err" &&
+    "$VDNN" "${hgt[@]}" --save "$TMP/hg-none.ckpt" >/dev/null 2>>"$TMP/err" && cmp -s "$TMP/hg.ckpt" "$TMP/hg-none.ckpt"
+then ok; else bad "train --head-groups auto at 10 MiB: $(head -c 300 "$TMP/err")"; fi
+
 # vdnn profile measures a sequence model (token ids and a label per token), and vdnn plan plans from it.
 if "$VDNN" profile gpt-mini --batch 4 --seq-len 16 --device cpu --threads 1 --out "$TMP/prof.json" >/dev/null 2>"$TMP/err" &&
     "$VDNN" plan gpt-mini --batch 4 --seq-len 16 --device cpu --profile "$TMP/prof.json" --policy auto --json \

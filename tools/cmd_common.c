@@ -2,6 +2,7 @@
  * option field, so that library messages can be told in flags), and the model, data, backend and net set up
  * from them. */
 #include "cmd_common.h"
+#include "cmd_head_groups.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -238,8 +239,10 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
         } else if (!strcmp(f, "--head-groups") && (allowed & OPT_SHAPE)) {
             /* Every attention's heads in groups, one group's probabilities a tensor (long contexts). */
             NEED_VALUE();
-            if (!vdnn_parse_int(v, &n) || n < 1 || n > 4096) return bad(cmd, f, v, "an integer from 1 to 4096");
-            o->head_groups = (int)n;
+            if ((allowed & OPT_MEMORY) && !strcmp(v, "auto")) o->head_groups = CLI_HEAD_GROUPS_AUTO;
+            else if (!vdnn_parse_int(v, &n) || n < 1 || n > 4096)
+                return bad(cmd, f, v, (allowed & OPT_MEMORY) ? "an integer from 1 to 4096, or auto" : "an integer from 1 to 4096");
+            else o->head_groups = (int)n;
         } else if (!strcmp(f, "--classes") && (allowed & OPT_SHAPE)) {
             NEED_VALUE();
             if (!vdnn_parse_int(v, &n) || n < 2 || n > 1000000) return bad(cmd, f, v, "an integer from 2 to 1000000");
@@ -348,7 +351,10 @@ vdnn_status cli_load_model_opts(const cli_options *o, vdnn_model_t **m, vdnn_err
         vdnn_model_free(*m);
         *m = c;
     }
-    if (rc == VDNN_OK && o->head_groups) {
+    if (rc == VDNN_OK && o->head_groups == CLI_HEAD_GROUPS_AUTO)
+        rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--head-groups auto chooses the grouping for a budget: vdnn plan, "
+                       "simulate, plot and train take it; give a number of groups to this command");
+    else if (rc == VDNN_OK && o->head_groups) {
         rc = vdnn_model_with_head_groups(*m, o->head_groups, &c, err);
         vdnn_model_free(*m);
         *m = c;

@@ -1,5 +1,6 @@
 /* Shared by the planning subcommands: model set-up, plans per policy, and where costs come from. */
 #include "cmd_planning.h"
+#include "cmd_head_groups.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -27,7 +28,21 @@ vdnn_status cli_model_load(const cli_options *o, const cli_cost_options *c, cli_
                            vdnn_error *err)
 {
     memset(m, 0, sizeof *m);
-    vdnn_status rc = cli_load_model_opts(o, &m->m, err);
+    m->costs = c;
+    m->cmd = cmd;
+    cli_options base = *o;
+    const bool auto_groups = o->head_groups == CLI_HEAD_GROUPS_AUTO;
+    if (auto_groups) base.head_groups = 0; /* grouped by cli_model_plan */
+    vdnn_status rc = VDNN_OK;
+    const bool plans = !strcmp(cmd, "plan") || !strcmp(cmd, "simulate") || !strcmp(cmd, "plot");
+    if (auto_groups && (!plans || !c))
+        rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--head-groups auto chooses the grouping for a budget: vdnn plan, "
+                       "simulate, plot and train take it; give a number of groups to vdnn %s", cmd);
+    else if (auto_groups && c->profile)
+        rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--head-groups auto plans every grouping, and a profile is measured "
+                       "for one: give --head-groups N, the profile's");
+    if (rc == VDNN_OK) rc = cli_load_model_opts(&base, &m->m, err);
+    if (rc == VDNN_OK && auto_groups) rc = vdnn_model_with_head_groups(m->m, 1, &m->base, err);
     if (rc == VDNN_OK) rc = cli_shape(o, m->m, NULL, &m->in, &m->classes, err);
     if (rc == VDNN_OK && c) rc = cli_cost_profile(c, m->m, m->in, m->classes, &m->prof, err);
     /* A profile that recorded its device's op info plans for that device, which need not be here, unless --device
@@ -58,17 +73,42 @@ vdnn_status cli_model_load(const cli_options *o, const cli_cost_options *c, cli_
 
 void cli_model_free(cli_model *m)
 {
+    vdnn_model_free(m->base);
     vdnn_profile_free(m->prof);
     vdnn_backend_free(m->be);
     vdnn_model_free(m->m);
     memset(m, 0, sizeof *m);
 }
 
-vdnn_status cli_model_plan(const cli_model *m, const cli_options *o, vdnn_policy policy, vdnn_plan_t **plan,
+/* --head-groups auto: m->m and m->prof become the base's in the fewest groups that fit under mem. */
+static vdnn_status regroup(cli_model *m, const vdnn_memory_options *mem, vdnn_error *err)
+{
+    vdnn_model_t *chosen = NULL;
+    vdnn_profile_t *prof = NULL;
+    int groups;
+    bool fits;
+    vdnn_status rc =
+        cli_fit_head_groups_planned(m->base, m->be, m->costs, m->in, m->classes, mem, &chosen, &groups, &fits, err);
+    if (rc == VDNN_OK) rc = cli_cost_profile(m->costs, chosen, m->in, m->classes, &prof, err);
+    if (rc != VDNN_OK) {
+        vdnn_model_free(chosen);
+        return rc;
+    }
+    vdnn_model_free(m->m);
+    vdnn_profile_free(m->prof);
+    m->m = chosen;
+    m->prof = prof;
+    cli_note_head_groups(m->cmd, groups, fits, mem->budget);
+    return VDNN_OK;
+}
+
+vdnn_status cli_model_plan(cli_model *m, const cli_options *o, vdnn_policy policy, vdnn_plan_t **plan,
                            vdnn_error *err)
 {
     vdnn_memory_options mem = o->mem;
     mem.policy = policy;
+    vdnn_status rc = m->base ? regroup(m, &mem, err) : VDNN_OK;
+    if (rc != VDNN_OK) return rc;
     return vdnn_plan_create(m->m, m->be, m->prof, m->in, m->classes, &mem, plan, err);
 }
 

@@ -38,14 +38,18 @@ typedef struct cli_model {
     vdnn_backend_t *be;       /* NULL: the profile's op info */
     vdnn_profile_t *prof;     /* NULL: the library's default estimate */
     char ops[512];            /* where the op info comes from, for messages */
+    vdnn_model_t *base;       /* --head-groups auto: the model before grouping (m is it in the chosen groups) */
+    const cli_cost_options *costs;
+    const char *cmd;
 } cli_model;
 
 /* cmd names the command in notes printed to stderr (a profile without op info, or planned with another backend's). */
 vdnn_status cli_model_load(const cli_options *o, const cli_cost_options *c, cli_model *m, const char *cmd,
                            vdnn_error *err);
 void cli_model_free(cli_model *m);
-/* The training plan of m under the command's memory options with another policy. */
-vdnn_status cli_model_plan(const cli_model *m, const cli_options *o, vdnn_policy policy, vdnn_plan_t **plan,
+/* The training plan of m under the command's memory options with another policy. With --head-groups auto, m's
+ * model becomes the base in the fewest head groups whose plan under that policy fits (said on stderr). */
+vdnn_status cli_model_plan(cli_model *m, const cli_options *o, vdnn_policy policy, vdnn_plan_t **plan,
                            vdnn_error *err);
 
 /* Takes the "--flag VALUE" pair out of argv if present: *value is set (NULL if absent). Returns false

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cmd_head_groups.h"
 #include "cmd_planning.h"
 
 /* text:FILE and tokens:FILE feed sequence models: sequences of --seq-len tokens, loss per token. */
@@ -11,7 +12,7 @@ static bool is_sequence_data(const char *spec) { return !strncmp(spec, "text:", 
 static const char train_usage[] =
     "usage: vdnn train [--model NAME|FILE] [--data fashion-mnist|cifar10:DIR|idx:DIR|text:FILE|text:DIR|tokens:FILE|\n"
     "                  synthetic]\n"
-    "                  [--input CxHxW | --seq-len N] [--context N] [--head-groups G] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
+    "                  [--input CxHxW | --seq-len N] [--context N] [--head-groups G|auto] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
     "                  [--lr-schedule constant|step:N:GAMMA|cosine[:MIN][,warmup=N]] [--momentum X]\n"
     "                  [--weight-decay X] [--optimizer sgd|adamw] [--beta1 X] [--beta2 X] [--eps X] [--clip-grad-norm X] [--seed N] [--threads N] [--device auto|cpu|cuda] [--no-tf32]\n"
     "                  [--deterministic] [--budget SIZE] [--host-budget SIZE] [--policy POLICY] [--profile FILE]\n"
@@ -51,7 +52,9 @@ static const char train_usage[] =
     "uint16 ids); the vocabulary (the model's classes) is the largest id + 1 unless --classes says otherwise.\n"
     "--context N gives a sequence model a context of N tokens (its position table's rows, the default --seq-len).\n"
     "--head-groups G computes every attention's heads in G groups, each group's probabilities a tensor of their own,\n"
-    "so that a plan swaps or recomputes one group's at a time (long contexts; the same numbers up to float sums).\n"
+    "so that a plan swaps or recomputes one group's at a time (long contexts; the same numbers, bit for bit).\n"
+    "--head-groups auto (train, plan, simulate, plot) takes the fewest groups, of the counts that divide the heads,\n"
+    "whose plan fits --budget, and says which.\n"
     "Without --data a sequence model reads text:" CLI_DEFAULT_TEXT_DIR " (Debian's " CLI_DEFAULT_TEXT_PACKAGE "\n"
     "and fortunes-min): the text files of a directory read as one text, in name order.\n"
     CLI_DEVICE_USAGE;
@@ -131,10 +134,32 @@ static vdnn_status default_text(cli_options *o, const vdnn_model_t *m, vdnn_erro
     return VDNN_OK;
 }
 
+/* --head-groups auto: the session's model in the fewest head groups whose training plan fits, planned as the net
+ * will plan it (this backend, the default estimate). */
+static vdnn_status regroup(session *s, const cli_options *o, vdnn_shape in, int classes, vdnn_error *err)
+{
+    const vdnn_net_options no = cli_net_options(o, in, classes);
+    vdnn_model_t *chosen = NULL;
+    int groups;
+    bool fits;
+    vdnn_status rc = cli_fit_head_groups_planned(s->m, s->be, NULL, in, classes, &no.memory, &chosen, &groups, &fits, err);
+    if (rc != VDNN_OK) return rc;
+    vdnn_model_free(s->m);
+    s->m = chosen;
+    cli_note_head_groups("train", groups, fits, no.memory.budget);
+    return VDNN_OK;
+}
+
 static vdnn_status session_open(cli_options *o, bool need_train, session *s, vdnn_error *err)
 {
     memset(s, 0, sizeof *s);
-    vdnn_status rc = cli_load_model_opts(o, &s->m, err);
+    const bool auto_groups = o->head_groups == CLI_HEAD_GROUPS_AUTO;
+    cli_options base = *o;
+    if (auto_groups) base.head_groups = 0; /* grouped once the backend can plan */
+    vdnn_status rc = auto_groups && o->profile
+                         ? cli_error(err, VDNN_ERR_INVALID_ARG, "--head-groups auto plans every grouping, and a "
+                                     "profile is measured for one: give --head-groups N, the profile's")
+                         : cli_load_model_opts(&base, &s->m, err);
     if (rc == VDNN_OK) rc = default_text(o, s->m, err);
     /* n: synthetic data makes at least one batch of training images. */
     vdnn_shape syn = {o->batch, o->in_c, o->in_h, o->in_w};
@@ -165,6 +190,7 @@ static vdnn_status session_open(cli_options *o, bool need_train, session *s, vdn
     int classes = 0;
     if (rc == VDNN_OK) rc = cli_shape(o, s->m, s->train ? s->train : s->test, &in, &classes, err);
     if (rc == VDNN_OK) rc = cli_backend(o, &s->be, err);
+    if (rc == VDNN_OK && auto_groups) rc = regroup(s, o, in, classes, err);
     if (rc == VDNN_OK && o->profile) rc = vdnn_profile_load(o->profile, s->m, in, classes, &s->prof, err);
     /* The run plans with its own backend's op info; a profile recorded on another device or under other settings
      * plans for that one, so `vdnn plan --profile` would not show this run's plan: say so, and go on (its times
