@@ -5,7 +5,9 @@
  * operations a value, against the GEMMs' many flops a value), so these ops run bf16 on any CPU. Every op goes a
  * group of samples at a time, so its workspace holds a few samples' fp32 copies rather than the batch's: else a bf16
  * op would hold more bytes while it runs than its fp32 twin (bf16 maps and fp32 copies), and the smallest budget a
- * plan reaches, set by the largest op, would rise. Parameter gradients are summed over the groups in order. */
+ * plan reaches, set by the largest op, would rise. Parameter gradients are summed over the groups in order. An
+ * LSTM keeps its gates (aux, the largest tensor a chunk saves for backward) in bf16 too: forward rounds the group's
+ * fp32 gates once, backward reads them widened, and recompute rounds them the same way. */
 #include <string.h>
 
 #include "backend/cpu/cpu_internal.h"
@@ -86,9 +88,12 @@ static void widen_desc(const cpu_backend *be, const vdnn_op_desc *d, vdnn_op_des
     inner->out.n = k;
 }
 
+/* Whether the op's aux is kept in bf16 (a group's fp32 copy in the workspace while it runs). */
+static bool aux_bf16(const vdnn_op_desc *d) { return d->kind == VDNN_LAYER_LSTM; }
+
 /* Where the fp32 copies lie in the workspace (offsets after aligning it), for forward or backward. */
 typedef struct widen_layout {
-    size_t inner, x[VDNN_MAX_INPUTS], y, dy, dx[VDNN_MAX_INPUTS], dw, db, bytes;
+    size_t inner, x[VDNN_MAX_INPUTS], y, dy, dx[VDNN_MAX_INPUTS], dw, db, aux, bytes;
 } widen_layout;
 
 /* d: the op as asked; inner: the fp32 op that runs (widen_desc), in: its info. */
@@ -101,6 +106,7 @@ static widen_layout layout(const vdnn_op_desc *d, const vdnn_op_desc *inner, con
     const bool xs = !backward || in->bwd_needs_x, ys = !backward || in->bwd_needs_y;
     for (int i = 0; i < d->n_inputs; i++) l.x[i] = vdnn_cpu_ws_take(&used, xs ? vdnn_shape_bytes(s.in[i]) : 0);
     l.y = vdnn_cpu_ws_take(&used, ys ? vdnn_shape_bytes(s.out) : 0);
+    l.aux = vdnn_cpu_ws_take(&used, aux_bf16(d) ? in->aux_bytes : 0);
     if (backward) {
         l.dy = vdnn_cpu_ws_take(&used, vdnn_shape_bytes(s.out));
         for (int i = 0; i < d->n_inputs; i++) l.dx[i] = vdnn_cpu_ws_take(&used, vdnn_shape_bytes(s.in[i]));
@@ -134,6 +140,7 @@ vdnn_status vdnn_cpu_widen_query(cpu_backend *be, const cpu_op_impl *impl, const
     info->stream_ok = false;
     info->chunk_images = 0;
     info->aux_bytes *= (size_t)(d->out.n / s.out.n);
+    if (aux_bf16(d)) info->aux_bytes = info->aux_bytes / sizeof(float) * sizeof(uint16_t);
     if (inner) *inner = s;
     if (inner_info) *inner_info = in;
     return VDNN_OK;
@@ -170,7 +177,14 @@ static vdnn_status begin(const vdnn_op *op, const vdnn_op_args *a, bool backward
     return VDNN_OK;
 }
 
-/* Group g's inputs (where given and, in backward, read) widened into the workspace, and its share of aux. */
+/* Group g's share of a bf16 aux: its inner op's aux in floats, held as bf16 values. */
+static uint16_t *aux_group(const vdnn_op *op, const vdnn_op_args *a, int g)
+{
+    return (uint16_t *)a->aux + (size_t)g * (op->info.aux_bytes / sizeof(float));
+}
+
+/* Group g's inputs (where given and, in backward, read) widened into the workspace, and its share of aux (a bf16
+ * aux widened into the workspace for backward; forward rounds it there after the op, widen_aux_done). */
 static vdnn_status widen_group(cpu_backend *be, const vdnn_op *op, const vdnn_op_args *a, char *ws,
                                const widen_layout *l, int g, bool backward, vdnn_op_args *a32, vdnn_error *err)
 {
@@ -181,7 +195,14 @@ static vdnn_status widen_group(cpu_backend *be, const vdnn_op *op, const vdnn_op
         a32->x[i] = x ? (const float *)(ws + l->x[i]) : NULL;
         if (x) st = widen(be, (float *)(ws + l->x[i]), at_group(a->x[i], d->in[i], g, s->out.n), s->in[i], err);
     }
-    if (a->aux) a32->aux = a->aux + (size_t)g * op->info.aux_bytes / sizeof(float);
+    if (a->aux && aux_bf16(d)) {
+        a32->aux = (float *)(ws + l->aux);
+        if (backward)
+            st = vdnn_cpu_convert(&be->base, a32->aux, VDNN_DTYPE_F32, aux_group(op, a, g), VDNN_DTYPE_BF16,
+                                  op->info.aux_bytes / sizeof(float), err);
+    } else if (a->aux) {
+        a32->aux = a->aux + (size_t)g * op->info.aux_bytes / sizeof(float);
+    }
     return st;
 }
 
@@ -198,6 +219,9 @@ vdnn_status vdnn_cpu_widen_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_a
     for (int g = 0; !st && g < steps; g++) {
         st = widen_group(be, op, a, ws, &l, g, false, &a32, err);
         if (!st) st = op->impl->forward(be, op, &a32, err);
+        if (!st && a->aux && aux_bf16(d))
+            st = vdnn_cpu_convert(&be->base, aux_group(op, a, g), VDNN_DTYPE_BF16, a32.aux, VDNN_DTYPE_F32,
+                                  op->info.aux_bytes / sizeof(float), err);
         if (!st && a->y) st = narrow(be, (void *)at_group(a->y, d->out, g, per), a32.y, s->out, err);
     }
     return st;
