@@ -85,10 +85,7 @@ static vdnn_status regroup(cli_model *m, const vdnn_memory_options *mem, vdnn_er
 {
     vdnn_model_t *chosen = NULL;
     vdnn_profile_t *prof = NULL;
-    int groups;
-    bool fits;
-    vdnn_status rc =
-        cli_fit_head_groups_planned(m->base, m->be, m->costs, m->in, m->classes, mem, &chosen, &groups, &fits, err);
+    vdnn_status rc = cli_fit_head_groups(m->base, m->be, m->costs, m->in, m->classes, mem, m->cmd, &chosen, err);
     if (rc == VDNN_OK) rc = cli_cost_profile(m->costs, chosen, m->in, m->classes, &prof, err);
     if (rc != VDNN_OK) {
         vdnn_model_free(chosen);
@@ -98,7 +95,6 @@ static vdnn_status regroup(cli_model *m, const vdnn_memory_options *mem, vdnn_er
     vdnn_profile_free(m->prof);
     m->m = chosen;
     m->prof = prof;
-    cli_note_head_groups(m->cmd, groups, fits, mem->budget);
     return VDNN_OK;
 }
 

@@ -140,13 +140,10 @@ static vdnn_status regroup(session *s, const cli_options *o, vdnn_shape in, int 
 {
     const vdnn_net_options no = cli_net_options(o, in, classes);
     vdnn_model_t *chosen = NULL;
-    int groups;
-    bool fits;
-    vdnn_status rc = cli_fit_head_groups_planned(s->m, s->be, NULL, in, classes, &no.memory, &chosen, &groups, &fits, err);
+    vdnn_status rc = cli_fit_head_groups(s->m, s->be, NULL, in, classes, &no.memory, "train", &chosen, err);
     if (rc != VDNN_OK) return rc;
     vdnn_model_free(s->m);
     s->m = chosen;
-    cli_note_head_groups("train", groups, fits, no.memory.budget);
     return VDNN_OK;
 }
 

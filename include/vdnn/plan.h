@@ -83,6 +83,19 @@ VDNN_API vdnn_status vdnn_plan_create(const vdnn_model_t *m, vdnn_backend_t *be,
                                       vdnn_shape input, int classes, const vdnn_memory_options *mem,
                                       vdnn_plan_t **out, vdnn_error *err);
 VDNN_API void vdnn_plan_free(vdnn_plan_t *p);
+/* The fewest attention head groups whose plan fits (long contexts; vdnn_model_with_head_groups): plans m, a
+ * transformer whose attention is not grouped, in 1, 2, 3, ... groups, every count that divides every attention's
+ * heads, by vdnn_plan_create with be, input, classes and mem, its costs a roofline estimate at the given rates (0:
+ * the default estimate's; all 0: the default estimate, what a net plans with without a profile; a measured profile
+ * is of one grouping, so none is taken), and stops at the first whose plan fits both budgets: *out is m in that
+ * many groups (*groups; the caller frees it), *fits true. None fitting: the grouping that needs the least device
+ * budget, *fits false. The numbers a net computes are the same in any grouping. VDNN_ERR_INVALID_ARG (naming the
+ * model) for a model without attention; where no grouping can be planned, the first grouping's error. */
+VDNN_API vdnn_status vdnn_model_fit_head_groups(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shape input,
+                                                int classes, const vdnn_memory_options *mem, double flops_per_s,
+                                                double mem_bytes_per_s, double link_d2h_bytes_per_s,
+                                                double link_h2d_bytes_per_s, vdnn_model_t **out, int *groups,
+                                                bool *fits, vdnn_error *err);
 
 typedef struct vdnn_plan_summary {
     char model[64];

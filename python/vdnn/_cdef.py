@@ -180,6 +180,11 @@ vdnn_status vdnn_plan_create(const vdnn_model_t *m, vdnn_backend_t *be, const vd
                                       vdnn_shape input, int classes, const vdnn_memory_options *mem,
                                       vdnn_plan_t **out, vdnn_error *err);
 void vdnn_plan_free(vdnn_plan_t *p);
+vdnn_status vdnn_model_fit_head_groups(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shape input,
+                                                int classes, const vdnn_memory_options *mem, double flops_per_s,
+                                                double mem_bytes_per_s, double link_d2h_bytes_per_s,
+                                                double link_h2d_bytes_per_s, vdnn_model_t **out, int *groups,
+                                                bool *fits, vdnn_error *err);
 typedef struct vdnn_plan_summary {
     char model[64];
     vdnn_policy policy;

@@ -125,3 +125,28 @@ def plan(model, backend=None, input_shape=None, classes=0, batch=64, options=Non
     call(lib.vdnn_plan_create, model._h, be._h if be else ffi.NULL, handle_of(profile),
          (c_int(batch, "batch"), c, h, w), classes, mem._c, out)
     return Plan(out[0], keep=(model, be, profile))
+
+
+def fit_head_groups(model, backend=None, input_shape=None, classes=0, batch=64, options=None, input=None,
+                    flops_per_s=0.0, mem_bytes_per_s=0.0, link_bytes_per_s=0.0, **memory):
+    """The fewest attention head groups whose plan fits (vdnn_model_fit_head_groups): plans the transformer in
+    1, 2, 3, ... groups (every count dividing its heads) under the memory options, as vdnn.plan would, with a
+    roofline estimate at the given rates (0: the default estimate's), and stops at the first that fits. Returns
+    (model in those groups, groups, fits); fits False: no grouping fits, and the model is in the grouping that
+    needs the least budget. The numbers a net computes are the same in any grouping."""
+    if input is not None:
+        if input_shape is not None:
+            raise TypeError("fit_head_groups: give input_shape or input, not both")
+        input_shape = input
+    model = Model.of(model)
+    be = Backend.of(backend) if backend is not None else None
+    (c, h, w), classes = model.resolve(input_shape, classes)
+    mem = MemoryOptions.of(options, **memory)
+    out = ffi.new("vdnn_model_t **")
+    groups = ffi.new("int *")
+    fits = ffi.new("bool *")
+    link = float(link_bytes_per_s)
+    call(lib.vdnn_model_fit_head_groups, model._h, be._h if be else ffi.NULL, (c_int(batch, "batch"), c, h, w),
+         classes, mem._c, float(flops_per_s), float(mem_bytes_per_s), link, link, out, groups, fits)
+    return Model(out[0]), groups[0], bool(fits[0])
+

@@ -121,3 +121,18 @@ def test_context_and_head_groups():
         m.with_head_groups(3)
     with pytest.raises(vdnn.InvalidArgError, match="has no attention"):
         vdnn.Model.load(os.path.join(ROOT, "models", "lenet.cfg")).with_head_groups(2)
+
+
+def test_fit_head_groups():
+    """vdnn.fit_head_groups is `--head-groups auto`: gpt-mini (4 heads) at context 1024, batch 2, policy auto needs
+    79.4 MiB whole, 55.5 MiB in 2 groups and 38.8 MiB in 4: at 50 MiB it takes 4 (the plan of with_head_groups(4)),
+    at 100 MiB 1, at 30 MiB none fits (the grouping that needs the least, 4); an image model is refused."""
+    m = vdnn.Model.load(os.path.join(ROOT, "models", "gpt-mini.cfg")).with_context(1024)
+    g, groups, fits = vdnn.fit_head_groups(m, batch=2, policy="auto", budget="50MiB")
+    assert (groups, fits) == (4, True)
+    assert vdnn.plan(g, batch=2, policy="auto", budget="50MiB").json() == \
+        vdnn.plan(m.with_head_groups(4), batch=2, policy="auto", budget="50MiB").json()
+    assert vdnn.fit_head_groups(m, batch=2, policy="auto", budget="100MiB")[1:] == (1, True)
+    assert vdnn.fit_head_groups(m, batch=2, policy="auto", budget="30MiB")[1:] == (4, False)
+    with pytest.raises(vdnn.InvalidArgError, match="has no attention"):
+        vdnn.fit_head_groups(os.path.join(ROOT, "models", "lenet.cfg"), batch=2, policy="auto", budget="50MiB")
