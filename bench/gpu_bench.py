@@ -352,7 +352,20 @@ def layer_kinds(path):
         k["layers"] += 1
         k["fwd_ms"] += 1000.0 * (l.get("fwd_s") or 0.0)
         k["bwd_ms"] += 1000.0 * (l.get("bwd_s") or 0.0)
-    return {"kinds": kinds, "update_ms": 1000.0 * (p.get("update_s") or 0.0), "load_ms": 1000.0 * (p.get("load_s") or 0.0)}
+    # The slowest convolutions with every candidate's algorithms and times: what to look at when they lag.
+    convs = []
+    for l in p.get("layers", []):
+        if l.get("kind") != "conv":
+            continue
+        fs, bs = l.get("algo_fwd_s") or [], l.get("algo_bwd_s") or []
+        cands = [{"algo": o.get("algo", "?"), "detail": o.get("detail", ""),
+                  "fwd_ms": 1000.0 * fs[i] if i < len(fs) else None, "bwd_ms": 1000.0 * bs[i] if i < len(bs) else None}
+                 for i, o in enumerate(l.get("ops") or [])]
+        convs.append({"name": l.get("name"), "out": l.get("out"), "fwd_ms": 1000.0 * (l.get("fwd_s") or 0.0),
+                      "bwd_ms": 1000.0 * (l.get("bwd_s") or 0.0), "candidates": cands})
+    convs.sort(key=lambda c: -(c["fwd_ms"] + c["bwd_ms"]))
+    return {"kinds": kinds, "update_ms": 1000.0 * (p.get("update_s") or 0.0), "load_ms": 1000.0 * (p.get("load_s") or 0.0),
+            "convs": convs[:8]}
 
 
 def ok(x):
@@ -479,6 +492,18 @@ def write_step_breakdown(R, add):
             add("")
             add(f"Sum {total:.2f} ms" + (f"; measured step {1000 * step:.2f} ms" if step else "") + ".")
             add("")
+            if pk.get("convs"):
+                add("vdnn's slowest convolutions: each candidate the profile timed, with what it runs (cuDNN's "
+                    "algorithm per pass, `+tc` tensor-core math; ms forward / backward):")
+                add("")
+                add("| layer | output | ms fwd / bwd | candidates |")
+                add("|---|---|---|---|")
+                for c in pk["convs"]:
+                    cs = "; ".join(f"{x['algo']}" + (f" ({x['detail']})" if x["detail"] else "")
+                                   + (f" {x['fwd_ms']:.2f} / {x['bwd_ms']:.2f}" if x["fwd_ms"] is not None
+                                      and x["bwd_ms"] is not None else "") for x in c["candidates"])
+                    add(f"| {c['name']} | {c['out']} | {c['fwd_ms']:.2f} / {c['bwd_ms']:.2f} | {cs or '-'} |")
+                add("")
         if te.get("ops"):
             add("PyTorch (torch.profiler over 3 steps, aten operators by their own device time; ms per step):")
             add("")

@@ -128,6 +128,14 @@ EOF
     sed '0,/"aux_bytes"/s/"aux_bytes"/"aux_bytez"/' "$src" >"$TMP/key.json"
     run "an unknown op info key names the file and the key" 1 "$TMP/key.json:" 'unknown key "aux_bytez"' -- \
         plan "${lenet[@]}" --profile "$TMP/key.json"
+    # A candidate's optional detail (what it runs, as CUDA's profiles write it) reads; of another type, it names
+    # the file and key.
+    sed '0,/"chunk_images": 0}/s//"chunk_images": 0, "detail": "fwd_gemm bwd_data_algo_1+tc"}/' "$src" >"$TMP/detail.json"
+    if grep -q '"detail"' "$TMP/detail.json" && "$VDNN" plan "${lenet[@]}" --profile "$TMP/detail.json" >/dev/null 2>"$TMP/err"
+    then ok; else bad "a profile with a candidate's detail: $(head -c 300 "$TMP/err")"; fi
+    sed '0,/"chunk_images": 0}/s//"chunk_images": 0, "detail": 5}/' "$src" >"$TMP/detail5.json"
+    run "a detail that is not a string names the file" 1 "$TMP/detail5.json:" '"detail" must be a string' -- \
+        plan "${lenet[@]}" --profile "$TMP/detail5.json"
     run "a profile at another batch is refused" 1 "profile is for batch 4" -- \
         plan lenet --input 1x28x28 --classes 10 --batch 8 --profile "$src"
 fi

@@ -102,6 +102,19 @@ class Plan:
                                                               s["peak_device_bytes"])
 
 
+def _planning_args(who, model, backend, input_shape, input, classes, batch, options, memory):
+    """The model, backend (None: the library's CPU sizes, with no device opened, what `vdnn plan` sees on the
+    CPU), input shape with the batch, class count and memory options a planning call takes."""
+    if input is not None:
+        if input_shape is not None:
+            raise TypeError("%s: give input_shape or input, not both" % who)
+        input_shape = input
+    model = Model.of(model)
+    be = Backend.of(backend) if backend is not None else None
+    (c, h, w), classes = model.resolve(input_shape, classes)
+    return model, be, (c_int(batch, "batch"), c, h, w), classes, MemoryOptions.of(options, **memory)
+
+
 def plan(model, backend=None, input_shape=None, classes=0, batch=64, options=None, input=None, profile=None,
          **memory):
     """Plans one training iteration of model at batch images of input_shape (c, h, w) and classes (defaults:
@@ -112,18 +125,10 @@ def plan(model, backend=None, input_shape=None, classes=0, batch=64, options=Non
     planners see (None: the default estimate); one measured on a device also gives that device's op info, so
     with no backend the plan is the one a net on that device makes. Returns a vdnn.Plan.
     """
-    if input is not None:
-        if input_shape is not None:
-            raise TypeError("plan: give input_shape or input, not both")
-        input_shape = input
-    model = Model.of(model)
-    # No backend: the library's CPU sizes, with no device opened (what `vdnn plan` sees on the CPU).
-    be = Backend.of(backend) if backend is not None else None
-    (c, h, w), classes = model.resolve(input_shape, classes)
-    mem = MemoryOptions.of(options, **memory)
+    model, be, shape, classes, mem = _planning_args("plan", model, backend, input_shape, input, classes, batch,
+                                                   options, memory)
     out = ffi.new("vdnn_plan_t **")
-    call(lib.vdnn_plan_create, model._h, be._h if be else ffi.NULL, handle_of(profile),
-         (c_int(batch, "batch"), c, h, w), classes, mem._c, out)
+    call(lib.vdnn_plan_create, model._h, be._h if be else ffi.NULL, handle_of(profile), shape, classes, mem._c, out)
     return Plan(out[0], keep=(model, be, profile))
 
 
@@ -134,19 +139,13 @@ def fit_head_groups(model, backend=None, input_shape=None, classes=0, batch=64, 
     roofline estimate at the given rates (0: the default estimate's), and stops at the first that fits. Returns
     (model in those groups, groups, fits); fits False: no grouping fits, and the model is in the grouping that
     needs the least budget. The numbers a net computes are the same in any grouping."""
-    if input is not None:
-        if input_shape is not None:
-            raise TypeError("fit_head_groups: give input_shape or input, not both")
-        input_shape = input
-    model = Model.of(model)
-    be = Backend.of(backend) if backend is not None else None
-    (c, h, w), classes = model.resolve(input_shape, classes)
-    mem = MemoryOptions.of(options, **memory)
+    model, be, shape, classes, mem = _planning_args("fit_head_groups", model, backend, input_shape, input, classes,
+                                                   batch, options, memory)
     out = ffi.new("vdnn_model_t **")
     groups = ffi.new("int *")
     fits = ffi.new("bool *")
     link = float(link_bytes_per_s)
-    call(lib.vdnn_model_fit_head_groups, model._h, be._h if be else ffi.NULL, (c_int(batch, "batch"), c, h, w),
-         classes, mem._c, float(flops_per_s), float(mem_bytes_per_s), link, link, out, groups, fits)
+    call(lib.vdnn_model_fit_head_groups, model._h, be._h if be else ffi.NULL, shape, classes, mem._c,
+         float(flops_per_s), float(mem_bytes_per_s), link, link, out, groups, fits)
     return Model(out[0]), groups[0], bool(fits[0])
 

@@ -77,10 +77,16 @@ void vdnn_profile_write_layer_ops(FILE *f, const vdnn_profile *p, int l)
         vdnn_json_write_string(f, c->name);
         fprintf(f, ", \"numerics\": %d, \"aux_bytes\": %zu, \"fwd_ws_bytes\": %zu, \"bwd_ws_bytes\": %zu, "
                    "\"bwd_needs_x\": %s, \"bwd_needs_y\": %s, \"inplace_ok\": %s, \"bwd_inplace_ok\": %s, "
-                   "\"stream_ok\": %s, \"chunk_images\": %d}",
+                   "\"stream_ok\": %s, \"chunk_images\": %d",
                 c->numerics, i->aux_bytes, i->fwd_ws_bytes, i->bwd_ws_bytes, i->bwd_needs_x ? "true" : "false",
                 i->bwd_needs_y ? "true" : "false", i->inplace_ok ? "true" : "false", i->bwd_inplace_ok ? "true" : "false",
                 i->stream_ok ? "true" : "false", i->chunk_images);
+        /* What the candidate runs (cuDNN's algorithms per pass), for people reading the profile. */
+        if (c->detail[0]) {
+            fprintf(f, ", \"detail\": ");
+            vdnn_json_write_string(f, c->detail);
+        }
+        fputc('}', f);
     }
     fputc(']', f);
 }
@@ -195,7 +201,7 @@ vdnn_status vdnn_profile_check_layer_shape(const vdnn_pjson_reader *r, const vdn
 
 static const char *const cand_keys[] = {"algo",        "numerics",       "aux_bytes", "fwd_ws_bytes",
                                         "bwd_ws_bytes", "bwd_needs_x",   "bwd_needs_y", "inplace_ok",
-                                        "bwd_inplace_ok", "stream_ok",   "chunk_images"};
+                                        "bwd_inplace_ok", "stream_ok",   "chunk_images", "detail"};
 #define N_CAND_KEYS (int)(sizeof cand_keys / sizeof cand_keys[0])
 
 static vdnn_status read_flag(const vdnn_pjson_reader *r, const vdnn_json *c, const char *key, bool *out)
@@ -224,7 +230,7 @@ static vdnn_status read_candidate(const vdnn_pjson_reader *r, const vdnn_json *c
             return vdnn_fail(r->err, VDNN_ERR_FORMAT,
                              "%s:%d:%d: unknown key \"%.40s\" in an op candidate (algo, numerics, aux_bytes, "
                              "fwd_ws_bytes, bwd_ws_bytes, bwd_needs_x, bwd_needs_y, inplace_ok, bwd_inplace_ok, "
-                             "stream_ok, chunk_images)",
+                             "stream_ok, chunk_images, detail)",
                              r->path, c->items[i].line, c->items[i].col, c->keys[i]);
     }
     memset(a, 0, sizeof *a);
@@ -249,6 +255,7 @@ static vdnn_status read_candidate(const vdnn_pjson_reader *r, const vdnn_json *c
     double chunk;
     if (!rc) rc = vdnn_pjson_int(r, c, "chunk_images", INT32_MAX, &chunk);
     if (!rc) i->chunk_images = (int)chunk;
+    if (!rc) rc = read_text(r, c, "detail", a->detail, sizeof a->detail);
     return rc;
 }
 
