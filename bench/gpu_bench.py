@@ -364,8 +364,8 @@ def layer_kinds(path):
         convs.append({"name": l.get("name"), "out": l.get("out"), "fwd_ms": 1000.0 * (l.get("fwd_s") or 0.0),
                       "bwd_ms": 1000.0 * (l.get("bwd_s") or 0.0), "candidates": cands})
     convs.sort(key=lambda c: -(c["fwd_ms"] + c["bwd_ms"]))
-    return {"kinds": kinds, "update_ms": 1000.0 * (p.get("update_s") or 0.0), "load_ms": 1000.0 * (p.get("load_s") or 0.0),
-            "convs": convs[:8]}
+    return {"kinds": kinds, "update_ms": 1000.0 * (p.get("update_s") or 0.0),
+            "load_ms": 1000.0 * (p.get("load_s") or 0.0), "convs": convs[:8]}
 
 
 def ok(x):

@@ -241,7 +241,8 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             NEED_VALUE();
             if ((allowed & OPT_MEMORY) && !strcmp(v, "auto")) o->head_groups = CLI_HEAD_GROUPS_AUTO;
             else if (!vdnn_parse_int(v, &n) || n < 1 || n > 4096)
-                return bad(cmd, f, v, (allowed & OPT_MEMORY) ? "an integer from 1 to 4096, or auto" : "an integer from 1 to 4096");
+                return bad(cmd, f, v,
+                           (allowed & OPT_MEMORY) ? "an integer from 1 to 4096, or auto" : "an integer from 1 to 4096");
             else o->head_groups = (int)n;
         } else if (!strcmp(f, "--classes") && (allowed & OPT_SHAPE)) {
             NEED_VALUE();

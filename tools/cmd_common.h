@@ -15,8 +15,8 @@ typedef struct cli_options {
     int in_c, in_h, in_w;     /* 0: from the data or the model */
     int classes;              /* 0: from the data or the model */
     int context;              /* --context N: a sequence model's context (position table and input length); 0: the file's */
-    int head_groups;          /* --head-groups G: every attention's heads in G groups (vdnn_model_with_head_groups); 0: the file's;
-                                 CLI_HEAD_GROUPS_AUTO: the fewest whose plan fits (cmd_head_groups.h) */
+    int head_groups;          /* --head-groups G: every attention's heads in G groups (vdnn_model_with_head_groups);
+                                 0: the file's; CLI_HEAD_GROUPS_AUTO: the fewest whose plan fits (cmd_head_groups.h) */
     int batch;
     int epochs;
     long steps;
