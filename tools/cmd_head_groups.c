@@ -2,6 +2,7 @@
 #include "cmd_head_groups.h"
 #include "cmd_planning.h"
 
+#include <stdint.h>
 #include <stdio.h>
 
 vdnn_status cli_fit_head_groups(const vdnn_model_t *base, vdnn_backend_t *be, const cli_cost_options *costs,
@@ -15,8 +16,8 @@ vdnn_status cli_fit_head_groups(const vdnn_model_t *base, vdnn_backend_t *be, co
                                                 est ? costs->mem_bw : 0, est ? costs->link_d2h : 0,
                                                 est ? costs->link_h2d : 0, out, &groups, &fits, err);
     if (rc != VDNN_OK) return rc;
-    char b[32];
-    vdnn_format_bytes(mem->budget, b, sizeof b);
+    char b[48] = "the device (no --budget)";
+    if (mem->budget && mem->budget != SIZE_MAX) vdnn_format_bytes(mem->budget, b, sizeof b);
     if (fits)
         fprintf(stderr, "vdnn %s: --head-groups auto: %d, the fewest head groups whose plan fits %s\n", cmd, groups, b);
     else
