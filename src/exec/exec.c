@@ -545,33 +545,30 @@ static vdnn_status iteration(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op *
     if (rec) {
         BE_CALL(be->ops->sync_all(be, err));
         rec->t0 = be->ops->now(be);
-        rec->n_copies = 0;
+        rec->n_copies = rec->n_actions = rec->n_stamps = 0;
     }
     for (int si = first; si < last; si++) {
         const vdnn_step *st = &plan->steps[si];
         for (int k = 0; k < st->n_actions; k++) {
             const int ai = st->first_action + k;
             const vdnn_action *a = &plan->actions[ai];
-            double t_start = rec ? be->ops->now(be) - rec->t0 : 0;
+            struct vdnn_rec_action r = {.step = si, .action = ai, .kind = VDNN_SPAN_FWD};
+            if (rec) BE_CALL(vdnn_record_stamp(rec, be, &r.start, err));
             BE_CALL(run_action(net, plan, ops, st, a, images, labels, lr, err));
             if (!rec) continue;
-            double t_end = be->ops->now(be) - rec->t0;
-            char label[96];
-            vdnn_span_kind kind = VDNN_SPAN_FWD;
-            if (a->kind == VDNN_ACT_ALLOC || a->kind == VDNN_ACT_FREE) {
-                BE_CALL(vdnn_record_mem(rec, t_end, net->arena.live_bytes, err));
-                continue;
-            }
-            action_label(net, plan, st, a, label, sizeof label, &kind);
-            if (a->kind == VDNN_ACT_OFFLOAD || a->kind == VDNN_ACT_PREFETCH)
-                BE_CALL(vdnn_record_copy(rec, si, ai, a->event, a->kind == VDNN_ACT_OFFLOAD ? VDNN_LANE_D2H : VDNN_LANE_H2D,
-                                         t_start, label, err));
-            else if (a->kind != VDNN_ACT_WAIT || t_end - t_start > 1e-6)
-                BE_CALL(vdnn_record_span(rec, VDNN_LANE_COMPUTE, kind, si, ai, t_start, t_end, label, err));
+            BE_CALL(vdnn_record_stamp(rec, be, &r.end, err));
+            r.mem = a->kind == VDNN_ACT_ALLOC || a->kind == VDNN_ACT_FREE;
+            r.bytes = net->arena.live_bytes;
+            r.copy = a->kind == VDNN_ACT_OFFLOAD || a->kind == VDNN_ACT_PREFETCH;
+            r.lane = a->kind == VDNN_ACT_OFFLOAD ? VDNN_LANE_D2H : VDNN_LANE_H2D;
+            r.event = a->event;
+            if (!r.mem) action_label(net, plan, st, a, r.label, sizeof r.label, &r.kind);
+            BE_CALL(vdnn_record_action(rec, &r, err));
         }
     }
     BE_CALL(be->ops->sync_all(be, err));
     if (rec) {
+        BE_CALL(vdnn_record_resolve(rec, be, err));
         BE_CALL(record_copies(net, err));
         double end = be->ops->now(be) - rec->t0;
         if (end > rec->tl->iteration_s) rec->tl->iteration_s = end;

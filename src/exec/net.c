@@ -363,7 +363,7 @@ void vdnn_net_free(vdnn_net_t *net)
     }
     vdnn_net_destroy_ops(net, net->ops_train);
     vdnn_net_destroy_ops(net, net->ops_eval);
-    vdnn_recorder_release(&net->rec);
+    vdnn_recorder_release(&net->rec, be);
     if (net->dev) be->ops->dev_free(be, net->dev);
     if (net->host) be->ops->host_free(be, net->host);
     if (net->managed) be->ops->managed_free(be, net->managed);
