@@ -149,3 +149,8 @@ if has_stage bench; then
         VDNN=$VDNN TIME_BUDGET=$left bash bench/gpu-vs-pytorch.sh "$OUTDIR/bench${PRECISION:+-$PRECISION}"
     fi
 fi
+
+# The logs and reports go into bench/results/ as they are: paths in them are the repository's and $OUT, not this
+# machine's.
+find "$OUTDIR" -maxdepth 2 -type f \( -name '*.md' -o -name '*.log' \) -not -name session.log -print0 |
+    xargs -0 -r sed -i "s#$ROOT/##g; s#$ROOT#.#g; s#$OUTDIR#\$OUT#g"
