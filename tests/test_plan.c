@@ -910,6 +910,50 @@ static void test_seq_conv(void **state)
     vdnn_graph_free(g);
 }
 
+/* vdnn_model_fit_head_groups: gpt-mini (4 heads) at context 1024, batch 2, under auto needs 79.4 MiB with its whole
+ * attention, 55.5 MiB in 2 groups, 38.8 MiB in 4: 50 MiB takes 4, 100 MiB 1, 30 MiB none (the least-needing, 4). */
+static void test_fit_head_groups(void **state)
+{
+    fixture *f = *state;
+    vdnn_error err;
+    vdnn_graph_t *zoo = vt_load_zoo("gpt-mini"), *m = NULL, *out = NULL;
+    vt_assert_ok(vdnn_model_with_context(zoo, 1024, &m, &err), err);
+    vdnn_memory_options mem = vdnn_memory_options_default();
+    mem.policy = VDNN_POLICY_AUTO;
+    const vdnn_shape in = {2, 1, 1024, 1};
+    const struct {
+        size_t budget;
+        int groups;
+        bool fits;
+    } cases[] = {{(size_t)50 << 20, 4, true}, {(size_t)100 << 20, 1, true}, {(size_t)30 << 20, 4, false}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mem.budget = cases[i].budget;
+        int groups = 0;
+        bool fits = !cases[i].fits;
+        vt_assert_ok(vdnn_model_fit_head_groups(m, f->be, in, 256, &mem, 0, 0, 0, 0, &out, &groups, &fits, &err), err);
+        assert_int_equal(groups, cases[i].groups);
+        assert_int_equal(fits, cases[i].fits);
+        /* The model in those groups: G pairs of probabilities and mix per attention, joined. */
+        int probs = 0;
+        for (int l = 1; l < out->n_layers; l++) probs += out->layers[l].kind == VDNN_LAYER_ATTN_PROBS;
+        assert_int_equal(probs, 4 * cases[i].groups);
+        vdnn_graph_free(out);
+        out = NULL;
+    }
+    int groups;
+    bool fits;
+    vt_assert_error(vdnn_model_fit_head_groups(m, f->be, in, 256, &mem, 0, 0, 0, 0, NULL, &groups, &fits, &err), err,
+                    VDNN_ERR_INVALID_ARG, "no model or no place");
+    vdnn_graph_t *lenet = vt_load_zoo("lenet");
+    vt_assert_error(vdnn_model_fit_head_groups(lenet, f->be, (vdnn_shape){2, 1, 28, 28}, 10, &mem, 0, 0, 0, 0, &out,
+                                               &groups, &fits, &err),
+                    err, VDNN_ERR_INVALID_ARG, "has no attention");
+    assert_null(out);
+    vdnn_graph_free(lenet);
+    vdnn_graph_free(m);
+    vdnn_graph_free(zoo);
+}
+
 /* ---- policy um ---- */
 
 /* um classifies as all does; its swapped storages have no arena blocks but ranges of their own in the managed
@@ -1140,7 +1184,7 @@ int main(void)
         cmocka_unit_test(test_chain),           cmocka_unit_test(test_diamond),
         cmocka_unit_test(test_residual),        cmocka_unit_test(test_inception),
         cmocka_unit_test(test_zoo),             cmocka_unit_test(test_seq_conv),
-        cmocka_unit_test(test_um),
+        cmocka_unit_test(test_um),              cmocka_unit_test(test_fit_head_groups),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
