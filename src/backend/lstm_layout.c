@@ -55,6 +55,29 @@ vdnn_op_info vdnn_lstm_info(const vdnn_lstm_dims *m)
                           .bwd_needs_y = true};
 }
 
+vdnn_status vdnn_lstm_check_args(const vdnn_op_desc *d, const vdnn_lstm_dims *m, const vdnn_op_args *a, bool backward,
+                                 const char *prefix, vdnn_error *err)
+{
+    const struct {
+        bool wanted;
+        const void *p;
+        const char *what;
+    } bufs[] = {{true, a->x[0], "x"},
+                {true, a->w, "the weights"},
+                {true, a->b, "the biases"},
+                {backward && a->dw, a->db, "db"},
+                {m->sp > 0, a->x[1], "the previous chunk"},
+                {true, a->y, "y"},
+                {backward, a->dy, "dy"},
+                {backward, a->aux, "aux"},
+                {true, a->ws, "the workspace"}};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i].wanted && !bufs[i].p)
+            return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s%s: %s is NULL", prefix, vdnn_layer_kind_name(d->kind),
+                             bufs[i].what);
+    return VDNN_OK;
+}
+
 vdnn_status vdnn_seq_cat_check(const vdnn_op_desc *d, vdnn_error *err)
 {
     long t = 0;

@@ -29,6 +29,10 @@ vdnn_lstm_params vdnn_lstm_params_at(const vdnn_lstm_dims *m, const float *w, co
 size_t vdnn_lstm_bwd_floats(const vdnn_lstm_dims *m);
 /* The chunk op's info: aux (the gates), both workspaces, what backward reads. */
 vdnn_op_info vdnn_lstm_info(const vdnn_lstm_dims *m);
+/* The chunk op's buffers for a forward or backward call (backward: one that computes something), the first missing
+ * one named as "<prefix>lstm: x is NULL" (prefix: the backend's, "" or "cuda "). */
+vdnn_status vdnn_lstm_check_args(const vdnn_op_desc *d, const vdnn_lstm_dims *m, const vdnn_op_args *a, bool backward,
+                                 const char *prefix, vdnn_error *err);
 /* seq_cat's shape check. */
 vdnn_status vdnn_seq_cat_check(const vdnn_op_desc *d, vdnn_error *err);
 
