@@ -136,6 +136,15 @@ if has_stage smoke; then
             echo "smoke $m $p: exit $?"
         done
     done
+    # gpt-mini with 16-bit maps (the sequence ops' bf16/fp16 kernels, tensor-core GEMMs): every policy in-core's loss.
+    for prec in bf16 fp16; do
+        for p in none all recompute auto; do
+            echo "== gpt-mini $prec --policy $p" >>"$OUTDIR/smoke.log"
+            timeout 120 "$VDNN" train --device cuda --model gpt-mini --data text:/tmp/vdnn-text.txt --batch 16 \
+                --steps 20 --optimizer adamw --lr 0.001 --precision $prec --policy $p --json >>"$OUTDIR/smoke.log" 2>&1
+            echo "smoke gpt-mini $prec $p: exit $?"
+        done
+    done
     echo "smoke sequence models: after $(elapsed) s"
     # One line per run: the model, policy and final loss; runs of one model that should agree show the same loss.
     awk '/^== /{name=$0} /^\{/{match($0, /"final_loss": [^,]*/); print name, substr($0, RSTART, RLENGTH)}' \

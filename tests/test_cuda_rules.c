@@ -265,8 +265,8 @@ static void test_align_and_status(void **state)
 }
 
 /* The sequence ops as CUDA describes them (its own query code, no device) keep and read what the CPU's do, so a
- * plan made with either backend's op info holds on the other; bf16 and fp16 are refused naming the op, and shapes
- * that do not fit are shape errors naming it. */
+ * plan made with either backend's op info holds on the other; bf16 and fp16 keep the same (the LSTM's ops refuse
+ * them naming the op), and shapes that do not fit are shape errors naming it. */
 static void test_sequence_info_as_cpu(void **state)
 {
     vdnn_backend_t *cpu = NULL;
@@ -313,10 +313,43 @@ static void test_sequence_info_as_cpu(void **state)
         for (int k = 0; k < 2; k++) {
             h.dtype = k ? VDNN_DTYPE_F16 : VDNN_DTYPE_BF16;
             vdnn_status st = vdnn_cuda_describe_op(&o, 9, 0, &h, a, &n, &derived, &err);
-            if (st != VDNN_ERR_UNSUPPORTED || !strstr(err.msg, name) || !strstr(err.msg, "only fp32"))
-                fail_msg("%s in %s: %s \"%s\", expected a refusal naming it", name, vdnn_dtype_name(h.dtype),
-                         vdnn_status_name(st), err.msg);
+            /* The LSTM's ops are fp32 only on CUDA, refused naming the op. */
+            if (d->kind >= VDNN_LAYER_LSTM) {
+                if (st != VDNN_ERR_UNSUPPORTED || !strstr(err.msg, name) || !strstr(err.msg, "only fp32"))
+                    fail_msg("%s in %s: %s \"%s\", expected a refusal naming it", name, vdnn_dtype_name(h.dtype),
+                             vdnn_status_name(st), err.msg);
+                continue;
+            }
+            /* The transformer's take 16-bit maps, keeping what fp32 keeps (layer norm's statistics stay fp32). */
+            vt_assert_ok(st, err);
+            const vdnn_op_info *hi = &a[0].info;
+            if (hi->bwd_needs_x != g->bwd_needs_x || hi->bwd_needs_y != g->bwd_needs_y ||
+                hi->inplace_ok != g->inplace_ok || hi->aux_bytes != g->aux_bytes)
+                fail_msg("%s (case %zu) in %s: info differs from fp32's beyond the workspace", name, i,
+                         vdnn_dtype_name(h.dtype));
+            /* attn_probs: one sequence's fp32 scores in forward, its dS in the maps' type in backward; linear: the
+             * weights rounded to the maps' type. */
+            if (d->kind == VDNN_LAYER_ATTN_PROBS) {
+                assert_int_equal(hi->fwd_ws_bytes, 2 * 5 * 5 * sizeof(float));
+                assert_int_equal(hi->bwd_ws_bytes, 2 * 5 * 5 * 2);
+            }
+            if (d->kind == VDNN_LAYER_LINEAR) {
+                assert_int_equal(hi->fwd_ws_bytes, vdnn_cuda_align(6 * 8 * 2));
+                assert_int_equal(hi->bwd_ws_bytes, hi->fwd_ws_bytes);
+            }
         }
+    }
+    /* Token ids in 16-bit maps: a vocabulary bf16 cannot hold exactly is refused naming the op; fp16 holds it. */
+    vdnn_op_desc wide = vt_embed(2, 5, 300, 8);
+    wide.dtype = VDNN_DTYPE_BF16;
+    {
+        vdnn_op_algo a[VDNN_MAX_ALGOS];
+        int n = 0;
+        bool derived;
+        vt_assert_error(vdnn_cuda_describe_op(&o, 9, 0, &wide, a, &n, &derived, &err), err, VDNN_ERR_UNSUPPORTED,
+                        "embed: a vocabulary of 300 tokens in bf16");
+        wide.dtype = VDNN_DTYPE_F16;
+        vt_assert_ok(vdnn_cuda_describe_op(&o, 9, 0, &wide, a, &n, &derived, &err), err);
     }
     const vdnn_op_desc lstm = vt_lstm(2, 3, 4, 2, 5, 3, 5, 0, 2);
     vdnn_op_desc bad[] = {vt_linear(t, 6, 1), vt_attn_probs(2, 5, 8, 3), vt_embed(2, 5, 11, 8), vt_pos_embed(t, 4),
@@ -347,7 +380,7 @@ static void test_sequence_info_as_cpu(void **state)
  * map swapped) below in-core. With same_as_cpu, the same profile with the CPU backend's op info instead must make
  * the same plans (equal peaks): the two backends' op info agree for every layer of the model (not so for gpt-mini,
  * whose CUDA linear needs no bias workspace). */
-static void plans_from_cuda_info(const char *name, vdnn_shape in, int auto_pct, bool same_as_cpu)
+static size_t plans_from_cuda_info(const char *name, vdnn_shape in, int auto_pct, bool same_as_cpu, vdnn_dtype dt)
 {
     vdnn_error err;
     vdnn_model_t *m = NULL;
@@ -368,6 +401,7 @@ static void plans_from_cuda_info(const char *name, vdnn_shape in, int auto_pct, 
     for (int l = 1; l < g->n_layers; l++) {
         vdnn_op_desc d;
         vdnn_op_desc_from_layer(g, l, true, &d);
+        d.dtype = dt;
         bool derived = true;
         vt_assert_ok(vdnn_cuda_describe_op(&o, 9, 0, &d, algos[l].a, &algos[l].n, &derived, &err), err);
         vt_assert_ok(cpu->ops->op_algos(cpu, &d, cpu_algos[l].a, &cpu_algos[l].n, &err), err);
@@ -376,13 +410,14 @@ static void plans_from_cuda_info(const char *name, vdnn_shape in, int auto_pct, 
     vt_assert_ok(vdnn_profile_estimate(g, 4.95e14, 3.35e12, 5.5e10, &q, &err), err);
     snprintf(q.device, sizeof q.device, "cuda");
     vt_assert_ok(vdnn_cuda_describe_offline(&o, 9, 0, "a described GPU", &q.dev, &err), err);
-    q.dtype = VDNN_DTYPE_F32;
+    q.dtype = dt;
     snprintf(q.op_info_source, sizeof q.op_info_source, "described");
     const vdnn_policy pols[3] = {VDNN_POLICY_NONE, VDNN_POLICY_AUTO, VDNN_POLICY_ALL};
     size_t incore = 0;
     for (int k = 0; k < 3; k++) {
         vdnn_memory_options mem = vdnn_memory_options_default();
         mem.policy = pols[k];
+        mem.precision = (vdnn_precision)dt;
         mem.budget = k == 1 ? incore / 100 * (size_t)auto_pct : SIZE_MAX;
         size_t peak[2] = {0, 0};
         for (int side = 0; side < (same_as_cpu ? 2 : 1); side++) {
@@ -391,7 +426,7 @@ static void plans_from_cuda_info(const char *name, vdnn_shape in, int auto_pct, 
             vt_assert_ok(vdnn_plan_create(m, NULL, &q, in, 256, &mem, &plan, &err), err);
             vdnn_plan_summary sum;
             vt_assert_ok(vdnn_plan_summarize(plan, &sum, &err), err);
-            printf("%s b%d t%d on %s op info, %s: peak %zu bytes%s\n", name, in.n, in.h,
+            printf("%s b%d t%d %s on %s op info, %s: peak %zu bytes%s\n", name, in.n, in.h, vdnn_dtype_name(dt),
                    side ? "the CPU's" : "described CUDA", vdnn_policy_name(pols[k]), sum.peak_device_bytes,
                    sum.feasible ? "" : " (infeasible)");
             assert_true(sum.feasible);
@@ -410,11 +445,18 @@ static void plans_from_cuda_info(const char *name, vdnn_shape in, int auto_pct, 
     vdnn_backend_destroy(cpu);
     vdnn_graph_free(g);
     vdnn_model_free(m);
+    return incore;
 }
 
+/* And in bf16 (the 16-bit CUDA ops' info): the maps halve, so in-core needs well under fp32's (parameters, their
+ * gradients and AdamW's moments stay fp32). */
 static void test_sequence_plans_from_cuda_info(void **state)
 {
-    plans_from_cuda_info("gpt-mini", (vdnn_shape){8, 1, 32, 1}, 50, false);
+    const vdnn_shape in = {8, 1, 32, 1};
+    const size_t f32 = plans_from_cuda_info("gpt-mini", in, 50, false, VDNN_DTYPE_F32);
+    const size_t bf16 = plans_from_cuda_info("gpt-mini", in, 50, false, VDNN_DTYPE_BF16);
+    printf("gpt-mini in-core on described CUDA op info: bf16 over fp32 %.3f\n", (double)bf16 / (double)f32);
+    assert_true(bf16 < f32 / 4 * 3);
 }
 
 /* lstm-lm's chunks, parameter tensors and gathers, from the CUDA LSTM ops' info (the file's 128 steps: its chunks
@@ -422,7 +464,7 @@ static void test_sequence_plans_from_cuda_info(void **state)
  * asked for three quarters of in-core rather than half. Every layer's info is the CPU's, so the plans are too. */
 static void test_lstm_plans_from_cuda_info(void **state)
 {
-    plans_from_cuda_info("lstm-lm", (vdnn_shape){8, 1, 128, 1}, 75, true);
+    plans_from_cuda_info("lstm-lm", (vdnn_shape){8, 1, 128, 1}, 75, true, VDNN_DTYPE_F32);
 }
 
 int main(void)

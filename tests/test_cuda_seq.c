@@ -1,7 +1,7 @@
-/* The CUDA backend's sequence-model and mixed-precision training pieces on a GPU (written without one, never run
- * there yet: docs/cuda.md): AdamW and the finite check against the CPU backend's, gpt-mini trained with AdamW on
- * CUDA against the CPU and bitwise equal under two memory policies, lstm-lm likewise under three, and fp16 training
- * with dynamic loss scaling (an overflowing scale skips steps and counts them). The ops themselves are compared with
+/* The CUDA backend's sequence-model and mixed-precision training pieces on a GPU (docs/cuda.md): AdamW and the finite
+ * check against the CPU backend's, gpt-mini trained with AdamW on CUDA against the CPU and bitwise equal under two
+ * memory policies (and in bf16 and fp16 under three), lstm-lm likewise under three, and fp16 training with dynamic
+ * loss scaling (an overflowing scale skips steps and counts them). The ops themselves are compared with
  * the CPU by the op harness (test_ops_cuda). Without a usable GPU every case skips and the program exits 77 with
  * the reason. */
 #include <math.h>
@@ -154,8 +154,9 @@ typedef struct gpt_run {
     size_t n;
 } gpt_run;
 
-/* GPT_STEPS AdamW steps of a byte-level model over batches of `seq` tokens. */
-static void seq_train(vdnn_backend_t *be, const vdnn_graph_t *g, int seq, vdnn_policy pol, gpt_run *r)
+/* GPT_STEPS AdamW steps of a byte-level model over batches of `seq` tokens, with maps of precision prec. */
+static void seq_train_as(vdnn_backend_t *be, const vdnn_graph_t *g, int seq, vdnn_policy pol, vdnn_precision prec,
+                         gpt_run *r)
 {
     vdnn_net_options cfg = vdnn_net_options_default();
     cfg.batch = GPT_BATCH;
@@ -165,6 +166,7 @@ static void seq_train(vdnn_backend_t *be, const vdnn_graph_t *g, int seq, vdnn_p
     cfg.optimizer = VDNN_OPTIMIZER_ADAMW;
     cfg.weight_decay = 0.01f;
     cfg.memory.policy = pol;
+    cfg.memory.precision = prec;
     vdnn_net_t *net = NULL;
     vdnn_error err;
     vt_assert_ok(vdnn_net_create(g, be, &cfg, &net, &err), err);
@@ -197,6 +199,11 @@ static void seq_train(vdnn_backend_t *be, const vdnn_graph_t *g, int seq, vdnn_p
     vdnn_net_free(net);
 }
 
+static void seq_train(vdnn_backend_t *be, const vdnn_graph_t *g, int seq, vdnn_policy pol, gpt_run *r)
+{
+    seq_train_as(be, g, seq, pol, VDNN_PRECISION_FP32, r);
+}
+
 /* gpt-mini, three AdamW steps: the losses as the CPU's (1e-5 relative at the first step, 1e-3 after), and bitwise
  * the same parameters under policy all as under none (no atomics in the sequence ops' backward). */
 static void test_gpt_training(void **state)
@@ -220,6 +227,44 @@ static void test_gpt_training(void **state)
     /* Parameters are not compared with the CPU's: AdamW turns the rounding noise of gradients that are zero in exact
      * arithmetic (the keys' bias, which the softmax cancels) into whole steps of lr on either side. */
     free(none.params), free(all.params), free(ref.params);
+    vdnn_backend_destroy(c);
+    vdnn_backend_destroy(be);
+    vdnn_graph_free(g);
+}
+
+/* gpt-mini with bf16 and with fp16 maps (the sequence ops' 16-bit kernels and tensor-core GEMMs), three AdamW steps:
+ * bitwise the same losses and parameters under policies all and recompute as under none, and the first loss (before
+ * any update) within the type's rounding of the fp32 CPU's. */
+static void test_gpt_training_16bit(void **state)
+{
+    GPU_OR_SKIP();
+    vdnn_graph_t *g = vt_load_zoo("gpt-mini");
+    vdnn_backend_t *be = gpu(), *c = cpu();
+    gpt_run ref;
+    seq_train(c, g, GPT_SEQ, VDNN_POLICY_NONE, &ref);
+    const vdnn_precision precs[2] = {VDNN_PRECISION_BF16, VDNN_PRECISION_FP16};
+    for (int k = 0; k < 2; k++) {
+        gpt_run none, all, rec;
+        seq_train_as(be, g, GPT_SEQ, VDNN_POLICY_NONE, precs[k], &none);
+        seq_train_as(be, g, GPT_SEQ, VDNN_POLICY_ALL, precs[k], &all);
+        seq_train_as(be, g, GPT_SEQ, VDNN_POLICY_RECOMPUTE, precs[k], &rec);
+        const char *name = vdnn_precision_name(precs[k]);
+        assert_int_equal(none.n, all.n);
+        assert_int_equal(none.n, rec.n);
+        if (memcmp(none.params, all.params, none.n * sizeof(float))) fail_msg("%s: policy all differs from none", name);
+        if (memcmp(none.params, rec.params, none.n * sizeof(float)))
+            fail_msg("%s: policy recompute differs from none", name);
+        assert_memory_equal(none.loss, all.loss, sizeof none.loss);
+        assert_memory_equal(none.loss, rec.loss, sizeof none.loss);
+        for (int s = 0; s < GPT_STEPS; s++)
+            printf("%s step %d: loss %.7f on cuda, fp32 %.7f on the cpu\n", name, s, (double)none.loss[s],
+                   (double)ref.loss[s]);
+        const double tol = precs[k] == VDNN_PRECISION_BF16 ? 2e-2 : 4e-3;
+        if (!(fabs((double)none.loss[0] - (double)ref.loss[0]) <= tol * fabs((double)ref.loss[0])))
+            fail_msg("%s: first loss %.7f vs fp32 %.7f", name, (double)none.loss[0], (double)ref.loss[0]);
+        free(none.params), free(all.params), free(rec.params);
+    }
+    free(ref.params);
     vdnn_backend_destroy(c);
     vdnn_backend_destroy(be);
     vdnn_graph_free(g);
@@ -328,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_adamw_vs_cpu),
         cmocka_unit_test(test_all_finite),
         cmocka_unit_test(test_gpt_training),
+        cmocka_unit_test(test_gpt_training_16bit),
         cmocka_unit_test(test_lstm_training),
         cmocka_unit_test(test_fp16_loss_scaling),
     };

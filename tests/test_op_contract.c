@@ -340,13 +340,13 @@ static void test_bf16_info(void **state)
         vdnn_op_desc d = cases[i].d;
         vt_assert_ok(be->ops->op_query(be, &d, &f32, &err), err);
         d.dtype = VDNN_DTYPE_BF16;
-        /* The ops ONNX import brought run in bf16 on the CPU (refused on CUDA: vdnn_op_check_fp32_only, whose
-         * message is checked here); own-window pooling keeps an fp32 copy of dx in its backward workspace. */
+        /* The ops ONNX import brought run in bf16 on both backends (CUDA's rule, vdnn_op_check_fp32_only, is shared
+         * and so checked here); on the CPU own-window pooling keeps an fp32 copy of dx in its backward workspace. */
         const bool act = d.kind >= VDNN_LAYER_SIGMOID && d.kind <= VDNN_LAYER_CHANNEL_MUL;
         const bool own_pool =
             (d.kind == VDNN_LAYER_MAXPOOL || d.kind == VDNN_LAYER_AVGPOOL) && vdnn_pool_own_windows(&d);
+        vt_assert_ok(vdnn_op_check_fp32_only(&d, "cuda", &err), err);
         if (act || own_pool) {
-            vt_assert_error(vdnn_op_check_fp32_only(&d, "cuda", &err), err, VDNN_ERR_UNSUPPORTED, "only fp32 maps");
             vt_assert_ok(be->ops->op_query(be, &d, &info, &err), err);
             if (own_pool && info.bwd_ws_bytes != vdnn_shape_count(d.in[0]) * sizeof(float))
                 fail_msg("%s: bf16 backward workspace %zu bytes", cases[i].name, info.bwd_ws_bytes);
@@ -386,7 +386,7 @@ static void test_bf16_info(void **state)
 }
 
 /* The sequence ops' flags (the planner trusts them), their sizes, and their refusals: a bad shape is a shape error,
- * a 16-bit type UNSUPPORTED (fp32 only for now, docs/sequence.md). */
+ * a vocabulary a 16-bit type cannot hold UNSUPPORTED. */
 static void test_sequence_ops(void **state)
 {
     vdnn_backend_t *be = cpu(0);
@@ -417,8 +417,12 @@ static void test_sequence_ops(void **state)
                      cases[i].needs_y, cases[i].inplace, cases[i].aux);
         vdnn_op_desc d = cases[i].d;
         d.dtype = VDNN_DTYPE_BF16;
-        /* CUDA's rule (shared, so checked here too): every sequence op and the token-wise loss are fp32 only. */
-        vt_assert_error(vdnn_op_check_fp32_only(&d, "cuda", &err), err, VDNN_ERR_UNSUPPORTED, "only fp32 maps");
+        /* CUDA's rule (shared, so checked here too): the transformer's ops and the token-wise loss take 16-bit maps,
+         * the LSTM's (test_lstm_ops) do not. */
+        vt_assert_ok(vdnn_op_check_fp32_only(&d, "cuda", &err), err);
+        d.dtype = VDNN_DTYPE_F16;
+        vt_assert_ok(vdnn_op_check_fp32_only(&d, "cuda", &err), err);
+        d.dtype = VDNN_DTYPE_BF16;
         /* The CPU runs them in bf16 (widened to its fp32 code: room for the fp32 copies in the workspaces; the loss
          * recomputes its softmax from the logits instead). */
         if (cases[i].d.kind == VDNN_LAYER_SOFTMAX_XENT) continue;
@@ -445,6 +449,29 @@ static void test_sequence_ops(void **state)
             fail_msg("bad %s: %s \"%s\", expected a shape error naming it", vdnn_layer_kind_name(refused[i]->kind),
                      vdnn_status_name(st), err.msg);
     }
+    /* Token ids in 16-bit maps: exact up to 256 in bf16 and 2048 in fp16; a larger vocabulary is refused naming the
+     * op (both backends ask this check; the CPU's query too). */
+    const struct {
+        vdnn_dtype t;
+        int vocab;
+        bool ok;
+    } ids[] = {{VDNN_DTYPE_BF16, 257, true},  {VDNN_DTYPE_BF16, 258, false}, {VDNN_DTYPE_F16, 2049, true},
+               {VDNN_DTYPE_F16, 2050, false}, {VDNN_DTYPE_F32, 1 << 20, true}};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        vdnn_op_desc v = vt_embed(1, 2, ids[i].vocab, 4);
+        v.dtype = ids[i].t;
+        vdnn_error e = {0};
+        vdnn_status st = vdnn_op_check_token_ids(&v, &e);
+        if (ids[i].ok ? st != VDNN_OK : (st != VDNN_ERR_UNSUPPORTED || !strstr(e.msg, "embed: a vocabulary of")))
+            fail_msg("vocabulary %d in %s: %s \"%s\"", ids[i].vocab, vdnn_dtype_name(ids[i].t), vdnn_status_name(st),
+                     e.msg);
+    }
+    vdnn_op_desc big = vt_embed(1, 2, 300, 4);
+    big.dtype = VDNN_DTYPE_BF16;
+    vdnn_op_info big_info;
+    vdnn_error big_err = {0};
+    vt_assert_error(be->ops->op_query(be, &big, &big_info, &big_err), big_err, VDNN_ERR_UNSUPPORTED,
+                    "exact only up to 256");
     /* A token id outside the vocabulary is an error, not a read past the table. */
     vdnn_op *op = NULL;
     vdnn_error err = {0};
@@ -480,6 +507,10 @@ static void test_lstm_ops(void **state)
         vdnn_op_info half;
         vt_assert_ok(be->ops->op_query(be, &b, &info, &err), err);
         b.dtype = VDNN_DTYPE_BF16;
+        /* CUDA's rule (shared): the LSTM's ops are fp32 only there, refused naming the op and the type. */
+        vt_assert_error(vdnn_op_check_fp32_only(&b, "cuda", &err), err, VDNN_ERR_UNSUPPORTED, "only fp32 maps");
+        assert_non_null(strstr(err.msg, vdnn_layer_kind_name(b.kind)));
+        assert_non_null(strstr(err.msg, "bf16"));
         vt_assert_ok(be->ops->op_query(be, &b, &half, &err), err);
         const size_t aux = b.kind == VDNN_LAYER_LSTM ? info.aux_bytes / 2 : info.aux_bytes;
         if (half.bwd_needs_x != info.bwd_needs_x || half.bwd_needs_y != info.bwd_needs_y || half.aux_bytes != aux ||

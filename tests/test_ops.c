@@ -141,15 +141,6 @@ static bool chunked_case(const vdnn_op_desc *d)
     return image <= CUDA_CHUNK_VALUES && (size_t)d->out.n * image > CUDA_CHUNK_VALUES;
 }
 
-/* The sequence ops (and the token-wise loss; not feat_cat, concat's copy): fp32 maps only on CUDA, and bf16 too on
- * the CPU (docs/sequence.md); the CUDA ones compare with the CPU within vt_op_rtol (1e-4 of each
- * tensor's scale, 1e-6 for the loss). */
-static bool sequence_case(const vdnn_op_desc *d)
-{
-    return (d->kind >= VDNN_LAYER_EMBED && d->kind != VDNN_LAYER_FEAT_CAT) ||
-           (d->kind == VDNN_LAYER_SOFTMAX_XENT && vdnn_xent_rows(d->in[0]) != (size_t)d->in[0].n);
-}
-
 /* Whether hb's backend runs c's op in hb's type (what a portable entry runs). */
 static bool runs_type(const harness_backend *hb, const vt_op_case *c)
 {
@@ -162,10 +153,8 @@ static bool runs_type(const harness_backend *hb, const vt_op_case *c)
 static bool applies(const harness_backend *hb, const vt_op_case *c)
 {
     if (hb->portable) return runs_type(hb, c);
-    /* In 16-bit types the sequence ops run on the CPU only. */
-    if (sequence_case(&c->d) && hb->cb.dtype != VDNN_DTYPE_F32 && strncmp(hb->cb.name, "cpu", 3)) return false;
-    /* The ONNX-brought ops are fp32 only on CUDA (vdnn_op_check_fp32_only); test_op_contract checks the refusal.
-     * The CPU runs them in bf16, so its bf16 entries test them. */
+    /* The LSTM's ops are fp32 only on CUDA (vdnn_op_check_fp32_only); test_op_contract checks the refusal. The CPU
+     * runs them in bf16, so its bf16 entries test them. */
     vdnn_op_desc d16 = c->d;
     d16.dtype = VDNN_DTYPE_BF16;
     if (hb->cb.dtype != VDNN_DTYPE_F32 && strncmp(hb->cb.name, "cpu", 3) &&

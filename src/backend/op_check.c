@@ -119,14 +119,18 @@ bool vdnn_pool_own_windows(const vdnn_op_desc *d)
 
 vdnn_status vdnn_op_check_fp32_only(const vdnn_op_desc *d, const char *backend, vdnn_error *err)
 {
-    if (d->dtype == VDNN_DTYPE_F32) return VDNN_OK;
-    const bool act = d->kind >= VDNN_LAYER_SIGMOID && d->kind <= VDNN_LAYER_CHANNEL_MUL;
-    const bool pool = (d->kind == VDNN_LAYER_MAXPOOL || d->kind == VDNN_LAYER_AVGPOOL) && vdnn_pool_own_windows(d);
-    /* The sequence ops (and the token-wise loss) are fp32 on both backends (docs/sequence.md). */
-    const bool seq = d->kind >= VDNN_LAYER_EMBED ||
-                     (d->kind == VDNN_LAYER_SOFTMAX_XENT && vdnn_xent_rows(d->out) != (size_t)d->out.n);
-    if (!act && !pool && !seq) return VDNN_OK;
-    return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "%s %s%s: only fp32 maps for now (no %s path yet)", backend,
-                     vdnn_layer_kind_name(d->kind), pool ? " with ceil_mode or padding left out of the average" : "",
-                     vdnn_dtype_name(d->dtype));
+    if (d->dtype == VDNN_DTYPE_F32 || (d->kind != VDNN_LAYER_LSTM && d->kind != VDNN_LAYER_SEQ_CAT)) return VDNN_OK;
+    return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "%s %s: only fp32 maps for now (no %s path yet)", backend,
+                     vdnn_layer_kind_name(d->kind), vdnn_dtype_name(d->dtype));
+}
+
+vdnn_status vdnn_op_check_token_ids(const vdnn_op_desc *d, vdnn_error *err)
+{
+    if (d->kind != VDNN_LAYER_EMBED || d->dtype == VDNN_DTYPE_F32) return VDNN_OK;
+    /* The largest integer below which every integer is exact: 2^8 in bf16, 2^11 in fp16. */
+    const int exact = d->dtype == VDNN_DTYPE_BF16 ? 256 : 2048;
+    if (d->p.vocab <= exact + 1) return VDNN_OK;
+    return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
+                     "embed: a vocabulary of %d tokens in %s maps (their ids are exact only up to %d); use fp32",
+                     d->p.vocab, vdnn_dtype_name(d->dtype), exact);
 }

@@ -13,6 +13,7 @@
 #include "backend/cpu/cpu_internal.h"
 #include "backend/cpu/cpu_ops_dnnl_util.h"
 #include "backend/lstm_layout.h"
+#include "backend/op_check.h"
 #include "core/half.h"
 
 bool vdnn_cpu_widened(const vdnn_op_desc *d)
@@ -124,15 +125,12 @@ static widen_layout layout(const vdnn_op_desc *d, const vdnn_op_desc *inner, con
 vdnn_status vdnn_cpu_widen_query(cpu_backend *be, const cpu_op_impl *impl, const vdnn_op_desc *d, vdnn_op_info *info,
                                  vdnn_op_desc *inner, vdnn_op_info *inner_info, vdnn_error *err)
 {
-    /* Token ids reach embed as values of the data map: bf16 holds every integer up to 256 exactly, no more. */
-    if (d->kind == VDNN_LAYER_EMBED && d->p.vocab > 257)
-        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED,
-                         "embed: a vocabulary of %d tokens in bf16 maps (their ids are exact only up to 256); use fp32",
-                         d->p.vocab);
+    vdnn_status st = vdnn_op_check_token_ids(d, err);
+    if (st) return st;
     vdnn_op_desc s;
     widen_desc(be, d, &s);
     vdnn_op_info in = {0};
-    vdnn_status st = impl->query(be, &s, &in, err);
+    st = impl->query(be, &s, &in, err);
     if (st) return st;
     *info = in;
     info->fwd_ws_bytes = layout(d, &s, &in, false).bytes;

@@ -72,14 +72,14 @@ extern const cuda_op_impl vdnn_cuda_op_softmax_xent;
 extern const cuda_op_impl vdnn_cuda_op_act;
 extern const cuda_op_impl vdnn_cuda_op_channel_mul;
 extern const cuda_op_impl vdnn_cuda_op_pooling;
-/* The sequence ops, fp32 (cuda_ops_seq.c); GELU is one of the activations. */
+/* The sequence ops, any map type (cuda_ops_seq.c); GELU is one of the activations. */
 extern const cuda_op_impl vdnn_cuda_op_embed;
 extern const cuda_op_impl vdnn_cuda_op_pos_embed;
 extern const cuda_op_impl vdnn_cuda_op_layernorm;
 extern const cuda_op_impl vdnn_cuda_op_linear;
 extern const cuda_op_impl vdnn_cuda_op_attn_probs;
 extern const cuda_op_impl vdnn_cuda_op_attn_mix;
-/* LSTM (cuda_ops_lstm.c): a chunk of time steps, the parameters as a tensor, the gather of chunks along time. */
+/* LSTM, fp32 (cuda_ops_lstm.c): a chunk of time steps, the parameters as a tensor, the gather of chunks along time. */
 extern const cuda_op_impl vdnn_cuda_op_lstm;
 extern const cuda_op_impl vdnn_cuda_op_seq_cat;
 
@@ -161,6 +161,23 @@ static inline vdnn_status vdnn_cuda_need_io(const vdnn_op_args *a, const char *n
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s forward: NULL %s", name, a->x[0] ? "output" : "input");
     return VDNN_OK;
 }
+
+/* cuBLAS products (cuda_gemm.c), column-major as cuBLAS: A and B of type ab, C of type ct (fp32 operands: fp32, on
+ * SGEMM; 16-bit ones: their own type or fp32, on cublasGemmEx with fp32 accumulation), C = alpha op(A) op(B). */
+vdnn_status vdnn_cuda_gemm(cuda_backend *b, vdnn_dtype ab, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                           int k, float alpha, const void *A, int lda, const void *B, int ldb, void *C, vdnn_dtype ct,
+                           int ldc, const char *what, vdnn_error *err);
+/* The same for `count` products, operands sa, sb and sc values apart. */
+vdnn_status vdnn_cuda_gemm_batched(cuda_backend *b, vdnn_dtype ab, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                   int n, int k, float alpha, const void *A, int lda, long long sa, const void *B,
+                                   int ldb, long long sb, void *C, vdnn_dtype ct, int ldc, long long sc, int count,
+                                   const char *what, vdnn_error *err);
+/* Workspace bytes of an op's n fp32 weights rounded to its 16-bit type (0 for fp32 maps, which read them as they
+ * are); and the weights a product reads, *w: a->w for fp32 maps, else a->ws after the rounding into it (enqueued on
+ * the compute queue). */
+size_t vdnn_cuda_weights_copy_bytes(const vdnn_op_desc *d, size_t n);
+vdnn_status vdnn_cuda_weights_for(cuda_backend *b, const vdnn_op_desc *d, const vdnn_op_args *a, size_t n,
+                                  const void **w, const char *what, vdnn_error *err);
 
 /* The backend's convert and accumulate_typed entries (cuda_typed.c). */
 vdnn_status vdnn_cuda_convert(vdnn_backend_t *be, void *dst, vdnn_dtype dst_type, const void *src, vdnn_dtype src_type,

@@ -1,10 +1,12 @@
 // CUDA kernels of the element-wise activations (sigmoid, hard-sigmoid, hard-swish, SiLU, clip, GELU) and of the
-// per-channel scaling of squeeze-and-excitation. The formulas are PyTorch's; their slopes at the kinks too.
+// per-channel scaling of squeeze-and-excitation, over maps of any type (computed in float, rounded once). The
+// formulas are PyTorch's; their slopes at the kinks too.
 #include <math.h>
 
 #include "cuda_kernels_layers.h"
 
 #include "cuda_launch.cuh"
+#include "cuda_types.cuh"
 
 namespace {
 
@@ -53,68 +55,74 @@ __device__ __forceinline__ float act_bwd(vdnn_cuda_act k, float v, float g, floa
     }
 }
 
-__global__ void k_act_fwd(vdnn_cuda_act k, float *y, const float *x, size_t n, float a, float b)
+template <typename T> __global__ void k_act_fwd(vdnn_cuda_act k, T *y, const T *x, size_t n, float a, float b)
 {
-    for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads()) y[i] = act_fwd(k, x[i], a, b);
+    for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads()) y[i] = vdnn_st<T>(act_fwd(k, vdnn_ld(x[i]), a, b));
 }
 
-__global__ void k_act_bwd(vdnn_cuda_act k, float *dx, const float *v, const float *dy, size_t n, float a, float b)
+template <typename T>
+__global__ void k_act_bwd(vdnn_cuda_act k, T *dx, const T *v, const T *dy, size_t n, float a, float b)
 {
-    for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads()) dx[i] = act_bwd(k, v[i], dy[i], a, b);
+    for (size_t i = vdnn_tid(); i < n; i += vdnn_nthreads())
+        dx[i] = vdnn_st<T>(act_bwd(k, vdnn_ld(v[i]), vdnn_ld(dy[i]), a, b));
 }
 
-__global__ void k_chmul(float *y, const float *x, const float *scale, size_t total, size_t hw)
+template <typename T> __global__ void k_chmul(T *y, const T *x, const T *scale, size_t total, size_t hw)
 {
-    for (size_t i = vdnn_tid(); i < total; i += vdnn_nthreads()) y[i] = x[i] * scale[i / hw];
+    for (size_t i = vdnn_tid(); i < total; i += vdnn_nthreads()) y[i] = vdnn_st<T>(vdnn_ld(x[i]) * vdnn_ld(scale[i / hw]));
 }
 
 // One warp per plane, in double, as global average pooling.
-__global__ void k_chmul_scale_grad(float *ds, const float *dy, const float *x, size_t planes, size_t hw)
+template <typename T> __global__ void k_chmul_scale_grad(T *ds, const T *dy, const T *x, size_t planes, size_t hw)
 {
     const size_t warp = vdnn_tid() / 32;
     const unsigned lane = threadIdx.x % 32;
     if (warp >= planes) return; // whole warps leave together: blockDim is a multiple of 32
-    const float *gp = dy + warp * hw, *xp = x + warp * hw;
+    const T *gp = dy + warp * hw, *xp = x + warp * hw;
     double acc = 0.0;
-    for (size_t j = lane; j < hw; j += 32) acc += (double)gp[j] * (double)xp[j];
+    for (size_t j = lane; j < hw; j += 32) acc += (double)vdnn_ld(gp[j]) * (double)vdnn_ld(xp[j]);
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, off);
-    if (lane == 0) ds[warp] = (float)acc;
+    if (lane == 0) ds[warp] = vdnn_st<T>((float)acc);
 }
 
 } // namespace
 
-extern "C" cudaError_t vdnn_cuda_k_act_fwd(cudaStream_t s, vdnn_cuda_act act, float *y, const float *x, size_t n,
-                                           float a, float b)
+extern "C" cudaError_t vdnn_cuda_k_act_fwd(cudaStream_t s, vdnn_cuda_type t, vdnn_cuda_act act, void *y, const void *x,
+                                           size_t n, float a, float b)
 {
     if (!n) return cudaSuccess;
-    k_act_fwd<<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>(act, y, x, n, a, b);
+    VDNN_TYPED(t, T, k_act_fwd<T><<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>(act, (T *)y, (const T *)x, n, a, b));
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_act_bwd(cudaStream_t s, vdnn_cuda_act act, float *dx, const float *v,
-                                           const float *dy, size_t n, float a, float b)
+extern "C" cudaError_t vdnn_cuda_k_act_bwd(cudaStream_t s, vdnn_cuda_type t, vdnn_cuda_act act, void *dx, const void *v,
+                                           const void *dy, size_t n, float a, float b)
 {
     if (!n) return cudaSuccess;
-    k_act_bwd<<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>(act, dx, v, dy, n, a, b);
+    VDNN_TYPED(t, T,
+               k_act_bwd<T><<<vdnn_blocks(n), VDNN_THREADS, 0, s>>>(act, (T *)dx, (const T *)v, (const T *)dy, n, a, b));
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_chmul(cudaStream_t s, float *y, const float *x, const float *scale, size_t planes,
-                                         size_t hw)
+extern "C" cudaError_t vdnn_cuda_k_chmul(cudaStream_t s, vdnn_cuda_type t, void *y, const void *x, const void *scale,
+                                         size_t planes, size_t hw)
 {
     const size_t total = planes * hw;
     if (!total) return cudaSuccess;
-    k_chmul<<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>(y, x, scale, total, hw);
+    VDNN_TYPED(t, T,
+               k_chmul<T><<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>((T *)y, (const T *)x, (const T *)scale, total, hw));
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_chmul_scale_grad(cudaStream_t s, float *ds, const float *dy, const float *x,
-                                                    size_t planes, size_t hw)
+extern "C" cudaError_t vdnn_cuda_k_chmul_scale_grad(cudaStream_t s, vdnn_cuda_type t, void *ds, const void *dy,
+                                                    const void *x, size_t planes, size_t hw)
 {
     if (!planes) return cudaSuccess;
     const size_t warps_per_block = VDNN_THREADS / 32;
     const size_t blocks = (planes + warps_per_block - 1) / warps_per_block;
     if (blocks > 0x7fffffffu) return cudaErrorInvalidConfiguration;
-    k_chmul_scale_grad<<<(unsigned)blocks, VDNN_THREADS, 0, s>>>(ds, dy, x, planes, hw);
+    VDNN_TYPED(t, T,
+               k_chmul_scale_grad<T><<<(unsigned)blocks, VDNN_THREADS, 0, s>>>((T *)ds, (const T *)dy, (const T *)x,
+                                                                               planes, hw));
     return cudaGetLastError();
 }

@@ -1,11 +1,13 @@
 // CUDA kernels of pooling by PyTorch's window rules, for what cuDNN's symmetric pooling cannot express: ceil_mode's
 // last window clipped at the border, averages that leave padding out of their divisor. The loops mirror the CPU
-// backend's (cpu_ops_pool_windows.c) in their order of additions, so the two agree to the bit.
+// backend's (cpu_ops_pool_windows.c) in their order of additions, so the two agree to the bit. Maps of any type,
+// summed in float and rounded once.
 #include <math.h>
 
 #include "cuda_kernels_layers.h"
 
 #include "cuda_launch.cuh"
+#include "cuda_types.cuh"
 
 namespace {
 
@@ -23,13 +25,14 @@ __device__ __forceinline__ float divisor(int hlo, int hhi, int hsize, int wlo, i
     return (float)(exclude_pad ? (hhi - hlo) * (whi - wlo) : hsize * wsize);
 }
 
-__global__ void k_pool_win_fwd(int max, float *y, int32_t *argmax, const float *x, vdnn_cuda_pool_geom g,
-                               int exclude_pad, size_t total)
+template <typename T>
+__global__ void k_pool_win_fwd(int max, T *y, int32_t *argmax, const T *x, vdnn_cuda_pool_geom g, int exclude_pad,
+                               size_t total)
 {
     for (size_t i = vdnn_tid(); i < total; i += vdnn_nthreads()) {
         const int ow = (int)(i % (size_t)g.ow), oh = (int)((i / (size_t)g.ow) % (size_t)g.oh);
         const size_t plane = i / ((size_t)g.ow * (size_t)g.oh);
-        const float *xp = x + plane * (size_t)g.h * (size_t)g.w;
+        const T *xp = x + plane * (size_t)g.h * (size_t)g.w;
         int hlo, hhi, hsize, wlo, whi, wsize;
         span(oh, g.h, g.kh, g.sh, g.ph, &hlo, &hhi, &hsize);
         span(ow, g.w, g.kw, g.sw, g.pw, &wlo, &whi, &wsize);
@@ -37,22 +40,23 @@ __global__ void k_pool_win_fwd(int max, float *y, int32_t *argmax, const float *
         int best = hlo * g.w + wlo;
         for (int ih = hlo; ih < hhi; ih++)
             for (int iw = wlo; iw < whi; iw++) {
-                const float v = xp[(size_t)ih * g.w + iw];
+                const float v = vdnn_ld(xp[(size_t)ih * g.w + iw]);
                 // PyTorch's rule: the first maximum wins, a NaN wins over any number.
                 if (!max) acc += v;
                 else if (v > acc || isnan(v)) acc = v, best = ih * g.w + iw;
             }
         if (max) {
-            y[i] = acc;
+            y[i] = vdnn_st<T>(acc);
             if (argmax) argmax[i] = best;
         } else {
-            y[i] = acc / divisor(hlo, hhi, hsize, wlo, whi, wsize, exclude_pad);
+            y[i] = vdnn_st<T>(acc / divisor(hlo, hhi, hsize, wlo, whi, wsize, exclude_pad));
         }
     }
 }
 
 // Window oh covers input rows oh*sh - ph .. oh*sh - ph + kh - 1: input ih is read by oh0..oh1.
-__global__ void k_pool_win_bwd(int max, float *dx, const float *dy, const int32_t *argmax, vdnn_cuda_pool_geom g,
+template <typename T>
+__global__ void k_pool_win_bwd(int max, T *dx, const T *dy, const int32_t *argmax, vdnn_cuda_pool_geom g,
                                int exclude_pad, size_t total)
 {
     for (size_t i = vdnn_tid(); i < total; i += vdnn_nthreads()) {
@@ -70,14 +74,14 @@ __global__ void k_pool_win_bwd(int max, float *dx, const float *dy, const int32_
             for (int ow = ow0; ow <= ow1; ow++) {
                 const size_t o = base + (size_t)oh * g.ow + ow;
                 if (max) {
-                    if (argmax[o] == self) s += dy[o];
+                    if (argmax[o] == self) s += vdnn_ld(dy[o]);
                     continue;
                 }
                 span(ow, g.w, g.kw, g.sw, g.pw, &wlo, &whi, &wsize);
-                s += dy[o] / divisor(hlo, hhi, hsize, wlo, whi, wsize, exclude_pad);
+                s += vdnn_ld(dy[o]) / divisor(hlo, hhi, hsize, wlo, whi, wsize, exclude_pad);
             }
         }
-        dx[i] = s;
+        dx[i] = vdnn_st<T>(s);
     }
 }
 
@@ -88,22 +92,26 @@ bool geom_ok(const vdnn_cuda_pool_geom &g)
 
 } // namespace
 
-extern "C" cudaError_t vdnn_cuda_k_pool_win_fwd(cudaStream_t s, int max, float *y, int32_t *argmax, const float *x,
-                                                vdnn_cuda_pool_geom g, int exclude_pad)
+extern "C" cudaError_t vdnn_cuda_k_pool_win_fwd(cudaStream_t s, vdnn_cuda_type t, int max, void *y, int32_t *argmax,
+                                                const void *x, vdnn_cuda_pool_geom g, int exclude_pad)
 {
     const size_t total = (size_t)g.n * (size_t)g.c * (size_t)g.oh * (size_t)g.ow;
     if (!total) return cudaSuccess;
     if (!geom_ok(g)) return cudaErrorInvalidValue;
-    k_pool_win_fwd<<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>(max, y, argmax, x, g, exclude_pad, total);
+    VDNN_TYPED(t, T,
+               k_pool_win_fwd<T><<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>(max, (T *)y, argmax, (const T *)x, g,
+                                                                             exclude_pad, total));
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_pool_win_bwd(cudaStream_t s, int max, float *dx, const float *dy,
+extern "C" cudaError_t vdnn_cuda_k_pool_win_bwd(cudaStream_t s, vdnn_cuda_type t, int max, void *dx, const void *dy,
                                                 const int32_t *argmax, vdnn_cuda_pool_geom g, int exclude_pad)
 {
     const size_t total = (size_t)g.n * (size_t)g.c * (size_t)g.h * (size_t)g.w;
     if (!total) return cudaSuccess;
     if (!geom_ok(g) || (max && !argmax)) return cudaErrorInvalidValue;
-    k_pool_win_bwd<<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>(max, dx, dy, argmax, g, exclude_pad, total);
+    VDNN_TYPED(t, T,
+               k_pool_win_bwd<T><<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>(max, (T *)dx, (const T *)dy, argmax, g,
+                                                                             exclude_pad, total));
     return cudaGetLastError();
 }

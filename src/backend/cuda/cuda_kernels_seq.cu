@@ -1,11 +1,13 @@
-// CUDA kernels of the sequence ops (fp32): embeddings, layer normalization and attention's causal softmax. They
-// follow the CPU backend's arithmetic (cpu_ops_seq.c) where it is its own code; every sum has one writer and a
-// fixed order, so results repeat bit for bit whatever the memory policy.
+// CUDA kernels of the sequence ops over maps of any type (computed in float, sums in double, rounded once):
+// embeddings, layer normalization and attention's causal softmax. They follow the CPU backend's arithmetic
+// (cpu_ops_seq.c) where it is its own code; every sum has one writer and a fixed order, so results repeat bit for
+// bit whatever the memory policy. Parameters, their gradients and the kept statistics are float.
 #include <math.h>
 
 #include "cuda_kernels_seq.h"
 
 #include "cuda_launch.cuh"
+#include "cuda_types.cuh"
 
 namespace {
 
@@ -16,20 +18,21 @@ __device__ __forceinline__ int token_id(float v, int vocab)
     return (int)v;
 }
 
-__global__ void k_embed_fwd(float *y, const float *x, const float *w, size_t rows, int f, int vocab)
+template <typename T> __global__ void k_embed_fwd(T *y, const T *x, const float *w, size_t rows, int f, int vocab)
 {
     const size_t total = rows * (size_t)f;
     for (size_t i = vdnn_tid(); i < total; i += vdnn_nthreads()) {
         const size_t r = i / (size_t)f, j = i % (size_t)f;
-        const int id = token_id(x[r], vocab);
-        y[i] = id < 0 ? NAN : w[(size_t)id * (size_t)f + j];
+        const int id = token_id(vdnn_ld(x[r]), vocab);
+        y[i] = vdnn_st<T>(id < 0 ? NAN : w[(size_t)id * (size_t)f + j]);
     }
 }
 
 // One thread per (column, slice of the vocabulary): it reads every token id and adds, in token order, the rows whose
 // id is in its slice. Each value of dw has one writer and the CPU backend's order of additions: no atomics, the same
 // floats. The slices only spread the work.
-__global__ void k_embed_bwd(float *dw, const float *x, const float *dy, size_t rows, int f, int vocab, int slices)
+template <typename T>
+__global__ void k_embed_bwd(float *dw, const T *x, const T *dy, size_t rows, int f, int vocab, int slices)
 {
     const size_t t = vdnn_tid();
     if (t >= (size_t)f * (size_t)slices) return;
@@ -37,75 +40,77 @@ __global__ void k_embed_bwd(float *dw, const float *x, const float *dy, size_t r
     const int s = (int)(t / (size_t)f), per = (vocab + slices - 1) / slices;
     const int v0 = s * per, v1 = v0 + per < vocab ? v0 + per : vocab;
     for (size_t r = 0; r < rows; r++) {
-        const int id = token_id(x[r], vocab);
-        if (id >= v0 && id < v1) dw[(size_t)id * (size_t)f + j] += dy[r * (size_t)f + j];
+        const int id = token_id(vdnn_ld(x[r]), vocab);
+        if (id >= v0 && id < v1) dw[(size_t)id * (size_t)f + j] += vdnn_ld(dy[r * (size_t)f + j]);
     }
 }
 
-__global__ void k_pos_fwd(float *y, const float *x, const float *w, size_t total, size_t tf)
+template <typename T> __global__ void k_pos_fwd(T *y, const T *x, const float *w, size_t total, size_t tf)
 {
-    for (size_t i = vdnn_tid(); i < total; i += vdnn_nthreads()) y[i] = x[i] + w[i % tf];
+    for (size_t i = vdnn_tid(); i < total; i += vdnn_nthreads()) y[i] = vdnn_st<T>(vdnn_ld(x[i]) + w[i % tf]);
 }
 
-__global__ void k_pos_bwd(float *dw, const float *dy, int n, size_t tf, size_t context_tf)
+template <typename T> __global__ void k_pos_bwd(float *dw, const T *dy, int n, size_t tf, size_t context_tf)
 {
     for (size_t i = vdnn_tid(); i < context_tf; i += vdnn_nthreads()) {
         float s = 0.0f;
         if (i < tf)
-            for (int b = 0; b < n; b++) s += dy[(size_t)b * tf + i];
+            for (int b = 0; b < n; b++) s += vdnn_ld(dy[(size_t)b * tf + i]);
         dw[i] = s;
     }
 }
 
 // One block per row: mean, then the biased variance around it, both summed in double.
-__global__ void k_ln_fwd(float *y, const float *x, const float *w, const float *b, float *mean, float *var, int f,
-                         float eps)
+template <typename T>
+__global__ void k_ln_fwd(T *y, const T *x, const float *w, const float *b, float *mean, float *var, int f, float eps)
 {
     __shared__ double sh[VDNN_THREADS];
     const size_t row = blockIdx.x;
-    const float *xr = x + row * (size_t)f;
-    float *yr = y + row * (size_t)f;
+    const T *xr = x + row * (size_t)f;
+    T *yr = y + row * (size_t)f;
     double acc = 0.0;
-    for (int j = threadIdx.x; j < f; j += VDNN_THREADS) acc += (double)xr[j];
+    for (int j = threadIdx.x; j < f; j += VDNN_THREADS) acc += (double)vdnn_ld(xr[j]);
     const double mu = vdnn_block_sum(acc, sh) / (double)f;
     acc = 0.0;
     for (int j = threadIdx.x; j < f; j += VDNN_THREADS) {
-        const double d = (double)xr[j] - mu;
+        const double d = (double)vdnn_ld(xr[j]) - mu;
         acc += d * d;
     }
     const double va = vdnn_block_sum(acc, sh) / (double)f;
     const float m = (float)mu, inv = (float)(1.0 / sqrt(va + (double)eps));
     if (threadIdx.x == 0 && mean) mean[row] = m;
     if (threadIdx.x == 0 && var) var[row] = (float)va;
-    for (int j = threadIdx.x; j < f; j += VDNN_THREADS) yr[j] = (xr[j] - m) * inv * w[j] + b[j];
+    for (int j = threadIdx.x; j < f; j += VDNN_THREADS) yr[j] = vdnn_st<T>((vdnn_ld(xr[j]) - m) * inv * w[j] + b[j]);
 }
 
 // dx = inv (g - mean(g) - xhat mean(g xhat)) with g = dy w, one block per row.
-__global__ void k_ln_bwd_dx(float *dx, const float *x, const float *mean, const float *var, const float *dy,
-                            const float *w, int f, float eps)
+template <typename T>
+__global__ void k_ln_bwd_dx(T *dx, const T *x, const float *mean, const float *var, const T *dy, const float *w, int f,
+                            float eps)
 {
     __shared__ double sh[VDNN_THREADS];
     const size_t row = blockIdx.x;
-    const float *xr = x + row * (size_t)f, *gr = dy + row * (size_t)f;
+    const T *xr = x + row * (size_t)f, *gr = dy + row * (size_t)f;
     const float m = mean[row], inv = (float)(1.0 / sqrt((double)var[row] + (double)eps));
     double a1 = 0.0, a2 = 0.0;
     for (int j = threadIdx.x; j < f; j += VDNN_THREADS) {
-        const double g = (double)gr[j] * (double)w[j];
+        const double g = (double)vdnn_ld(gr[j]) * (double)w[j];
         a1 += g;
-        a2 += g * (double)((xr[j] - m) * inv);
+        a2 += g * (double)((vdnn_ld(xr[j]) - m) * inv);
     }
     const double s1 = vdnn_block_sum(a1, sh) / (double)f;
     const double s2 = vdnn_block_sum(a2, sh) / (double)f;
-    float *dr = dx + row * (size_t)f;
+    T *dr = dx + row * (size_t)f;
     for (int j = threadIdx.x; j < f; j += VDNN_THREADS) {
-        const double xh = (double)((xr[j] - m) * inv);
-        dr[j] = (float)((double)inv * ((double)gr[j] * (double)w[j] - s1 - xh * s2));
+        const double xh = (double)((vdnn_ld(xr[j]) - m) * inv);
+        dr[j] = vdnn_st<T>((float)((double)inv * ((double)vdnn_ld(gr[j]) * (double)w[j] - s1 - xh * s2)));
     }
 }
 
 // Pass 1 of the parameter gradients: block (split s, a block of columns), one thread per column over the split's rows
 // in order; part holds f*splits sums of dy*xhat, then f*splits sums of dy.
-__global__ void k_ln_param_partials(double *part, const float *x, const float *mean, const float *var, const float *dy,
+template <typename T>
+__global__ void k_ln_param_partials(double *part, const T *x, const float *mean, const float *var, const T *dy,
                                     size_t rows, int f, float eps, int splits)
 {
     const int s = blockIdx.x;
@@ -115,9 +120,9 @@ __global__ void k_ln_param_partials(double *part, const float *x, const float *m
     const size_t r1 = r0 + len < rows ? r0 + len : rows;
     double aw = 0.0, ab = 0.0;
     for (size_t r = r0; r < r1; r++) {
-        const float g = dy[r * (size_t)f + (size_t)j];
+        const float g = vdnn_ld(dy[r * (size_t)f + (size_t)j]);
         const float inv = (float)(1.0 / sqrt((double)var[r] + (double)eps));
-        aw += (double)g * (double)((x[r * (size_t)f + (size_t)j] - mean[r]) * inv);
+        aw += (double)g * (double)((vdnn_ld(x[r * (size_t)f + (size_t)j]) - mean[r]) * inv);
         ab += (double)g;
     }
     part[(size_t)j * (size_t)splits + (size_t)s] = aw;
@@ -138,53 +143,57 @@ __global__ void k_ln_param_finish(float *dw, float *db, const double *part, int 
     if (db) db[j] = (float)ab;
 }
 
-// One block per row, as the CPU: the maximum, exp(score - max) in float, their sum in double, one reciprocal.
-__global__ void k_causal_softmax(float *p, int t)
+// One block per row of scores sc (float), as the CPU: the maximum, exp(score - max) in float (kept in sc), their sum in
+// double, one reciprocal; the probabilities go to p rounded once (p may be sc for float maps).
+template <typename T> __global__ void k_causal_softmax(T *p, float *sc, int t)
 {
     __shared__ double shd[VDNN_THREADS];
     __shared__ float shf[VDNN_THREADS];
     const size_t row = blockIdx.x;
-    float *pr = p + row * (size_t)t;
+    float *sr = sc + row * (size_t)t;
+    T *pr = p + row * (size_t)t;
     const int live = (int)(row % (size_t)t) + 1;
     float m = -INFINITY;
-    for (int j = threadIdx.x; j < live; j += VDNN_THREADS) m = fmaxf(m, pr[j]);
+    for (int j = threadIdx.x; j < live; j += VDNN_THREADS) m = fmaxf(m, sr[j]);
     m = vdnn_block_max(m, shf);
     double acc = 0.0;
     for (int j = threadIdx.x; j < live; j += VDNN_THREADS) {
-        const float e = expf(pr[j] - m);
-        pr[j] = e;
+        const float e = expf(sr[j] - m);
+        sr[j] = e;
         acc += (double)e;
     }
     const float inv = (float)(1.0 / vdnn_block_sum(acc, shd));
-    for (int j = threadIdx.x; j < t; j += VDNN_THREADS) pr[j] = j < live ? pr[j] * inv : 0.0f;
+    for (int j = threadIdx.x; j < t; j += VDNN_THREADS) pr[j] = vdnn_st<T>(j < live ? sr[j] * inv : 0.0f);
 }
 
-__global__ void k_causal_softmax_bwd(float *ds, const float *p, const float *dp, int t)
+template <typename T> __global__ void k_causal_softmax_bwd(T *ds, const T *p, const T *dp, int t)
 {
     __shared__ double sh[VDNN_THREADS];
     const size_t row = blockIdx.x;
     const size_t at = row * (size_t)t;
     const int live = (int)(row % (size_t)t) + 1;
     double acc = 0.0;
-    for (int j = threadIdx.x; j < live; j += VDNN_THREADS) acc += (double)p[at + j] * (double)dp[at + j];
+    for (int j = threadIdx.x; j < live; j += VDNN_THREADS)
+        acc += (double)vdnn_ld(p[at + j]) * (double)vdnn_ld(dp[at + j]);
     const float dot = (float)vdnn_block_sum(acc, sh);
     for (int j = threadIdx.x; j < t; j += VDNN_THREADS)
-        ds[at + j] = j < live ? __fmul_rn(p[at + j], __fsub_rn(dp[at + j], dot)) : 0.0f;
+        ds[at + j] =
+            vdnn_st<T>(j < live ? __fmul_rn(vdnn_ld(p[at + j]), __fsub_rn(vdnn_ld(dp[at + j]), dot)) : 0.0f);
 }
 
 } // namespace
 
-extern "C" cudaError_t vdnn_cuda_k_embed_fwd(cudaStream_t s, float *y, const float *x, const float *w, size_t rows,
-                                             int f, int vocab)
+extern "C" cudaError_t vdnn_cuda_k_embed_fwd(cudaStream_t s, vdnn_cuda_type t, void *y, const void *x, const float *w,
+                                             size_t rows, int f, int vocab)
 {
     const size_t total = rows * (size_t)f;
     if (!total) return cudaSuccess;
-    k_embed_fwd<<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>(y, x, w, rows, f, vocab);
+    VDNN_TYPED(t, T, k_embed_fwd<T><<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>((T *)y, (const T *)x, w, rows, f, vocab));
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_embed_bwd(cudaStream_t s, float *dw, const float *x, const float *dy, size_t rows,
-                                             int f, int vocab)
+extern "C" cudaError_t vdnn_cuda_k_embed_bwd(cudaStream_t s, vdnn_cuda_type t, float *dw, const void *x, const void *dy,
+                                             size_t rows, int f, int vocab)
 {
     if (f <= 0 || vocab <= 0) return cudaSuccess;
     cudaError_t e = cudaMemsetAsync(dw, 0, (size_t)vocab * (size_t)f * sizeof(float), s);
@@ -194,44 +203,50 @@ extern "C" cudaError_t vdnn_cuda_k_embed_bwd(cudaStream_t s, float *dw, const fl
     if (slices < 1) slices = 1;
     if (slices > vocab) slices = vocab;
     const size_t threads = (size_t)f * (size_t)slices;
-    k_embed_bwd<<<(unsigned)((threads + VDNN_THREADS - 1) / VDNN_THREADS), VDNN_THREADS, 0, s>>>(dw, x, dy, rows, f,
-                                                                                                vocab, slices);
+    const unsigned blocks = (unsigned)((threads + VDNN_THREADS - 1) / VDNN_THREADS);
+    VDNN_TYPED(t, T,
+               k_embed_bwd<T><<<blocks, VDNN_THREADS, 0, s>>>(dw, (const T *)x, (const T *)dy, rows, f, vocab, slices));
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_pos_fwd(cudaStream_t s, float *y, const float *x, const float *w, int n, size_t tf)
+extern "C" cudaError_t vdnn_cuda_k_pos_fwd(cudaStream_t s, vdnn_cuda_type t, void *y, const void *x, const float *w,
+                                           int n, size_t tf)
 {
     const size_t total = (size_t)n * tf;
     if (!total) return cudaSuccess;
-    k_pos_fwd<<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>(y, x, w, total, tf);
+    VDNN_TYPED(t, T, k_pos_fwd<T><<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>((T *)y, (const T *)x, w, total, tf));
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_pos_bwd(cudaStream_t s, float *dw, const float *dy, int n, size_t tf,
+extern "C" cudaError_t vdnn_cuda_k_pos_bwd(cudaStream_t s, vdnn_cuda_type t, float *dw, const void *dy, int n, size_t tf,
                                            size_t context_tf)
 {
     if (!context_tf) return cudaSuccess;
-    k_pos_bwd<<<vdnn_blocks(context_tf), VDNN_THREADS, 0, s>>>(dw, dy, n, tf, context_tf);
+    VDNN_TYPED(t, T, k_pos_bwd<T><<<vdnn_blocks(context_tf), VDNN_THREADS, 0, s>>>(dw, (const T *)dy, n, tf, context_tf));
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_ln_fwd(cudaStream_t s, float *y, const float *x, const float *w, const float *b,
-                                          float *mean, float *var, size_t rows, int f, float eps)
+extern "C" cudaError_t vdnn_cuda_k_ln_fwd(cudaStream_t s, vdnn_cuda_type t, void *y, const void *x, const float *w,
+                                          const float *b, float *mean, float *var, size_t rows, int f, float eps)
 {
     if (!rows || f <= 0) return cudaSuccess;
     if (rows > 0x7fffffffu) return cudaErrorInvalidConfiguration;
-    k_ln_fwd<<<(unsigned)rows, VDNN_THREADS, 0, s>>>(y, x, w, b, mean, var, f, eps);
+    VDNN_TYPED(t, T,
+               k_ln_fwd<T><<<(unsigned)rows, VDNN_THREADS, 0, s>>>((T *)y, (const T *)x, w, b, mean, var, f, eps));
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_ln_bwd(cudaStream_t s, double *scratch, size_t scratch_bytes, float *dx, float *dw,
-                                          float *db, const float *x, const float *mean, const float *var,
-                                          const float *dy, const float *w, size_t rows, int f, float eps)
+extern "C" cudaError_t vdnn_cuda_k_ln_bwd(cudaStream_t s, vdnn_cuda_type t, double *scratch, size_t scratch_bytes,
+                                          void *dx, float *dw, float *db, const void *x, const float *mean,
+                                          const float *var, const void *dy, const float *w, size_t rows, int f,
+                                          float eps)
 {
     if (!rows || f <= 0) return cudaSuccess;
     if (rows > 0x7fffffffu) return cudaErrorInvalidConfiguration;
     if (dx) {
-        k_ln_bwd_dx<<<(unsigned)rows, VDNN_THREADS, 0, s>>>(dx, x, mean, var, dy, w, f, eps);
+        VDNN_TYPED(t, T,
+                   k_ln_bwd_dx<T><<<(unsigned)rows, VDNN_THREADS, 0, s>>>((T *)dx, (const T *)x, mean, var,
+                                                                          (const T *)dy, w, f, eps));
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return e;
     }
@@ -243,27 +258,31 @@ extern "C" cudaError_t vdnn_cuda_k_ln_bwd(cudaStream_t s, double *scratch, size_
     if (splits > 1024) splits = 1024;
     if (splits > cap) splits = cap;
     const unsigned col_blocks = (unsigned)((f + VDNN_THREADS - 1) / VDNN_THREADS);
-    k_ln_param_partials<<<dim3((unsigned)splits, col_blocks), VDNN_THREADS, 0, s>>>(scratch, x, mean, var, dy, rows, f,
-                                                                                     eps, (int)splits);
+    VDNN_TYPED(t, T,
+               k_ln_param_partials<T><<<dim3((unsigned)splits, col_blocks), VDNN_THREADS, 0, s>>>(
+                   scratch, (const T *)x, mean, var, (const T *)dy, rows, f, eps, (int)splits));
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     k_ln_param_finish<<<col_blocks, VDNN_THREADS, 0, s>>>(dw, db, scratch, f, (int)splits);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_causal_softmax(cudaStream_t s, float *p, size_t rows, int t)
+extern "C" cudaError_t vdnn_cuda_k_causal_softmax(cudaStream_t s, vdnn_cuda_type t, void *p, float *scores, size_t rows,
+                                                  int cols)
 {
-    if (!rows || t <= 0) return cudaSuccess;
+    if (!rows || cols <= 0) return cudaSuccess;
     if (rows > 0x7fffffffu) return cudaErrorInvalidConfiguration;
-    k_causal_softmax<<<(unsigned)rows, VDNN_THREADS, 0, s>>>(p, t);
+    VDNN_TYPED(t, T, k_causal_softmax<T><<<(unsigned)rows, VDNN_THREADS, 0, s>>>((T *)p, scores, cols));
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_causal_softmax_bwd(cudaStream_t s, float *ds, const float *p, const float *dp,
-                                                      size_t rows, int t)
+extern "C" cudaError_t vdnn_cuda_k_causal_softmax_bwd(cudaStream_t s, vdnn_cuda_type t, void *ds, const void *p,
+                                                      const void *dp, size_t rows, int cols)
 {
-    if (!rows || t <= 0) return cudaSuccess;
+    if (!rows || cols <= 0) return cudaSuccess;
     if (rows > 0x7fffffffu) return cudaErrorInvalidConfiguration;
-    k_causal_softmax_bwd<<<(unsigned)rows, VDNN_THREADS, 0, s>>>(ds, p, dp, t);
+    VDNN_TYPED(t, T,
+               k_causal_softmax_bwd<T><<<(unsigned)rows, VDNN_THREADS, 0, s>>>((T *)ds, (const T *)p, (const T *)dp,
+                                                                               cols));
     return cudaGetLastError();
 }

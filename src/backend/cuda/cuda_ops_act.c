@@ -43,7 +43,7 @@ static vdnn_status act_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args 
     float p, q;
     const vdnn_cuda_act act = act_of(&op->d, &p, &q);
     const size_t n = vdnn_shape_count(op->d.out);
-    return vdnn_cuda_check(vdnn_cuda_k_act_fwd(b->stream[VDNN_QUEUE_COMPUTE], act, a->y, a->x[0], n, p, q), err,
+    return vdnn_cuda_check(vdnn_cuda_k_act_fwd(b->stream[VDNN_QUEUE_COMPUTE], vdnn_cuda_type_of(&op->d), act, a->y, a->x[0], n, p, q), err,
                            "%s forward kernel (%zu values)", name, n);
 }
 
@@ -58,7 +58,7 @@ static vdnn_status act_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
     float p, q;
     const vdnn_cuda_act act = act_of(&op->d, &p, &q);
     const size_t n = vdnn_shape_count(op->d.out);
-    return vdnn_cuda_check(vdnn_cuda_k_act_bwd(b->stream[VDNN_QUEUE_COMPUTE], act, a->dx[0], v, a->dy, n, p, q), err,
+    return vdnn_cuda_check(vdnn_cuda_k_act_bwd(b->stream[VDNN_QUEUE_COMPUTE], vdnn_cuda_type_of(&op->d), act, a->dx[0], v, a->dy, n, p, q), err,
                            "%s backward kernel (%zu values)", name, n);
 }
 

@@ -22,7 +22,7 @@ static vdnn_status chmul_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "channel_mul forward: NULL %s", !a->y ? "output" : "input");
     const vdnn_shape s = op->d.in[0];
     const size_t planes = (size_t)s.n * (size_t)s.c, hw = (size_t)s.h * (size_t)s.w;
-    return vdnn_cuda_check(vdnn_cuda_k_chmul(b->stream[VDNN_QUEUE_COMPUTE], a->y, a->x[0], a->x[1], planes, hw), err,
+    return vdnn_cuda_check(vdnn_cuda_k_chmul(b->stream[VDNN_QUEUE_COMPUTE], vdnn_cuda_type_of(&op->d), a->y, a->x[0], a->x[1], planes, hw), err,
                            "channel_mul forward kernel (%zu planes of %zu)", planes, hw);
 }
 
@@ -37,10 +37,10 @@ static vdnn_status chmul_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_ar
     vdnn_status st = VDNN_OK;
     /* In stream order: ds has read dy before dx may overwrite it. */
     if (a->dx[1])
-        st = vdnn_cuda_check(vdnn_cuda_k_chmul_scale_grad(q, a->dx[1], a->dy, a->x[0], planes, hw), err,
+        st = vdnn_cuda_check(vdnn_cuda_k_chmul_scale_grad(q, vdnn_cuda_type_of(&op->d), a->dx[1], a->dy, a->x[0], planes, hw), err,
                              "channel_mul scale gradient kernel (%zu planes of %zu)", planes, hw);
     if (!st && a->dx[0])
-        st = vdnn_cuda_check(vdnn_cuda_k_chmul(q, a->dx[0], a->dy, a->x[1], planes, hw), err,
+        st = vdnn_cuda_check(vdnn_cuda_k_chmul(q, vdnn_cuda_type_of(&op->d), a->dx[0], a->dy, a->x[1], planes, hw), err,
                              "channel_mul input gradient kernel (%zu planes of %zu)", planes, hw);
     return st;
 }

@@ -5,8 +5,6 @@
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_kernels.h"
 
-static const float one = 1.0f, zero = 0.0f;
-
 static vdnn_status fc_check(const vdnn_op_desc *d, vdnn_error *err)
 {
     const vdnn_layer_params *p = &d->p;
@@ -21,48 +19,16 @@ static vdnn_status fc_check(const vdnn_op_desc *d, vdnn_error *err)
     return VDNN_OK;
 }
 
-/* Bytes of the 16-bit weights copy (0 for fp32 maps). */
-static size_t weights_copy_bytes(const vdnn_op_desc *d)
-{
-    if (!vdnn_cuda_half(d)) return 0;
-    return vdnn_cuda_align((size_t)d->p.filters * vdnn_cuda_image_values(d->in[0]) * vdnn_cuda_esize(d));
-}
+static size_t weight_values(const vdnn_op_desc *d) { return (size_t)d->p.filters * vdnn_cuda_image_values(d->in[0]); }
 
 static vdnn_status fc_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     vdnn_status st = fc_check(d, err);
     if (st) return st;
     /* cuBLAS keeps its own workspace (part of the backend's fixed overhead, not the plan's). */
-    const size_t wc = weights_copy_bytes(d);
+    const size_t wc = vdnn_cuda_weights_copy_bytes(d, weight_values(d));
     *info = (vdnn_op_info){.bwd_needs_x = true, .fwd_ws_bytes = wc, .bwd_ws_bytes = wc}; /* x: for the weight gradient */
     return VDNN_OK;
-}
-
-static cudaDataType_t blas_type(const vdnn_op_desc *d)
-{
-    return d->dtype == VDNN_DTYPE_BF16 ? CUDA_R_16BF : d->dtype == VDNN_DTYPE_F16 ? CUDA_R_16F : CUDA_R_32F;
-}
-
-/* The weights rounded to the maps' type in the workspace, for the next product on the compute queue. */
-static vdnn_status weights_copy(cuda_backend *b, const vdnn_op_desc *d, const vdnn_op_args *a, const char *what,
-                                vdnn_error *err)
-{
-    if (!a->ws) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: NULL workspace (%zu bytes needed)", what, weights_copy_bytes(d));
-    const size_t nw = (size_t)d->p.filters * vdnn_cuda_image_values(d->in[0]);
-    return vdnn_cuda_check(vdnn_cuda_k_convert(b->stream[VDNN_QUEUE_COMPUTE], a->ws, vdnn_cuda_type_of(d), a->w,
-                                               VDNN_CUDA_F32, nw, 0),
-                           err, "%s: weights copy kernel", what);
-}
-
-/* C = op(A) op(B) with A, B of the maps' type and C of type ct, accumulated in fp32. */
-static vdnn_status gemm_ex(cuda_backend *b, const vdnn_op_desc *d, cublasOperation_t ta, cublasOperation_t tb, int m,
-                           int n, int k, const void *A, int lda, const void *B, int ldb, void *C, cudaDataType_t ct,
-                           int ldc, const char *what, vdnn_error *err)
-{
-    const cudaDataType_t t = blas_type(d);
-    return vdnn_cublas_check(cublasGemmEx(b->cublas, ta, tb, m, n, k, &one, A, t, lda, B, t, ldb, &zero, C, ct, ldc,
-                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                             err, "%s: cublasGemmEx (%s, fp32 accumulation)", what, vdnn_dtype_name(d->dtype));
 }
 
 static vdnn_status fc_create(cuda_backend *b, vdnn_op *op, vdnn_error *err) { return fc_check(&op->d, err); }
@@ -84,18 +50,12 @@ static vdnn_status fc_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *
     if (d->p.bias && !a->b) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fc forward: NULL bias");
     int n, k, o;
     dims(d, &n, &k, &o);
-    vdnn_status st;
+    const void *w;
     /* y (N,O) = x (N,K) W^T; column-major: y^T (O,N) = W (O,K, stored as KxO: op T) * x^T (K,N). */
-    if (vdnn_cuda_half(d)) {
-        st = weights_copy(b, d, a, "fc forward", err);
-        if (!st)
-            st = gemm_ex(b, d, CUBLAS_OP_T, CUBLAS_OP_N, o, n, k, a->ws, k, a->x[0], k, a->y, blas_type(d), o,
-                         "fc forward", err);
-    } else {
-        st = vdnn_cublas_check(cublasSgemm(b->cublas, CUBLAS_OP_T, CUBLAS_OP_N, o, n, k, &one, a->w, k, a->x[0], k,
-                                           &zero, a->y, o),
-                               err, "fc forward: cublasSgemm (%dx%d by %dx%d)", n, k, k, o);
-    }
+    vdnn_status st = vdnn_cuda_weights_for(b, d, a, weight_values(d), &w, "fc forward", err);
+    if (!st)
+        st = vdnn_cuda_gemm(b, d->dtype, CUBLAS_OP_T, CUBLAS_OP_N, o, n, k, 1.0f, w, k, a->x[0], k, a->y, d->dtype, o,
+                            "fc forward", err);
     if (!st && d->p.bias)
         st = vdnn_cuda_check(vdnn_cuda_k_bias_add(b->stream[VDNN_QUEUE_COMPUTE], vdnn_cuda_type_of(d), a->y, a->b, n, o, 1),
                              err, "fc forward: bias kernel");
@@ -111,29 +71,20 @@ static vdnn_status fc_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args 
     int n, k, o;
     dims(d, &n, &k, &o);
     vdnn_status st = VDNN_OK;
-    const bool half = vdnn_cuda_half(d);
     if (a->dx[0]) {
         if (!a->w) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fc backward: NULL weights");
+        const void *w;
         /* dx (N,K) = dy (N,O) W (O,K); column-major: dx^T (K,N) = W^T (K,O: as stored) * dy^T (O,N: as stored). */
-        if (half) {
-            st = weights_copy(b, d, a, "fc backward-data", err);
-            if (!st)
-                st = gemm_ex(b, d, CUBLAS_OP_N, CUBLAS_OP_N, k, n, o, a->ws, k, a->dy, o, a->dx[0], blas_type(d), k,
-                             "fc backward-data", err);
-        } else {
-            st = vdnn_cublas_check(cublasSgemm(b->cublas, CUBLAS_OP_N, CUBLAS_OP_N, k, n, o, &one, a->w, k, a->dy, o,
-                                               &zero, a->dx[0], k),
-                                   err, "fc backward-data: cublasSgemm");
-        }
+        st = vdnn_cuda_weights_for(b, d, a, weight_values(d), &w, "fc backward-data", err);
+        if (!st)
+            st = vdnn_cuda_gemm(b, d->dtype, CUBLAS_OP_N, CUBLAS_OP_N, k, n, o, 1.0f, w, k, a->dy, o, a->dx[0], d->dtype,
+                                k, "fc backward-data", err);
     }
-    /* dW (O,K) = dy^T (O,N) x (N,K); column-major: dW^T (K,O) = x^T (K,N: as stored) * dy (N,O: stored O x N, op T). */
-    if (!st && half)
-        st = gemm_ex(b, d, CUBLAS_OP_N, CUBLAS_OP_T, k, o, n, a->x[0], k, a->dy, o, a->dw, CUDA_R_32F, k,
-                     "fc backward-weights", err);
-    else if (!st)
-        st = vdnn_cublas_check(cublasSgemm(b->cublas, CUBLAS_OP_N, CUBLAS_OP_T, k, o, n, &one, a->x[0], k, a->dy, o,
-                                           &zero, a->dw, k),
-                               err, "fc backward-weights: cublasSgemm");
+    /* dW (O,K) = dy^T (O,N) x (N,K); column-major: dW^T (K,O) = x^T (K,N: as stored) * dy (N,O: stored O x N, op T);
+     * in fp32 whatever the maps' type. */
+    if (!st)
+        st = vdnn_cuda_gemm(b, d->dtype, CUBLAS_OP_N, CUBLAS_OP_T, k, o, n, 1.0f, a->x[0], k, a->dy, o, a->dw,
+                            VDNN_DTYPE_F32, k, "fc backward-weights", err);
     if (!st && d->p.bias)
         st = vdnn_cuda_check(vdnn_cuda_k_bias_grad(b->stream[VDNN_QUEUE_COMPUTE], vdnn_cuda_type_of(d), b->sum_scratch,
                                                    VDNN_CUDA_SUM_SCRATCH_BYTES, a->db, a->dy, n, o, 1),

@@ -48,7 +48,7 @@ static vdnn_status win_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args 
     if (st) return st;
     const bool max = op->d.kind == VDNN_LAYER_MAXPOOL;
     /* Without aux (evaluation) max pooling keeps no argmax. */
-    return vdnn_cuda_check(vdnn_cuda_k_pool_win_fwd(b->stream[VDNN_QUEUE_COMPUTE], max, a->y, max ? (int32_t *)a->aux : NULL,
+    return vdnn_cuda_check(vdnn_cuda_k_pool_win_fwd(b->stream[VDNN_QUEUE_COMPUTE], vdnn_cuda_type_of(&op->d), max, a->y, max ? (int32_t *)a->aux : NULL,
                                                     a->x[0], geom(&op->d), op->d.p.exclude_pad),
                            err, "%s forward kernel (own windows)", name);
 }
@@ -60,7 +60,7 @@ static vdnn_status win_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
     if (!a->dx[0]) return VDNN_OK;
     if (!a->dy || (max && !a->aux))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s backward: NULL %s", name, a->dy ? "argmax (aux)" : "dy");
-    return vdnn_cuda_check(vdnn_cuda_k_pool_win_bwd(b->stream[VDNN_QUEUE_COMPUTE], max, a->dx[0], a->dy,
+    return vdnn_cuda_check(vdnn_cuda_k_pool_win_bwd(b->stream[VDNN_QUEUE_COMPUTE], vdnn_cuda_type_of(&op->d), max, a->dx[0], a->dy,
                                                     (const int32_t *)a->aux, geom(&op->d), op->d.p.exclude_pad),
                            err, "%s backward kernel (own windows)", name);
 }
