@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One lent GPU session's work in one command: find CUDA, cuDNN and cuBLAS on the machine (system toolkit or the
 # NVIDIA Python wheels), build vdnn and its tests with the CUDA backend into build-gpu/, run the GPU tests, a
-# training smoke run per policy, then (STAGES containing "bench") bench/gpu-vs-pytorch.sh on the built binary.
+# training smoke run per policy, then (STAGES containing "seqbench") bench/sequence-vs-pytorch.sh on the GPU in fp32
+# and bf16 (gpt2-small at 1024 tokens, gpt-mini), and (STAGES containing "bench") bench/gpu-vs-pytorch.sh.
 #
 #     bash bench/gpu-session.sh OUTDIR        (STAGES="build test smoke bench", the default;
 #                                              BUILD_TARGETS="a b" builds only those targets: the command is
@@ -9,7 +10,7 @@
 #                                              PRECISION=bf16 runs the bench in bf16 against PyTorch's autocast)
 #
 # OUTDIR gets few files, since a lent machine hands back at most 8: ctest.log, smoke.log, build.log (only when the
-# build failed) and the bench's report, results.json and work.tar.gz; the environment and the build's summary go
+# build failed), seqbench.log and the bench's report, results.json and work.tar.gz; the environment and the build's summary go
 # to stdout (tee it into OUTDIR too). Libraries the machine
 # lacks (oneDNN, OpenBLAS, zlib, cmocka) come from .debs/ (bash bench/gpu-vs-pytorch.sh --fetch-debs where apt
 # works); cuDNN/NCCL headers the machine lacks from .gpu-deps/include (copied from a toolkit elsewhere).
@@ -149,6 +150,18 @@ if has_stage smoke; then
     # One line per run: the model, policy and final loss; runs of one model that should agree show the same loss.
     awk '/^== /{name=$0} /^\{/{match($0, /"final_loss": [^,]*/); print name, substr($0, RSTART, RLENGTH)}' \
         "$OUTDIR/smoke.log"
+fi
+
+if has_stage seqbench; then
+    # Transformers on the GPU against their PyTorch twin (bench/seq_torch.py: attention written out as vdnn computes
+    # it), both sides in-core, fp32 (TF32 on both) then bf16 against autocast; SEQ_CASES overrides the cases.
+    for prec in fp32 bf16; do
+        DEVICE=cuda PRECISION=$prec VDNN=$VDNN STEPS=${SEQ_STEPS:-20} REPEATS=${SEQ_REPEATS:-2} \
+            CASES=${SEQ_CASES:-"gpt2-small:1024:8 gpt-mini:64:32"} timeout 200 bash bench/sequence-vs-pytorch.sh \
+            >>"$OUTDIR/seqbench.log" 2>&1
+        echo "seqbench $prec: exit $? after $(elapsed) s"
+    done
+    grep -E '^(device|gpt|lstm|ratio)' "$OUTDIR/seqbench.log"
 fi
 
 if has_stage bench; then

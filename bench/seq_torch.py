@@ -3,8 +3,10 @@
 steps, so bench/sequence-vs-pytorch.sh compares the very same network, batch, sequence length, threads and
 optimizer. Usage:
   seq_torch.py MODEL.cfg --seq-len T --batch B --steps S --threads N [--optimizer adamw|sgd] [--warmup W]
-               [--autocast bf16]
-Prints one JSON object: {"tokens_per_sec": ..., "step_seconds": (median), "steps": ...}.
+               [--device cpu|cuda] [--autocast bf16|fp16]
+Prints one JSON object: {"tokens_per_sec": ..., "step_seconds": (median), "steps": ...}. On CUDA each step is
+bracketed by torch.cuda.synchronize(), TF32 is on for matrix products (vdnn's default), and fp16 autocast scales the
+loss with a GradScaler (vdnn's dynamic loss scaling).
 Attention is written out as vdnn computes it (scores, causal softmax, probabilities times values), not
 with a fused kernel, so both sides do the same arithmetic.
 """
@@ -48,6 +50,8 @@ class SeqNet(nn.Module):
             elif kind == "linear":
                 out = vocab if d["outputs"] == "classes" else int(d["outputs"])
                 self.mods[key] = nn.Linear(f, out, bias=d.get("bias", "1") != "0")
+                if d.get("tie"):  # the output projection shares the embedding's table (GPT-2's weight tying)
+                    self.mods[key].weight = self.mods[d["tie"].replace(".", "_")].weight
             elif kind == "attn_probs":
                 self.heads[name] = int(d["heads"])
                 out = None
@@ -119,26 +123,45 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
-    ap.add_argument("--autocast", choices=["bf16"], help='forward under torch.autocast("cpu", torch.bfloat16)')
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--autocast", choices=["bf16", "fp16"],
+                    help="forward under torch.autocast(device, bfloat16 or float16); fp16 on CUDA only")
     a = ap.parse_args()
+    if a.autocast == "fp16" and a.device != "cuda":
+        ap.error("--autocast fp16 needs --device cuda")
     if a.threads:
         torch.set_num_threads(a.threads)
+    cuda = a.device == "cuda"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True
     torch.manual_seed(1)
-    net = SeqNet(a.model, a.seq_len)
+    net = SeqNet(a.model, a.seq_len).to(a.device)
     vocab = int(parse_cfg(a.model)[0]["classes"])
     if a.optimizer == "adamw":
         opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=0.01)
     else:
         opt = torch.optim.SGD(net.parameters(), lr=a.lr, momentum=0.9)
-    tokens = torch.randint(0, vocab, (a.batch, a.seq_len))
-    targets = torch.randint(0, vocab, (a.batch, a.seq_len))
+    tokens = torch.randint(0, vocab, (a.batch, a.seq_len), device=a.device)
+    targets = torch.randint(0, vocab, (a.batch, a.seq_len), device=a.device)
+    half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.autocast)
+    scaler = None
+    if a.autocast == "fp16":  # torch.amp.GradScaler from PyTorch 2.3 on, CUDA's before
+        gs = getattr(torch.amp, "GradScaler", None)
+        scaler = gs("cuda") if gs else torch.cuda.amp.GradScaler()
 
     def step():
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast == "bf16"):
+        with torch.autocast(a.device, dtype=half or torch.bfloat16, enabled=half is not None):
             loss = net(tokens, targets)
-        loss.backward()
-        opt.step()
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        if cuda:
+            torch.cuda.synchronize()
 
     for _ in range(a.warmup):
         step()
@@ -150,7 +173,8 @@ def main():
     med = statistics.median(times)
     print(json.dumps({"tokens_per_sec": a.batch * a.seq_len / med, "step_seconds": med, "steps": a.steps,
                       "torch": torch.__version__, "threads": torch.get_num_threads(), "optimizer": a.optimizer,
-                      "autocast": a.autocast}))
+                      "autocast": a.autocast, "device": a.device,
+                      "gpu": torch.cuda.get_device_name() if cuda else None}))
 
 
 if __name__ == "__main__":
