@@ -2,7 +2,7 @@
 # One lent GPU session's work in one command: find CUDA, cuDNN and cuBLAS on the machine (system toolkit or the
 # NVIDIA Python wheels), build vdnn and its tests with the CUDA backend into build-gpu/, run the GPU tests, a
 # training smoke run per policy, then (STAGES containing "seqbench") bench/sequence-vs-pytorch.sh on the GPU in fp32
-# and bf16 (gpt2-small at 1024 tokens, gpt-mini), and (STAGES containing "bench") bench/gpu-vs-pytorch.sh.
+# and bf16 (gpt2-small at 1024 tokens, gpt-mini, lstm-lm), and (STAGES containing "bench") bench/gpu-vs-pytorch.sh.
 #
 #     bash bench/gpu-session.sh OUTDIR        (STAGES="build test smoke bench", the default;
 #                                              BUILD_TARGETS="a b" builds only those targets: the command is
@@ -137,13 +137,17 @@ if has_stage smoke; then
             echo "smoke $m $p: exit $?"
         done
     done
-    # gpt-mini with 16-bit maps (the sequence ops' bf16/fp16 kernels, tensor-core GEMMs): every policy in-core's loss.
-    for prec in bf16 fp16; do
-        for p in none all recompute auto; do
-            echo "== gpt-mini $prec --policy $p" >>"$OUTDIR/smoke.log"
-            timeout 120 "$VDNN" train --device cuda --model gpt-mini --data text:/tmp/vdnn-text.txt --batch 16 \
-                --steps 20 --optimizer adamw --lr 0.001 --precision $prec --policy $p --json >>"$OUTDIR/smoke.log" 2>&1
-            echo "smoke gpt-mini $prec $p: exit $?"
+    # With 16-bit maps (the sequence ops' bf16/fp16 kernels and tensor-core GEMMs, the LSTM chunk widened into its
+    # fp32 code): every policy in-core's loss.
+    for m in gpt-mini lstm-lm; do
+        for prec in bf16 fp16; do
+            for p in none all recompute auto; do
+                echo "== $m $prec --policy $p" >>"$OUTDIR/smoke.log"
+                timeout 120 "$VDNN" train --device cuda --model $m --data text:/tmp/vdnn-text.txt --batch 16 \
+                    --steps 20 --optimizer adamw --lr 0.001 --precision $prec --policy $p --json \
+                    >>"$OUTDIR/smoke.log" 2>&1
+                echo "smoke $m $prec $p: exit $?"
+            done
         done
     done
     echo "smoke sequence models: after $(elapsed) s"
@@ -157,7 +161,7 @@ if has_stage seqbench; then
     # it), both sides in-core, fp32 (TF32 on both) then bf16 against autocast; SEQ_CASES overrides the cases.
     for prec in fp32 bf16; do
         DEVICE=cuda PRECISION=$prec VDNN=$VDNN STEPS=${SEQ_STEPS:-20} REPEATS=${SEQ_REPEATS:-2} \
-            CASES=${SEQ_CASES:-"gpt2-small:1024:8 gpt-mini:64:32"} timeout 200 bash bench/sequence-vs-pytorch.sh \
+            CASES=${SEQ_CASES:-"gpt2-small:1024:8 gpt-mini:64:32 lstm-lm:128:32"} timeout 200 bash bench/sequence-vs-pytorch.sh \
             >>"$OUTDIR/seqbench.log" 2>&1
         echo "seqbench $prec: exit $? after $(elapsed) s"
     done

@@ -1,6 +1,6 @@
 /* The CUDA backend's sequence-model and mixed-precision training pieces on a GPU (docs/cuda.md): AdamW and the finite
  * check against the CPU backend's, gpt-mini trained with AdamW on CUDA against the CPU and bitwise equal under two
- * memory policies (and in bf16 and fp16 under three), lstm-lm likewise under three, and fp16 training with dynamic
+ * memory policies, lstm-lm likewise under three, both in bf16 and fp16 under three, and fp16 training with dynamic
  * loss scaling (an overflowing scale skips steps and counts them). The ops themselves are compared with
  * the CPU by the op harness (test_ops_cuda). Without a usable GPU every case skips and the program exits 77 with
  * the reason. */
@@ -232,42 +232,50 @@ static void test_gpt_training(void **state)
     vdnn_graph_free(g);
 }
 
-/* gpt-mini with bf16 and with fp16 maps (the sequence ops' 16-bit kernels and tensor-core GEMMs), three AdamW steps:
- * bitwise the same losses and parameters under policies all and recompute as under none, and the first loss (before
- * any update) within the type's rounding of the fp32 CPU's. */
-static void test_gpt_training_16bit(void **state)
+/* gpt-mini and lstm-lm with bf16 and with fp16 maps (the sequence ops' 16-bit kernels and tensor-core GEMMs, the
+ * LSTM chunk widened into its fp32 code), three AdamW steps: bitwise the same losses and parameters under policies
+ * all and recompute as under none, and the first loss (before any update) within the type's rounding of the fp32
+ * CPU's. */
+static void seq_training_16bit(const char *model, int seq)
 {
-    GPU_OR_SKIP();
-    vdnn_graph_t *g = vt_load_zoo("gpt-mini");
+    vdnn_graph_t *g = vt_load_zoo(model);
     vdnn_backend_t *be = gpu(), *c = cpu();
     gpt_run ref;
-    seq_train(c, g, GPT_SEQ, VDNN_POLICY_NONE, &ref);
+    seq_train(c, g, seq, VDNN_POLICY_NONE, &ref);
     const vdnn_precision precs[2] = {VDNN_PRECISION_BF16, VDNN_PRECISION_FP16};
     for (int k = 0; k < 2; k++) {
         gpt_run none, all, rec;
-        seq_train_as(be, g, GPT_SEQ, VDNN_POLICY_NONE, precs[k], &none);
-        seq_train_as(be, g, GPT_SEQ, VDNN_POLICY_ALL, precs[k], &all);
-        seq_train_as(be, g, GPT_SEQ, VDNN_POLICY_RECOMPUTE, precs[k], &rec);
+        seq_train_as(be, g, seq, VDNN_POLICY_NONE, precs[k], &none);
+        seq_train_as(be, g, seq, VDNN_POLICY_ALL, precs[k], &all);
+        seq_train_as(be, g, seq, VDNN_POLICY_RECOMPUTE, precs[k], &rec);
         const char *name = vdnn_precision_name(precs[k]);
         assert_int_equal(none.n, all.n);
         assert_int_equal(none.n, rec.n);
-        if (memcmp(none.params, all.params, none.n * sizeof(float))) fail_msg("%s: policy all differs from none", name);
+        if (memcmp(none.params, all.params, none.n * sizeof(float)))
+            fail_msg("%s %s: policy all differs from none", model, name);
         if (memcmp(none.params, rec.params, none.n * sizeof(float)))
-            fail_msg("%s: policy recompute differs from none", name);
+            fail_msg("%s %s: policy recompute differs from none", model, name);
         assert_memory_equal(none.loss, all.loss, sizeof none.loss);
         assert_memory_equal(none.loss, rec.loss, sizeof none.loss);
         for (int s = 0; s < GPT_STEPS; s++)
-            printf("%s step %d: loss %.7f on cuda, fp32 %.7f on the cpu\n", name, s, (double)none.loss[s],
+            printf("%s %s step %d: loss %.7f on cuda, fp32 %.7f on the cpu\n", model, name, s, (double)none.loss[s],
                    (double)ref.loss[s]);
         const double tol = precs[k] == VDNN_PRECISION_BF16 ? 2e-2 : 4e-3;
         if (!(fabs((double)none.loss[0] - (double)ref.loss[0]) <= tol * fabs((double)ref.loss[0])))
-            fail_msg("%s: first loss %.7f vs fp32 %.7f", name, (double)none.loss[0], (double)ref.loss[0]);
+            fail_msg("%s %s: first loss %.7f vs fp32 %.7f", model, name, (double)none.loss[0], (double)ref.loss[0]);
         free(none.params), free(all.params), free(rec.params);
     }
     free(ref.params);
     vdnn_backend_destroy(c);
     vdnn_backend_destroy(be);
     vdnn_graph_free(g);
+}
+
+static void test_seq_training_16bit(void **state)
+{
+    GPU_OR_SKIP();
+    seq_training_16bit("gpt-mini", GPT_SEQ);
+    seq_training_16bit("lstm-lm", LSTM_SEQ);
 }
 
 /* lstm-lm (the CUDA LSTM ops: chunks, parameter tensors, gathers), three AdamW steps: the losses as the CPU's (same
@@ -373,7 +381,7 @@ int main(void)
         cmocka_unit_test(test_adamw_vs_cpu),
         cmocka_unit_test(test_all_finite),
         cmocka_unit_test(test_gpt_training),
-        cmocka_unit_test(test_gpt_training_16bit),
+        cmocka_unit_test(test_seq_training_16bit),
         cmocka_unit_test(test_lstm_training),
         cmocka_unit_test(test_fp16_loss_scaling),
     };

@@ -340,12 +340,11 @@ static void test_bf16_info(void **state)
         vdnn_op_desc d = cases[i].d;
         vt_assert_ok(be->ops->op_query(be, &d, &f32, &err), err);
         d.dtype = VDNN_DTYPE_BF16;
-        /* The ops ONNX import brought run in bf16 on both backends (CUDA's rule, vdnn_op_check_fp32_only, is shared
-         * and so checked here); on the CPU own-window pooling keeps an fp32 copy of dx in its backward workspace. */
+        /* The ops ONNX import brought run in bf16 (on CUDA too); on the CPU own-window pooling keeps an fp32 copy of
+         * dx in its backward workspace. */
         const bool act = d.kind >= VDNN_LAYER_SIGMOID && d.kind <= VDNN_LAYER_CHANNEL_MUL;
         const bool own_pool =
             (d.kind == VDNN_LAYER_MAXPOOL || d.kind == VDNN_LAYER_AVGPOOL) && vdnn_pool_own_windows(&d);
-        vt_assert_ok(vdnn_op_check_fp32_only(&d, "cuda", &err), err);
         if (act || own_pool) {
             vt_assert_ok(be->ops->op_query(be, &d, &info, &err), err);
             if (own_pool && info.bwd_ws_bytes != vdnn_shape_count(d.in[0]) * sizeof(float))
@@ -416,12 +415,6 @@ static void test_sequence_ops(void **state)
                      info.bwd_needs_x, info.bwd_needs_y, info.inplace_ok, info.aux_bytes, cases[i].needs_x,
                      cases[i].needs_y, cases[i].inplace, cases[i].aux);
         vdnn_op_desc d = cases[i].d;
-        d.dtype = VDNN_DTYPE_BF16;
-        /* CUDA's rule (shared, so checked here too): the transformer's ops and the token-wise loss take 16-bit maps,
-         * the LSTM's (test_lstm_ops) do not. */
-        vt_assert_ok(vdnn_op_check_fp32_only(&d, "cuda", &err), err);
-        d.dtype = VDNN_DTYPE_F16;
-        vt_assert_ok(vdnn_op_check_fp32_only(&d, "cuda", &err), err);
         d.dtype = VDNN_DTYPE_BF16;
         /* The CPU runs them in bf16 (widened to its fp32 code: room for the fp32 copies in the workspaces; the loss
          * recomputes its softmax from the logits instead). */
@@ -507,10 +500,6 @@ static void test_lstm_ops(void **state)
         vdnn_op_info half;
         vt_assert_ok(be->ops->op_query(be, &b, &info, &err), err);
         b.dtype = VDNN_DTYPE_BF16;
-        /* CUDA's rule (shared): the LSTM's ops are fp32 only there, refused naming the op and the type. */
-        vt_assert_error(vdnn_op_check_fp32_only(&b, "cuda", &err), err, VDNN_ERR_UNSUPPORTED, "only fp32 maps");
-        assert_non_null(strstr(err.msg, vdnn_layer_kind_name(b.kind)));
-        assert_non_null(strstr(err.msg, "bf16"));
         vt_assert_ok(be->ops->op_query(be, &b, &half, &err), err);
         const size_t aux = b.kind == VDNN_LAYER_LSTM ? info.aux_bytes / 2 : info.aux_bytes;
         if (half.bwd_needs_x != info.bwd_needs_x || half.bwd_needs_y != info.bwd_needs_y || half.aux_bytes != aux ||

@@ -153,13 +153,6 @@ static bool runs_type(const harness_backend *hb, const vt_op_case *c)
 static bool applies(const harness_backend *hb, const vt_op_case *c)
 {
     if (hb->portable) return runs_type(hb, c);
-    /* The LSTM's ops are fp32 only on CUDA (vdnn_op_check_fp32_only); test_op_contract checks the refusal. The CPU
-     * runs them in bf16, so its bf16 entries test them. */
-    vdnn_op_desc d16 = c->d;
-    d16.dtype = VDNN_DTYPE_BF16;
-    if (hb->cb.dtype != VDNN_DTYPE_F32 && strncmp(hb->cb.name, "cpu", 3) &&
-        vdnn_op_check_fp32_only(&d16, "", &(vdnn_error){0}))
-        return false;
     if (hb->chunked) return chunked_case(&c->d);
     return !hb->conv_only || c->d.kind == VDNN_LAYER_CONV;
 }

@@ -117,13 +117,6 @@ bool vdnn_pool_own_windows(const vdnn_op_desc *d)
     return grown || excluded;
 }
 
-vdnn_status vdnn_op_check_fp32_only(const vdnn_op_desc *d, const char *backend, vdnn_error *err)
-{
-    if (d->dtype == VDNN_DTYPE_F32 || (d->kind != VDNN_LAYER_LSTM && d->kind != VDNN_LAYER_SEQ_CAT)) return VDNN_OK;
-    return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "%s %s: only fp32 maps for now (no %s path yet)", backend,
-                     vdnn_layer_kind_name(d->kind), vdnn_dtype_name(d->dtype));
-}
-
 vdnn_status vdnn_op_check_token_ids(const vdnn_op_desc *d, vdnn_error *err)
 {
     if (d->kind != VDNN_LAYER_EMBED || d->dtype == VDNN_DTYPE_F32) return VDNN_OK;

@@ -25,10 +25,6 @@ vdnn_status vdnn_op_check_pool(const vdnn_op_desc *d, vdnn_error *err);
  * last window clipped at the border, or average pooling leaves padding out of its divisor where there is some.
  * The backends run these on their own window loops. */
 bool vdnn_pool_own_windows(const vdnn_op_desc *d);
-/* The LSTM chunk and seq_cat (the LSTM models' gather) have fp32 kernels only on CUDA: with 16-bit maps it refuses
- * them (VDNN_ERR_UNSUPPORTED naming the op) rather than read 16-bit values as floats. The CPU backend runs them in
- * bf16 (widened to its fp32 code). */
-vdnn_status vdnn_op_check_fp32_only(const vdnn_op_desc *d, const char *backend, vdnn_error *err);
 /* Token ids reach embed as values of the data map: with 16-bit maps a vocabulary whose ids the type does not hold
  * exactly (above 257 in bf16, 2049 in fp16) is refused, naming the op. */
 vdnn_status vdnn_op_check_token_ids(const vdnn_op_desc *d, vdnn_error *err);

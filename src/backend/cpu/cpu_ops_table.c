@@ -89,7 +89,7 @@ static vdnn_status lookup(const cpu_backend *be, const vdnn_op_desc *d, const cp
     if (!shape_ok(d->out))
         return vdnn_fail(err, VDNN_ERR_SHAPE, "cpu op: output has shape %dx%dx%dx%d", d->out.n, d->out.c, d->out.h,
                          d->out.w);
-    /* The ONNX-brought ops (vdnn_op_check_fp32_only) have bf16 loops here, unlike on CUDA. */
+    /* The ONNX-brought ops have bf16 loops here. */
     if (d->dtype == VDNN_DTYPE_BF16 && bf16_anywhere(d)) return VDNN_OK;
     return vdnn_cpu_check_dtype(be, d->dtype, vdnn_layer_kind_name(d->kind), err);
 }

@@ -79,9 +79,15 @@ extern const cuda_op_impl vdnn_cuda_op_layernorm;
 extern const cuda_op_impl vdnn_cuda_op_linear;
 extern const cuda_op_impl vdnn_cuda_op_attn_probs;
 extern const cuda_op_impl vdnn_cuda_op_attn_mix;
-/* LSTM, fp32 (cuda_ops_lstm.c): a chunk of time steps, the parameters as a tensor, the gather of chunks along time. */
+/* LSTM (cuda_ops_lstm.c): a chunk of time steps, the parameters as a tensor, the gather of chunks along time. */
 extern const cuda_op_impl vdnn_cuda_op_lstm;
 extern const cuda_op_impl vdnn_cuda_op_seq_cat;
+/* The chunk with 16-bit maps, widened into the fp32 chunk `fp32` a group of samples at a time (cuda_ops_lstm_half.c). */
+vdnn_status vdnn_cuda_lstm_half_query(const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err);
+vdnn_status vdnn_cuda_lstm_half_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, const cuda_op_impl *fp32,
+                                        vdnn_error *err);
+vdnn_status vdnn_cuda_lstm_half_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args *a, const cuda_op_impl *fp32,
+                                         vdnn_error *err);
 
 /* Turn a CUDA / cuDNN / cuBLAS status into a vdnn error; the message names the call (printf-style)
  * and the library's own description. VDNN_OK on success; nothing is formatted then. */

@@ -6,6 +6,7 @@
 #include "cuda_kernels_lstm.h"
 
 #include "cuda_launch.cuh"
+#include "cuda_types.cuh"
 
 namespace {
 
@@ -81,14 +82,15 @@ __global__ void k_cell_bwd(float *dg, const float *g, const float *y, long long 
     }
 }
 
-__global__ void k_rows_copy(float *dst, long long ld_dst, long long batch_dst, int dst_w, const float *src,
-                            long long ld_src, long long batch_src, int n, int t, int cols)
+template <typename T>
+__global__ void k_rows_copy(T *dst, long long ld_dst, long long batch_dst, int dst_w, const T *src, long long ld_src,
+                            long long batch_src, int n, int t, int cols)
 {
     const size_t total = (size_t)n * (size_t)t * (size_t)dst_w;
     for (size_t e = vdnn_tid(); e < total; e += vdnn_nthreads()) {
         const long long j = (long long)(e % (size_t)dst_w), r = (long long)(e / (size_t)dst_w);
         const long long k = r / t, s = r % t;
-        dst[k * batch_dst + s * ld_dst + j] = j < cols ? src[k * batch_src + s * ld_src + j] : 0.0f;
+        dst[k * batch_dst + s * ld_dst + j] = j < cols ? src[k * batch_src + s * ld_src + j] : vdnn_st<T>(0.0f);
     }
 }
 
@@ -132,12 +134,15 @@ extern "C" cudaError_t vdnn_cuda_k_lstm_cell_bwd(cudaStream_t s, float *dg, cons
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t vdnn_cuda_k_rows_copy(cudaStream_t s, float *dst, long long ld_dst, long long batch_dst,
-                                             int dst_w, const float *src, long long ld_src, long long batch_src, int n,
-                                             int t, int cols)
+extern "C" cudaError_t vdnn_cuda_k_rows_copy(cudaStream_t s, vdnn_cuda_type type, void *dst, long long ld_dst,
+                                             long long batch_dst, int dst_w, const void *src, long long ld_src,
+                                             long long batch_src, int n, int t, int cols)
 {
     const size_t total = (size_t)n * (size_t)t * (size_t)dst_w;
-    k_rows_copy<<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>(dst, ld_dst, batch_dst, dst_w, src, ld_src, batch_src, n,
-                                                            t, cols);
+    if (!total) return cudaSuccess;
+    VDNN_TYPED(type, T,
+               k_rows_copy<T><<<vdnn_blocks(total), VDNN_THREADS, 0, s>>>((T *)dst, ld_dst, batch_dst, dst_w,
+                                                                          (const T *)src, ld_src, batch_src, n, t,
+                                                                          cols));
     return cudaGetLastError();
 }

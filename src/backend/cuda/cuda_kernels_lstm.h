@@ -1,6 +1,6 @@
-/* Launchers of the CUDA kernels of the LSTM ops (cuda_kernels_lstm.cu; written without a GPU, never run on one):
- * the gate nonlinearities and cell update of one step, their gradient, and the row copies of seq_cat. fp32 only;
- * each enqueues on `s` and returns the launch status. Every value has one writer (no atomics), so results repeat
+/* Launchers of the CUDA kernels of the LSTM ops (cuda_kernels_lstm.cu):
+ * the gate nonlinearities and cell update of one step and their gradient (fp32), and the row copies of seq_cat (any
+ * map type). Each enqueues on `s` and returns the launch status. Every value has one writer (no atomics), so results repeat
  * bit for bit. Matrices are row-major, as the CPU backend's (cpu_ops_lstm.c). */
 #ifndef VDNN_BACKEND_CUDA_KERNELS_LSTM_H
 #define VDNN_BACKEND_CUDA_KERNELS_LSTM_H
@@ -8,6 +8,8 @@
 #include <stddef.h>
 
 #include <cuda_runtime.h>
+
+#include "cuda_kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,9 +39,10 @@ cudaError_t vdnn_cuda_k_lstm_cell_bwd(cudaStream_t s, float *dg, const float *g,
                                       const float *dm, float *dcc, int b, int h, int p);
 
 /* dst[n, t, j] = src[n, t, j] for j < cols and 0 for cols <= j < dst_w: n batches of t rows, rows ld_src and
- * ld_dst apart, batches batch_src and batch_dst apart (seq_cat's gather and its gradient). */
-cudaError_t vdnn_cuda_k_rows_copy(cudaStream_t s, float *dst, long long ld_dst, long long batch_dst, int dst_w,
-                                  const float *src, long long ld_src, long long batch_src, int n, int t, int cols);
+ * ld_dst apart, batches batch_src and batch_dst apart (seq_cat's gather and its gradient), values of type `type`. */
+cudaError_t vdnn_cuda_k_rows_copy(cudaStream_t s, vdnn_cuda_type type, void *dst, long long ld_dst, long long batch_dst,
+                                  int dst_w, const void *src, long long ld_src, long long batch_src, int n, int t,
+                                  int cols);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-/* The LSTM ops on CUDA (fp32; written without a GPU, never run on one: docs/cuda.md): one chunk of time steps with
+/* The LSTM ops on CUDA (fp32; bf16 and fp16 maps widened into it by cuda_ops_lstm_half.c): one chunk of time steps with
  * cuBLAS SGEMMs (the input projection of all steps in one strided-batched call over the sequences, one recurrent
  * GEMM per step, one more with a projection) around small kernels for the gates, the parameters as a tensor, and
  * seq_cat. Shapes, flags, aux and workspaces are the CPU backend's (cpu_ops_lstm.c, docs/sequence.md "LSTM"), so
@@ -265,7 +265,26 @@ static vdnn_status lstm_backward(cuda_backend *be, vdnn_op *op, const vdnn_op_ar
     return st;
 }
 
-const cuda_op_impl vdnn_cuda_op_lstm = {.query = lstm_query, .forward = lstm_forward, .backward = lstm_backward};
+/* fp32 maps run the chunk as above; bf16 and fp16 maps widened into it (cuda_ops_lstm_half.c). */
+static const cuda_op_impl fp32_chunk = {.query = lstm_query, .forward = lstm_forward, .backward = lstm_backward};
+
+static vdnn_status any_query(cuda_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
+{
+    return vdnn_cuda_half(d) ? vdnn_cuda_lstm_half_query(d, info, err) : lstm_query(be, d, info, err);
+}
+
+static vdnn_status any_forward(cuda_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    return vdnn_cuda_half(&op->d) ? vdnn_cuda_lstm_half_forward(be, op, a, &fp32_chunk, err) : lstm_forward(be, op, a, err);
+}
+
+static vdnn_status any_backward(cuda_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    return vdnn_cuda_half(&op->d) ? vdnn_cuda_lstm_half_backward(be, op, a, &fp32_chunk, err)
+                                  : lstm_backward(be, op, a, err);
+}
+
+const cuda_op_impl vdnn_cuda_op_lstm = {.query = any_query, .forward = any_forward, .backward = any_backward};
 
 /* ---- seq_cat: inputs' first `cols` columns, one after another along time ---- */
 
@@ -286,8 +305,8 @@ static vdnn_status cat_forward(cuda_backend *be, vdnn_op *op, const vdnn_op_args
     long long at = 0;
     for (int i = 0; i < d->n_inputs && !st; i++) {
         const vdnn_shape x = d->in[i];
-        st = kernel(vdnn_cuda_k_rows_copy(compute(be), a->y + at * cols, cols, t_out * cols, (int)cols, a->x[i], x.w,
-                                          (long long)x.h * x.w, x.n, x.h, (int)cols),
+        st = kernel(vdnn_cuda_k_rows_copy(compute(be), vdnn_cuda_type_of(d), vdnn_cuda_at(d, a->y, (size_t)(at * cols)), cols,
+                                          t_out * cols, (int)cols, a->x[i], x.w, (long long)x.h * x.w, x.n, x.h, (int)cols),
                     d, "gather kernel", err);
         at += x.h;
     }
@@ -304,8 +323,9 @@ static vdnn_status cat_backward(cuda_backend *be, vdnn_op *op, const vdnn_op_arg
         const vdnn_shape x = d->in[i];
         /* Whole rows of dx: dy's columns, zeros beyond them (the c columns of an lstm chunk). */
         if (a->dx[i] && !(st = need(a->dy, d, "dy", err)))
-            st = kernel(vdnn_cuda_k_rows_copy(compute(be), a->dx[i], x.w, (long long)x.h * x.w, x.w, a->dy + at * cols,
-                                              cols, t_out * cols, x.n, x.h, (int)cols),
+            st = kernel(vdnn_cuda_k_rows_copy(compute(be), vdnn_cuda_type_of(d), a->dx[i], x.w, (long long)x.h * x.w, x.w,
+                                              vdnn_cuda_at(d, a->dy, (size_t)(at * cols)), cols, t_out * cols, x.n, x.h,
+                                              (int)cols),
                         d, "gather backward kernel", err);
         at += x.h;
     }

@@ -84,7 +84,6 @@ static vdnn_status lookup(const cuda_backend *b, const vdnn_op_desc *d, const cu
         return vdnn_fail(err, VDNN_ERR_SHAPE, "cuda op: output has shape %dx%dx%dx%d", d->out.n, d->out.c, d->out.h,
                          d->out.w);
     vdnn_status st = check_dtype(b, d, err);
-    if (!st) st = vdnn_op_check_fp32_only(d, "cuda", err);
     if (st) return st;
     /* cuDNN's legacy tensors and cuBLAS take int sizes and strides. Convolution, pooling and LRN run larger batches
      * in chunks (each checks that one image fits); ReLU, dropout, add, concat, global average pooling, flatten, the
