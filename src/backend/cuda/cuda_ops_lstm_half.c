@@ -176,7 +176,8 @@ vdnn_status vdnn_cuda_lstm_half_forward(cuda_backend *b, vdnn_op *op, const vdnn
     const vdnn_op_desc *d = &op->d;
     half_call c;
     vdnn_status st = begin(op, a, false, &c, err);
-    if (!st && !a->y) st = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda lstm: y is NULL");
+    if (st) return st;
+    if (!a->y) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda lstm forward: y is NULL");
     c.a32.y = (float *)(c.ws + c.l.y);
     for (int g = 0; !st && g < c.groups; g++) {
         st = widen_inputs(b, op, a, &c, g, false, err);
