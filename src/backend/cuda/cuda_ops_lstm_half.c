@@ -113,7 +113,7 @@ static vdnn_status convert(cuda_backend *b, void *dst, vdnn_dtype dt, const void
                            err, "cuda lstm (%s maps): %s", vdnn_dtype_name(dt == VDNN_DTYPE_F32 ? st : dt), what);
 }
 
-/* A call's group, layout and fp32 arguments before any group's copies. */
+/* A call's group, layout and fp32 arguments before any group's copies; its buffers checked. */
 typedef struct half_call {
     int k, groups;
     vdnn_op inner;
@@ -127,15 +127,19 @@ static vdnn_status begin(const vdnn_op *op, const vdnn_op_args *a, bool backward
     memset(c, 0, sizeof *c);
     vdnn_status st = group(&op->d, &c->k, &c->inner.d, &c->inner.info, err);
     if (st) return st;
+    const char *pass = backward ? "backward" : "forward";
     if (!a->ws)
-        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda lstm %s: %s maps need the workspace",
-                         backward ? "backward" : "forward", vdnn_dtype_name(op->d.dtype));
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda lstm %s: %s maps need the workspace", pass,
+                         vdnn_dtype_name(op->d.dtype));
+    if (!a->y || (backward && !a->dy))
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda lstm %s: %s is NULL", pass, a->y ? "dy" : "y");
     c->inner.impl = op->impl;
     c->groups = op->d.out.n / c->k;
     c->l = layout(&c->inner.d, &c->inner.info, backward);
     c->ws = (char *)a->ws;
     c->a32 = *a;
     c->a32.ws = (float *)(c->ws + c->l.inner);
+    c->a32.y = (float *)(c->ws + c->l.y);
     return VDNN_OK;
 }
 
@@ -177,8 +181,6 @@ vdnn_status vdnn_cuda_lstm_half_forward(cuda_backend *b, vdnn_op *op, const vdnn
     half_call c;
     vdnn_status st = begin(op, a, false, &c, err);
     if (st) return st;
-    if (!a->y) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda lstm forward: y is NULL");
-    c.a32.y = (float *)(c.ws + c.l.y);
     for (int g = 0; !st && g < c.groups; g++) {
         st = widen_inputs(b, op, a, &c, g, false, err);
         if (!st) st = fp32->forward(b, &c.inner, &c.a32, err);
@@ -199,13 +201,10 @@ vdnn_status vdnn_cuda_lstm_half_backward(cuda_backend *b, vdnn_op *op, const vdn
     half_call c;
     vdnn_status st = begin(op, a, true, &c, err);
     if (st) return st;
-    if (!a->y || !a->dy)
-        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cuda lstm backward: %s is NULL", a->y ? "dy" : "y");
     size_t nw, nb;
     vdnn_lstm_param_counts(&d->p, &nw, &nb);
     cudaStream_t q = b->stream[VDNN_QUEUE_COMPUTE];
     for (int i = 0; i < d->n_inputs; i++) c.a32.dx[i] = a->dx[i] ? (float *)(c.ws + c.l.dx[i]) : NULL;
-    c.a32.y = (float *)(c.ws + c.l.y);
     c.a32.dy = (const float *)(c.ws + c.l.dy);
     for (int g = 0; !st && g < c.groups; g++) {
         st = widen_inputs(b, op, a, &c, g, true, err);
