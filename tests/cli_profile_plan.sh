@@ -8,6 +8,9 @@
 #     where the backends' rules do (the CPU's ReLU masks and pooling indices).
 # (3) Files of format version 1 plan with the CPU op info and say so; newer, truncated and malformed files fail
 #     naming the file.
+# (4) `vdnn profile --describe-gpu CC` writes a GPU's profile without the GPU (the CUDA backend's op rules, a
+#     roofline estimate) that plans its own precision here; bad values are refused; builds without the CUDA backend
+#     say they cannot and write nothing.
 # Usage: cli_profile_plan.sh PATH/TO/vdnn   (run from the repository root; CTest does both)
 set -uo pipefail
 
@@ -139,6 +142,46 @@ EOF
     run "a profile at another batch is refused" 1 "profile is for batch 4" -- \
         plan lenet --input 1x28x28 --classes 10 --batch 8 --profile "$src"
 fi
+
+# ---- (4) a GPU's profile described without the GPU (`vdnn profile --describe-gpu`) ----
+desc=(gpt-mini --batch 4)
+"$VDNN" profile "${desc[@]}" --describe-gpu 9.0 --gpu-name "H100 SXM" --precision bf16 --out "$TMP/d.json" \
+    >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if grep -q "built without the CUDA backend" "$TMP/err"; then
+    # A build without the CUDA backend cannot describe a GPU: it says so and writes nothing.
+    if [ "$rc" = 1 ] && [ ! -e "$TMP/d.json" ]; then ok; else bad "describe-gpu without the CUDA backend: exit $rc"; fi
+else
+    if [ "$rc" = 0 ]; then ok; else bad "describe-gpu: exit $rc: $(head -c 300 "$TMP/err")"; fi
+    if python3 - "$TMP/d.json" <<'EOF'; then ok; else bad "the described profile is not what it says"; fi
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["op_info_source"] == "described" and p["precision"] == "bf16" and p["measured"] is False, p
+assert p["device_info"]["compute"] == "9.0" and p["device_info"]["name"].startswith("H100 SXM"), p["device_info"]
+assert all("ops" in l for l in p["layers"][1:]), "a layer without op info"
+assert "roofline estimate" in p["note"]
+EOF
+    "$VDNN" plan "${desc[@]}" --profile "$TMP/d.json" --precision bf16 --policy none --json >"$TMP/dn.json" 2>"$TMP/err"
+    "$VDNN" plan "${desc[@]}" --precision bf16 --policy none --json >"$TMP/cn.json" 2>>"$TMP/err"
+    # The described CUDA op info is not the CPU's (CUDA's linear keeps no bias workspace, its attention a
+    # sequence's scores): the peaks differ.
+    if python3 - "$TMP/dn.json" "$TMP/cn.json" <<'EOF'; then ok; else bad "plan from the described profile: $(head -c 300 "$TMP/err")"; fi
+import json, sys
+d, c = (json.load(open(f)) for f in sys.argv[1:3])
+assert d["feasible"] and d["precision"] == "bf16", d["precision"]
+assert d["peak_device_bytes"] != c["peak_device_bytes"], (d["peak_device_bytes"], c["peak_device_bytes"])
+EOF
+    run "a described profile plans only its own precision" 1 "the profile's op info is for bf16 maps" -- \
+        plan "${desc[@]}" --profile "$TMP/d.json" --policy none
+    run "bf16 below compute capability 8.0 is refused naming the layer" 1 "layer 'wte'" "compute capability 8.0" -- \
+        profile "${desc[@]}" --describe-gpu 7.0 --precision bf16 --out "$TMP/v100.json"
+    if [ ! -e "$TMP/v100.json" ]; then ok; else bad "a refused description left a file"; fi
+fi
+run "--describe-gpu takes a compute capability" 2 "invalid value '9'" -- \
+    profile "${desc[@]}" --describe-gpu 9 --out "$TMP/x.json"
+run "--describe-gpu runs nothing" 2 "--iterations" "nothing runs" -- \
+    profile "${desc[@]}" --describe-gpu 9.0 --iterations 2 --out "$TMP/x.json"
+run "--gpu-name needs --describe-gpu" 2 "--describe-gpu" -- profile "${desc[@]}" --gpu-name X --out "$TMP/x.json"
 
 echo "cli_profile_plan: $passed passed, $failed failed"
 [ "$failed" = 0 ]

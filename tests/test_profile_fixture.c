@@ -2,7 +2,8 @@
  * the GPU it describes on a machine without one, its op info follows the CUDA backend's rules where they differ from
  * the CPU's (ReLU keeps no mask, max pooling no indices), and, in builds with the CUDA backend, it is exactly what
  * that backend's device-less description gives today, so it cannot drift from the code unseen.
- * VDNN_FIXTURE_OUT=PATH (CUDA builds) writes the fixture afresh to PATH: that is how the committed one was made. */
+ * VDNN_FIXTURE_OUT=PATH (CUDA builds) writes the fixture afresh to PATH: that is how the committed one was made.
+ * And the public call that describes any model for a GPU this way (vdnn_profile_describe_gpu_model). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,12 +244,108 @@ static void test_matches_cuda_backend(void **state)
 }
 #endif
 
+#ifdef VDNN_HAVE_CUDA
+/* One plan's in-core peak from a profile, for the model at that input and precision. */
+static size_t incore_peak(const vdnn_model_t *m, const vdnn_profile_t *p, vdnn_shape in, vdnn_precision prec)
+{
+    vdnn_memory_options mem = vdnn_memory_options_default();
+    mem.precision = prec;
+    vdnn_plan_t *plan = NULL;
+    vdnn_error err;
+    vt_assert_ok(vdnn_plan_create(m, NULL, p, in, 0, &mem, &plan, &err), err);
+    vdnn_plan_summary s;
+    vt_assert_ok(vdnn_plan_summarize(plan, &s, &err), err);
+    assert_true(s.feasible);
+    vdnn_plan_free(plan);
+    return s.peak_device_bytes;
+}
+#endif
+
+/* vdnn_profile_describe_gpu_model (`vdnn profile --describe-gpu`): in CUDA builds a described profile whose op info is
+ * what the backend describes layer by layer, that plans its model here (gpt-mini in bf16 in-core in well under fp32's)
+ * and reads back from its file to the same plan; a precision the GPU lacks is refused naming the layer, a compute
+ * capability out of range is an argument error. Without the CUDA backend it says it cannot. */
+static void test_describe_gpu_model(void **state)
+{
+    (void)state;
+    vdnn_model_t *m = NULL;
+    vdnn_error err;
+    vt_assert_ok(vdnn_model_load(VDNN_SOURCE_DIR "/models/gpt-mini.cfg", &m, &err), err);
+    const vdnn_shape in = {8, 1, 64, 1};
+    vdnn_gpu_description gpu = {.name = "H100 SXM", .cc_major = 9, .cc_minor = 0, .tf32 = 1};
+    vdnn_profile_t *p = NULL;
+    vdnn_status st = vdnn_profile_describe_gpu_model(m, in, 0, VDNN_PRECISION_BF16, &gpu, &p, &err);
+#ifndef VDNN_HAVE_CUDA
+    vt_assert_error(st, err, VDNN_ERR_UNSUPPORTED, "built without the CUDA backend");
+    assert_null(p);
+#else
+    vt_assert_ok(st, err);
+    vdnn_profile_summary ps;
+    vdnn_profile_summarize(p, &ps);
+    assert_string_equal(ps.op_info_source, "described");
+    assert_false(ps.measured);
+    assert_true(ps.op_info);
+    assert_string_equal(ps.device_info.compute, "9.0");
+    assert_non_null(strstr(ps.device_info.name, "H100 SXM"));
+    /* Layer by layer, the backend's own description of the bf16 ops. */
+    vdnn_graph_t *g = vt_load_zoo("gpt-mini");
+    vt_assert_ok(vdnn_graph_resolve(g, in, 0, &err), err);
+    g->dtype = VDNN_DTYPE_BF16;
+    vdnn_cuda_options o;
+    vdnn_cuda_options_default(&o);
+    o.tf32 = 1;
+    o.deterministic = 0;
+    vdnn_layer_algos *algos = calloc((size_t)g->n_layers, sizeof *algos);
+    assert_non_null(algos);
+    for (int l = 1; l < g->n_layers; l++) {
+        vdnn_op_desc d;
+        vdnn_op_desc_from_layer(g, l, true, &d);
+        bool derived;
+        vt_assert_ok(vdnn_cuda_describe_op(&o, 9, 0, &d, algos[l].a, &algos[l].n, &derived, &err), err);
+    }
+    char why[256] = "";
+    if (vdnn_profile_ops_differ(p, algos, why, sizeof why)) fail_msg("described profile: %s", why);
+    free(algos);
+    vdnn_graph_free(g);
+    /* Plans from it: bf16 in-core under three quarters of fp32's; and the same plan after a round trip. */
+    const size_t bf16 = incore_peak(m, p, in, VDNN_PRECISION_BF16);
+    vdnn_profile_t *f = NULL;
+    vt_assert_ok(vdnn_profile_describe_gpu_model(m, in, 0, VDNN_PRECISION_FP32, &gpu, &f, &err), err);
+    const size_t fp32 = incore_peak(m, f, in, VDNN_PRECISION_FP32);
+    printf("gpt-mini b8 t64 in-core on a described H100: bf16 %zu bytes, fp32 %zu (%.3f)\n", bf16, fp32,
+           (double)bf16 / (double)fp32);
+    assert_true(bf16 < fp32 / 4 * 3);
+    char dir[256], path[320];
+    vt_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/h100.json", dir);
+    vt_assert_ok(vdnn_profile_save(p, path, &err), err);
+    vdnn_profile_t *r = NULL;
+    vt_assert_ok(vdnn_profile_load(path, m, in, 0, &r, &err), err);
+    assert_int_equal(incore_peak(m, r, in, VDNN_PRECISION_BF16), bf16);
+    vt_rmdir(dir);
+    /* bf16 on a V100, and a compute capability that is none. */
+    gpu.cc_major = 7;
+    vdnn_profile_t *v = NULL;
+    vt_assert_error(vdnn_profile_describe_gpu_model(m, in, 0, VDNN_PRECISION_BF16, &gpu, &v, &err), err,
+                    VDNN_ERR_UNSUPPORTED, "layer 'wte'");
+    assert_null(v);
+    gpu.cc_major = 2;
+    vt_assert_error(vdnn_profile_describe_gpu_model(m, in, 0, VDNN_PRECISION_FP32, &gpu, &v, &err), err,
+                    VDNN_ERR_INVALID_ARG, "compute capability 2.0");
+    vdnn_profile_free(r);
+    vdnn_profile_free(f);
+#endif
+    vdnn_profile_free(p);
+    vdnn_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reads),
         cmocka_unit_test(test_cuda_rules_not_cpu),
         cmocka_unit_test(test_plans_without_gpu),
+        cmocka_unit_test(test_describe_gpu_model),
 #ifdef VDNN_HAVE_CUDA
         cmocka_unit_test(test_matches_cuda_backend),
 #endif

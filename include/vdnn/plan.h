@@ -39,6 +39,24 @@ VDNN_API vdnn_status vdnn_profile_load(const char *path, const vdnn_model_t *m, 
 VDNN_API vdnn_status vdnn_profile_measure_model(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shape input,
                                                 int classes, const vdnn_memory_options *mem, int iterations,
                                                 vdnn_profile_t **out, bool *link_busy_measured, vdnn_error *err);
+/* A GPU that is not here, for vdnn_profile_describe_gpu_model. */
+typedef struct vdnn_gpu_description {
+    const char *name;         /* what the profile says it is for ("H100 SXM"); NULL or "": its compute capability */
+    int cc_major, cc_minor;   /* compute capability (bf16 needs 8.0; 9.0 is Hopper) */
+    int tf32;                 /* as vdnn_backend_options.tf32: -1 the environment's (default on), 0 off, 1 on */
+    double flops_per_s, mem_bytes_per_s, link_d2h_bytes_per_s, link_h2d_bytes_per_s; /* the roofline; 0: defaults */
+} vdnn_gpu_description;
+
+/* A GPU's profile without the GPU, for plans that say on any machine what fits it: every layer's op info from the
+ * CUDA backend's own op rules for that compute capability and map precision (what each op keeps, what backward
+ * reads, its own scratch; a convolution's workspace is that of cuDNN's zero-workspace algorithms, so convolution
+ * scratch is a lower bound), the device described offline, times a roofline estimate (measured: false), a note
+ * saying all this. Its op info source is "described" (docs/profiles.md). VDNN_ERR_UNSUPPORTED in builds without
+ * the CUDA backend (which compiles without a GPU), or where the GPU cannot run the model's ops in that precision
+ * (bf16 below compute capability 8.0), naming the layer. */
+VDNN_API vdnn_status vdnn_profile_describe_gpu_model(const vdnn_model_t *m, vdnn_shape input, int classes,
+                                                     vdnn_precision precision, const vdnn_gpu_description *gpu,
+                                                     vdnn_profile_t **out, vdnn_error *err);
 /* Writes it as JSON (to PATH.tmp, then renamed). */
 VDNN_API vdnn_status vdnn_profile_save(const vdnn_profile_t *p, const char *path, vdnn_error *err);
 VDNN_API void vdnn_profile_free(vdnn_profile_t *p);

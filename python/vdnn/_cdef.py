@@ -158,6 +158,15 @@ vdnn_status vdnn_profile_load(const char *path, const vdnn_model_t *m, vdnn_shap
 vdnn_status vdnn_profile_measure_model(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shape input,
                                                 int classes, const vdnn_memory_options *mem, int iterations,
                                                 vdnn_profile_t **out, bool *link_busy_measured, vdnn_error *err);
+typedef struct vdnn_gpu_description {
+    const char *name;
+    int cc_major, cc_minor;
+    int tf32;
+    double flops_per_s, mem_bytes_per_s, link_d2h_bytes_per_s, link_h2d_bytes_per_s;
+} vdnn_gpu_description;
+vdnn_status vdnn_profile_describe_gpu_model(const vdnn_model_t *m, vdnn_shape input, int classes,
+                                                     vdnn_precision precision, const vdnn_gpu_description *gpu,
+                                                     vdnn_profile_t **out, vdnn_error *err);
 vdnn_status vdnn_profile_save(const vdnn_profile_t *p, const char *path, vdnn_error *err);
 void vdnn_profile_free(vdnn_profile_t *p);
 typedef struct vdnn_profile_summary {

@@ -1,7 +1,7 @@
 """vdnn.Profile: the costs planners and the simulator see a device through (`vdnn profile`'s), measured on a
 backend, read from a file or estimated."""
 from ._lib import ffi, lib, call, struct_dict, encode, c_int
-from .memory import MemoryOptions
+from .memory import MemoryOptions, precision_number
 from .model import Model, Backend
 from ._errors import InvalidArgError
 
@@ -33,6 +33,7 @@ class Profile:
       Profile.measure(model, backend, batch=64, iterations=3, ...)   what `vdnn profile` measures
       Profile.load(path, model, batch=64, ...)                       a file `vdnn profile` or save() wrote
       Profile.estimate(model, batch=64, ...)                         the roofline estimate plans use by default
+      Profile.describe_gpu(model, "9.0", batch=64, ...)              a GPU's op info and an estimate, no GPU needed
 
     Pass it as profile= to vdnn.plan(), Plan.simulate() and vdnn.Net(). A file of another model, batch or input
     raises vdnn.MismatchError; a malformed one vdnn.FormatError naming the file, line and column.
@@ -82,6 +83,36 @@ class Profile:
         out = ffi.new("vdnn_profile_t **")
         call(lib.vdnn_profile_estimate_model, model._h, shape, classes, float(flops_per_s), float(mem_bytes_per_s),
              float(d2h), float(h2d), out)
+        return cls(out[0], model, shape[0], shape[1:], classes)
+
+    @classmethod
+    def describe_gpu(cls, model, compute_capability, batch=64, input_shape=None, classes=0, precision="fp32",
+                     name=None, tf32=None, flops_per_s=0.0, mem_bytes_per_s=0.0, link_bytes_per_s=0.0):
+        """A GPU's profile without the GPU (`vdnn profile --describe-gpu`): every layer's op info from the CUDA
+        backend's own rules for that compute capability ("9.0" or (9, 0)) and precision ("fp32", "bf16", "fp16"),
+        times a roofline estimate (rates 0: the defaults; link a number or a (device-to-host, host-to-device)
+        pair). Plans made with it are that GPU's, on any machine. vdnn.UnsupportedError in builds without the CUDA
+        backend, or where the GPU lacks the precision (bf16 below 8.0)."""
+        model = Model.of(model)
+        shape, classes = _shape(model, batch, input_shape, classes)
+        if isinstance(compute_capability, str):
+            major, _, minor = compute_capability.partition(".")
+            if not (major.isdigit() and minor.isdigit() and len(minor) == 1):
+                raise InvalidArgError("compute_capability: '%s' is not like '9.0'" % compute_capability)
+            cc = (int(major), int(minor))
+        else:
+            cc = tuple(compute_capability)
+            if len(cc) != 2:
+                raise InvalidArgError("compute_capability: %r is not (major, minor)" % (compute_capability,))
+        d2h, h2d = link_bytes_per_s if isinstance(link_bytes_per_s, (tuple, list)) else (link_bytes_per_s,) * 2
+        keep = ffi.new("char[]", encode(name)) if name else ffi.NULL  # alive until the call returns
+        gpu = ffi.new("vdnn_gpu_description *", {
+            "name": keep, "cc_major": c_int(cc[0], "compute_capability"), "cc_minor": c_int(cc[1], "compute_capability"),
+            "tf32": -1 if tf32 is None else int(bool(tf32)), "flops_per_s": float(flops_per_s),
+            "mem_bytes_per_s": float(mem_bytes_per_s), "link_d2h_bytes_per_s": float(d2h),
+            "link_h2d_bytes_per_s": float(h2d)})
+        out = ffi.new("vdnn_profile_t **")
+        call(lib.vdnn_profile_describe_gpu_model, model._h, shape, classes, precision_number(precision), gpu, out)
         return cls(out[0], model, shape[0], shape[1:], classes)
 
     def save(self, path):

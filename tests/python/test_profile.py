@@ -1,11 +1,12 @@
 """vdnn.Profile is `vdnn profile`'s: measured on a backend, saved and read back, and the costs vdnn.plan(),
 Plan.simulate() and vdnn.Net() plan with (the plans `vdnn plan --profile FILE` makes); bad files are clear errors."""
 import json
+import os
 
 import pytest
 
 import vdnn
-from conftest import LENET, run_cli
+from conftest import LENET, ROOT, run_cli
 
 BATCH = 8
 LINK = dict(link_bandwidth_d2h=8e9, link_bandwidth_h2d=8e9)
@@ -70,3 +71,33 @@ def test_bad_profile_files_name_what_is_wrong(tmp_path, lenet, measured):
         vdnn.Profile.load(tmp_path / "absent.json", lenet, batch=BATCH)
     with pytest.raises(vdnn.InvalidArgError, match="iterations"):
         vdnn.Profile.measure(lenet, batch=BATCH, iterations=0)
+
+
+def test_a_gpu_described_without_the_gpu_plans_as_the_command(tmp_path):
+    """Profile.describe_gpu is `vdnn profile --describe-gpu`: the CUDA backend's op rules for that GPU and a roofline
+    estimate; builds without the CUDA backend say they cannot."""
+    gpt = vdnn.Model.load(os.path.join(ROOT, "models", "gpt-mini.cfg"))
+    try:
+        prof = vdnn.Profile.describe_gpu(gpt, "9.0", batch=4, precision="bf16", name="H100 SXM",
+                                         flops_per_s=9.9e14, mem_bytes_per_s=3.35e12, link_bytes_per_s=55e9)
+    except vdnn.UnsupportedError as e:
+        assert "built without the CUDA backend" in str(e)
+        return
+    s = prof.summary
+    assert s["op_info_source"] == "described" and not s["measured"] and s["device"] == "cuda"
+    assert s["device_info"]["compute"] == "9.0" and s["device_info"]["name"].startswith("H100 SXM")
+    assert s["d2h_bytes_per_s"] == 55e9
+    path = tmp_path / "h100.json"
+    prof.save(path)
+    plan = vdnn.plan(gpt, batch=4, profile=prof, precision="bf16", policy="auto", budget="8MiB")
+    cli_prof = tmp_path / "cli.json"
+    run_cli("profile", "gpt-mini", "--batch", 4, "--describe-gpu", "9.0", "--gpu-name", "H100 SXM", "--precision",
+            "bf16", "--estimate-flops", "9.9e14", "--estimate-bw", "3.35e12", "--link-bandwidth", "55e9",
+            "--out", cli_prof)
+    cli = run_cli("plan", "gpt-mini", "--batch", 4, "--profile", cli_prof, "--precision", "bf16", "--policy", "auto",
+                  "--budget", "8MiB", "--json", check=False)
+    assert plan.json() == cli.stdout
+    with pytest.raises(vdnn.UnsupportedError, match="layer 'wte'"):
+        vdnn.Profile.describe_gpu(gpt, (7, 0), batch=4, precision="bf16")
+    with pytest.raises(vdnn.InvalidArgError, match="compute_capability"):
+        vdnn.Profile.describe_gpu(gpt, "9", batch=4)
