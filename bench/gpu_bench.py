@@ -196,7 +196,7 @@ class Bench:
         runs = ["eager:0"] + [f"{v}:{M['budgets'][k]}" for k, _ in FRACTIONS if k in M["budgets"] for v in VARIANTS]
         argv = [a.py, os.path.join(a.bench_dir, "gpu_torch.py"), "run", model, "--batch", str(batch), "--input", inp,
                 "--classes", str(a.classes), "--device", a.device, "--steps", str(a.steps), "--warmup", str(a.warmup),
-                "--lr", str(a.lr), "--runs", ",".join(runs), "--op-profile", "3", "--precision", a.precision]
+                "--lr", str(a.lr), "--runs", ",".join(runs), "--op-profile", "3", "--conv-layers", "10", "--precision", a.precision]
         if a.segments:
             argv += ["--segments", str(a.segments)]
         rc, out, err = self.run(f"{model}-torch", argv, 360)
@@ -365,7 +365,8 @@ def layer_kinds(path):
                       "bwd_ms": 1000.0 * (l.get("bwd_s") or 0.0), "candidates": cands})
     convs.sort(key=lambda c: -(c["fwd_ms"] + c["bwd_ms"]))
     return {"kinds": kinds, "update_ms": 1000.0 * (p.get("update_s") or 0.0),
-            "load_ms": 1000.0 * (p.get("load_s") or 0.0), "convs": convs[:8]}
+            "load_ms": 1000.0 * (p.get("load_s") or 0.0), "convs": convs[:8],
+            "all_convs": [{k: c[k] for k in ("out", "fwd_ms", "bwd_ms")} for c in convs]}
 
 
 def ok(x):
@@ -467,6 +468,35 @@ def report_name(R):
     return f"gpu-vs-pytorch-{dev}{'' if prec == 'fp32' else '-' + prec}-{date}.md"
 
 
+def write_conv_shapes(pk, convs, add):
+    """Convolutions by output shape (CxHxW): vdnn's profile summed over its layers of that shape, against PyTorch's
+    distinct convolutions of that shape each timed alone, times the layers that share it; ms per step."""
+    rows = {}
+    for l in pk.get("all_convs", []):
+        r = rows.setdefault(l["out"].split("x", 1)[1], {"vdnn": [0.0, 0.0], "torch": [0.0, 0.0], "layers": 0})
+        r["vdnn"][0] += l["fwd_ms"]
+        r["vdnn"][1] += l["bwd_ms"]
+        r["layers"] += 1
+    for c in convs:
+        r = rows.setdefault(c["out"], {"vdnn": [0.0, 0.0], "torch": [0.0, 0.0], "layers": 0})
+        r["torch"][0] += c["fwd_ms"] * c["count"]
+        r["torch"][1] += c["bwd_ms"] * c["count"]
+    add("Convolutions by output shape: vdnn's profile (its layers of that shape) against PyTorch's convolutions of "
+        "that shape timed alone (`gpu_torch.py --conv-layers`, times the layers sharing each); ms per step:")
+    add("")
+    add("| output CxHxW | vdnn layers | vdnn fwd / bwd | PyTorch fwd / bwd | vdnn / PyTorch |")
+    add("|---|---|---|---|---|")
+    tv = tt = 0.0
+    for out, r in sorted(rows.items(), key=lambda kv: -sum(kv[1]["vdnn"]))[:12]:
+        v, t = sum(r["vdnn"]), sum(r["torch"])
+        tv, tt = tv + v, tt + t
+        add(f"| {out} | {r['layers']} | {r['vdnn'][0]:.2f} / {r['vdnn'][1]:.2f} | {r['torch'][0]:.2f} / "
+            f"{r['torch'][1]:.2f} | {fmt(v / t if t > 0 else None, '.2f')} |")
+    add("")
+    add(f"These shapes: vdnn {tv:.2f} ms, PyTorch {tt:.2f} ms.")
+    add("")
+
+
 def write_step_breakdown(R, add):
     """Where each side's in-core step goes: vdnn's profile by layer kind, PyTorch's top operators."""
     for name, M in R.get("models", {}).items():
@@ -504,6 +534,8 @@ def write_step_breakdown(R, add):
                                       and x["bwd_ms"] is not None else "") for x in c["candidates"])
                     add(f"| {c['name']} | {c['out']} | {c['fwd_ms']:.2f} / {c['bwd_ms']:.2f} | {cs or '-'} |")
                 add("")
+        if pk and te.get("convs"):
+            write_conv_shapes(pk, te["convs"], add)
         if te.get("ops"):
             add("PyTorch (torch.profiler over 3 steps, aten operators by their own device time; ms per step):")
             add("")

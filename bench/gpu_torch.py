@@ -224,6 +224,59 @@ def op_profile(tr, x_host, y_host, dev, variant, k):
     return rows[:30]
 
 
+def conv_layers(tr, x_host, y_host, dev, reps):
+    """Every distinct convolution of the model (input shape, kernel, stride, padding, groups) timed alone, forward and
+    forward + backward (dx and dw) under the step's precision, reps calls each after one warm-up: ms per call and
+    how many layers share it. Next to vdnn's per-layer profile it shows whether a gap is every convolution's or a
+    few shapes'."""
+    seen = {}
+
+    def hook(mod, inp, out):
+        key = (tuple(inp[0].shape), tuple(out.shape), mod.kernel_size, mod.stride, mod.padding, mod.groups)
+        seen.setdefault(key, [mod, 0])[1] += 1
+
+    hooks = [m.register_forward_hook(hook) for m in tr.model.modules() if isinstance(m, nn.Conv2d)]
+    try:
+        tr.step(x_host.to(dev), y_host.to(dev), "eager")
+        sync(dev)
+    finally:
+        for h in hooks:
+            h.remove()
+    ac = dict(device_type=dev.type, dtype=tr.autocast or torch.bfloat16, enabled=tr.autocast is not None)
+
+    def timed(fn):
+        fn()
+        sync(dev)
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        sync(dev)
+        return 1000.0 * (time.perf_counter() - t0) / reps
+
+    rows = []
+    for (ish, osh, k, st, pad, groups), (mod, count) in seen.items():
+        x = torch.randn(ish, device=dev, requires_grad=True)
+        with torch.autocast(**ac):
+            gy = torch.randn_like(mod(x))
+
+        def fwd():
+            with torch.no_grad(), torch.autocast(**ac):
+                mod(x)
+
+        def both():
+            with torch.autocast(**ac):
+                y = mod(x)
+            y.backward(gy)
+
+        f, fb = timed(fwd), timed(both)
+        mod.zero_grad(set_to_none=True)
+        rows.append({"in": "x".join(map(str, ish[1:])), "out": "x".join(map(str, osh[1:])), "kernel": list(k),
+                     "stride": list(st), "padding": list(pad), "groups": groups, "count": count,
+                     "fwd_ms": f, "bwd_ms": max(0.0, fb - f)})
+    rows.sort(key=lambda r: -(r["fwd_ms"] + r["bwd_ms"]) * r["count"])
+    return rows
+
+
 def cmd_run(a):
     dev, (c, h, w), tr = start(a, True)
     total = torch.cuda.get_device_properties(dev).total_memory if dev.type == "cuda" else None
@@ -262,6 +315,8 @@ def cmd_run(a):
                       "images_per_sec": a.batch / med, "loss": float(loss)})
             if a.op_profile and variant == "eager" and budget == 0:
                 r["ops"] = op_profile(tr, x_host, y_host, dev, variant, a.op_profile)
+            if a.conv_layers and variant == "eager" and budget == 0:
+                r["convs"] = conv_layers(tr, x_host, y_host, dev, a.conv_layers)
         except Exception as e:  # noqa: BLE001 - an OOM (or any failure) is a result here
             r.update({"status": "oom" if is_oom(e) else "error", "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}",
                       "steps_done": len(times)})
@@ -336,6 +391,8 @@ def main():
     r.add_argument("--runs", default="eager:0")
     r.add_argument("--op-profile", type=int, default=0, metavar="K",
                    help="after the unlimited eager run, profile K more steps and report the top operators")
+    r.add_argument("--conv-layers", type=int, default=0, metavar="R",
+                   help="after the unlimited eager run, time every distinct convolution alone, R calls each")
     m = sub.choices["maxbatch"]
     m.add_argument("--start", type=int, default=64)
     m.add_argument("--max-trials", type=int, default=14)
