@@ -182,6 +182,8 @@ run "--describe-gpu takes a compute capability" 2 "invalid value '9'" -- \
 run "--describe-gpu runs nothing" 2 "--iterations" "nothing runs" -- \
     profile "${desc[@]}" --describe-gpu 9.0 --iterations 2 --out "$TMP/x.json"
 run "--gpu-name needs --describe-gpu" 2 "--describe-gpu" -- profile "${desc[@]}" --gpu-name X --out "$TMP/x.json"
+run "--gpu-name takes no quotes" 2 "--gpu-name: quotes" -- \
+    profile "${desc[@]}" --describe-gpu 9.0 --gpu-name 'H100 "SXM"' --out "$TMP/x.json"
 
 echo "cli_profile_plan: $passed passed, $failed failed"
 [ "$failed" = 0 ]

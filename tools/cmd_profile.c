@@ -122,6 +122,15 @@ int vdnn_cmd_profile(int argc, char **argv)
     if (!cli_take_flag(&argc, argv, "--out", &out, "profile") || !cli_take_flag(&argc, argv, "--describe-gpu", &cc, "profile") ||
         !cli_take_flag(&argc, argv, "--gpu-name", &gpu_name, "profile"))
         return 2;
+    for (const char *c = gpu_name; c && *c; c++)
+        if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) {
+            fprintf(stderr, "vdnn profile: --gpu-name: quotes, backslashes and control characters are not taken\n");
+            return 2;
+        }
+    if (gpu_name && strlen(gpu_name) > 80) {
+        fprintf(stderr, "vdnn profile: --gpu-name: at most 80 characters\n");
+        return 2;
+    }
     if (gpu_name && !cc) {
         fprintf(stderr, "vdnn profile: --gpu-name names the GPU --describe-gpu describes (see vdnn profile --help)\n");
         return 2;
