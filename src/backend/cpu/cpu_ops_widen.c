@@ -14,6 +14,7 @@
 #include "backend/cpu/cpu_ops_dnnl_util.h"
 #include "backend/lstm_layout.h"
 #include "backend/op_check.h"
+#include "backend/widen_group.h"
 #include "core/half.h"
 
 bool vdnn_cpu_widened(const vdnn_op_desc *d)
@@ -30,9 +31,6 @@ bool vdnn_cpu_widened(const vdnn_op_desc *d)
     }
 }
 
-/* fp32 copies of a group of samples at most this large by default (unless one sample is larger): groups of
- * several samples make fewer, longer calls (conversions that use every thread) where samples are small. */
-#define WIDEN_GROUP_BYTES ((size_t)4 << 20)
 
 /* An LSTM chunk's weights (input, recurrent, projection) and biases (two sets), in floats (lstm_layout.h). */
 static void lstm_counts(const vdnn_op_desc *d, size_t *w, size_t *b)
@@ -60,23 +58,18 @@ static void param_counts(const vdnn_op_desc *d, size_t *w, size_t *b)
     }
 }
 
-/* Samples an op takes at a time: the largest divisor of the batch whose fp32 copies (inputs and output, and their
- * gradients in backward) fit the cap, at least one; but the whole batch where the room for the parameter
- * gradients of the groups after the first would cost more than the grouping saves (a wide LSTM's), unless the
- * backend's option set the cap. */
+/* Samples an op takes at a time (vdnn_widen_group_samples): its fp32 copies are inputs and output, and their
+ * gradients in backward. */
 static int group_samples(const cpu_backend *be, const vdnn_op_desc *d)
 {
-    const size_t cap = be->opt.widen_group_bytes ? be->opt.widen_group_bytes : WIDEN_GROUP_BYTES;
     const int n = d->out.n;
     size_t one = vdnn_shape_count(d->out) / (size_t)n;
     for (int i = 0; i < d->n_inputs; i++) one += vdnn_shape_count(d->in[i]) / (size_t)n;
-    one *= 2 * sizeof(float);
-    int k = 1;
-    for (int g = 2; g <= n; g++)
-        if (n % g == 0 && (size_t)g * one <= cap) k = g;
     size_t nw, nb;
     param_counts(d, &nw, &nb);
-    return !be->opt.widen_group_bytes && (nw + nb) * sizeof(float) >= (size_t)(n - k) * one ? n : k;
+    const size_t cap = be->opt.widen_group_bytes ? be->opt.widen_group_bytes : VDNN_WIDEN_GROUP_BYTES;
+    return vdnn_widen_group_samples(n, one * 2 * sizeof(float), cap, (nw + nb) * sizeof(float),
+                                    be->opt.widen_group_bytes != 0);
 }
 
 /* The fp32 op that runs: d's shapes for a group of samples (group_samples), fp32 maps. */

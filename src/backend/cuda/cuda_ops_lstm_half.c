@@ -10,11 +10,7 @@
 
 #include "backend/cuda/cuda_internal.h"
 #include "backend/lstm_layout.h"
-
-/* fp32 copies of a group of samples at most this large (unless one sample is larger), the CPU backend's bound: the
- * copies are what the op holds beyond its 16-bit maps while it runs, so they set how small a budget a plan reaches;
- * smaller groups cost more, smaller GEMMs. */
-#define LSTM_GROUP_BYTES ((size_t)4 << 20)
+#include "backend/widen_group.h"
 
 static size_t per_sample(vdnn_shape s) { return vdnn_shape_count(s) / (size_t)s.n; }
 
@@ -45,13 +41,11 @@ static vdnn_status group(const vdnn_op_desc *d, int *k, vdnn_op_desc *s, vdnn_op
     vdnn_status st = vdnn_lstm_dims_of(&one, &m, err);
     if (st) return st;
     const vdnn_op_info oi = vdnn_lstm_info(&m);
-    const size_t each = sample_bytes(d, &oi);
-    *k = 1;
-    for (int g = 2; g <= n; g++)
-        if (n % g == 0 && (size_t)g * each <= LSTM_GROUP_BYTES) *k = g;
     size_t nw, nb;
     vdnn_lstm_param_counts(&d->p, &nw, &nb);
-    if ((nw + nb) * sizeof(float) >= (size_t)(n - *k) * each) *k = n;
+    /* The CPU backend's groups (its default bound): the copies are what the op holds beyond its 16-bit maps while
+     * it runs, so they set how small a budget a plan reaches; smaller groups cost more, smaller GEMMs. */
+    *k = vdnn_widen_group_samples(n, sample_bytes(d, &oi), VDNN_WIDEN_GROUP_BYTES, (nw + nb) * sizeof(float), false);
     *s = inner_desc(d, *k);
     if ((st = vdnn_lstm_dims_of(s, &m, err))) return st;
     *in = vdnn_lstm_info(&m);

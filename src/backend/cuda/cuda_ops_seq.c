@@ -12,7 +12,6 @@
 #include "backend/cuda/cuda_kernels_seq.h"
 
 #include <math.h>
-#include <stdio.h>
 
 static cudaStream_t compute(cuda_backend *b) { return b->stream[VDNN_QUEUE_COMPUTE]; }
 
@@ -253,9 +252,7 @@ static vdnn_status gemm_heads(cuda_backend *b, const vdnn_op_desc *d, const vdnn
                               long long sa, const void *B, int ldb, long long sb, void *C, vdnn_dtype ct, int ldc,
                               long long sc, const char *what, vdnn_error *err)
 {
-    char msg[96];
-    snprintf(msg, sizeof msg, "cuda %s (%d heads)", what, ad->h);
-    return vdnn_cuda_gemm_batched(b, d->dtype, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, C, ct, ldc, sc, ad->h, msg,
+    return vdnn_cuda_gemm_batched(b, d->dtype, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, C, ct, ldc, sc, ad->h, what,
                                   err);
 }
 
@@ -303,7 +300,7 @@ static vdnn_status probs_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
         /* P^T (t x t) = K Q^T: K is the stored K^T taken transposed, Q^T as stored. fp32 maps: the scores in place,
          * the softmax over every sequence after the loop. */
         st = gemm_heads(b, d, &ad, CUBLAS_OP_T, CUBLAS_OP_N, t, t, ad.dh, scale, k, ld, ad.dh, q, ld, ad.dh,
-                        half ? a->ws : p, VDNN_DTYPE_F32, t, tt(&ad), "attn_probs forward", err);
+                        half ? a->ws : p, VDNN_DTYPE_F32, t, tt(&ad), "cuda attn_probs forward", err);
         if (!st && half)
             st = kernel(vdnn_cuda_k_causal_softmax(compute(b), vdnn_cuda_type_of(d), p, a->ws, (size_t)ad.h * (size_t)t, t),
                         d, "causal softmax kernel", err);
@@ -343,11 +340,11 @@ static vdnn_status probs_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_ar
         /* dQ^T (dh x t) = K^T (as stored) dS^T (dS as stored). */
         if (!st)
             st = gemm_heads(b, d, &ad, CUBLAS_OP_N, CUBLAS_OP_N, ad.dh, t, t, scale, k, ld, ad.dh, a->ws, t, tt(&ad), dq,
-                            d->dtype, ld, ad.dh, "attn_probs backward (queries)", err);
+                            d->dtype, ld, ad.dh, "cuda attn_probs backward (queries)", err);
         /* dK^T (dh x t) = Q^T (as stored) dS (dS^T as stored, taken transposed). */
         if (!st)
             st = gemm_heads(b, d, &ad, CUBLAS_OP_N, CUBLAS_OP_T, ad.dh, t, t, scale, q, ld, ad.dh, a->ws, t, tt(&ad), dk,
-                            d->dtype, ld, ad.dh, "attn_probs backward (keys)", err);
+                            d->dtype, ld, ad.dh, "cuda attn_probs backward (keys)", err);
     }
     return st;
 }
@@ -384,7 +381,7 @@ static vdnn_status mix_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_args 
         void *o = vdnn_cuda_at(d, a->y, (size_t)s * (size_t)t * (size_t)ad.w);
         /* O^T (dh x t) = V^T (as stored) P^T (as stored). */
         st = gemm_heads(b, d, &ad, CUBLAS_OP_N, CUBLAS_OP_N, ad.dh, t, t, 1.0f, v, ld, ad.dh, p, t, tt(&ad), o, d->dtype,
-                        ad.w, ad.dh, "attn_mix forward", err);
+                        ad.w, ad.dh, "cuda attn_mix forward", err);
     }
     return st;
 }
@@ -412,12 +409,12 @@ static vdnn_status mix_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_args
         if (a->dx[0])
             st = gemm_heads(b, d, &ad, CUBLAS_OP_T, CUBLAS_OP_N, t, t, ad.dh, 1.0f, vdnn_cuda_at(d, a->x[1], vat), ld,
                             ad.dh, dout, ad.w, ad.dh, vdnn_cuda_at(d, a->dx[0], pat), d->dtype, t, tt(&ad),
-                            "attn_mix backward (probabilities)", err);
+                            "cuda attn_mix backward (probabilities)", err);
         /* dV^T (dh x t) = dO^T (as stored) P (P^T as stored, taken transposed). */
         if (!st && a->dx[1])
             st = gemm_heads(b, d, &ad, CUBLAS_OP_N, CUBLAS_OP_T, ad.dh, t, t, 1.0f, dout, ad.w, ad.dh,
                             vdnn_cuda_at(d, a->x[0], pat), t, tt(&ad), vdnn_cuda_at(d, a->dx[1], vat), d->dtype, ld,
-                            ad.dh, "attn_mix backward (values)", err);
+                            ad.dh, "cuda attn_mix backward (values)", err);
     }
     return st;
 }
