@@ -273,6 +273,8 @@ static void add_fc_and_friends(vt_op_cases *cs)
     add(cs, "fc 256->100 no bias", vt_fc(S(8, 256, 1, 1), 100, 0));
     add(cs, "fc 20->7", vt_fc(S(3, 20, 1, 1), 7, 1));
     add(cs, "fc from 16x4x4 batch 8", vt_fc(S(8, 16, 4, 4), 10, 1));
+    /* bf16 takes oneDNN's blocked weights from a batch of 128 on, plain ones below (cpu_ops_dnnl_fc.c). */
+    add(cs, "fc 48->20 batch 128", vt_fc(S(128, 48, 1, 1), 20, 1));
     add(cs, "dropout training", vt_dropout(S(2, 3, 4, 4), 0.3f, true));
     add(cs, "dropout inference", vt_dropout(S(2, 3, 4, 4), 0.3f, false));
     add(cs, "dropout on 2x3x5x7", vt_dropout(S(2, 3, 5, 7), 0.3f, true));

@@ -1,5 +1,6 @@
-/* bf16 on the CPU backend, memory and kernels: an FC layer's workspaces hold the bf16 weights copy and one
- * row block of the weight gradient (not fp32-sized copies), its weight gradient still exact; and VGG-16 at batch
+/* bf16 on the CPU backend, memory and kernels: an FC layer's workspaces hold the bf16 weights copy (not fp32-sized
+ * copies) in both of its weight layouts (plain below a batch of 128, blocked from there), its weight gradient written
+ * straight into dw and still exact; and VGG-16 at batch
  * 256, 224x224, plans in-core in bf16 at 0.55 of the fp32 peak (0.577 before), its blocks placed within 0.5% of
  * the bytes live at once; small 3x3 convolutions run fp32 Winograd by default, large ones bf16 direct kernels
  * (Winograd's workspace would undo the saving). The exact ratio moves with the convolutions' workspaces (threads, oneDNN's choices):
@@ -15,11 +16,11 @@
 #include "testutil.h"
 #include "vdnn/vdnn.h"
 
-static vdnn_backend_t *cpu_bf16_cap(size_t chunk_cap)
+static vdnn_backend_t *cpu_bf16(void)
 {
     vdnn_backend_t *be = NULL;
     vdnn_error err;
-    vdnn_cpu_options o = {.threads = 1, .conv_chunk_bytes = chunk_cap};
+    vdnn_cpu_options o = {.threads = 1};
     vt_assert_ok(vdnn_backend_cpu_create(&o, &be, &err), err);
     if (vdnn_backend_check_dtype(be, VDNN_DTYPE_BF16, NULL, &err) != VDNN_OK) {
         print_message("skipped: %s\n", err.msg);
@@ -29,23 +30,17 @@ static vdnn_backend_t *cpu_bf16_cap(size_t chunk_cap)
     return be;
 }
 
-static vdnn_backend_t *cpu_bf16(void) { return cpu_bf16_cap(0); }
+enum { K = 512, O = 256 };
 
-enum { N = 8, K = 512, O = 256 };
-
-static void test_fc_bf16_workspaces_and_gradient(void **state)
+static void fc_case(vdnn_backend_t *be, int N)
 {
-    (void)state;
-    /* A copy cap below the gradient's 512 KiB: its row blocks are converted in place. */
-    vdnn_backend_t *be = cpu_bf16_cap(64 << 10);
-    if (!be) skip();
     vdnn_error err;
     vdnn_op_desc d = vt_fc(vt_shape(N, K, 1, 1), O, 1);
     d.dtype = VDNN_DTYPE_BF16;
     vdnn_op_info info;
     vt_assert_ok(be->ops->op_query(be, &d, &info, &err), err);
     const size_t w32 = (size_t)O * K * sizeof(float);
-    print_message("fc %dx%d bf16: forward workspace %zu, backward %zu bytes (fp32 weights %zu)\n", O, K,
+    print_message("fc %dx%d bf16, batch %d: forward workspace %zu, backward %zu bytes (fp32 weights %zu)\n", O, K, N,
                   info.fwd_ws_bytes, info.bwd_ws_bytes, w32);
     /* The bf16 copy is half the fp32 weights; backward holds that copy, not an fp32 gradient copy. */
     assert_true(info.fwd_ws_bytes >= w32 / 2 && info.fwd_ws_bytes < w32 * 3 / 4);
@@ -76,8 +71,9 @@ static void test_fc_bf16_workspaces_and_gradient(void **state)
             double e = fabs(dw[o * K + k] - s);
             if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
         }
+    /* fp32 sums of N products of values within [-1, 1]: rounding grows with N (8: 2.4e-7 measured). */
     print_message("largest weight gradient error: %.3g\n", worst);
-    assert_true(worst < 1e-5);
+    assert_true(worst < 4e-7 * N);
     be->ops->op_destroy(be, op);
     free(tmp);
     free(x);
@@ -88,6 +84,15 @@ static void test_fc_bf16_workspaces_and_gradient(void **state)
     free(dw);
     free(db);
     free(ws);
+}
+
+static void test_fc_bf16_workspaces_and_gradient(void **state)
+{
+    (void)state;
+    vdnn_backend_t *be = cpu_bf16();
+    if (!be) skip();
+    fc_case(be, 8);   /* plain bf16 weights, oneDNN's GEMM */
+    fc_case(be, 128); /* blocked bf16 weights, its brgemm kernels; the gradient plain either way */
     vdnn_backend_destroy(be);
 }
 

@@ -430,18 +430,27 @@ static vdnn_status cpu_sum_squares(vdnn_backend_t *be, const float *x, size_t n,
     return VDNN_OK;
 }
 
-static vdnn_status cpu_sgd_update(vdnn_backend_t *be, float *w, const float *dw, float *v, size_t n, float lr,
-                                  float momentum, float weight_decay, vdnn_error *err)
+/* The three tensors never overlap (the plan places them apart), so the loop may be vectorized: the compiler could not
+ * prove that on its own, and the scalar loop stalled on every load (VGG-16's fc7, 16.8 M weights: about 30 ms a step
+ * on one core). Every element still takes the same operations in the same order, so the bits are unchanged. */
+static void sgd_loop(float *restrict w, const float *restrict dw, float *restrict v, ptrdiff_t m, float lr,
+                     float momentum, float weight_decay)
 {
-    if (n && (!w || !dw || !v)) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "sgd_update: NULL pointer for %zu floats", n);
-    ptrdiff_t m = (ptrdiff_t)n;
-#pragma omp parallel for if (m > CPU_PAR_MIN)
+#pragma omp parallel for simd if (m > CPU_PAR_MIN)
     for (ptrdiff_t i = 0; i < m; i++) {
         float g = dw[i] + weight_decay * w[i];
         float vi = momentum * v[i] + g;
         v[i] = vi;
         w[i] -= lr * vi;
     }
+}
+
+static vdnn_status cpu_sgd_update(vdnn_backend_t *be, float *w, const float *dw, float *v, size_t n, float lr,
+                                  float momentum, float weight_decay, vdnn_error *err)
+{
+    (void)be;
+    if (n && (!w || !dw || !v)) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "sgd_update: NULL pointer for %zu floats", n);
+    sgd_loop(w, dw, v, (ptrdiff_t)n, lr, momentum, weight_decay);
     return VDNN_OK;
 }
 

@@ -1,5 +1,4 @@
 /* CONV on the CPU: oneDNN convolution forward, backward-data and backward-weights in the layouts oneDNN prefers, copied from and to our plain nchw/oihw tensors a chunk of images at a time; fp32 or bf16 maps. */
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,16 +190,9 @@ static void conv_free(conv_state *s)
     part_free(&s->part[1]);
 }
 
-/* oneDNN 2.6's bf16 backward-weights kernel splits its work across threads and reduces behind spinning barriers:
- * on this loaded, shared 2-core machine, with the other thread descheduled, a call of a late ResNet-18 layer took
- * 500 to 1400 ms against 17 to 35 ms on one thread, and earlier layers stalled now and then too (143 ms against
- * 6.5 in fp32). Every bf16 backward-weights primitive gets one thread (its count is fixed when the primitive
- * descriptor is made): at worst twice the time of that one pass on an idle machine, never a stall. */
-static bool bwd_weights_one_thread(const vdnn_op_desc *d) { return d->dtype == VDNN_DTYPE_BF16; }
-
 /* Forward, backward-data and backward-weights primitives for one kernel family. */
-static vdnn_status conv_prims(cpu_backend *be, const conv_mds *m, dnnl_alg_kind_t alg, bool make, bool one_thread_bwdw,
-                              conv_part *s, vdnn_error *err)
+static vdnn_status conv_prims(cpu_backend *be, const conv_mds *m, dnnl_alg_kind_t alg, bool make, conv_part *s,
+                              vdnn_error *err)
 {
     dnnl_convolution_desc_t cd;
     vdnn_status st = vdnn_cpu_dnnl_check(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, alg, m->src,
@@ -223,16 +215,11 @@ static vdnn_status conv_prims(cpu_backend *be, const conv_mds *m, dnnl_alg_kind_
         st = vdnn_cpu_dnnl_check(dnnl_convolution_backward_weights_desc_init(&cd, alg, m->src, m->dwei, m->bias, m->dst,
                                                                              m->strides, m->pad, m->pad),
                                  "conv: backward-weights descriptor", err);
-    if (!st) {
-        /* The calling thread's OpenMP setting, restored at once: no other primitive is made meanwhile. */
-        const int threads = omp_get_max_threads();
-        if (one_thread_bwdw) omp_set_num_threads(1);
+    if (!st)
         st = vdnn_cpu_dnnl_step_init(
             be, &cd, &s->fwd, make,
             (const int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS}, 4,
             &s->bwd_weights, "conv backward-weights", err);
-        if (one_thread_bwdw) omp_set_num_threads(threads);
-    }
     return st;
 }
 
@@ -271,8 +258,7 @@ static vdnn_status part_build(cpu_backend *be, const vdnn_op_desc *d, int mb, bo
     /* Same padding on both sides: oneDNN then floors the output size exactly as PyTorch does. */
     const dnnl_dims_t pad = {p->pad_h, p->pad_w};
     const conv_mds mds = {&src_any, &wei_any, &dwei_any, p->bias ? &bia : NULL, &dst_any, strides, pad};
-    st = conv_prims(be, &mds, winograd ? dnnl_convolution_winograd : dnnl_convolution_direct, make,
-                    ct != VDNN_DTYPE_F32 && bwd_weights_one_thread(d), s, err);
+    st = conv_prims(be, &mds, winograd ? dnnl_convolution_winograd : dnnl_convolution_direct, make, s, err);
     if (st) return st;
 
     const char *rw = "conv: layout copy";

@@ -5,96 +5,57 @@
 #include "backend/cpu/cpu_ops_dnnl_util.h"
 
 /* fp32: the primitives read and write the plain weights and gradient in place, no copies. bf16: the fp32 master
- * weights are rounded into a bf16 copy in the layout oneDNN prefers (workspace, each call: the weights change every
- * step), and backward-weights writes an fp32 gradient, copied out when its layout is not plain. Workspace:
+ * weights are rounded into a bf16 copy in the workspace each call (the weights change every step), and
+ * backward-weights writes the fp32 gradient straight into dw in plain (out, in) order. Workspace:
  *   forward:  [weights copy][scratchpad]
- *   backward: [weights copy, then the weight gradient copy][scratchpad]
- * The gradient's layout (oneDNN's brgemm: blocks of 64 outputs outermost) usually keeps each block of output rows
- * in the same contiguous bytes as the plain layout. Where the gradient copy would exceed the cap on one layout copy
- * (the convolutions' chunk cap, 256 MiB by default), backward-weights writes into dw itself, and each row block
- * goes to its plain layout through a workspace piece of one block (fc6 of VGG-16 at batch 256: 6.4 MB instead of
- * 411 MB). The copies are exact, so the gradient is the same bit for bit either way; below the cap the one copy
- * moves fewer bytes (the blocks cost an extra pass over the gradient). */
-/* The cap on one layout copy, as the convolutions' default chunk cap (cpu_ops_dnnl_conv.c). */
-#define FC_COPY_CAP ((size_t)256 << 20)
+ *   backward: [weights copy][scratchpad], backward-weights' scratchpad over both (backward-data is done by then)
+ * Why plain bf16 weights below a batch of FC_BLOCKED_MIN_BATCH: oneDNN 2.6's copies into the blocked layouts its
+ * brgemm kernels read take about 1.4 ns a weight on one core of an AVX-512 BF16 EPYC (23 ms for VGG-16's 4096x4096
+ * fc7), about four times its plain bf16 GEMM at batch 32 (5 to 6 ms), while rounding into plain order takes 3 ms;
+ * the blocked kernels win only once the product is large enough to pay for the copy (at batch 256 forward 42 ms
+ * against 87). The weight gradient is never blocked: oneDNN's GEMM writes the plain fp32 gradient directly (8 ms
+ * at batch 32, 40 at 256), where the blocked kernel's gradient took another 23 ms to copy out. */
+#define FC_BLOCKED_MIN_BATCH 128
 
 typedef struct fc_state {
     cpu_dnnl_step fwd, bwd_data, bwd_weights;
-    cpu_dnnl_reorder f_wei, d_wei, w_dw;   /* w -> forward's weights, w -> backward-data's, gradient -> dw */
-    cpu_dnnl_reorder w_row;                /* one row block of the gradient -> plain, when dw holds it (rows > 0) */
-    size_t rows, row_bytes;                /* row blocks, and bytes of each */
-    size_t f_scratch, b_piece, b_scratch;  /* offsets in the aligned workspace */
-    size_t b_wscratch;                     /* backward-weights' scratchpad */
+    cpu_dnnl_reorder f_wei, d_wei;         /* blocked bf16: w -> forward's weights, w -> backward-data's */
+    bool round_plain;                      /* plain bf16: the copy is w rounded in its own order */
+    size_t copy_bytes;                     /* the weights copy (0: the primitives read w itself) */
+    size_t f_scratch, b_scratch;           /* offsets in the aligned workspace */
     size_t f_bytes, b_bytes;
 } fc_state;
 
-/* Whether the gradient layout g of (out, in) keeps whole blocks of rows contiguous in plain order: blocked, no
- * padding, the rows' blocks outermost. Then *row is the layout of one row block. */
-static bool fc_rows_in_place(const dnnl_memory_desc_t *g, dnnl_memory_desc_t *row, size_t *rows)
-{
-    if (g->format_kind != dnnl_blocked || g->ndims != 2 || g->data_type != dnnl_f32) return false;
-    const dnnl_blocking_desc_t *b = &g->format_desc.blocking;
-    dnnl_dim_t blk = 1;
-    for (int i = 0; i < b->inner_nblks; i++)
-        if (b->inner_idxs[i] == 0) blk *= b->inner_blks[i];
-    const dnnl_dim_t o = g->dims[0], k = g->dims[1];
-    if (g->padded_dims[0] != o || g->padded_dims[1] != k || o % blk || b->strides[0] != blk * k ||
-        g->offset0 != 0 || dnnl_memory_desc_get_size(g) != (size_t)(o * k) * sizeof(float))
-        return false;
-    *row = *g;
-    row->dims[0] = row->padded_dims[0] = blk;
-    if (dnnl_memory_desc_get_size(row) != (size_t)(blk * k) * sizeof(float)) return false;
-    *rows = (size_t)(o / blk);
-    return true;
-}
+static size_t fc_max(size_t a, size_t b) { return a > b ? a : b; }
 
-static vdnn_status fc_copies(cpu_backend *be, const dnnl_memory_desc_t *wei, bool make, fc_state *s, vdnn_error *err)
+static vdnn_status fc_copies(cpu_backend *be, const vdnn_op_desc *d, const dnnl_memory_desc_t *wei, bool make,
+                             fc_state *s, vdnn_error *err)
 {
-    const char *what = "fc: weights copy";
-    vdnn_status st = vdnn_cpu_dnnl_reorder_init(be, wei, vdnn_cpu_dnnl_arg_md(&s->fwd, DNNL_ARG_WEIGHTS), make, &s->f_wei,
-                                                what, err);
-    if (!st)
-        st = vdnn_cpu_dnnl_reorder_init(be, wei, vdnn_cpu_dnnl_arg_md(&s->bwd_data, DNNL_ARG_WEIGHTS), make, &s->d_wei,
-                                        what, err);
-    if (!st)
-        st = vdnn_cpu_dnnl_reorder_init(be, vdnn_cpu_dnnl_arg_md(&s->bwd_weights, DNNL_ARG_DIFF_WEIGHTS), wei, make,
-                                        &s->w_dw, "fc: weight gradient copy", err);
-    if (st) return st;
-    dnnl_memory_desc_t row, plain_row;
-    size_t rows = 0;
-    const size_t cap = be->opt.conv_chunk_bytes ? be->opt.conv_chunk_bytes : FC_COPY_CAP;
-    if (s->w_dw.from_bytes > cap &&
-        fc_rows_in_place(vdnn_cpu_dnnl_arg_md(&s->bwd_weights, DNNL_ARG_DIFF_WEIGHTS), &row, &rows)) {
-        const dnnl_dim_t dims[2] = {row.dims[0], row.dims[1]};
-        st = vdnn_cpu_dnnl_md(&plain_row, 2, dims, dnnl_oi, "fc: weight gradient rows", err);
-        if (!st) st = vdnn_cpu_dnnl_reorder_init(be, &row, &plain_row, make, &s->w_row, "fc: weight gradient rows", err);
+    size_t r_scratch = 0;
+    if (vdnn_cpu_is_bf16(d) && !s->round_plain) {
+        const char *what = "fc: weights copy";
+        vdnn_status st = vdnn_cpu_dnnl_reorder_init(be, wei, vdnn_cpu_dnnl_arg_md(&s->fwd, DNNL_ARG_WEIGHTS), make,
+                                                    &s->f_wei, what, err);
+        if (!st)
+            st = vdnn_cpu_dnnl_reorder_init(be, wei, vdnn_cpu_dnnl_arg_md(&s->bwd_data, DNNL_ARG_WEIGHTS), make,
+                                            &s->d_wei, what, err);
         if (st) return st;
-        s->rows = rows;
-        s->row_bytes = s->w_row.from_bytes;
+        /* The workspace holds the primitive's side of each copy: the bf16 weights. */
+        s->copy_bytes = fc_max(s->f_wei.to_bytes, s->d_wei.to_bytes);
+        r_scratch = fc_max(s->f_wei.scratch_bytes, s->d_wei.scratch_bytes);
+    } else if (s->round_plain) {
+        s->copy_bytes = (size_t)(wei->dims[0] * wei->dims[1]) * vdnn_dtype_size(d->dtype);
     }
-    size_t r_scratch = s->f_wei.scratch_bytes;
-    r_scratch = r_scratch > s->d_wei.scratch_bytes ? r_scratch : s->d_wei.scratch_bytes;
-    r_scratch = r_scratch > s->w_dw.scratch_bytes ? r_scratch : s->w_dw.scratch_bytes;
-    r_scratch = r_scratch > s->w_row.scratch_bytes ? r_scratch : s->w_row.scratch_bytes;
-    size_t used = 0, fs = s->fwd.scratch_bytes > r_scratch ? s->fwd.scratch_bytes : r_scratch;
-    /* The workspace holds the primitive's side of each copy: the bf16 weights, the gradient before dw. */
-    vdnn_cpu_ws_take(&used, s->f_wei.to_bytes);
+    const size_t fs = fc_max(s->fwd.scratch_bytes, r_scratch), bs = fc_max(s->bwd_data.scratch_bytes, r_scratch);
+    const size_t bw = s->bwd_weights.scratch_bytes;
+    size_t used = 0;
+    vdnn_cpu_ws_take(&used, s->copy_bytes);
     s->f_scratch = vdnn_cpu_ws_take(&used, fs);
-    s->f_bytes = s->f_wei.bytes ? used + CPU_WS_SLACK : fs;
-    size_t bd = s->bwd_data.scratch_bytes, bw = s->bwd_weights.scratch_bytes;
-    const size_t g_piece = s->rows ? s->row_bytes : s->w_dw.from_bytes;
-    size_t piece = s->d_wei.to_bytes > g_piece ? s->d_wei.to_bytes : g_piece;
-    /* With the gradient written into dw, nothing in the workspace is live while backward-weights runs: its
-     * scratchpad takes the workspace from the start, over the weights copy backward-data is done with. */
-    const bool w_over = s->rows && piece;
-    size_t bs = bd > r_scratch ? bd : r_scratch;
-    if (!w_over) bs = bs > bw ? bs : bw;
+    s->f_bytes = s->copy_bytes ? used + CPU_WS_SLACK : fs;
     used = 0;
-    s->b_piece = vdnn_cpu_ws_take(&used, piece);
+    vdnn_cpu_ws_take(&used, s->copy_bytes);
     s->b_scratch = vdnn_cpu_ws_take(&used, bs);
-    s->b_wscratch = w_over ? 0 : s->b_scratch;
-    if (w_over && bw > used) used = bw;
-    s->b_bytes = piece ? used + CPU_WS_SLACK : bs;
+    s->b_bytes = s->copy_bytes ? fc_max(used, bw) + CPU_WS_SLACK : fc_max(bs, bw);
     return VDNN_OK;
 }
 
@@ -110,14 +71,15 @@ static vdnn_status fc_build(cpu_backend *be, const vdnn_op_desc *d, bool make, f
     /* (out, in) row-major is oneDNN's "oi"; x and y are dense, so (N, K) and (N, O) views need no copy. */
     const dnnl_dim_t src_dims[2] = {in.n, k}, w_dims[2] = {p->filters, k};
     const dnnl_dim_t dst_dims[2] = {in.n, p->filters}, b_dims[1] = {p->filters};
-    const bool half = vdnn_cpu_is_bf16(d);
+    const bool half = vdnn_cpu_is_bf16(d), blocked = half && in.n >= FC_BLOCKED_MIN_BATCH;
+    s->round_plain = half && !blocked;
     dnnl_memory_desc_t src, wei, pwei, dwei, bia, dst;
     vdnn_status st = vdnn_cpu_dnnl_md_of(&src, 2, src_dims, d->dtype, dnnl_nc, "fc: source descriptor", err);
     if (!st) st = vdnn_cpu_dnnl_md(&wei, 2, w_dims, dnnl_oi, "fc: weights descriptor", err);
     if (!st)
-        st = vdnn_cpu_dnnl_md_of(&pwei, 2, w_dims, d->dtype, half ? dnnl_format_tag_any : dnnl_oi, "fc: weights descriptor",
-                                 err);
-    if (!st) st = vdnn_cpu_dnnl_md(&dwei, 2, w_dims, half ? dnnl_format_tag_any : dnnl_oi, "fc: weights descriptor", err);
+        st = vdnn_cpu_dnnl_md_of(&pwei, 2, w_dims, d->dtype, blocked ? dnnl_format_tag_any : dnnl_oi,
+                                 "fc: weights descriptor", err);
+    if (!st) st = vdnn_cpu_dnnl_md(&dwei, 2, w_dims, dnnl_oi, "fc: weights descriptor", err);
     if (!st) st = vdnn_cpu_dnnl_md(&bia, 1, b_dims, dnnl_a, "fc: bias descriptor", err);
     if (!st) st = vdnn_cpu_dnnl_md_of(&dst, 2, dst_dims, d->dtype, dnnl_nc, "fc: destination descriptor", err);
     if (st) return st;
@@ -145,7 +107,7 @@ static vdnn_status fc_build(cpu_backend *be, const vdnn_op_desc *d, bool make, f
             be, &id, &s->fwd, make,
             (const int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS}, 4,
             &s->bwd_weights, "fc backward-weights", err);
-    return st ? st : fc_copies(be, &wei, make, s, err);
+    return st ? st : fc_copies(be, d, &wei, make, s, err);
 }
 
 static void fc_free(fc_state *s)
@@ -155,8 +117,6 @@ static void fc_free(fc_state *s)
     vdnn_cpu_dnnl_step_fini(&s->bwd_weights);
     vdnn_cpu_dnnl_reorder_fini(&s->f_wei);
     vdnn_cpu_dnnl_reorder_fini(&s->d_wei);
-    vdnn_cpu_dnnl_reorder_fini(&s->w_dw);
-    vdnn_cpu_dnnl_reorder_fini(&s->w_row);
 }
 
 static vdnn_status fc_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
@@ -207,22 +167,29 @@ static void fc_destroy(cpu_backend *be, vdnn_op *op)
     op->state = NULL;
 }
 
-/* Where a primitive's weights (or weight gradient) live: the copy in ws when there is one, else the tensor itself. */
-static void *fc_piece(const cpu_dnnl_reorder *r, char *ws, size_t off, const void *plain)
+/* The weights the primitives read: w rounded into the workspace (plain) or copied into the layout r says (blocked),
+ * else w itself. */
+static vdnn_status fc_weights(cpu_backend *be, fc_state *s, cpu_dnnl_reorder *r, const float *w, char *ws,
+                              char *scratch, void **out, const char *what, vdnn_error *err)
 {
-    return r->bytes ? ws + off : (void *)plain;
+    *out = (void *)w;
+    if (!s->copy_bytes) return VDNN_OK;
+    *out = ws;
+    if (s->round_plain)
+        return vdnn_cpu_convert(&be->base, ws, VDNN_DTYPE_BF16, w, VDNN_DTYPE_F32, s->copy_bytes / sizeof(uint16_t), err);
+    return vdnn_cpu_dnnl_reorder_run(be, r, w, ws, scratch, what, err);
 }
 
 static vdnn_status fc_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     fc_state *s = op->state;
     if (op->d.p.bias && !a->b) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fc forward: NULL bias");
-    if (s->f_wei.bytes && !a->ws)
+    if (s->copy_bytes && !a->ws)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fc forward: NULL workspace (%zu bytes needed)", s->f_bytes);
-    char *ws = s->f_wei.bytes ? vdnn_cpu_ws_align(a->ws) : (char *)a->ws;
+    char *ws = s->copy_bytes ? vdnn_cpu_ws_align(a->ws) : (char *)a->ws;
     char *scratch = ws ? ws + s->f_scratch : NULL;
-    void *wei = fc_piece(&s->f_wei, ws, 0, a->w);
-    vdnn_status st = vdnn_cpu_dnnl_reorder_run(be, &s->f_wei, a->w, wei, scratch, "fc forward: weights copy", err);
+    void *wei;
+    vdnn_status st = fc_weights(be, s, &s->f_wei, a->w, ws, scratch, &wei, "fc forward: weights copy", err);
     if (st) return st;
     void *ptrs[] = {(void *)a->x[0], wei, (void *)a->b, a->y};
     return vdnn_cpu_dnnl_step_run(be, &s->fwd, ptrs, scratch, "fc forward", err);
@@ -233,33 +200,22 @@ static vdnn_status fc_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
     fc_state *s = op->state;
     if (!a->dw) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fc backward: NULL weights gradient");
     if (op->d.p.bias && !a->db) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fc backward: NULL bias gradient");
-    const bool pieces = s->d_wei.bytes || s->w_dw.bytes;
-    if (pieces && !a->ws)
+    if (s->copy_bytes && !a->ws)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fc backward: NULL workspace (%zu bytes needed)", s->b_bytes);
-    char *ws = pieces ? vdnn_cpu_ws_align(a->ws) : (char *)a->ws;
+    char *ws = s->copy_bytes ? vdnn_cpu_ws_align(a->ws) : (char *)a->ws;
     char *scratch = ws ? ws + s->b_scratch : NULL;
     vdnn_status st = VDNN_OK;
     if (a->dx[0]) {
-        void *wei = fc_piece(&s->d_wei, ws, s->b_piece, a->w);
-        st = vdnn_cpu_dnnl_reorder_run(be, &s->d_wei, a->w, wei, scratch, "fc backward-data: weights copy", err);
+        void *wei;
+        st = fc_weights(be, s, &s->d_wei, a->w, ws, scratch, &wei, "fc backward-data: weights copy", err);
         if (!st) {
             void *ptrs[] = {(void *)a->dy, wei, a->dx[0]};
             st = vdnn_cpu_dnnl_step_run(be, &s->bwd_data, ptrs, scratch, "fc backward-data", err);
         }
     }
     if (!st) {
-        void *dw = s->rows ? a->dw : fc_piece(&s->w_dw, ws, s->b_piece, a->dw);
-        void *ptrs[] = {(void *)a->x[0], (void *)a->dy, dw, a->db};
-        st = vdnn_cpu_dnnl_step_run(be, &s->bwd_weights, ptrs, ws ? ws + s->b_wscratch : NULL, "fc backward-weights", err);
-        if (!st && !s->rows)
-            st = vdnn_cpu_dnnl_reorder_run(be, &s->w_dw, dw, a->dw, scratch, "fc backward-weights: dw copy", err);
-        /* Row block by row block in place: each block's bytes are the same in both layouts. */
-        for (size_t r = 0; !st && r < s->rows; r++) {
-            char *block = (char *)a->dw + r * s->row_bytes;
-            memcpy(ws + s->b_piece, block, s->row_bytes);
-            st = vdnn_cpu_dnnl_reorder_run(be, &s->w_row, ws + s->b_piece, block, scratch,
-                                           "fc backward-weights: dw rows", err);
-        }
+        void *ptrs[] = {(void *)a->x[0], (void *)a->dy, a->dw, a->db};
+        st = vdnn_cpu_dnnl_step_run(be, &s->bwd_weights, ptrs, ws, "fc backward-weights", err);
     }
     return st;
 }
