@@ -67,13 +67,17 @@ extern const cpu_op_impl vdnn_cpu_op_softmax_xent;
 extern const cpu_op_impl vdnn_cpu_op_act;
 extern const cpu_op_impl vdnn_cpu_op_channel_mul;
 extern const cpu_op_impl vdnn_cpu_op_pooling;
-/* Sequence ops (cpu_ops_seq.c on OpenBLAS, cpu_ops_dnnl_layernorm.c); GELU is one of the activations. */
+/* Sequence ops (cpu_ops_seq.c, cpu_ops_dnnl_layernorm.c); GELU is one of the activations. */
 extern const cpu_op_impl vdnn_cpu_op_embed;
 extern const cpu_op_impl vdnn_cpu_op_pos_embed;
 extern const cpu_op_impl vdnn_cpu_op_layernorm;
 extern const cpu_op_impl vdnn_cpu_op_linear;
 extern const cpu_op_impl vdnn_cpu_op_attn_probs;
 extern const cpu_op_impl vdnn_cpu_op_attn_mix;
+/* linear's shape rule, for both of its implementations; and linear with bf16 maps where AVX-512 BF16 is there, as
+ * oneDNN's bf16 inner product over the rows (cpu_ops_linear_bf16.c; elsewhere it is widened). */
+vdnn_status vdnn_cpu_linear_shape(const vdnn_op_desc *d, vdnn_error *err);
+extern const cpu_op_impl vdnn_cpu_op_linear_bf16;
 /* One run of bf16 values widened to floats, or floats rounded to bf16 (nearest even): the portable loops of
  * vdnn_cpu_convert, bit for bit, on the calling thread (for short runs, such as rows of a strided map). */
 void vdnn_cpu_bf16_widen_run(float *dst, const uint16_t *src, size_t n);

@@ -1,12 +1,12 @@
-/* Causal attention with bf16 maps on any CPU: the fp32 ops' arithmetic (cpu_ops_seq.c: OpenBLAS GEMMs, the same
+/* Causal attention with bf16 maps on any CPU: the fp32 ops' arithmetic (cpu_ops_seq.c: oneDNN GEMMs, the same
  * softmax and its gradient) a block of query rows at a time. Unlike the other sequence ops (cpu_ops_widen.c), these
  * never widen a head's whole T x T probabilities: a block of rows of them (and of their gradient) is widened, used
  * and rounded, while the head's queries, keys or values (T x D each) are held in fp32. So the workspace grows with
  * T, not T^2, and at long context the bf16 probabilities, half the fp32 ones' bytes, are what a plan holds. */
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/cpu_internal.h"
 #include "backend/cpu/cpu_ops_dnnl_util.h"
 
@@ -93,7 +93,7 @@ static vdnn_status probs_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
             uint16_t *p = (uint16_t *)a->y + ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
             for (int r0 = 0; r0 < t; r0 += rb) {
                 const int rows = t - r0 < rb ? t - r0 : rb, cols = r0 + rows; /* later keys are masked */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, dh, scale, q + (size_t)r0 * dh, dh,
+                vdnn_cpu_sgemm(false, true, rows, cols, dh, scale, q + (size_t)r0 * dh, dh,
                             k, dh, 0.0f, s, t);
 #pragma omp parallel for if ((long)rows * cols > CPU_PAR_MIN)
                 for (int i = 0; i < rows; i++) vdnn_cpu_causal_softmax_row(s + (size_t)i * (size_t)t, r0 + i + 1, t);
@@ -144,9 +144,9 @@ static vdnn_status probs_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
                     float *sr = ds + (size_t)i * (size_t)t;
                     vdnn_cpu_causal_softmax_grad_row(p + (size_t)i * (size_t)t, sr, sr, r0 + i + 1, t);
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, dh, cols, scale, ds, t, k, dh, 0.0f,
+                vdnn_cpu_sgemm(false, false, rows, dh, cols, scale, ds, t, k, dh, 0.0f,
                             dq + (size_t)r0 * dh, dh);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, dh, rows, scale, ds, t, q + (size_t)r0 * dh,
+                vdnn_cpu_sgemm(true, false, cols, dh, rows, scale, ds, t, q + (size_t)r0 * dh,
                             dh, 1.0f, dk, dh);
             }
             narrow_rows(dqkv + at, ld, dq, t, dh);
@@ -199,7 +199,7 @@ static vdnn_status mix_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
                 const int rows = t - r0 < rb ? t - r0 : rb;
                 (void)vdnn_cpu_convert(&be->base, p, VDNN_DTYPE_F32, pb + (size_t)r0 * t, VDNN_DTYPE_BF16,
                                        (size_t)rows * (size_t)t, NULL);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, dh, t, 1.0f, p, t, v, dh, 0.0f, o, dh);
+                vdnn_cpu_sgemm(false, false, rows, dh, t, 1.0f, p, t, v, dh, 0.0f, o, dh);
                 narrow_rows(y + (size_t)r0 * (size_t)ad.w, (size_t)ad.w, o, rows, dh);
             }
         }
@@ -235,14 +235,14 @@ static vdnn_status mix_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
                 const int rows = t - r0 < rb ? t - r0 : rb;
                 widen_rows(dout, dy + (size_t)r0 * (size_t)ad.w, rows, dh, (size_t)ad.w);
                 if (a->dx[0]) {
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, t, dh, 1.0f, dout, dh, v, dh, 0.0f, dp, t);
+                    vdnn_cpu_sgemm(false, true, rows, t, dh, 1.0f, dout, dh, v, dh, 0.0f, dp, t);
                     (void)vdnn_cpu_convert(&be->base, (uint16_t *)a->dx[0] + pat + (size_t)r0 * t, VDNN_DTYPE_BF16, dp,
                                            VDNN_DTYPE_F32, (size_t)rows * (size_t)t, NULL);
                 }
                 if (dqkv) {
                     (void)vdnn_cpu_convert(&be->base, p, VDNN_DTYPE_F32, (const uint16_t *)a->x[0] + pat + (size_t)r0 * t,
                                            VDNN_DTYPE_BF16, (size_t)rows * (size_t)t, NULL);
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, dh, rows, 1.0f, p, t, dout, dh, 1.0f, dv, dh);
+                    vdnn_cpu_sgemm(true, false, t, dh, rows, 1.0f, p, t, dout, dh, 1.0f, dv, dh);
                 }
             }
             if (dqkv) narrow_rows(dqkv + vat, ld, dv, t, dh);

@@ -1,9 +1,9 @@
 /* Sequence ops on the CPU (fp32): token and position embeddings, linear over the last dimension and causal
- * multi-head attention split in two ops (probabilities, then their mix of values), on OpenBLAS GEMMs. */
-#include <cblas.h>
+ * multi-head attention split in two ops (probabilities, then their mix of values), on oneDNN GEMMs (cpu_gemm.h). */
 #include <math.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/cpu_internal.h"
 #include "backend/seq_shapes.h"
 
@@ -136,13 +136,20 @@ const cpu_op_impl vdnn_cpu_op_pos_embed = {pos_query, no_create, no_destroy, pos
 
 /* ---- linear over the last dimension: Y = X W^T + b, W Fout x Fin as PyTorch's nn.Linear ---- */
 
-static vdnn_status linear_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
+vdnn_status vdnn_cpu_linear_shape(const vdnn_op_desc *d, vdnn_error *err)
 {
-    vdnn_status st = seq_fp32(d, err);
-    if (st) return st;
     const vdnn_shape x = d->in[0], y = d->out;
     if (d->n_inputs != 1 || y.n != x.n || y.c != x.c || y.h != x.h || y.w != d->p.filters)
         return vdnn_seq_shape_fail(d, "expected BxCxTxFin to BxCxTxFout with Fout outputs=", err);
+    return VDNN_OK;
+}
+
+static vdnn_status linear_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
+{
+    vdnn_status st = seq_fp32(d, err);
+    if (!st) st = vdnn_cpu_linear_shape(d, err);
+    if (st) return st;
+    const vdnn_shape x = d->in[0];
     /* Backward sums the bias gradient as ones^T dY, a GEMV over a row of ones it keeps in its workspace. */
     *info = (vdnn_op_info){.bwd_needs_x = true, .bwd_ws_bytes = d->p.bias ? vdnn_seq_rows(x) * sizeof(float) : 0};
     return VDNN_OK;
@@ -162,7 +169,7 @@ static vdnn_status linear_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
         for (int r = 0; r < rows; r++) memcpy(a->y + (size_t)r * (size_t)fout, a->b, (size_t)fout * sizeof(float));
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, fout, fin, 1.0f, a->x[0], fin, a->w, fin, beta, a->y,
+    vdnn_cpu_sgemm(false, true, rows, fout, fin, 1.0f, a->x[0], fin, a->w, fin, beta, a->y,
                 fout);
     return VDNN_OK;
 }
@@ -175,18 +182,18 @@ static vdnn_status linear_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_a
     const int rows = (int)vdnn_seq_rows(d->in[0]), fin = d->in[0].w, fout = d->p.filters;
     if (a->dx[0]) {
         if ((st = vdnn_cpu_need(a->w, d, "w", err))) return st;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, fin, fout, 1.0f, a->dy, fout, a->w, fin, 0.0f,
+        vdnn_cpu_sgemm(false, false, rows, fin, fout, 1.0f, a->dy, fout, a->w, fin, 0.0f,
                     a->dx[0], fin);
     }
     if (a->dw) {
         if ((st = vdnn_cpu_need(a->x[0], d, "x", err))) return st;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, fout, fin, rows, 1.0f, a->dy, fout, a->x[0], fin, 0.0f,
+        vdnn_cpu_sgemm(true, false, fout, fin, rows, 1.0f, a->dy, fout, a->x[0], fin, 0.0f,
                     a->dw, fin);
     }
     if (a->db && d->p.bias) {
         if ((st = vdnn_cpu_need(a->ws, d, "the workspace", err))) return st;
         for (int r = 0; r < rows; r++) a->ws[r] = 1.0f;
-        cblas_sgemv(CblasRowMajor, CblasTrans, rows, fout, 1.0f, a->dy, fout, a->ws, 1, 0.0f, a->db, 1);
+        vdnn_cpu_sgemv_t(rows, fout, a->dy, fout, a->ws, a->db);
     }
     return VDNN_OK;
 }
@@ -272,7 +279,7 @@ static vdnn_status probs_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
         for (int h = 0; h < ad.h; h++) {
             const float *q = a->x[0] + (size_t)b * (size_t)t * (size_t)ld + (size_t)(ad.h0 + h) * (size_t)ad.dh;
             float *p = a->y + ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, ad.dh, scale, q, ld, q + ad.f, ld, 0.0f, p, t);
+            vdnn_cpu_sgemm(false, true, t, t, ad.dh, scale, q, ld, q + ad.f, ld, 0.0f, p, t);
         }
     /* The causal softmax of each row over its first i+1 scores: oneDNN's softmax would need the masked half
      * filled with -inf first, a pass as long as this one. */
@@ -308,8 +315,8 @@ static vdnn_status probs_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
             const size_t off = (size_t)b * (size_t)t * (size_t)ld + (size_t)(ad.h0 + h) * (size_t)ad.dh;
             const float *q = a->x[0] + off, *k = q + ad.f;
             float *dq = a->dx[0] + off, *dk = dq + ad.f;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, ad.dh, t, scale, ds, t, k, ld, 0.0f, dq, ld);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, ad.dh, t, scale, ds, t, q, ld, 0.0f, dk, ld);
+            vdnn_cpu_sgemm(false, false, t, ad.dh, t, scale, ds, t, k, ld, 0.0f, dq, ld);
+            vdnn_cpu_sgemm(true, false, t, ad.dh, t, scale, ds, t, q, ld, 0.0f, dk, ld);
         }
     return VDNN_OK;
 }
@@ -341,7 +348,7 @@ static vdnn_status mix_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
             const float *p = a->x[0] + ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
             const float *v = a->x[1] + (size_t)b * (size_t)t * (size_t)ld + 2 * (size_t)ad.f + (size_t)(ad.h0 + h) * ad.dh;
             float *o = a->y + (size_t)b * (size_t)t * (size_t)ad.w + (size_t)h * (size_t)ad.dh;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, ad.dh, t, 1.0f, p, t, v, ld, 0.0f, o, ad.w);
+            vdnn_cpu_sgemm(false, false, t, ad.dh, t, 1.0f, p, t, v, ld, 0.0f, o, ad.w);
         }
     return VDNN_OK;
 }
@@ -365,10 +372,10 @@ static vdnn_status mix_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
             const size_t vat = (size_t)b * (size_t)t * (size_t)ld + 2 * (size_t)ad.f + (size_t)(ad.h0 + h) * ad.dh;
             const float *dout = a->dy + (size_t)b * (size_t)t * (size_t)ad.w + (size_t)h * (size_t)ad.dh;
             if (a->dx[0])
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, ad.dh, 1.0f, dout, ad.w, a->x[1] + vat, ld,
+                vdnn_cpu_sgemm(false, true, t, t, ad.dh, 1.0f, dout, ad.w, a->x[1] + vat, ld,
                             0.0f, a->dx[0] + pat, t);
             if (a->dx[1])
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, ad.dh, t, 1.0f, a->x[0] + pat, t, dout, ad.w,
+                vdnn_cpu_sgemm(true, false, t, ad.dh, t, 1.0f, a->x[0] + pat, t, dout, ad.w,
                             0.0f, a->dx[1] + vat, ld);
         }
     return VDNN_OK;

@@ -69,6 +69,14 @@ static bool bf16_anywhere(const vdnn_op_desc *d)
     }
 }
 
+/* linear runs its bf16 maps on oneDNN's bf16 inner product where AVX-512 BF16 is there, widened elsewhere. */
+static bool native_bf16(const cpu_backend *be, const vdnn_op_desc *d)
+{
+    return be->bf16 && d->dtype == VDNN_DTYPE_BF16 && d->kind == VDNN_LAYER_LINEAR;
+}
+
+static bool widened(const cpu_backend *be, const vdnn_op_desc *d) { return vdnn_cpu_widened(d) && !native_bf16(be, d); }
+
 static bool shape_ok(vdnn_shape s) { return s.n > 0 && s.c > 0 && s.h > 0 && s.w > 0; }
 
 static vdnn_status lookup(const cpu_backend *be, const vdnn_op_desc *d, const cpu_op_impl **impl, vdnn_error *err)
@@ -76,7 +84,9 @@ static vdnn_status lookup(const cpu_backend *be, const vdnn_op_desc *d, const cp
     if (!d) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cpu op: NULL op description");
     if ((int)d->kind < 0 || d->kind >= VDNN_LAYER_KIND_COUNT)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cpu op: unknown layer kind %d", (int)d->kind);
-    *impl = d->dtype == VDNN_DTYPE_BF16 && bf16_table[d->kind] ? bf16_table[d->kind] : op_table[d->kind];
+    *impl = native_bf16(be, d)                                 ? &vdnn_cpu_op_linear_bf16
+            : d->dtype == VDNN_DTYPE_BF16 && bf16_table[d->kind] ? bf16_table[d->kind]
+                                                                 : op_table[d->kind];
     if (!*impl || !(*impl)->query)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cpu op: layer kind %d (%s) has no op", (int)d->kind,
                          d->kind == VDNN_LAYER_INPUT ? "input" : "not implemented");
@@ -103,7 +113,8 @@ vdnn_status vdnn_cpu_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op
     *info = (vdnn_op_info){0};
     if (d->algo != 0 && !impl->algos)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cpu op: algorithm %d asked of an op with one algorithm", d->algo);
-    if (vdnn_cpu_widened(d)) return vdnn_cpu_widen_query((cpu_backend *)be, impl, d, info, NULL, NULL, err);
+    if (widened((const cpu_backend *)be, d))
+        return vdnn_cpu_widen_query((cpu_backend *)be, impl, d, info, NULL, NULL, err);
     return impl->query((cpu_backend *)be, d, info, err);
 }
 
@@ -128,7 +139,7 @@ vdnn_status vdnn_cpu_op_create(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_o
     if (!op) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "op_create: out of memory");
     op->d = *d;
     op->impl = impl;
-    op->widened = vdnn_cpu_widened(d);
+    op->widened = widened((const cpu_backend *)be, d);
     if (op->widened) {
         /* impl makes and runs the fp32 op (op->d, op->info), after the checks of the op as asked. */
         op->maps = *d;

@@ -1,5 +1,5 @@
 /* bf16 maps for the CPU ops whose arithmetic is fp32 code (a sequence model's ops but attention, which goes by
- * blocks of rows in cpu_ops_attn_bf16.c: OpenBLAS GEMMs and own loops, oneDNN's fp32 layer norm and GELU): the op
+ * blocks of rows in cpu_ops_attn_bf16.c: oneDNN and OpenBLAS GEMMs and own loops, oneDNN's fp32 layer norm and GELU): the op
  * reads its bf16 maps widened into fp32 in its workspace, runs its fp32 code with the fp32 master weights, and rounds
  * what it writes once, to nearest even. No AVX-512 BF16 is needed (widening is exact and rounding is a few integer
  * operations a value, against the GEMMs' many flops a value), so these ops run bf16 on any CPU. Every op goes a
