@@ -4,7 +4,7 @@
 # exports torchvision's networks and computes their references (it skips without them). Both install `fortunes`
 # and `fortunes-min`, whose English quotations are the default text of sequence models (docs/sequence.md).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config zlib1g-dev libdnnl-dev libopenblas-dev libcmocka-dev
+pkgs=(build-essential cmake pkg-config zlib1g-dev libdnnl-dev libopenblas-dev libopenblas-openmp-dev libcmocka-dev
       dataset-fashion-mnist libopenmpi-dev openmpi-bin python3 python3-numpy python3-cffi python3-pytest
       libonnx-dev protobuf-c-compiler libprotobuf-c-dev fortunes fortunes-min)
 if [ "${1:-}" = "--test" ]; then

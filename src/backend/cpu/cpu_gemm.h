@@ -11,9 +11,9 @@
  * work runs on OpenMP's, whose threads spin at barriers by default: on 2 cores the two pools took turns, and gpt-mini
  * (batch 32, context 64, fp32) took 334-404 ms a step, against 100-111 with OMP_WAIT_POLICY=passive; on oneDNN's
  * GEMM, which runs on the same OpenMP threads as the rest, 88 ms by default and 104-116 passive. The LSTM keeps
- * OpenBLAS (cpu_ops_lstm.c): oneDNN's GEMM was slower on its per-step products (lstm-lm on one thread 324 ms a step
- * against 259). Its arguments are checked by the callers (shapes from checked op descriptions), so its only
- * failure, invalid arguments, cannot happen here. */
+ * OpenBLAS (cpu_ops_lstm.c; its OpenMP build, CMakeLists.txt): oneDNN's GEMM was slower on its per-step products
+ * (lstm-lm on one thread 324 ms a step against 259). Its arguments are checked by the callers (shapes from checked
+ * op descriptions), so its only failure, invalid arguments, cannot happen here. */
 static inline void vdnn_cpu_sgemm(bool trans_a, bool trans_b, dnnl_dim_t m, dnnl_dim_t n, dnnl_dim_t k, float alpha,
                                   const float *a, dnnl_dim_t lda, const float *b, dnnl_dim_t ldb, float beta, float *c,
                                   dnnl_dim_t ldc)
