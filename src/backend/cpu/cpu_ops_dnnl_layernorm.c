@@ -1,5 +1,6 @@
-/* LAYERNORM on the CPU: oneDNN layer normalization over the last dimension (w) of plain rows, fp32 (bf16 maps
- * reach it widened: cpu_ops_widen.c). */
+/* LAYERNORM on the CPU: oneDNN layer normalization over the last dimension (w) of plain rows, fp32 maps, or bf16
+ * maps where the CPU has AVX-512 BF16 (elsewhere they reach it widened: cpu_ops_widen.c); statistics, scale and
+ * shift fp32 in both. */
 #include <stdlib.h>
 
 #include "backend/cpu/cpu_ops_dnnl_util.h"
@@ -16,7 +17,7 @@ typedef struct ln_state {
 static vdnn_status ln_build(cpu_backend *be, const vdnn_op_desc *d, bool make, ln_state *s, vdnn_error *err)
 {
     const vdnn_shape in = d->in[0], out = d->out;
-    if (d->dtype != VDNN_DTYPE_F32)
+    if (d->dtype != VDNN_DTYPE_F32 && (d->dtype != VDNN_DTYPE_BF16 || !be->bf16))
         return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "layernorm: only fp32 or bf16 maps on the CPU (no %s path)",
                          vdnn_dtype_name(d->dtype));
     if (d->n_inputs != 1 || in.n != out.n || in.c != out.c || in.h != out.h || in.w != out.w)
@@ -27,7 +28,7 @@ static vdnn_status ln_build(cpu_backend *be, const vdnn_op_desc *d, bool make, l
     s->rows = (size_t)in.n * (size_t)in.c * (size_t)in.h;
     const dnnl_dim_t dims[2] = {(dnnl_dim_t)s->rows, in.w};
     dnnl_memory_desc_t md;
-    vdnn_status st = vdnn_cpu_dnnl_md(&md, 2, dims, dnnl_ab, "layernorm: data descriptor", err);
+    vdnn_status st = vdnn_cpu_dnnl_md_of(&md, 2, dims, d->dtype, dnnl_ab, "layernorm: data descriptor", err);
     if (st) return st;
     const unsigned flags = dnnl_use_scale | dnnl_use_shift;
     dnnl_layer_normalization_desc_t ld;
@@ -55,7 +56,7 @@ static vdnn_status ln_build(cpu_backend *be, const vdnn_op_desc *d, bool make, l
                                      9, &s->bwd, "layernorm backward", err);
     if (st) return st;
     size_t used = 0;
-    vdnn_cpu_ws_take(&used, s->rows * (size_t)in.w * sizeof(float));
+    vdnn_cpu_ws_take(&used, s->rows * (size_t)in.w * vdnn_dtype_size(d->dtype));
     s->b_scratch = vdnn_cpu_ws_take(&used, s->bwd.scratch_bytes);
     s->dx_bytes = used + CPU_WS_SLACK;
     return VDNN_OK;

@@ -69,10 +69,12 @@ static bool bf16_anywhere(const vdnn_op_desc *d)
     }
 }
 
-/* linear runs its bf16 maps on oneDNN's bf16 inner product where AVX-512 BF16 is there, widened elsewhere. */
+/* Where AVX-512 BF16 is there, linear runs its bf16 maps on oneDNN's bf16 inner product, layer normalization and
+ * GELU on oneDNN's bf16 primitives (fp32 arithmetic inside, as widened); elsewhere they are widened. */
 static bool native_bf16(const cpu_backend *be, const vdnn_op_desc *d)
 {
-    return be->bf16 && d->dtype == VDNN_DTYPE_BF16 && d->kind == VDNN_LAYER_LINEAR;
+    if (!be->bf16 || d->dtype != VDNN_DTYPE_BF16) return false;
+    return d->kind == VDNN_LAYER_LINEAR || d->kind == VDNN_LAYER_LAYERNORM || d->kind == VDNN_LAYER_GELU;
 }
 
 static bool widened(const cpu_backend *be, const vdnn_op_desc *d) { return vdnn_cpu_widened(d) && !native_bf16(be, d); }
@@ -84,7 +86,7 @@ static vdnn_status lookup(const cpu_backend *be, const vdnn_op_desc *d, const cp
     if (!d) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cpu op: NULL op description");
     if ((int)d->kind < 0 || d->kind >= VDNN_LAYER_KIND_COUNT)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cpu op: unknown layer kind %d", (int)d->kind);
-    *impl = native_bf16(be, d)                                 ? &vdnn_cpu_op_linear_bf16
+    *impl = native_bf16(be, d) && d->kind == VDNN_LAYER_LINEAR ? &vdnn_cpu_op_linear_bf16
             : d->dtype == VDNN_DTYPE_BF16 && bf16_table[d->kind] ? bf16_table[d->kind]
                                                                  : op_table[d->kind];
     if (!*impl || !(*impl)->query)
