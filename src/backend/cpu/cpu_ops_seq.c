@@ -1,6 +1,8 @@
 /* Sequence ops on the CPU (fp32): token and position embeddings, linear over the last dimension and causal
- * multi-head attention split in two ops (probabilities, then their mix of values), on oneDNN GEMMs (cpu_gemm.h). */
+ * multi-head attention split in two ops (probabilities, then their mix of values), on oneDNN GEMMs (cpu_gemm.h);
+ * the attention's heads shared among the threads, each head's GEMMs on one (the same numbers at any thread count). */
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_gemm.h"
@@ -234,15 +236,31 @@ void vdnn_cpu_attn_zero_unowned(void *dqkv, const vdnn_attn_dims *ad, size_t fir
     for (size_t r = 0; r < rows; r++) memset((char *)dqkv + (r * ld + first) * es, 0, count * es);
 }
 
+/* A head's dS (T x T floats) in the probabilities' backward workspace is taken once per thread where it is at most
+ * this large (contexts up to 512); past it the heads go one at a time, every thread in each head's GEMMs, which are
+ * then large enough to share, and the workspace stays one head's at long context. */
+#define HEAD_WS_PER_THREAD ((size_t)1 << 20)
+
+/* Threads the heads are shared among: the backend's, at most one a head (and one where each needs a larger dS). */
+static int head_threads(const cpu_backend *be, const vdnn_attn_dims *ad, size_t ws_per_head)
+{
+    const int heads = ad->b * ad->h, threads = be->base.threads > 0 ? be->base.threads : 1;
+    if (ws_per_head > HEAD_WS_PER_THREAD) return 1;
+    return threads < heads ? threads : heads;
+}
+
+static size_t head_ds_bytes(const vdnn_attn_dims *ad) { return (size_t)ad->t * (size_t)ad->t * sizeof(float); }
+
 static vdnn_status probs_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     vdnn_status st = seq_fp32(d, err);
     if (st) return st;
     vdnn_attn_dims ad;
     if ((st = vdnn_cpu_attn_probs_dims(d, &ad, err))) return st;
-    /* Backward forms dS = P (dP - rowsum(P dP)) one head at a time in its workspace. */
+    /* Backward forms dS = P (dP - rowsum(P dP)) of a head in its thread's part of the workspace. */
+    const size_t part = head_ds_bytes(&ad);
     *info = (vdnn_op_info){.bwd_needs_x = true, .bwd_needs_y = true,
-                           .bwd_ws_bytes = (size_t)ad.t * (size_t)ad.t * sizeof(float)};
+                           .bwd_ws_bytes = (size_t)head_threads(be, &ad, part) * part};
     return VDNN_OK;
 }
 
@@ -275,17 +293,17 @@ static vdnn_status probs_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     if (st) return st;
     const int t = ad.t, ld = 3 * ad.f;
     const float scale = 1.0f / sqrtf((float)ad.dh);
-    for (int b = 0; b < ad.b; b++)
-        for (int h = 0; h < ad.h; h++) {
-            const float *q = a->x[0] + (size_t)b * (size_t)t * (size_t)ld + (size_t)(ad.h0 + h) * (size_t)ad.dh;
-            float *p = a->y + ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
-            vdnn_cpu_sgemm(false, true, t, t, ad.dh, scale, q, ld, q + ad.f, ld, 0.0f, p, t);
-        }
     /* The causal softmax of each row over its first i+1 scores: oneDNN's softmax would need the masked half
      * filled with -inf first, a pass as long as this one. */
-    const long rows = (long)ad.b * ad.h * t;
-#pragma omp parallel for if (rows * t > CPU_PAR_MIN)
-    for (long r = 0; r < rows; r++) vdnn_cpu_causal_softmax_row(a->y + (size_t)r * (size_t)t, (int)(r % t) + 1, t);
+#pragma omp parallel for schedule(static) num_threads(head_threads(be, &ad, 0))
+    for (int bh = 0; bh < ad.b * ad.h; bh++) {
+        const int b = bh / ad.h, h = bh % ad.h;
+        const float *q = a->x[0] + (size_t)b * (size_t)t * (size_t)ld + (size_t)(ad.h0 + h) * (size_t)ad.dh;
+        float *p = a->y + (size_t)bh * (size_t)t * (size_t)t;
+        vdnn_cpu_sgemm(false, true, t, t, ad.dh, scale, q, ld, q + ad.f, ld, 0.0f, p, t);
+#pragma omp parallel for if ((long)t * t > CPU_PAR_MIN)
+        for (int i = 0; i < t; i++) vdnn_cpu_causal_softmax_row(p + (size_t)i * (size_t)t, i + 1, t);
+    }
     return VDNN_OK;
 }
 
@@ -302,22 +320,24 @@ static vdnn_status probs_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_ar
     if (st) return st;
     const int t = ad.t, ld = 3 * ad.f;
     const float scale = 1.0f / sqrtf((float)ad.dh);
-    float *ds = a->ws;
+    const size_t part = head_ds_bytes(&ad) / sizeof(float);
     /* Values get no gradient from the probabilities (attn_mix gives theirs), nor do other groups' heads. */
     vdnn_cpu_attn_zero_unowned(a->dx[0], &ad, 2 * (size_t)ad.f, (size_t)ad.f, sizeof(float));
-    for (int b = 0; b < ad.b; b++)
-        for (int h = 0; h < ad.h; h++) {
-            const size_t at = ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
-            const float *p = a->y + at, *dp = a->dy + at;
-            for (int i = 0; i < t; i++)
-                vdnn_cpu_causal_softmax_grad_row(p + (size_t)i * (size_t)t, dp + (size_t)i * (size_t)t,
-                                                 ds + (size_t)i * (size_t)t, i + 1, t);
-            const size_t off = (size_t)b * (size_t)t * (size_t)ld + (size_t)(ad.h0 + h) * (size_t)ad.dh;
-            const float *q = a->x[0] + off, *k = q + ad.f;
-            float *dq = a->dx[0] + off, *dk = dq + ad.f;
-            vdnn_cpu_sgemm(false, false, t, ad.dh, t, scale, ds, t, k, ld, 0.0f, dq, ld);
-            vdnn_cpu_sgemm(true, false, t, ad.dh, t, scale, ds, t, q, ld, 0.0f, dk, ld);
-        }
+#pragma omp parallel for schedule(static) num_threads(head_threads(be, &ad, head_ds_bytes(&ad)))
+    for (int bh = 0; bh < ad.b * ad.h; bh++) {
+        const int b = bh / ad.h, h = bh % ad.h;
+        float *ds = a->ws + (size_t)omp_get_thread_num() * part;
+        const size_t at = (size_t)bh * (size_t)t * (size_t)t;
+        const float *p = a->y + at, *dp = a->dy + at;
+        for (int i = 0; i < t; i++)
+            vdnn_cpu_causal_softmax_grad_row(p + (size_t)i * (size_t)t, dp + (size_t)i * (size_t)t,
+                                             ds + (size_t)i * (size_t)t, i + 1, t);
+        const size_t off = (size_t)b * (size_t)t * (size_t)ld + (size_t)(ad.h0 + h) * (size_t)ad.dh;
+        const float *q = a->x[0] + off, *k = q + ad.f;
+        float *dq = a->dx[0] + off, *dk = dq + ad.f;
+        vdnn_cpu_sgemm(false, false, t, ad.dh, t, scale, ds, t, k, ld, 0.0f, dq, ld);
+        vdnn_cpu_sgemm(true, false, t, ad.dh, t, scale, ds, t, q, ld, 0.0f, dk, ld);
+    }
     return VDNN_OK;
 }
 
@@ -343,13 +363,14 @@ static vdnn_status mix_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args 
     if (!st) st = vdnn_attn_dims_of(d, d->in[1], d->in[0], &ad, err);
     if (st) return st;
     const int t = ad.t, ld = 3 * ad.f;
-    for (int b = 0; b < ad.b; b++)
-        for (int h = 0; h < ad.h; h++) {
-            const float *p = a->x[0] + ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
-            const float *v = a->x[1] + (size_t)b * (size_t)t * (size_t)ld + 2 * (size_t)ad.f + (size_t)(ad.h0 + h) * ad.dh;
-            float *o = a->y + (size_t)b * (size_t)t * (size_t)ad.w + (size_t)h * (size_t)ad.dh;
-            vdnn_cpu_sgemm(false, false, t, ad.dh, t, 1.0f, p, t, v, ld, 0.0f, o, ad.w);
-        }
+#pragma omp parallel for schedule(static) num_threads(head_threads(be, &ad, 0))
+    for (int bh = 0; bh < ad.b * ad.h; bh++) {
+        const int b = bh / ad.h, h = bh % ad.h;
+        const float *p = a->x[0] + (size_t)bh * (size_t)t * (size_t)t;
+        const float *v = a->x[1] + (size_t)b * (size_t)t * (size_t)ld + 2 * (size_t)ad.f + (size_t)(ad.h0 + h) * ad.dh;
+        float *o = a->y + (size_t)b * (size_t)t * (size_t)ad.w + (size_t)h * (size_t)ad.dh;
+        vdnn_cpu_sgemm(false, false, t, ad.dh, t, 1.0f, p, t, v, ld, 0.0f, o, ad.w);
+    }
     return VDNN_OK;
 }
 
@@ -366,18 +387,19 @@ static vdnn_status mix_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     const int t = ad.t, ld = 3 * ad.f;
     /* Queries and keys get no gradient from the mix (attn_probs gives theirs), nor do other groups' values. */
     if (a->dx[1]) vdnn_cpu_attn_zero_unowned(a->dx[1], &ad, 0, 2 * (size_t)ad.f, sizeof(float));
-    for (int b = 0; b < ad.b; b++)
-        for (int h = 0; h < ad.h; h++) {
-            const size_t pat = ((size_t)b * (size_t)ad.h + (size_t)h) * (size_t)t * (size_t)t;
-            const size_t vat = (size_t)b * (size_t)t * (size_t)ld + 2 * (size_t)ad.f + (size_t)(ad.h0 + h) * ad.dh;
-            const float *dout = a->dy + (size_t)b * (size_t)t * (size_t)ad.w + (size_t)h * (size_t)ad.dh;
-            if (a->dx[0])
-                vdnn_cpu_sgemm(false, true, t, t, ad.dh, 1.0f, dout, ad.w, a->x[1] + vat, ld,
-                            0.0f, a->dx[0] + pat, t);
-            if (a->dx[1])
-                vdnn_cpu_sgemm(true, false, t, ad.dh, t, 1.0f, a->x[0] + pat, t, dout, ad.w,
-                            0.0f, a->dx[1] + vat, ld);
-        }
+#pragma omp parallel for schedule(static) num_threads(head_threads(be, &ad, 0))
+    for (int bh = 0; bh < ad.b * ad.h; bh++) {
+        const int b = bh / ad.h, h = bh % ad.h;
+        const size_t pat = (size_t)bh * (size_t)t * (size_t)t;
+        const size_t vat = (size_t)b * (size_t)t * (size_t)ld + 2 * (size_t)ad.f + (size_t)(ad.h0 + h) * ad.dh;
+        const float *dout = a->dy + (size_t)b * (size_t)t * (size_t)ad.w + (size_t)h * (size_t)ad.dh;
+        if (a->dx[0])
+            vdnn_cpu_sgemm(false, true, t, t, ad.dh, 1.0f, dout, ad.w, a->x[1] + vat, ld,
+                        0.0f, a->dx[0] + pat, t);
+        if (a->dx[1])
+            vdnn_cpu_sgemm(true, false, t, ad.dh, t, 1.0f, a->x[0] + pat, t, dout, ad.w,
+                        0.0f, a->dx[1] + vat, ld);
+    }
     return VDNN_OK;
 }
 
