@@ -9,7 +9,7 @@
 #include "graph/graph.h"
 
 /* Rows a block holds at most: a bf16 block's fp32 copy takes this many bytes (at least one row). */
-#define XENT_BLOCK_BYTES ((size_t)4 << 20)
+#define XENT_BLOCK_BYTES ((size_t)1 << 20)
 
 /* Below this a probability's logarithm loses digits (and 0 has none): that row's loss is taken from its logits. */
 #define XENT_TINY_P 1e-30f
