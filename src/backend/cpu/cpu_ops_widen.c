@@ -58,13 +58,29 @@ static void param_counts(const vdnn_op_desc *d, size_t *w, size_t *b)
     }
 }
 
+/* The inputs as the fp32 op reads them: an LSTM chunk reads only its own steps of x[0] (the whole sequence's map),
+ * and of each row the first lstm_in features (an LSTM's rows are [h | c]), and the last row of x[1] (the previous
+ * chunk), so its copies hold those alone, with step0 0; else the copies of a chunk of 32 steps of a 128-step
+ * sequence were up to eight times what it reads, and smaller groups of samples (more, thinner GEMMs; lstm-lm's
+ * were 8 samples of 32) followed from the bound on them. */
+static void read_part(vdnn_op_desc *d)
+{
+    if (d->kind != VDNN_LAYER_LSTM) return;
+    d->in[0].h = d->out.h;
+    d->in[0].w = d->p.lstm_in;
+    d->p.step0 = 0;
+    if (d->n_inputs > 1) d->in[1].h = 1;
+}
+
 /* Samples an op takes at a time (vdnn_widen_group_samples): its fp32 copies are inputs and output, and their
  * gradients in backward. */
 static int group_samples(const cpu_backend *be, const vdnn_op_desc *d)
 {
     const int n = d->out.n;
+    vdnn_op_desc r = *d;
+    read_part(&r);
     size_t one = vdnn_shape_count(d->out) / (size_t)n;
-    for (int i = 0; i < d->n_inputs; i++) one += vdnn_shape_count(d->in[i]) / (size_t)n;
+    for (int i = 0; i < d->n_inputs; i++) one += vdnn_shape_count(r.in[i]) / (size_t)n;
     size_t nw, nb;
     param_counts(d, &nw, &nb);
     const size_t cap = be->opt.widen_group_bytes ? be->opt.widen_group_bytes : VDNN_WIDEN_GROUP_BYTES;
@@ -77,6 +93,7 @@ static void widen_desc(const cpu_backend *be, const vdnn_op_desc *d, vdnn_op_des
 {
     *inner = *d;
     inner->dtype = VDNN_DTYPE_F32;
+    read_part(inner);
     const int k = group_samples(be, d);
     for (int i = 0; i < d->n_inputs; i++) inner->in[i].n = k;
     inner->out.n = k;
@@ -153,6 +170,58 @@ static vdnn_status narrow(cpu_backend *be, void *dst, const float *src, vdnn_sha
     return vdnn_cpu_convert(&be->base, dst, VDNN_DTYPE_BF16, src, VDNN_DTYPE_F32, vdnn_shape_count(s), err);
 }
 
+/* Of each sample of input i of the map (d), the part the fp32 op reads (s, read_part): `rows` rows of `cols` values,
+ * the first `skip` values on, one every `ld`; one row, the whole sample, but for an LSTM chunk. */
+typedef struct sample_part {
+    size_t full, skip, rows, cols, ld;
+} sample_part;
+
+static sample_part part_of(const vdnn_op_desc *d, const vdnn_op_desc *s, int i)
+{
+    const size_t full = vdnn_shape_count(d->in[i]) / (size_t)d->in[i].n;
+    if (d->kind != VDNN_LAYER_LSTM) return (sample_part){full, 0, 1, full, full};
+    const size_t ld = (size_t)d->in[i].w, rows = (size_t)s->in[i].h, cols = (size_t)s->in[i].w;
+    const size_t row0 = i == 0 ? (size_t)d->p.step0 : (size_t)d->in[i].h - 1;
+    /* Whole rows lie one after another: one run of them. */
+    return cols == ld ? (sample_part){full, row0 * ld, 1, rows * cols, rows * cols}
+                      : (sample_part){full, row0 * ld, rows, cols, ld};
+}
+
+/* Group g's part of input i, widened into dst. */
+static vdnn_status widen_input(cpu_backend *be, float *dst, const void *src, const vdnn_op_desc *d,
+                               const vdnn_op_desc *s, int i, int g, vdnn_error *err)
+{
+    const int per = s->out.n;
+    const sample_part q = part_of(d, s, i);
+    if (q.cols == q.full) return widen(be, dst, at_group(src, d->in[i], g, per), s->in[i], err);
+    vdnn_status st = VDNN_OK;
+    for (size_t j = 0; j < (size_t)per; j++) {
+        const uint16_t *from = (const uint16_t *)src + ((size_t)g * (size_t)per + j) * q.full + q.skip;
+        for (size_t r = 0; !st && r < q.rows; r++)
+            st = vdnn_cpu_convert(&be->base, dst + (j * q.rows + r) * q.cols, VDNN_DTYPE_F32, from + r * q.ld,
+                                  VDNN_DTYPE_BF16, q.cols, err);
+    }
+    return st;
+}
+
+/* Group g's gradient of input i from the fp32 op's (src): what it did not read gets zeros, as the fp32 op writes
+ * them. */
+static vdnn_status narrow_grad(cpu_backend *be, void *dst, const float *src, const vdnn_op_desc *d,
+                               const vdnn_op_desc *s, int i, int g, vdnn_error *err)
+{
+    const int per = s->out.n;
+    const sample_part q = part_of(d, s, i);
+    uint16_t *at = (uint16_t *)dst + (size_t)g * (size_t)per * q.full;
+    if (q.cols == q.full) return narrow(be, at, src, s->in[i], err);
+    memset(at, 0, (size_t)per * q.full * sizeof(uint16_t));
+    vdnn_status st = VDNN_OK;
+    for (size_t j = 0; j < (size_t)per; j++)
+        for (size_t r = 0; !st && r < q.rows; r++)
+            st = vdnn_cpu_convert(&be->base, at + j * q.full + q.skip + r * q.ld, VDNN_DTYPE_BF16,
+                                  src + (j * q.rows + r) * q.cols, VDNN_DTYPE_F32, q.cols, err);
+    return st;
+}
+
 /* A call's workspace (aligned) and layout, and the fp32 op's arguments before any group's copies. */
 static vdnn_status begin(const vdnn_op *op, const vdnn_op_args *a, bool backward, char **ws, widen_layout *l,
                          vdnn_op_args *a32, vdnn_error *err)
@@ -184,7 +253,7 @@ static vdnn_status widen_group(cpu_backend *be, const vdnn_op *op, const vdnn_op
     for (int i = 0; !st && i < d->n_inputs; i++) {
         const bool x = a->x[i] && (!backward || op->info.bwd_needs_x);
         a32->x[i] = x ? (const float *)(ws + l->x[i]) : NULL;
-        if (x) st = widen(be, (float *)(ws + l->x[i]), at_group(a->x[i], d->in[i], g, s->out.n), s->in[i], err);
+        if (x) st = widen_input(be, (float *)(ws + l->x[i]), a->x[i], d, s, i, g, err);
     }
     if (a->aux && aux_bf16(d)) {
         a32->aux = (float *)(ws + l->aux);
@@ -250,7 +319,7 @@ vdnn_status vdnn_cpu_widen_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_
         if (!st) st = op->impl->backward(be, op, &a32, err);
         if (!st && g) add_into(d, a, &a32);
         for (int i = 0; !st && i < d->n_inputs; i++)
-            if (a->dx[i]) st = narrow(be, (void *)at_group(a->dx[i], d->in[i], g, per), a32.dx[i], s->in[i], err);
+            if (a->dx[i]) st = narrow_grad(be, a->dx[i], a32.dx[i], d, s, i, g, err);
     }
     return st;
 }
