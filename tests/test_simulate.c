@@ -283,6 +283,48 @@ static void test_chain_all_busy_link(void **state)
  *   do 1.5 ms of its 2, the last 0.5 ms at full speed: 12-15.5; conv1 is back, no stall
  *   bwd conv2 15.5-19 under data's copy back (15.5-18.5); bwd conv1 19-21 alone.
  * Iteration 21 ms = 15 ms compute + 6 ms stall. */
+/* What the profiler fits copy_slowdown from, read off a timeline: the seconds the layers took beyond the profile's
+ * times, and the seconds copies ran beside them (the union of the copy spans over each layer's span). */
+static double refit_slowdown(const vdnn_timeline *t, const vdnn_plan_t *p, const vdnn_profile *prof)
+{
+    double extra = 0, overlap = 0;
+    for (int k = 0; k < t->n_spans; k++) {
+        const vdnn_span *c = &t->spans[k];
+        if (c->lane != VDNN_LANE_COMPUTE || (c->kind != VDNN_SPAN_FWD && c->kind != VDNN_SPAN_BWD)) continue;
+        const int l = p->steps[c->step].layer;
+        extra += c->end - c->start - (c->kind == VDNN_SPAN_FWD ? prof->fwd_s[l] : prof->bwd_s[l]);
+        double reach = c->start;
+        for (int j = 0; j < t->n_spans; j++) {
+            const vdnn_span *q = &t->spans[j];
+            if (q->lane == VDNN_LANE_COMPUTE) continue;
+            const double a = fmax(q->start, reach), b = fmin(q->end, c->end);
+            if (b > a) overlap += b - a, reach = b;
+        }
+    }
+    return vdnn_copy_slowdown_fit(extra, overlap);
+}
+
+/* The fit inverts the simulator's stretch: compute beside copies at 1 / (1 + s) of full speed costs s / (1 + s) of
+ * the overlapped time extra, whether a layer is overlapped all along or in part. */
+static void test_slowdown_fit(void **state)
+{
+    (void)state;
+    assert_near(vdnn_copy_slowdown_fit(0.25 * MS, 0.5 * MS), 1, "half the overlap extra");
+    assert_near(vdnn_copy_slowdown_fit(0.2 * MS, 1 * MS), 0.25, "a fifth extra");
+    assert_near(vdnn_copy_slowdown_fit(0, 1 * MS), 0, "no extra");
+    assert_near(vdnn_copy_slowdown_fit(-0.1 * MS, 1 * MS), 0, "faster beside copies");
+    assert_near(vdnn_copy_slowdown_fit(1 * MS, 0), 0, "no overlap");
+    assert_near(vdnn_copy_slowdown_fit(0.9 * MS, 1 * MS), 4, "capped");
+    for (int k = 0; k < 3; k++) {
+        const double s = (double[]){0.25, 1.0, 3.0}[k];
+        chain_run r;
+        chain_all(3 * MS, 0, s, 0, &r);
+        const double got = refit_slowdown(&r.t, r.p, &r.prof);
+        if (!(fabs(got - s) <= 1e-9)) fail_msg("slowdown %g simulated, %g fitted back", s, got);
+        chain_release(&r);
+    }
+}
+
 static void test_chain_all_contention(void **state)
 {
     (void)state;
@@ -728,7 +770,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chain_none),   cmocka_unit_test(test_chain_all),   cmocka_unit_test(test_chain_all_latency),
-        cmocka_unit_test(test_chain_all_hidden), cmocka_unit_test(test_chain_all_contention), cmocka_unit_test(test_chain_all_busy_link), cmocka_unit_test(test_chain_streamed), cmocka_unit_test(test_diamond), cmocka_unit_test(test_zoo_consistency),
+        cmocka_unit_test(test_chain_all_hidden), cmocka_unit_test(test_chain_all_contention), cmocka_unit_test(test_slowdown_fit), cmocka_unit_test(test_chain_all_busy_link), cmocka_unit_test(test_chain_streamed), cmocka_unit_test(test_diamond), cmocka_unit_test(test_zoo_consistency),
         cmocka_unit_test(test_errors),       cmocka_unit_test(test_trace),       cmocka_unit_test(test_svg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

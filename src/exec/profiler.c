@@ -174,9 +174,19 @@ typedef struct busy_fit {
     size_t *bytes[2];
     double *secs[2];
     size_t n[2], cap[2];        /* copies recorded, room for them (the plan's copies x steps) */
-    double quiet_d, quiet_base; /* spans no copy overlapped: this run's speed against the profile's */
-    double loud_d, loud_base, loud_f; /* spans copies overlapped; loud_f: base x overlapped share */
+    double *slowdown;           /* per recorded step: the copy_slowdown its layers say (step_slowdown) */
+    int n_steps;
 } busy_fit;
+
+/* One step's copy_slowdown: quiet (no copy overlapped) and loud layer spans' seconds d against the profile's base,
+ * loud_w the seconds copies overlapped. The quiet spans tell how this step's speed differs from the profile's for
+ * other reasons (clock, caches, a neighbour), so only what is left over is the copies' doing. Step by step, so that
+ * a slow step is judged against its own quiet spans, and the median of the steps is robust to one of them. */
+static double step_slowdown(double quiet_d, double quiet_base, double loud_d, double loud_base, double loud_w)
+{
+    const double drift = quiet_base > 0.1 * (quiet_base + loud_base) ? quiet_d / quiet_base : 1.0;
+    return vdnn_copy_slowdown_fit(loud_d - drift * loud_base, loud_w);
+}
 
 static vdnn_status fit_step(const vdnn_net_t *net, const vdnn_timeline *tl, const vdnn_profile *out, busy_fit *f,
                             vdnn_error *err)
@@ -198,6 +208,7 @@ static vdnn_status fit_step(const vdnn_net_t *net, const vdnn_timeline *tl, cons
         f->secs[d][f->n[d]++] = sp->end - sp->start;
     }
     qsort(copies, (size_t)nc, sizeof *copies, by_start);
+    double quiet_d = 0, quiet_base = 0, loud_d = 0, loud_base = 0, loud_w = 0;
     for (int k = 0; k < tl->n_spans; k++) {
         const vdnn_span *sp = &tl->spans[k];
         if (sp->lane != VDNN_LANE_COMPUTE || (sp->kind != VDNN_SPAN_FWD && sp->kind != VDNN_SPAN_BWD)) continue;
@@ -206,14 +217,15 @@ static vdnn_status fit_step(const vdnn_net_t *net, const vdnn_timeline *tl, cons
         if (!(d > 0) || !(base > 0)) continue;
         double share = copy_overlap(copies, nc, sp->start, sp->end) / d;
         if (share < 0.05) {
-            f->quiet_d += d;
-            f->quiet_base += base;
+            quiet_d += d;
+            quiet_base += base;
         } else {
-            f->loud_d += d;
-            f->loud_base += base;
-            f->loud_f += base * share;
+            loud_d += d;
+            loud_base += base;
+            loud_w += share * d;
         }
     }
+    if (loud_w > 0) f->slowdown[f->n_steps++] = step_slowdown(quiet_d, quiet_base, loud_d, loud_base, loud_w);
     free(copies);
     return VDNN_OK;
 }
@@ -266,6 +278,8 @@ vdnn_status vdnn_profile_measure_busy(const vdnn_graph_t *g, vdnn_backend_t *be,
         f.secs[d] = malloc((f.cap[d] + 1) * sizeof *f.secs[d]);
         if (!f.bytes[d] || !f.secs[d]) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "profile: out of memory");
     }
+    f.slowdown = malloc((size_t)iterations * sizeof *f.slowdown);
+    if (!f.slowdown && !rc) rc = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "profile: out of memory");
     vdnn_timeline tl;
     memset(&tl, 0, sizeof tl);
     /* Warm-up, then the recorded steps. */
@@ -279,13 +293,10 @@ vdnn_status vdnn_profile_measure_busy(const vdnn_graph_t *g, vdnn_backend_t *be,
     if (!rc && f.n[0] && f.n[1]) {
         out->d2h_busy = busy_model(f.bytes[0], f.secs[0], (int)f.n[0], &out->d2h);
         out->h2d_busy = busy_model(f.bytes[1], f.secs[1], (int)f.n[1], &out->h2d);
-        /* Layers that ran beside no copy tell how this run's speed differs from the profile's for other
-         * reasons (clock, caches); only what is left over is the copies' doing. */
-        double drift = f.quiet_base > 0.1 * (f.quiet_base + f.loud_base) ? f.quiet_d / f.quiet_base : 1.0;
-        double s = f.loud_f > 0 ? (f.loud_d - drift * f.loud_base) / f.loud_f : 0;
-        out->copy_slowdown = s > 0 ? (s < 4 ? s : 4) : 0;
+        out->copy_slowdown = f.n_steps ? vdnn_median(f.slowdown, f.n_steps) : 0;
         *measured = true;
     }
+    free(f.slowdown);
     for (int d = 0; d < 2; d++) {
         free(f.bytes[d]);
         free(f.secs[d]);

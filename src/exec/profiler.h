@@ -22,7 +22,7 @@ vdnn_status vdnn_profile_measure_algos(const vdnn_graph_t *g, vdnn_backend_t *be
 /* The link and the layers while both run: a net made with cfg but policy all (every saved map swapped),
  * no budget, runs `iterations` recorded steps after a warm-up; fits out's d2h_busy / h2d_busy to its copies
  * and copy_slowdown to how much longer the layers that copies overlapped took than out's times (less the
- * drift of the layers no copy overlapped). Where that plan cannot be made or moves nothing, out is left as
+ * drift of the layers no copy overlapped; the median of the steps' own fits). Where that plan cannot be made or moves nothing, out is left as
  * it is and *measured is false. Call it after the caller's own net is freed. */
 vdnn_status vdnn_profile_measure_busy(const vdnn_graph_t *g, vdnn_backend_t *be, const vdnn_net_options *cfg,
                                       const float *images, const int32_t *labels, int iterations, vdnn_profile *out,

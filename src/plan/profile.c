@@ -114,6 +114,13 @@ vdnn_status vdnn_profile_estimate_default(const vdnn_graph_t *g, vdnn_profile *p
                                  VDNN_ESTIMATE_LINK_BYTES_PER_S, p, err);
 }
 
+double vdnn_copy_slowdown_fit(double extra_s, double overlap_s)
+{
+    const double most = 4, r = overlap_s > 0 ? extra_s / overlap_s : 0;
+    if (!(r > 0)) return 0;
+    return r >= most / (1 + most) ? most : r / (1 - r);
+}
+
 /* seconds = latency + bytes / bandwidth, least squares. A negative intercept means the latency is below
  * what the samples resolve: the constrained optimum then lies on latency = 0, a line through the origin.
  * Times that do not grow with size (noise) fall back to that line too, which keeps the bandwidth finite. */

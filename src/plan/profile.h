@@ -108,6 +108,12 @@ vdnn_status vdnn_profile_estimate(const vdnn_graph_t *g, double flops_per_s, dou
  * every caller that plans without measurements plans alike. */
 vdnn_status vdnn_profile_estimate_default(const vdnn_graph_t *g, vdnn_profile *p, vdnn_error *err);
 
+/* copy_slowdown from layers that ran beside copies: extra_s, the seconds they took beyond their times alone, over
+ * overlap_s, the seconds copies ran beside them. The simulator runs compute at 1 / (1 + slowdown) of full speed for
+ * the time it overlaps copies, so that time costs slowdown / (1 + slowdown) of itself extra; this inverts that,
+ * within [0, 4]. */
+double vdnn_copy_slowdown_fit(double extra_s, double overlap_s);
+
 /* Least-squares fit of latency and bandwidth to the samples of one direction. */
 vdnn_copy_model vdnn_copy_model_fit(const size_t *bytes, const double *seconds, int n);
 
