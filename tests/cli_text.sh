@@ -159,6 +159,33 @@ run "--head-groups 3" 2 "--head-groups: 3 does not divide the 4 heads of 'h0.pro
 run "--head-groups 0" 2 "--head-groups" -- info gpt-mini --head-groups 0
 run "--head-groups on an image model" 2 "has no attention (attn_probs) layer" -- info lenet --head-groups 2
 
+# --attention fused: every attention one op (no probabilities tensor), the losses the materialized attention's to the
+# printed digits, a checkpoint that resumes without the flag, a lower plan at a long context.
+if "$VDNN" info gpt-mini --attention fused >"$TMP/info" 2>"$TMP/err" && grep -q "h3.mix *attention" "$TMP/info" &&
+    ! grep -q "attn_probs" "$TMP/info" && grep -q "parameters            867328" "$TMP/info"
+then ok; else bad "info gpt-mini --attention fused: $(head -c 300 "$TMP/err")"; fi
+for a in materialized fused; do
+    "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 32 --steps 2 --log-every 1 --no-eval \
+        --attention "$a" 2>/dev/null | grep "^step" | sed 's/ *[0-9.]* img\/s.*//' >"$TMP/attn-$a.txt"
+done
+if [ -s "$TMP/attn-fused.txt" ] && cmp -s "$TMP/attn-materialized.txt" "$TMP/attn-fused.txt"; then ok
+else bad "train --attention fused: losses differ: $(cat "$TMP/attn-materialized.txt" "$TMP/attn-fused.txt")"; fi
+if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 32 --steps 1 --no-eval --attention fused \
+        --save "$TMP/fused.ckpt" >/dev/null 2>"$TMP/err" &&
+    "$VDNN" sample --resume "$TMP/fused.ckpt" --model gpt-mini --seq-len 32 --device cpu --prompt "the " --tokens 4 \
+        >/dev/null 2>>"$TMP/err"; then ok
+else bad "train --attention fused, then sample materialized: $(head -c 300 "$TMP/err")"; fi
+run "--attention fused with --head-groups" 2 "--attention fused computes each attention whole" -- \
+    plan gpt-mini --attention fused --head-groups 2
+run "--attention fused with --head-groups auto" 2 "--attention fused computes each attention whole" -- \
+    plan gpt-mini --attention fused --head-groups auto --policy auto --budget 50MiB
+run "--attention on an image model" 2 "has no attention (attn_probs) layer" -- info lenet --attention fused
+run "--attention fast" 2 "--attention: invalid value 'fast' (fused or materialized)" -- info gpt-mini --attention fast
+# In-core at context 1024, batch 2: 77.95 MiB fused against 231.68 MiB with the probabilities (4 heads x 1024^2 a layer).
+if "$VDNN" plan gpt-mini --context 1024 --batch 2 --device cpu --attention fused >"$TMP/out" 2>"$TMP/err" &&
+    grep -q "peak device memory:    77.95 MiB" "$TMP/out"
+then ok; else bad "plan --attention fused at context 1024: $(head -c 300 "$TMP/out")"; fi
+
 # --head-groups auto: the fewest groups whose plan fits. gpt-mini (4 heads) at context 1024, batch 2: auto needs
 # 79.4 MiB with the whole attention, 55.5 MiB in 2 groups, 38.8 MiB in 4.
 hg=(gpt-mini --context 1024 --batch 2 --device cpu --policy auto --json)

@@ -348,6 +348,12 @@ static void add_seq(vt_op_cases *cs)
     add(cs, "attn_probs head 2 of 3", vt_attn_group(VDNN_LAYER_ATTN_PROBS, 1, 6, 6, 3, 2, 1));
     add(cs, "attn_mix heads 2-3 of 4", vt_attn_group(VDNN_LAYER_ATTN_MIX, 2, 5, 8, 4, 2, 2));
     add(cs, "attn_mix head 1 of 3", vt_attn_group(VDNN_LAYER_ATTN_MIX, 1, 6, 6, 3, 1, 1));
+    /* Fused attention: one block of query rows; 300 tokens go in two (218 rows, then 82), each meeting the keys up to
+     * its last row. */
+    add(cs, "attention 2 heads", vt_attn(2, 5, 8, 2));
+    add(cs, "attention 1 head 1 token", vt_attn(1, 1, 4, 1));
+    add(cs, "attention 3 heads of 1", vt_attn(1, 6, 3, 3));
+    add(cs, "attention 300 tokens in two blocks", vt_attn(1, 300, 4, 2));
     add(cs, "gelu", vt_act(VDNN_LAYER_GELU, S(2, 1, 5, 7)));
     add(cs, "softmax_xent over tokens", vt_xent_seq(2, 5, 7));
     add(cs, "softmax_xent one token", vt_xent_seq(3, 1, 4));
@@ -357,6 +363,7 @@ static void add_seq(vt_op_cases *cs)
     /* gpt-mini's shapes (width 128, 4 heads, context 64), batch 2 */
     add(cs, "gpt-mini attn_probs", vt_attn_probs(2, 64, 128, 4));
     add(cs, "gpt-mini attn_mix", vt_attn_mix(2, 64, 128, 4));
+    add(cs, "gpt-mini attention fused", vt_attn(2, 64, 128, 4));
     add(cs, "gpt-mini linear fc", vt_linear(S(2, 1, 64, 128), 512, 1));
     add(cs, "gpt-mini layernorm", vt_layernorm(S(2, 1, 64, 128)));
     add(cs, "gpt-mini softmax_xent", vt_xent_seq(2, 64, 256));

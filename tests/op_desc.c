@@ -181,6 +181,13 @@ vdnn_op_desc vt_attn_mix(int b, int t, int width, int heads)
     return d;
 }
 
+vdnn_op_desc vt_attn(int b, int t, int width, int heads)
+{
+    vdnn_op_desc d = vt_op(VDNN_LAYER_ATTN, vt_shape(b, 1, t, 3 * width), vt_shape(b, 1, t, width));
+    d.p.heads = heads;
+    return d;
+}
+
 vdnn_op_desc vt_attn_group(vdnn_layer_kind kind, int b, int t, int width, int heads, int h0, int n)
 {
     vdnn_op_desc d = kind == VDNN_LAYER_ATTN_PROBS ? vt_attn_probs(b, t, width, n) : vt_attn_mix(b, t, width, n);

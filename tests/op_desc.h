@@ -46,6 +46,8 @@ vdnn_op_desc vt_layernorm(vdnn_shape in);
 vdnn_op_desc vt_linear(vdnn_shape in, int outputs, int bias);
 vdnn_op_desc vt_attn_probs(int b, int t, int width, int heads);
 vdnn_op_desc vt_attn_mix(int b, int t, int width, int heads);
+/* Fused attention: qkv B x 1 x t x 3 width -> B x 1 x t x width. */
+vdnn_op_desc vt_attn(int b, int t, int width, int heads);
 /* Heads h0 .. h0+n-1 of `heads` (a head group): attn_probs or attn_mix. */
 vdnn_op_desc vt_attn_group(vdnn_layer_kind kind, int b, int t, int width, int heads, int h0, int n);
 vdnn_op_desc vt_xent_seq(int b, int t, int vocab);

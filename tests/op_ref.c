@@ -190,10 +190,37 @@ static double seq_at(const vt_op_data *in, size_t i)
     return 0;
 }
 
-/* Attention: probabilities y[b, h, i, j] (causal softmax of scaled q.k) and their mix of values. */
+/* Attention: probabilities y[b, h, i, j] (causal softmax of scaled q.k) and their mix of values; fused, the mix of
+ * the probabilities (y[b, i, h D + e]). */
 static void ref_attn(const vt_op_data *in, double *y)
 {
     const vdnn_op_desc *d = &in->d;
+    if (d->kind == VDNN_LAYER_ATTN) {
+        const int B = d->in[0].n, T = d->in[0].h, F = d->in[0].w / 3, H = d->p.heads, D = F / H;
+        double *row = malloc((size_t)T * sizeof *row);
+        assert_non_null(row);
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < T; i++) {
+                    const float *qkv = in->x[0] + (size_t)b * T * 3 * F, *q = qkv + (size_t)i * 3 * F + (size_t)h * D;
+                    double mx = -INFINITY, sum = 0;
+                    for (int j = 0; j <= i; j++) {
+                        const float *k = qkv + (size_t)j * 3 * F + F + (size_t)h * D;
+                        double s = 0;
+                        for (int e = 0; e < D; e++) s += (double)q[e] * k[e];
+                        row[j] = s / sqrt((double)D);
+                        mx = fmax(mx, row[j]);
+                    }
+                    for (int j = 0; j <= i; j++) sum += exp(row[j] - mx);
+                    for (int e = 0; e < D; e++) {
+                        double s = 0;
+                        for (int j = 0; j <= i; j++) s += exp(row[j] - mx) / sum * qkv[(size_t)j * 3 * F + 2 * F + (size_t)h * D + e];
+                        y[((size_t)b * T + i) * F + (size_t)h * D + e] = s;
+                    }
+                }
+        free(row);
+        return;
+    }
     const bool probs = d->kind == VDNN_LAYER_ATTN_PROBS;
     const vdnn_shape qs = probs ? d->in[0] : d->in[1];
     /* The op's H heads from head0 on of d->p.heads (a head group), or every head. */
@@ -309,7 +336,8 @@ void vt_ref_forward(const vt_op_data *in, size_t step, double *y, double *loss)
     for (size_t i = 0; i < in->ny; i++) y[i] = NAN;
     if (d->kind == VDNN_LAYER_BATCHNORM) return ref_bn(in, step, y);
     if (d->kind == VDNN_LAYER_SOFTMAX_XENT) return ref_softmax_xent(in, y, loss);
-    if (d->kind == VDNN_LAYER_ATTN_PROBS || d->kind == VDNN_LAYER_ATTN_MIX) return ref_attn(in, y);
+    if (d->kind == VDNN_LAYER_ATTN_PROBS || d->kind == VDNN_LAYER_ATTN_MIX || d->kind == VDNN_LAYER_ATTN)
+        return ref_attn(in, y);
     if (d->kind == VDNN_LAYER_LSTM) return ref_lstm(in, y);
     if (d->kind == VDNN_LAYER_SEQ_CAT) return ref_seq_cat(in, y);
     const float p = d->p.dropout_p;

@@ -602,7 +602,7 @@ static void test_kind_names_and_find(void **state)
         if (k == VDNN_LAYER_CHANNEL_MUL) extra = "input=r,g\n";
         if (k == VDNN_LAYER_EMBED || k == VDNN_LAYER_LINEAR) extra = "outputs=2\n";
         if (k == VDNN_LAYER_POS_EMBED) extra = "context=4\n";
-        if (k == VDNN_LAYER_ATTN_PROBS) extra = "heads=1\n";
+        if (k == VDNN_LAYER_ATTN_PROBS || k == VDNN_LAYER_ATTN) extra = "heads=1\n";
         if (k == VDNN_LAYER_ATTN_MIX) extra = "input=r,data\n";
         if (k == VDNN_LAYER_SOFTMAX_XENT) {
             snprintf(text, sizeof text, "[r]\ntype=relu\n[fc]\ntype=fc\noutputs=2\n[x]\ntype=softmax\n");

@@ -247,7 +247,7 @@ static bool bf16_anywhere(vdnn_layer_kind k)
     case VDNN_LAYER_EMBED: case VDNN_LAYER_POS_EMBED: case VDNN_LAYER_LAYERNORM: case VDNN_LAYER_LINEAR:
     case VDNN_LAYER_ATTN_PROBS: case VDNN_LAYER_ATTN_MIX: case VDNN_LAYER_GELU: case VDNN_LAYER_ADD:
     case VDNN_LAYER_CONCAT: case VDNN_LAYER_FEAT_CAT: case VDNN_LAYER_DROPOUT: case VDNN_LAYER_SOFTMAX_XENT:
-    case VDNN_LAYER_FLATTEN: case VDNN_LAYER_LSTM: case VDNN_LAYER_SEQ_CAT: return true;
+    case VDNN_LAYER_FLATTEN: case VDNN_LAYER_LSTM: case VDNN_LAYER_SEQ_CAT: case VDNN_LAYER_ATTN: return true;
     default: return false;
     }
 }
@@ -402,6 +402,7 @@ static void test_sequence_ops(void **state)
         {"linear", vt_linear(t, 6, 1), true, false, false, 0},
         {"attn_probs", vt_attn_probs(2, 5, 8, 2), true, true, false, 0},
         {"attn_mix", vt_attn_mix(2, 5, 8, 2), true, false, false, 0},
+        {"attention (fused)", vt_attn(2, 5, 8, 2), true, false, false, 0},
         {"gelu", vt_act(VDNN_LAYER_GELU, t), true, false, false, 0},
         {"softmax_xent over tokens", vt_xent_seq(2, 5, 7), false, true, false, 0},
     };

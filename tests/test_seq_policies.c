@@ -267,6 +267,79 @@ static void test_head_groups_bitwise(void **state)
     vt_text_env_close(&e);
 }
 
+/* e's model replaced by m (resolved alike), with its profile and op info made anew. */
+static void env_use_graph(vt_text_env *e, vdnn_graph_t *m)
+{
+    vdnn_error err;
+    vt_assert_ok(vdnn_graph_resolve(m, e->g->input, e->g->classes, &err), err);
+    m->dtype = e->g->dtype;
+    vdnn_graph_free(e->g);
+    e->g = m;
+    vdnn_profile_release(&e->prof);
+    vt_assert_ok(vdnn_profile_estimate(e->g, 4e13, 2e12, 16e9, &e->prof, &err), err);
+    free(e->info);
+    e->info = calloc((size_t)e->g->n_layers, sizeof *e->info);
+    assert_non_null(e->info);
+    vt_assert_ok(vdnn_plan_query_ops(e->g, e->be, true, e->info, &err), err);
+}
+
+/* Fused attention (vdnn_model_with_fused_attention, --attention fused): one op a block, no probabilities tensor. Its
+ * numbers are the materialized attention's up to float sums (the same parameters to start: every other layer keeps
+ * its place for seeding), its in-core peak lower, and every policy and planner on the fused graph bit for bit as
+ * none on it. */
+static void test_fused_attention_bitwise(void **state)
+{
+    (void)state;
+    adamw_on = false;
+    clip_on = 0;
+    vt_text_env e;
+    env_open(&e);
+    vt_text_run whole, ref;
+    train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, &whole);
+    vdnn_graph_t *fused = NULL;
+    vdnn_error err;
+    vt_assert_ok(vdnn_model_with_fused_attention(e.g, &fused, &err), err);
+    env_use_graph(&e, fused);
+    int attn = 0;
+    for (int l = 1; l < e.g->n_layers; l++) {
+        assert_true(e.g->layers[l].kind != VDNN_LAYER_ATTN_PROBS && e.g->layers[l].kind != VDNN_LAYER_ATTN_MIX);
+        attn += e.g->layers[l].kind == VDNN_LAYER_ATTN;
+    }
+    assert_int_equal(attn, 4);
+    train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, &ref);
+    if (!(ref.train_peak < whole.train_peak))
+        fail_msg("fused attention's in-core peak %zu, materialized %zu", ref.train_peak, whole.train_peak);
+    assert_int_equal(ref.ck.n_tensors, whole.ck.n_tensors);
+    /* The same model to a checkpoint: it resumes either way. */
+    assert_true(ref.ck.model_hash == whole.ck.model_hash);
+    /* bf16: the materialized probabilities are rounded to bf16 maps, the fused ones stay fp32 in the workspace. */
+    const bool half = e.g->dtype == VDNN_DTYPE_BF16;
+    const double tol = half ? 2e-3 : 1e-5, ptol = half ? 1e-2 : 1e-5; /* losses; parameters (two steps of lr 0.1) */
+    for (int s = 0; s < e.steps; s++)
+        if (!(fabs((double)ref.loss[s] - whole.loss[s]) <= tol * fabs((double)whole.loss[s])))
+            fail_msg("step %d: fused loss %.9g, materialized %.9g", s, ref.loss[s], whole.loss[s]);
+    for (int t = 0; t < ref.ck.n_tensors; t++) {
+        const vdnn_ckpt_tensor *a = &ref.ck.tensors[t], *b = vdnn_checkpoint_find(&whole.ck, a->name);
+        assert_non_null(b);
+        assert_int_equal(a->count, b->count);
+        double scale = 0, worst = 0;
+        for (size_t i = 0; i < a->count; i++) {
+            scale = fmax(scale, fabs((double)b->data[i]));
+            worst = fmax(worst, fabs((double)a->data[i] - (double)b->data[i]));
+        }
+        if (!(worst <= ptol * scale + 1e-7)) fail_msg("%s: fused differs by %g (largest value %g)", a->name, worst, scale);
+    }
+    vt_text_policies_bitwise(&e, "gpt-mini (fused attention)", train_run, &ref);
+    /* Head groups have nothing to group in a fused model, nor does a model without attention fuse. */
+    vdnn_graph_t *g2 = NULL;
+    assert_int_equal(vdnn_model_with_head_groups(e.g, 2, &g2, &err), VDNN_ERR_INVALID_ARG);
+    assert_int_equal(vdnn_model_with_fused_attention(e.g, &g2, &err), VDNN_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "no attention"));
+    vdnn_checkpoint_release(&ref.ck);
+    vdnn_checkpoint_release(&whole.ck);
+    vt_text_env_close(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -275,6 +348,7 @@ int main(void)
         cmocka_unit_test(test_adamw_policies_bitwise),
         cmocka_unit_test(test_clip_policies_bitwise),
         cmocka_unit_test(test_head_groups_bitwise),
+        cmocka_unit_test(test_fused_attention_bitwise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,7 @@
 #include "cmd_planning.h"
 
 static const char info_usage[] =
-    "usage: vdnn info MODEL [--batch N] [--input CxHxW | --seq-len N] [--context N] [--head-groups G] [--classes N] [--precision fp32|bf16|fp16] [--json]\n"
+    "usage: vdnn info MODEL [--batch N] [--input CxHxW | --seq-len N] [--context N] [--head-groups G] [--attention fused] [--classes N] [--precision fp32|bf16|fp16] [--json]\n"
     "Prints every layer's output shape, parameters, forward FLOPs and feature-map bytes, then the totals:\n"
     "weights, weight gradients, feature maps, gradient maps, workspace, and the in-core training memory\n"
     "for that batch, both with every tensor held at once and with vdnn's liveness reuse (policy none).\n"

@@ -35,7 +35,10 @@ vdnn_status cli_model_load(const cli_options *o, const cli_cost_options *c, cli_
     if (auto_groups) base.head_groups = 0; /* grouped by cli_model_plan */
     vdnn_status rc = VDNN_OK;
     const bool plans = !strcmp(cmd, "plan") || !strcmp(cmd, "simulate") || !strcmp(cmd, "plot");
-    if (auto_groups && (!plans || !c))
+    if (auto_groups && o->fused_attention)
+        rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--attention fused computes each attention whole, with no "
+                       "probabilities to group: it takes no --head-groups");
+    else if (auto_groups && (!plans || !c))
         rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--head-groups auto chooses the grouping for a budget: vdnn plan, "
                        "simulate, plot and train take it; give a number of groups to vdnn %s", cmd);
     else if (auto_groups && c->profile)

@@ -8,7 +8,7 @@
 
 static const char sample_usage[] =
     "usage: vdnn sample --resume CKPT [--model NAME|FILE] --prompt TEXT [--tokens N] [--temperature T]\n"
-    "                   [--seq-len N] [--context N] [--head-groups G] [--seed N] [--device cpu|cuda|auto] [--threads N]\n"
+    "                   [--seq-len N] [--context N] [--head-groups G] [--attention fused] [--seed N] [--device cpu|cuda|auto] [--threads N]\n"
     "Continues TEXT by N tokens (default 200) with a sequence model trained by `vdnn train --data text:FILE\n"
     "--save CKPT` (bytes as tokens). Each token is the model's most likely next byte (--temperature 0, the\n"
     "default) or drawn from its softmax at temperature T > 0 (--seed makes the draw repeatable). The model sees\n"

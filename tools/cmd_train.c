@@ -12,7 +12,7 @@ static bool is_sequence_data(const char *spec) { return !strncmp(spec, "text:", 
 static const char train_usage[] =
     "usage: vdnn train [--model NAME|FILE] [--data fashion-mnist|cifar10:DIR|idx:DIR|text:FILE|text:DIR|tokens:FILE|\n"
     "                  synthetic]\n"
-    "                  [--input CxHxW | --seq-len N] [--context N] [--head-groups G|auto] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
+    "                  [--input CxHxW | --seq-len N] [--context N] [--head-groups G|auto] [--attention fused] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
     "                  [--lr-schedule constant|step:N:GAMMA|cosine[:MIN][,warmup=N]] [--momentum X]\n"
     "                  [--weight-decay X] [--optimizer sgd|adamw] [--beta1 X] [--beta2 X] [--eps X] [--clip-grad-norm X] [--seed N] [--threads N] [--device auto|cpu|cuda] [--no-tf32]\n"
     "                  [--deterministic] [--budget SIZE] [--host-budget SIZE] [--policy POLICY] [--profile FILE]\n"
@@ -55,12 +55,15 @@ static const char train_usage[] =
     "so that a plan swaps or recomputes one group's at a time (long contexts; the same numbers, bit for bit).\n"
     "--head-groups auto (train, plan, simulate, plot) takes the fewest groups, of the counts that divide the heads,\n"
     "whose plan fits --budget, and says which.\n"
+    "--attention fused computes every attention in one op that never holds its probabilities (a block of query rows\n"
+    "at a time, recomputed in backward): no B x H x T x T tensor to keep, swap or recompute, for two more GEMMs in\n"
+    "backward (CPU; the same parameters as unfused, the numbers equal up to float sums, checkpoints of its own).\n"
     "Without --data a sequence model reads text:" CLI_DEFAULT_TEXT_DIR " (Debian's " CLI_DEFAULT_TEXT_PACKAGE "\n"
     "and fortunes-min): the text files of a directory read as one text, in name order.\n"
     CLI_DEVICE_USAGE;
 
 static const char eval_usage[] =
-    "usage: vdnn eval --resume FILE [--model NAME|FILE] [--data SPEC] [--input CxHxW | --seq-len N] [--context N] [--head-groups G]\n"
+    "usage: vdnn eval --resume FILE [--model NAME|FILE] [--data SPEC] [--input CxHxW | --seq-len N] [--context N] [--head-groups G] [--attention fused]\n"
     "                 [--classes N] [--batch N] [--threads N] [--device auto|cpu|cuda] [--no-tf32] [--deterministic]\n"
     "                 [--precision fp32|bf16|fp16] [--json]\n"
     "Evaluates a checkpoint on the test split of the data and prints accuracy and loss (a sequence model without\n"

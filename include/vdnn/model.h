@@ -36,6 +36,14 @@ VDNN_API vdnn_status vdnn_model_with_context(const vdnn_model_t *m, int context,
  * divide some attention's heads, VDNN_ERR_UNSUPPORTED for a model whose attention is already grouped. */
 VDNN_API vdnn_status vdnn_model_with_head_groups(const vdnn_model_t *m, int groups, vdnn_model_t **out,
                                                  vdnn_error *err);
+/* A copy of a transformer whose every attention is fused: one op computes softmax(Q K^T / sqrt(d)) V from qkv a block
+ * of query rows at a time, and its backward recomputes the probabilities, so they are never a tensor (the B x H x T x T
+ * a plan would otherwise keep, swap or recompute; docs/sequence.md, "Fused attention"). It starts from the same
+ * parameters; its numbers match the unfused model's up to the order of float sums, and its checkpoints are its own
+ * (a fused model is another graph). The caller frees it. VDNN_ERR_INVALID_ARG for a model without attention,
+ * VDNN_ERR_UNSUPPORTED (naming the layer) for attention in head groups or probabilities read by anything but their
+ * mix. The CPU backend runs it (fp32, and bf16 widened); CUDA refuses it, naming the op. */
+VDNN_API vdnn_status vdnn_model_with_fused_attention(const vdnn_model_t *m, vdnn_model_t **out, vdnn_error *err);
 
 /* Writes the ONNX model `m` was read from (the .onnx file at vdnn_model_source) to `out` with the parameters a
  * checkpoint of it holds (vdnn_net_save's file) as its initializers: weights, biases, batch-norm scales, shifts

@@ -99,6 +99,7 @@ void vdnn_model_defaults(const vdnn_model_t *m, vdnn_shape *input, int *classes)
 vdnn_status vdnn_model_with_context(const vdnn_model_t *m, int context, vdnn_model_t **out, vdnn_error *err);
 vdnn_status vdnn_model_with_head_groups(const vdnn_model_t *m, int groups, vdnn_model_t **out,
                                                  vdnn_error *err);
+vdnn_status vdnn_model_with_fused_attention(const vdnn_model_t *m, vdnn_model_t **out, vdnn_error *err);
 vdnn_status vdnn_model_export_onnx(const vdnn_model_t *m, const char *checkpoint, const char *out,
                                             vdnn_error *err);
 #define VDNN_LAYER_NAME_LEN 64

@@ -84,6 +84,14 @@ class Model:
         call(lib.vdnn_model_with_head_groups, self._h, int(groups), out)
         return Model(out[0])
 
+    def with_fused_attention(self):
+        """A copy of this transformer whose every attention is one op that never holds its probabilities (a block of
+        query rows at a time, recomputed in backward): no B x H x T x T tensor for a plan to keep, swap or recompute.
+        The same parameters to start; the numbers equal the unfused model's up to float sums."""
+        out = ffi.new("vdnn_model_t **")
+        call(lib.vdnn_model_with_fused_attention, self._h, out)
+        return Model(out[0])
+
     def resolve(self, input_shape=None, classes=0):
         """(c, h, w) and the class count: those given, else the model's defaults."""
         din, dcls = self.defaults

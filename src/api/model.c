@@ -81,6 +81,23 @@ vdnn_status vdnn_model_with_head_groups(const vdnn_model_t *m, int groups, vdnn_
     return rc;
 }
 
+vdnn_status vdnn_model_with_fused_attention(const vdnn_model_t *m, vdnn_model_t **out, vdnn_error *err)
+{
+    if (!m || !out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "model_with_fused_attention: no model or no place for the copy");
+    *out = NULL;
+    bool attention = false;
+    for (int l = 1; l < m->n_layers; l++) attention |= m->layers[l].kind == VDNN_LAYER_ATTN_PROBS;
+    if (!attention)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fused attention: %s has no attention (attn_probs) layer", m->source);
+    vdnn_status rc = vdnn_graph_clone(m, out, err);
+    if (rc == VDNN_OK) rc = vdnn_graph_fuse_attention(*out, err);
+    if (rc != VDNN_OK) {
+        vdnn_graph_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 vdnn_status vdnn_model_layers(const vdnn_model_t *m, vdnn_shape input, int classes, vdnn_backend_t *be,
                               vdnn_layer_info *out, vdnn_error *err)
 {

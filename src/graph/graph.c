@@ -25,6 +25,7 @@ static const char *const kind_names[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_GELU] = "gelu",
     [VDNN_LAYER_LSTM] = "lstm",
     [VDNN_LAYER_SEQ_CAT] = "seq_cat", [VDNN_LAYER_FEAT_CAT] = "feat_cat",
+    [VDNN_LAYER_ATTN] = "attention",
 };
 
 const char *vdnn_layer_kind_name(vdnn_layer_kind k)
@@ -190,6 +191,30 @@ uint64_t vdnn_graph_hash(const vdnn_graph_t *g)
                 MIX(vdnn_graph_seed_index(g, m->inputs[0], false));
                 MIX(vdnn_graph_seed_index(g, m->inputs[1], false));
             }
+            continue;
+        }
+        if (ly->kind == VDNN_LAYER_ATTN && ly->fused_probs[0]) {
+            /* Fused attention hashes as the attn_probs and attn_mix it stands for. */
+            const int qkv = vdnn_graph_seed_index(g, ly->inputs[0], false);
+            for (const char *c = ly->fused_probs; *c; c++) MIX((unsigned char)*c);
+            MIX(hash_kind(VDNN_LAYER_ATTN_PROBS));
+            MIX(ly->p.heads);
+            MIX(ly->out.h);
+            MIX(ly->out.h);
+            MIX(0);
+            MIX(0);
+            MIX(0);
+            MIX(qkv);
+            for (const char *c = ly->name; *c; c++) MIX((unsigned char)*c);
+            MIX(hash_kind(VDNN_LAYER_ATTN_MIX));
+            MIX(ly->out.c);
+            MIX(ly->out.h);
+            MIX(ly->out.w);
+            MIX(0);
+            MIX(0);
+            MIX(0);
+            MIX(ly->fused_probs_origin - 1 + owners_before(g, l, true));
+            MIX(qkv);
             continue;
         }
         const bool lstm = ly->kind == VDNN_LAYER_LSTM;
@@ -496,6 +521,18 @@ static vdnn_status resolve_layer(vdnn_graph_t *g, int idx, vdnn_error *err)
         double f = out.w, t = in.h;
         L->flops_fwd = 2.0 * in.n * t * t * f;
         L->flops_bwd = 2.0 * L->flops_fwd;
+        break;
+    }
+    case VDNN_LAYER_ATTN: {
+        if (p->heads < 1 || in.c != 1 || in.w % 3 || (in.w / 3) % p->heads)
+            return layer_fail(g, L, err, "attention reads q, k and v side by side (1xTx3F with F a multiple of "
+                              "heads=%d), got %s", p->heads, shape_str(in, a, sizeof a));
+        out.w = in.w / 3;
+        /* The causal pairs alone (a block of query rows meets only the keys up to its last row): forward the
+         * scores, the softmax and P V; backward the scores and probabilities again, dP, dS and dQ, dK, dV. */
+        const double pairs = (double)in.n * in.h * (in.h + 1) / 2, f = out.w;
+        L->flops_fwd = 4.0 * pairs * f + 5.0 * pairs * p->heads;
+        L->flops_bwd = 10.0 * pairs * f + 8.0 * pairs * p->heads;
         break;
     }
     case VDNN_LAYER_GELU:

@@ -56,6 +56,9 @@ typedef enum vdnn_layer_kind {
      * attn_mix reading it become G pairs of nodes, one per group of heads, and a feat_cat of the mixes
      * (src/graph/attn_expand.c). */
     VDNN_LAYER_FEAT_CAT,     /* inputs {B,C,T,W_i} -> {B,C,T,sum W_i}: each row's pieces side by side */
+    /* Fused attention (docs/sequence.md, "Fused attention"): attn_probs and attn_mix in one op that never holds the
+     * probabilities, recomputing them a block of query rows at a time in backward. */
+    VDNN_LAYER_ATTN,         /* causal softmax(Q K^T / sqrt(d)) V from qkv {B,1,T,3F} -> {B,1,T,F}; aux: rows' log-sum-exp */
     VDNN_LAYER_KIND_COUNT
 } vdnn_layer_kind;
 
@@ -123,6 +126,10 @@ typedef struct vdnn_layer {
     /* In a graph whose attention was expanded into head groups (attn_expand.c): 1 + this node's index before (0:
      * none); vdnn_graph_seed_index numbers by it, so that grouping leaves parameters and dropout masks as they were. */
     int origin;
+    /* A fused attention node (attn_fuse.c): the attn_probs it stands for with its mix, by name and 1 + index before,
+     * so that the graph hashes as the unfused one and checkpoints move between them. */
+    char fused_probs[VDNN_NAME_LEN];
+    int fused_probs_origin;
 
     /* Filled by vdnn_graph_resolve(): */
     vdnn_shape out;                   /* output shape for the resolved batch */
@@ -174,6 +181,9 @@ vdnn_status vdnn_graph_expand_lstm(vdnn_graph_t *g, vdnn_error *err);
  * joined by a feat_cat under the attn_mix's name (attn_expand.c). VDNN_ERR_PARSE naming the layer when a grouped
  * attn_probs is read by anything but one attn_mix. Inputs must be linked; consumer counts are left to the caller. */
 vdnn_status vdnn_graph_expand_attention(vdnn_graph_t *g, vdnn_error *err);
+/* Every attn_probs and the attn_mix reading it as one attention node (attn_fuse.c); VDNN_ERR_UNSUPPORTED naming the
+ * layer where the probabilities are grouped or read otherwise. */
+vdnn_status vdnn_graph_fuse_attention(vdnn_graph_t *g, vdnn_error *err);
 
 /* An lstm's h width: its projection P, else its hidden H. */
 static inline int vdnn_lstm_h_width(const vdnn_layer_params *p) { return p->proj ? p->proj : p->filters; }

@@ -45,7 +45,7 @@ static const int_key int_keys[] = {
     {"filters", KB(VDNN_LAYER_CONV), 1, MAX_COUNT, PF(filters), NO_FIELD},
     {"bias", KB(VDNN_LAYER_CONV) | KB(VDNN_LAYER_FC) | KB(VDNN_LAYER_LINEAR), 0, 1, PF(bias), NO_FIELD},
     {"context", KB(VDNN_LAYER_POS_EMBED), 1, MAX_COUNT, PF(context), NO_FIELD},
-    {"heads", KB(VDNN_LAYER_ATTN_PROBS), 1, 4096, PF(heads), NO_FIELD},
+    {"heads", KB(VDNN_LAYER_ATTN_PROBS) | KB(VDNN_LAYER_ATTN), 1, 4096, PF(heads), NO_FIELD},
     {"hidden", KB(VDNN_LAYER_LSTM), 1, MAX_COUNT, PF(filters), NO_FIELD},
     {"proj", KB(VDNN_LAYER_LSTM), 1, MAX_COUNT, PF(proj), NO_FIELD},
     {"chunk", KB(VDNN_LAYER_LSTM), 1, MAX_COUNT, PF(chunk), NO_FIELD},
@@ -353,8 +353,8 @@ static vdnn_status finish_layer(parser *ps)
     if (kind == VDNN_LAYER_POS_EMBED && !(seen & 16))
         return perr(ps, VDNN_ERR_PARSE, L->line, "pos_embed layer '%s' needs context= (the longest sequence)",
                     L->name);
-    if (kind == VDNN_LAYER_ATTN_PROBS && !(seen & 16))
-        return perr(ps, VDNN_ERR_PARSE, L->line, "attn_probs layer '%s' needs heads=", L->name);
+    if ((kind == VDNN_LAYER_ATTN_PROBS || kind == VDNN_LAYER_ATTN) && !(seen & 16))
+        return perr(ps, VDNN_ERR_PARSE, L->line, "%s layer '%s' needs heads=", kname, L->name);
     if (kind == VDNN_LAYER_LSTM && !(seen & 16))
         return perr(ps, VDNN_ERR_PARSE, L->line, "lstm layer '%s' needs hidden= (the cell width)", L->name);
     if ((KB(kind) & WINDOW_KINDS) && (seen & 6) != 6)

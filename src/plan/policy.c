@@ -14,6 +14,7 @@ bool vdnn_layer_compute_heavy(vdnn_layer_kind k)
     case VDNN_LAYER_LINEAR:
     case VDNN_LAYER_ATTN_PROBS:
     case VDNN_LAYER_ATTN_MIX:
+    case VDNN_LAYER_ATTN:
     case VDNN_LAYER_LSTM:
         return true;
     default:

@@ -123,6 +123,29 @@ def test_context_and_head_groups():
         vdnn.Model.load(os.path.join(ROOT, "models", "lenet.cfg")).with_head_groups(2)
 
 
+def test_fused_attention():
+    """with_fused_attention: every attention one op under the mix's name (no probabilities layer), the same numbers up
+    to float sums from the same parameters, an in-core peak at context 1024 under 0.4 of the unfused one (77.95 against 231.68 MiB at batch 2); grouped attention and models
+    without attention are refused."""
+    m = vdnn.Model.load(os.path.join(ROOT, "models", "gpt-mini.cfg"))
+    f = m.with_fused_attention()
+    layers = f.layers(batch=2)
+    names = [ly.name for ly in layers]
+    assert names[names.index("h0.qkv") + 1:names.index("h0.proj")] == ["h0.mix"]
+    assert [ly.type for ly in layers].count("attention") == 4 and "attn_probs" not in [ly.type for ly in layers]
+    be = vdnn.Backend("cpu", threads=2)
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, size=(2, 1, 64, 1)).astype(np.float32)
+    np.testing.assert_allclose(vdnn.Net(f, be, batch=2).forward(x), vdnn.Net(m, be, batch=2).forward(x),
+                               rtol=1e-4, atol=1e-5)
+    long_m, long_f = m.with_context(1024), m.with_context(1024).with_fused_attention()
+    assert vdnn.plan(long_f, batch=2).peak_device_bytes < 0.4 * vdnn.plan(long_m, batch=2).peak_device_bytes
+    with pytest.raises(vdnn.UnsupportedError, match="head groups"):
+        m.with_head_groups(2).with_fused_attention()
+    with pytest.raises(vdnn.InvalidArgError, match="has no attention"):
+        vdnn.Model.load(os.path.join(ROOT, "models", "lenet.cfg")).with_fused_attention()
+
+
 def test_fit_head_groups():
     """vdnn.fit_head_groups is `--head-groups auto`: gpt-mini (4 heads) at context 1024, batch 2, policy auto needs
     79.4 MiB whole, 55.5 MiB in 2 groups and 38.8 MiB in 4: at 50 MiB it takes 4 (the plan of with_head_groups(4)),

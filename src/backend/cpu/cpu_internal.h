@@ -92,6 +92,8 @@ void vdnn_cpu_attn_zero_unowned(void *dqkv, const vdnn_attn_dims *ad, size_t fir
  * gradient dS = P (dP - rowsum(P dP)), zeros past live (ds may be dp). Dots in double (cpu_ops_seq.c). */
 void vdnn_cpu_causal_softmax_row(float *p, int live, int t);
 void vdnn_cpu_causal_softmax_grad_row(const float *p, const float *dp, float *ds, int live, int t);
+/* Fused attention, the probabilities never a tensor (cpu_ops_attn_fused.c; bf16 maps widened). */
+extern const cpu_op_impl vdnn_cpu_op_attn_fused;
 /* Attention with bf16 maps, a block of query rows at a time (cpu_ops_attn_bf16.c). */
 extern const cpu_op_impl vdnn_cpu_op_attn_probs_bf16;
 extern const cpu_op_impl vdnn_cpu_op_attn_mix_bf16;

@@ -36,6 +36,7 @@ static const cpu_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_GELU] = &vdnn_cpu_op_act,
     [VDNN_LAYER_LSTM] = &vdnn_cpu_op_lstm,
     [VDNN_LAYER_SEQ_CAT] = &vdnn_cpu_op_seq_cat,
+    [VDNN_LAYER_ATTN] = &vdnn_cpu_op_attn_fused,
 };
 
 /* Kinds with an implementation of their own for bf16 maps (instead of op_table's, widened). */

@@ -26,6 +26,7 @@ bool vdnn_cpu_widened(const vdnn_op_desc *d)
     case VDNN_LAYER_LAYERNORM:
     case VDNN_LAYER_LINEAR:
     case VDNN_LAYER_GELU:
+    case VDNN_LAYER_ATTN:
     case VDNN_LAYER_LSTM: return true;
     default: return false;
     }
