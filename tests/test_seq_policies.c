@@ -226,6 +226,22 @@ static void test_clip_policies_bitwise(void **state)
     adamw_on = false;
 }
 
+/* e's model replaced by m (resolved alike), with its profile and op info made anew. */
+static void env_use_graph(vt_text_env *e, vdnn_graph_t *m)
+{
+    vdnn_error err;
+    vt_assert_ok(vdnn_graph_resolve(m, e->g->input, e->g->classes, &err), err);
+    m->dtype = e->g->dtype;
+    vdnn_graph_free(e->g);
+    e->g = m;
+    vdnn_profile_release(&e->prof);
+    vt_assert_ok(vdnn_profile_estimate(e->g, 4e13, 2e12, 16e9, &e->prof, &err), err);
+    free(e->info);
+    e->info = calloc((size_t)e->g->n_layers, sizeof *e->info);
+    assert_non_null(e->info);
+    vt_assert_ok(vdnn_plan_query_ops(e->g, e->be, true, e->info, &err), err);
+}
+
 /* Attention in head groups (vdnn_model_with_head_groups, --head-groups): each group's probabilities a tensor of their
  * own. The same numbers as the whole attention bit for bit (each group runs its heads' own GEMMs, and the gradient
  * parts it adds elsewhere are exact zeros), and every policy and planner on the grouped graph bit for bit as none
@@ -242,45 +258,20 @@ static void test_head_groups_bitwise(void **state)
     vdnn_graph_t *grouped = NULL;
     vdnn_error err;
     vt_assert_ok(vdnn_model_with_head_groups(e.g, 4, &grouped, &err), err);
-    vt_assert_ok(vdnn_graph_resolve(grouped, e.g->input, e.g->classes, &err), err);
-    grouped->dtype = e.g->dtype;
+    env_use_graph(&e, grouped);
     int probs = 0;
-    for (int l = 1; l < grouped->n_layers; l++)
-        if (grouped->layers[l].kind == VDNN_LAYER_ATTN_PROBS) {
-            assert_int_equal(grouped->layers[l].out.c, 1); /* gpt-mini's 4 heads, one a group */
+    for (int l = 1; l < e.g->n_layers; l++)
+        if (e.g->layers[l].kind == VDNN_LAYER_ATTN_PROBS) {
+            assert_int_equal(e.g->layers[l].out.c, 1); /* gpt-mini's 4 heads, one a group */
             probs++;
         }
     assert_int_equal(probs, 4 * 4);
-    vdnn_graph_free(e.g);
-    e.g = grouped;
-    vdnn_profile_release(&e.prof);
-    vt_assert_ok(vdnn_profile_estimate(e.g, 4e13, 2e12, 16e9, &e.prof, &err), err);
-    free(e.info);
-    e.info = calloc((size_t)e.g->n_layers, sizeof *e.info);
-    assert_non_null(e.info);
-    vt_assert_ok(vdnn_plan_query_ops(e.g, e.be, true, e.info, &err), err);
     train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, &ref);
     vt_text_assert_same_run(&e, "gpt-mini in 4 head groups against whole attention", &whole, &ref);
     vt_text_policies_bitwise(&e, "gpt-mini (head groups)", train_run, &ref);
     vdnn_checkpoint_release(&ref.ck);
     vdnn_checkpoint_release(&whole.ck);
     vt_text_env_close(&e);
-}
-
-/* e's model replaced by m (resolved alike), with its profile and op info made anew. */
-static void env_use_graph(vt_text_env *e, vdnn_graph_t *m)
-{
-    vdnn_error err;
-    vt_assert_ok(vdnn_graph_resolve(m, e->g->input, e->g->classes, &err), err);
-    m->dtype = e->g->dtype;
-    vdnn_graph_free(e->g);
-    e->g = m;
-    vdnn_profile_release(&e->prof);
-    vt_assert_ok(vdnn_profile_estimate(e->g, 4e13, 2e12, 16e9, &e->prof, &err), err);
-    free(e->info);
-    e->info = calloc((size_t)e->g->n_layers, sizeof *e->info);
-    assert_non_null(e->info);
-    vt_assert_ok(vdnn_plan_query_ops(e->g, e->be, true, e->info, &err), err);
 }
 
 /* Fused attention (vdnn_model_with_fused_attention, --attention fused): one op a block, no probabilities tensor. Its

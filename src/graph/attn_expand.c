@@ -101,24 +101,12 @@ vdnn_status vdnn_graph_expand_attention(vdnn_graph_t *g, vdnn_error *err)
         while (o < n_old && outmap[o] < i) o++;
         if (!b.out[i].origin) b.out[i].origin = 1 + (o < n_old ? o : n_old - 1);
     }
-    /* Tying names layers by index: the linear's tie= and the embed's tied_by follow their layers' new places. */
-    for (int i = 0; i < b.n && !st; i++)
-        if (b.out[i].p.tie) {
-            b.out[i].p.tie = outmap[b.out[i].p.tie];
-            b.out[b.out[i].p.tie].p.tied_by = i;
-        }
+    if (!st) vdnn_graph_builder_retie(&b, outmap);
     for (int i = 1; i < n_old && !st; i++)
         if (grouped(&g->layers[i]) && !done[i])
             st = expand_fail(g, &g->layers[i], err, "probabilities computed in groups need an attn_mix reading them",
                              NULL);
     free(outmap);
     free(done);
-    if (st) {
-        free(b.out);
-        return st;
-    }
-    free(g->layers);
-    g->layers = b.out;
-    g->n_layers = b.n;
-    return VDNN_OK;
+    return vdnn_graph_builder_finish(&b, g, st);
 }

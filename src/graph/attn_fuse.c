@@ -64,19 +64,7 @@ vdnn_status vdnn_graph_fuse_attention(vdnn_graph_t *g, vdnn_error *err)
         }
         outmap[i] = at;
     }
-    /* Tying names layers by index: the linear's tie= and the embed's tied_by follow their layers' new places. */
-    for (int i = 0; i < b.n && !st; i++)
-        if (b.out[i].p.tie) {
-            b.out[i].p.tie = outmap[b.out[i].p.tie];
-            b.out[b.out[i].p.tie].p.tied_by = i;
-        }
+    if (!st) vdnn_graph_builder_retie(&b, outmap);
     free(outmap);
-    if (st) {
-        free(b.out);
-        return st;
-    }
-    free(g->layers);
-    g->layers = b.out;
-    g->n_layers = b.n;
-    return VDNN_OK;
+    return vdnn_graph_builder_finish(&b, g, st);
 }

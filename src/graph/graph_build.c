@@ -51,3 +51,26 @@ int vdnn_graph_builder_join(vdnn_graph_builder *b, const vdnn_layer *proto, cons
     free(level);
     return at;
 }
+
+void vdnn_graph_builder_retie(vdnn_graph_builder *b, const int *outmap)
+{
+    for (int i = 0; i < b->n; i++)
+        if (b->out[i].p.tie) {
+            b->out[i].p.tie = outmap[b->out[i].p.tie];
+            b->out[b->out[i].p.tie].p.tied_by = i;
+        }
+}
+
+vdnn_status vdnn_graph_builder_finish(vdnn_graph_builder *b, vdnn_graph_t *g, vdnn_status st)
+{
+    if (st) {
+        free(b->out);
+        b->out = NULL;
+        return st;
+    }
+    free(g->layers);
+    g->layers = b->out;
+    g->n_layers = b->n;
+    b->out = NULL;
+    return VDNN_OK;
+}

@@ -20,4 +20,11 @@ int vdnn_graph_builder_emit(vdnn_graph_builder *b, const vdnn_layer *proto, cons
 int vdnn_graph_builder_join(vdnn_graph_builder *b, const vdnn_layer *proto, const int *ids, int n, const char *name,
                             vdnn_layer_kind kind, const vdnn_layer_params *params);
 
+/* Tying names layers by index: each node's tie= (and its owner's tied_by) moved to the new places, outmap[old] the
+ * node that stands for old layer `old`. */
+void vdnn_graph_builder_retie(vdnn_graph_builder *b, const int *outmap);
+
+/* g's layers replaced by the builder's where st is VDNN_OK, else the builder's dropped; returns st. */
+vdnn_status vdnn_graph_builder_finish(vdnn_graph_builder *b, vdnn_graph_t *g, vdnn_status st);
+
 #endif
