@@ -76,14 +76,21 @@ static int block_probs(const fused_dims *m, const float *qkv, int b, int h, int 
     return keys;
 }
 
-static vdnn_status fused_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+/* A pass's dimensions and buffers: qkv, the workspace, and y (forward) or dy (backward). */
+static vdnn_status fused_begin(const vdnn_op *op, const vdnn_op_args *a, bool backward, fused_dims *m, vdnn_error *err)
 {
     const vdnn_op_desc *d = &op->d;
-    fused_dims m;
-    vdnn_status st = fused_dims_of(d, &m, err);
+    vdnn_status st = fused_dims_of(d, m, err);
     if (!st) st = vdnn_cpu_need(a->x[0], d, "x", err);
-    if (!st) st = vdnn_cpu_need(a->y, d, "y", err);
+    if (!st) st = backward ? vdnn_cpu_need(a->dy, d, "dy", err) : vdnn_cpu_need(a->y, d, "y", err);
     if (!st) st = vdnn_cpu_need(a->ws, d, "the workspace", err);
+    return st;
+}
+
+static vdnn_status fused_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
+{
+    fused_dims m;
+    vdnn_status st = fused_begin(op, a, false, &m, err);
     if (st) return st;
     const int ld = 3 * m.f;
     const float scale = 1.0f / sqrtf((float)m.dh);
@@ -106,19 +113,15 @@ static vdnn_status fused_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
 
 static vdnn_status fused_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
-    const vdnn_op_desc *d = &op->d;
     if (!a->dx[0]) return VDNN_OK;
     fused_dims m;
-    vdnn_status st = fused_dims_of(d, &m, err);
-    if (!st) st = vdnn_cpu_need(a->x[0], d, "x", err);
-    if (!st) st = vdnn_cpu_need(a->dy, d, "dy", err);
-    if (!st) st = vdnn_cpu_need(a->ws, d, "the workspace", err);
+    vdnn_status st = fused_begin(op, a, true, &m, err);
     if (st) return st;
     const int ld = 3 * m.f;
     const float scale = 1.0f / sqrtf((float)m.dh);
     const size_t part = part_floats(&m, true);
     /* dK and dV are sums over the blocks. */
-    memset(a->dx[0], 0, vdnn_shape_count(d->in[0]) * sizeof(float));
+    memset(a->dx[0], 0, vdnn_shape_count(op->d.in[0]) * sizeof(float));
 #pragma omp parallel for schedule(static) num_threads(fused_threads(be, &m))
     for (int bh = 0; bh < m.b * m.h; bh++) {
         const int b = bh / m.h, h = bh % m.h;
