@@ -180,7 +180,8 @@ run "--attention fused with --head-groups" 2 "--attention fused computes each at
 run "--attention fused with --head-groups auto" 2 "--attention fused computes each attention whole" -- \
     plan gpt-mini --attention fused --head-groups auto --policy auto --budget 50MiB
 run "--attention on an image model" 2 "has no attention (attn_probs) layer" -- info lenet --attention fused
-run "--attention fast" 2 "--attention: invalid value 'fast' (fused or materialized)" -- info gpt-mini --attention fast
+run "--attention fast" 2 "--attention: invalid value 'fast' (fused, materialized or auto)" -- \
+    plan gpt-mini --attention fast
 # In-core at context 1024, batch 2: 77.95 MiB fused against 231.68 MiB with the probabilities (4 heads x 1024^2 a layer).
 if "$VDNN" plan gpt-mini --context 1024 --batch 2 --device cpu --attention fused >"$TMP/out" 2>"$TMP/err" &&
     grep -q "peak device memory:    77.95 MiB" "$TMP/out"
@@ -209,6 +210,32 @@ if "$VDNN" "${hgt[@]}" --policy auto --budget 10MiB --head-groups auto --save "$
     grep -qF -- "--head-groups auto: 4, the fewest" "$TMP/err" &&
     "$VDNN" "${hgt[@]}" --save "$TMP/hg-none.ckpt" >/dev/null 2>>"$TMP/err" && cmp -s "$TMP/hg.ckpt" "$TMP/hg-none.ckpt"
 then ok; else bad "train --head-groups auto at 10 MiB: $(head -c 300 "$TMP/err")"; fi
+
+# --attention auto: the attentions to fuse chosen by their plans. gpt-mini at context 1024, batch 2, default estimate:
+# fusing every attention is the fastest plan at 50 MiB (its probabilities are 32 MiB an attention), the very plan of
+# --attention fused; at context 64, batch 8 and 6 MiB, the last attention alone.
+if "$VDNN" plan "${hg[@]}" --budget 50MiB --attention auto >"$TMP/aa.json" 2>"$TMP/err" &&
+    grep -qF -- "--attention auto: 4 of 4 attentions fused (0,1,2,3): the fastest plan that fits 50.00 MiB" "$TMP/err" &&
+    "$VDNN" plan "${hg[@]}" --budget 50MiB --attention fused >"$TMP/af.json" 2>/dev/null && cmp -s "$TMP/aa.json" "$TMP/af.json"
+then ok; else bad "plan --attention auto at 50 MiB: not the fused plan: $(head -c 300 "$TMP/err")"; fi
+run "--attention auto, some fused" 0 "--attention auto: 1 of 4 attentions fused (3): the fastest plan that fits 6.00 MiB" -- \
+    plan gpt-mini --batch 8 --device cpu --policy auto --budget 6MiB --attention auto
+run "--attention auto when nothing fits" 3 "no choice fits 4.00 MiB; this one needs the least" -- \
+    plan gpt-mini --batch 8 --device cpu --policy auto --budget 4MiB --attention auto
+run "--attention auto in vdnn info" 2 "--attention: invalid value 'auto' (fused or materialized)" -- \
+    info gpt-mini --attention auto
+run "--attention auto with --head-groups" 2 "--attention auto fuses whole attentions" -- \
+    plan "${hg[@]}" --budget 50MiB --attention auto --head-groups 2
+run "--attention auto with a profile" 2 "a profile is measured for one: give --attention fused or materialized" -- \
+    plan "${hg[@]}" --budget 50MiB --attention auto --profile "$TMP/aa.json"
+run "--attention auto on an image model" 2 "has no attention (attn_probs) layer" -- \
+    plan lenet --budget 50MiB --attention auto
+# Training with what it chose (every attention fused, at 10 MiB) gives the fused model's in-core checkpoint, bit for bit.
+if "$VDNN" "${hgt[@]}" --policy auto --budget 10MiB --attention auto --save "$TMP/aa.ckpt" >/dev/null 2>"$TMP/err" &&
+    grep -qF -- "--attention auto: 4 of 4 attentions fused" "$TMP/err" &&
+    "$VDNN" "${hgt[@]}" --attention fused --save "$TMP/aa-fused.ckpt" >/dev/null 2>>"$TMP/err" &&
+    cmp -s "$TMP/aa.ckpt" "$TMP/aa-fused.ckpt"
+then ok; else bad "train --attention auto at 10 MiB: $(head -c 300 "$TMP/err")"; fi
 
 # vdnn profile measures a sequence model (token ids and a label per token), and vdnn plan plans from it.
 if "$VDNN" profile gpt-mini --batch 4 --seq-len 16 --device cpu --threads 1 --out "$TMP/prof.json" >/dev/null 2>"$TMP/err" &&

@@ -954,6 +954,107 @@ static void test_fit_head_groups(void **state)
     vdnn_graph_free(zoo);
 }
 
+/* The auto plan of m under mem's options at budget: its summary. */
+static vdnn_plan_summary fit_summary(const vdnn_graph_t *m, vdnn_backend_t *be, vdnn_shape in, vdnn_memory_options mem,
+                                     size_t budget)
+{
+    vdnn_error err;
+    vdnn_plan_t *p = NULL;
+    vdnn_plan_summary s;
+    mem.budget = budget;
+    vt_assert_ok(vdnn_plan_create(m, be, NULL, in, 256, &mem, &p, &err), err);
+    vt_assert_ok(vdnn_plan_summarize(p, &s, &err), err);
+    vdnn_plan_free(p);
+    return s;
+}
+
+/* vdnn_model_fit_attention: gpt-mini at context 1024, batch 2, whose probabilities (32 MiB an attention) dominate.
+ * Unlimited, the choice is at least as fast as fusing none or every attention; between the least budgets of every
+ * attention fused and of none, it fits with some fused; below every least budget it says so. The model it returns
+ * holds the attentions its answer names fused and the rest materialized. */
+static void test_fit_attention(void **state)
+{
+    fixture *f = *state;
+    vdnn_error err;
+    vdnn_graph_t *zoo = vt_load_zoo("gpt-mini"), *m = NULL, *all = NULL, *out = NULL;
+    vt_assert_ok(vdnn_model_with_context(zoo, 1024, &m, &err), err);
+    vt_assert_ok(vdnn_model_with_fused_attention(m, &all, &err), err);
+    assert_int_equal(vdnn_model_attention_count(m), 4);
+    assert_int_equal(vdnn_model_attention_count(all), 0);
+    vdnn_memory_options mem = vdnn_memory_options_default();
+    mem.policy = VDNN_POLICY_AUTO;
+    const vdnn_shape in = {2, 1, 1024, 1};
+    const vdnn_plan_summary none_s = fit_summary(m, f->be, in, mem, SIZE_MAX),
+                            all_s = fit_summary(all, f->be, in, mem, SIZE_MAX);
+    if (!(all_s.min_budget_bytes < none_s.min_budget_bytes))
+        fail_msg("fused attention's least budget %zu, materialized %zu", all_s.min_budget_bytes, none_s.min_budget_bytes);
+    const size_t between = all_s.min_budget_bytes / 2 + none_s.min_budget_bytes / 2;
+    const size_t budgets[] = {SIZE_MAX, between, all_s.min_budget_bytes, all_s.min_budget_bytes / 2};
+    for (size_t i = 0; i < sizeof budgets / sizeof budgets[0]; i++) {
+        mem.budget = budgets[i];
+        bool fused[4] = {true, true, true, true}, fits = false;
+        int k = -1;
+        vt_assert_ok(vdnn_model_fit_attention(m, f->be, in, 256, &mem, 0, 0, 0, 0, &out, fused, &k, &fits, &err), err);
+        int named = 0, attn = 0, probs = 0;
+        for (int a = 0; a < 4; a++) named += fused[a];
+        for (int l = 1; l < out->n_layers; l++) {
+            attn += out->layers[l].kind == VDNN_LAYER_ATTN;
+            probs += out->layers[l].kind == VDNN_LAYER_ATTN_PROBS;
+        }
+        assert_int_equal(named, k);
+        assert_int_equal(attn, k);
+        assert_int_equal(probs, 4 - k);
+        /* The i-th attention fused or not as fused[i] says: its probabilities layer is there or not. */
+        for (int a = 0, l = 1; l < m->n_layers; l++)
+            if (m->layers[l].kind == VDNN_LAYER_ATTN_PROBS) {
+                bool present = false;
+                for (int o = 1; o < out->n_layers; o++)
+                    present |= out->layers[o].kind == VDNN_LAYER_ATTN_PROBS && !strcmp(out->layers[o].name, m->layers[l].name);
+                assert_true(present == !fused[a++]);
+            }
+        const vdnn_plan_summary got = fit_summary(out, f->be, in, mem, budgets[i]);
+        assert_int_equal(fits, got.feasible);
+        if (i == 0) {
+            assert_true(fits);
+            if (!(got.simulated_s <= none_s.simulated_s && got.simulated_s <= all_s.simulated_s))
+                fail_msg("unlimited: %d fused simulates %g s, none %g s, all %g s", k, got.simulated_s,
+                         none_s.simulated_s, all_s.simulated_s);
+        } else if (i < 3) {
+            if (!fits || k < 1) fail_msg("budget %zu: fits %d with %d fused", budgets[i], fits, k);
+        } else {
+            assert_false(fits);
+        }
+        vdnn_graph_free(out);
+        out = NULL;
+    }
+    /* Some fused by hand; a wrong count of choices is refused. */
+    const bool some[4] = {false, true, false, true};
+    vt_assert_ok(vdnn_model_with_fused_attentions(m, some, 4, &out, &err), err);
+    assert_int_equal(vdnn_model_attention_count(out), 2);
+    vdnn_graph_free(out);
+    out = NULL;
+    vt_assert_error(vdnn_model_with_fused_attentions(m, some, 3, &out, &err), err, VDNN_ERR_INVALID_ARG,
+                    "3 choices given");
+    int k;
+    bool fits;
+    vt_assert_error(vdnn_model_fit_attention(m, f->be, in, 256, &mem, 0, 0, 0, 0, NULL, NULL, &k, &fits, &err), err,
+                    VDNN_ERR_INVALID_ARG, "no model or no place");
+    vdnn_graph_t *grouped = NULL;
+    vt_assert_ok(vdnn_model_with_head_groups(m, 2, &grouped, &err), err);
+    vt_assert_error(vdnn_model_fit_attention(grouped, f->be, in, 256, &mem, 0, 0, 0, 0, &out, NULL, &k, &fits, &err),
+                    err, VDNN_ERR_UNSUPPORTED, "head groups");
+    assert_null(out);
+    vdnn_graph_t *lenet = vt_load_zoo("lenet");
+    vt_assert_error(vdnn_model_fit_attention(lenet, f->be, (vdnn_shape){2, 1, 28, 28}, 10, &mem, 0, 0, 0, 0, &out,
+                                             NULL, &k, &fits, &err),
+                    err, VDNN_ERR_INVALID_ARG, "has no attention");
+    vdnn_graph_free(lenet);
+    vdnn_graph_free(grouped);
+    vdnn_graph_free(all);
+    vdnn_graph_free(m);
+    vdnn_graph_free(zoo);
+}
+
 /* ---- policy um ---- */
 
 /* um classifies as all does; its swapped storages have no arena blocks but ranges of their own in the managed
@@ -1185,6 +1286,7 @@ int main(void)
         cmocka_unit_test(test_residual),        cmocka_unit_test(test_inception),
         cmocka_unit_test(test_zoo),             cmocka_unit_test(test_seq_conv),
         cmocka_unit_test(test_um),              cmocka_unit_test(test_fit_head_groups),
+        cmocka_unit_test(test_fit_attention),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -274,13 +274,12 @@ static void test_head_groups_bitwise(void **state)
     vt_text_env_close(&e);
 }
 
-/* Fused attention (vdnn_model_with_fused_attention, --attention fused): one op a block, no probabilities tensor. Its
- * numbers are the materialized attention's up to float sums (the same parameters to start: every other layer keeps
- * its place for seeding), its in-core peak lower, and every policy and planner on the fused graph bit for bit as
- * none on it. */
-static void test_fused_attention_bitwise(void **state)
+/* Fused attention (vdnn_model_with_fused_attentions, --attention fused or auto): one op a block, no probabilities
+ * tensor, for the attentions `which` names (NULL: every one). Its numbers are the materialized attention's up to
+ * float sums (the same parameters to start: every other layer keeps its place for seeding), its in-core peak lower,
+ * and every policy and planner on the fused graph bit for bit as none on it. */
+static void fused_case(const bool *which, int n_fused, const char *model)
 {
-    (void)state;
     adamw_on = false;
     clip_on = 0;
     vt_text_env e;
@@ -289,17 +288,20 @@ static void test_fused_attention_bitwise(void **state)
     train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, &whole);
     vdnn_graph_t *fused = NULL;
     vdnn_error err;
-    vt_assert_ok(vdnn_model_with_fused_attention(e.g, &fused, &err), err);
+    vt_assert_ok(vdnn_model_with_fused_attentions(e.g, which, which ? 4 : 0, &fused, &err), err);
     env_use_graph(&e, fused);
-    int attn = 0;
+    int attn = 0, probs = 0, mixes = 0;
     for (int l = 1; l < e.g->n_layers; l++) {
-        assert_true(e.g->layers[l].kind != VDNN_LAYER_ATTN_PROBS && e.g->layers[l].kind != VDNN_LAYER_ATTN_MIX);
+        probs += e.g->layers[l].kind == VDNN_LAYER_ATTN_PROBS;
+        mixes += e.g->layers[l].kind == VDNN_LAYER_ATTN_MIX;
         attn += e.g->layers[l].kind == VDNN_LAYER_ATTN;
     }
-    assert_int_equal(attn, 4);
+    assert_int_equal(attn, n_fused);
+    assert_int_equal(probs, 4 - n_fused);
+    assert_int_equal(mixes, 4 - n_fused);
     train_run(&e, VDNN_POLICY_NONE, SIZE_MAX, &ref);
     if (!(ref.train_peak < whole.train_peak))
-        fail_msg("fused attention's in-core peak %zu, materialized %zu", ref.train_peak, whole.train_peak);
+        fail_msg("%s: in-core peak %zu, materialized %zu", model, ref.train_peak, whole.train_peak);
     assert_int_equal(ref.ck.n_tensors, whole.ck.n_tensors);
     /* The same model to a checkpoint: it resumes either way. */
     assert_true(ref.ck.model_hash == whole.ck.model_hash);
@@ -308,7 +310,7 @@ static void test_fused_attention_bitwise(void **state)
     const double tol = half ? 2e-3 : 1e-5, ptol = half ? 1e-2 : 1e-5; /* losses; parameters (two steps of lr 0.1) */
     for (int s = 0; s < e.steps; s++)
         if (!(fabs((double)ref.loss[s] - whole.loss[s]) <= tol * fabs((double)whole.loss[s])))
-            fail_msg("step %d: fused loss %.9g, materialized %.9g", s, ref.loss[s], whole.loss[s]);
+            fail_msg("%s: step %d: fused loss %.9g, materialized %.9g", model, s, ref.loss[s], whole.loss[s]);
     for (int t = 0; t < ref.ck.n_tensors; t++) {
         const vdnn_ckpt_tensor *a = &ref.ck.tensors[t], *b = vdnn_checkpoint_find(&whole.ck, a->name);
         assert_non_null(b);
@@ -318,17 +320,34 @@ static void test_fused_attention_bitwise(void **state)
             scale = fmax(scale, fabs((double)b->data[i]));
             worst = fmax(worst, fabs((double)a->data[i] - (double)b->data[i]));
         }
-        if (!(worst <= ptol * scale + 1e-7)) fail_msg("%s: fused differs by %g (largest value %g)", a->name, worst, scale);
+        if (!(worst <= ptol * scale + 1e-7))
+            fail_msg("%s: %s: fused differs by %g (largest value %g)", model, a->name, worst, scale);
     }
-    vt_text_policies_bitwise(&e, "gpt-mini (fused attention)", train_run, &ref);
-    /* Head groups have nothing to group in a fused model, nor does a model without attention fuse. */
+    vt_text_policies_bitwise(&e, model, train_run, &ref);
+    /* Head groups have nothing to group in a fused attention, nor does a model without attention fuse. */
     vdnn_graph_t *g2 = NULL;
-    assert_int_equal(vdnn_model_with_head_groups(e.g, 2, &g2, &err), VDNN_ERR_INVALID_ARG);
-    assert_int_equal(vdnn_model_with_fused_attention(e.g, &g2, &err), VDNN_ERR_INVALID_ARG);
-    assert_non_null(strstr(err.msg, "no attention"));
+    if (!which) {
+        assert_int_equal(vdnn_model_with_head_groups(e.g, 2, &g2, &err), VDNN_ERR_INVALID_ARG);
+        assert_int_equal(vdnn_model_with_fused_attention(e.g, &g2, &err), VDNN_ERR_INVALID_ARG);
+        assert_non_null(strstr(err.msg, "no attention"));
+    }
     vdnn_checkpoint_release(&ref.ck);
     vdnn_checkpoint_release(&whole.ck);
     vt_text_env_close(&e);
+}
+
+static void test_fused_attention_bitwise(void **state)
+{
+    (void)state;
+    fused_case(NULL, 4, "gpt-mini (fused attention)");
+}
+
+/* Some attentions fused and the rest materialized, as --attention auto may choose: the first and the last. */
+static void test_some_fused_attention_bitwise(void **state)
+{
+    (void)state;
+    const bool which[4] = {true, false, false, true};
+    fused_case(which, 2, "gpt-mini (attentions 0 and 3 fused)");
 }
 
 int main(void)
@@ -340,6 +359,7 @@ int main(void)
         cmocka_unit_test(test_clip_policies_bitwise),
         cmocka_unit_test(test_head_groups_bitwise),
         cmocka_unit_test(test_fused_attention_bitwise),
+        cmocka_unit_test(test_some_fused_attention_bitwise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

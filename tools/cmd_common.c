@@ -2,7 +2,7 @@
  * option field, so that library messages can be told in flags), and the model, data, backend and net set up
  * from them. */
 #include "cmd_common.h"
-#include "cmd_head_groups.h"
+#include "cmd_model_fit.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -245,10 +245,14 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
                            (allowed & OPT_MEMORY) ? "an integer from 1 to 4096, or auto" : "an integer from 1 to 4096");
             else o->head_groups = (int)n;
         } else if (!strcmp(f, "--attention") && (allowed & OPT_SHAPE)) {
-            /* fused: the probabilities never a tensor (recomputed in backward); materialized: the model file's. */
+            /* fused: the probabilities never a tensor (recomputed in backward); materialized: the model file's;
+             * auto: each attention either way, as the plans say. */
             NEED_VALUE();
-            if (strcmp(v, "fused") && strcmp(v, "materialized")) return bad(cmd, f, v, "fused or materialized");
+            const bool planning = allowed & OPT_MEMORY;
+            if (strcmp(v, "fused") && strcmp(v, "materialized") && !(planning && !strcmp(v, "auto")))
+                return bad(cmd, f, v, planning ? "fused, materialized or auto" : "fused or materialized");
             o->fused_attention = !strcmp(v, "fused");
+            o->auto_attention = !strcmp(v, "auto");
         } else if (!strcmp(f, "--classes") && (allowed & OPT_SHAPE)) {
             NEED_VALUE();
             if (!vdnn_parse_int(v, &n) || n < 2 || n > 1000000) return bad(cmd, f, v, "an integer from 2 to 1000000");
@@ -360,9 +364,8 @@ vdnn_status cli_load_model_opts(const cli_options *o, vdnn_model_t **m, vdnn_err
     if (rc == VDNN_OK && o->fused_attention && o->head_groups)
         rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--attention fused computes each attention whole, with no "
                        "probabilities to group: it takes no --head-groups");
-    else if (rc == VDNN_OK && o->head_groups == CLI_HEAD_GROUPS_AUTO)
-        rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--head-groups auto chooses the grouping for a budget: vdnn plan, "
-                       "simulate, plot and train take it; give a number of groups to this command");
+    else if (rc == VDNN_OK && cli_model_fit_asked(o))
+        rc = cli_model_fit_check(o, false, false, "this command", err);
     else if (rc == VDNN_OK && o->head_groups) {
         rc = vdnn_model_with_head_groups(*m, o->head_groups, &c, err);
         vdnn_model_free(*m);

@@ -16,9 +16,10 @@ typedef struct cli_options {
     int classes;              /* 0: from the data or the model */
     int context;              /* --context N: a sequence model's context (position table and input length); 0: the file's */
     int head_groups;          /* --head-groups G: every attention's heads in G groups (vdnn_model_with_head_groups);
-                                 0: the file's; CLI_HEAD_GROUPS_AUTO: the fewest whose plan fits (cmd_head_groups.h) */
+                                 0: the file's; CLI_HEAD_GROUPS_AUTO: the fewest whose plan fits (cmd_model_fit.h) */
     bool fused_attention;     /* --attention fused: every attention one op, no probabilities tensor
                                  (vdnn_model_with_fused_attention) */
+    bool auto_attention;      /* --attention auto: the attentions to fuse chosen by their plans (cmd_model_fit.h) */
     int batch;
     int epochs;
     long steps;

@@ -5,7 +5,7 @@
 #include "cmd_planning.h"
 
 static const char plan_usage[] =
-    "usage: vdnn plan MODEL [--batch N] [--input CxHxW | --seq-len N] [--context N] [--head-groups G|auto] [--attention fused] [--classes N] [--policy P] [--budget SIZE]\n"
+    "usage: vdnn plan MODEL [--batch N] [--input CxHxW | --seq-len N] [--context N] [--head-groups G|auto] [--attention fused|auto] [--classes N] [--policy P] [--budget SIZE]\n"
     "                 [--host-budget SIZE] [--offload-params] [--stream-inputs] [--precision fp32|bf16|fp16]\n"
     "                 [--profile FILE | estimate flags] [--json]\n"
     "Plans one training iteration without running it: every feature map's size and class (keep, swap or\n"

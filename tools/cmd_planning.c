@@ -1,6 +1,6 @@
 /* Shared by the planning subcommands: model set-up, plans per policy, and where costs come from. */
 #include "cmd_planning.h"
-#include "cmd_head_groups.h"
+#include "cmd_model_fit.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -30,22 +30,14 @@ vdnn_status cli_model_load(const cli_options *o, const cli_cost_options *c, cli_
     memset(m, 0, sizeof *m);
     m->costs = c;
     m->cmd = cmd;
-    cli_options base = *o;
-    const bool auto_groups = o->head_groups == CLI_HEAD_GROUPS_AUTO;
-    if (auto_groups) base.head_groups = 0; /* grouped by cli_model_plan */
-    vdnn_status rc = VDNN_OK;
+    const cli_options base = cli_model_fit_base(o); /* grouped or fused by cli_model_plan */
     const bool plans = !strcmp(cmd, "plan") || !strcmp(cmd, "simulate") || !strcmp(cmd, "plot");
-    if (auto_groups && o->fused_attention)
-        rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--attention fused computes each attention whole, with no "
-                       "probabilities to group: it takes no --head-groups");
-    else if (auto_groups && (!plans || !c))
-        rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--head-groups auto chooses the grouping for a budget: vdnn plan, "
-                       "simulate, plot and train take it; give a number of groups to vdnn %s", cmd);
-    else if (auto_groups && c->profile)
-        rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--head-groups auto plans every grouping, and a profile is measured "
-                       "for one: give --head-groups N, the profile's");
+    vdnn_status rc = cli_model_fit_check(o, plans && c, c && c->profile, cmd, err);
     if (rc == VDNN_OK) rc = cli_load_model_opts(&base, &m->m, err);
-    if (rc == VDNN_OK && auto_groups) rc = vdnn_model_with_head_groups(m->m, 1, &m->base, err);
+    if (rc == VDNN_OK && cli_model_fit_asked(o)) {
+        m->fit = *o;
+        rc = cli_load_model_opts(&base, &m->base, err);
+    }
     if (rc == VDNN_OK) rc = cli_shape(o, m->m, NULL, &m->in, &m->classes, err);
     if (rc == VDNN_OK && c) rc = cli_cost_profile(c, m->m, m->in, m->classes, &m->prof, err);
     /* A profile that recorded its device's op info plans for that device, which need not be here, unless --device
@@ -83,12 +75,12 @@ void cli_model_free(cli_model *m)
     memset(m, 0, sizeof *m);
 }
 
-/* --head-groups auto: m->m and m->prof become the base's in the fewest groups that fit under mem. */
+/* --head-groups auto or --attention auto: m->m and m->prof become the base's variant chosen under mem. */
 static vdnn_status regroup(cli_model *m, const vdnn_memory_options *mem, vdnn_error *err)
 {
     vdnn_model_t *chosen = NULL;
     vdnn_profile_t *prof = NULL;
-    vdnn_status rc = cli_fit_head_groups(m->base, m->be, m->costs, m->in, m->classes, mem, m->cmd, &chosen, err);
+    vdnn_status rc = cli_fit_model(&m->fit, m->base, m->be, m->costs, m->in, m->classes, mem, m->cmd, &chosen, err);
     if (rc == VDNN_OK) rc = cli_cost_profile(m->costs, chosen, m->in, m->classes, &prof, err);
     if (rc != VDNN_OK) {
         vdnn_model_free(chosen);

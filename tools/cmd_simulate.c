@@ -6,7 +6,7 @@
 #include "cmd_planning.h"
 
 static const char simulate_usage_head[] =
-    "usage: vdnn simulate MODEL [--batch N] [--input CxHxW | --seq-len N] [--context N] [--head-groups G|auto] [--attention fused] [--classes N] [--policy P] [--budget SIZE]\n"
+    "usage: vdnn simulate MODEL [--batch N] [--input CxHxW | --seq-len N] [--context N] [--head-groups G|auto] [--attention fused|auto] [--classes N] [--policy P] [--budget SIZE]\n"
     "                     [--host-budget SIZE] [--profile FILE | estimate flags] [--trace FILE.json]\n"
     "                     [--precision fp32|bf16|fp16] [--json]\n"
     "Plans one training iteration like `vdnn plan` and replays it on a model of the device: one compute\n"

@@ -3,7 +3,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cmd_head_groups.h"
+#include "cmd_model_fit.h"
 #include "cmd_planning.h"
 
 /* text:FILE and tokens:FILE feed sequence models: sequences of --seq-len tokens, loss per token. */
@@ -12,7 +12,7 @@ static bool is_sequence_data(const char *spec) { return !strncmp(spec, "text:", 
 static const char train_usage[] =
     "usage: vdnn train [--model NAME|FILE] [--data fashion-mnist|cifar10:DIR|idx:DIR|text:FILE|text:DIR|tokens:FILE|\n"
     "                  synthetic]\n"
-    "                  [--input CxHxW | --seq-len N] [--context N] [--head-groups G|auto] [--attention fused] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
+    "                  [--input CxHxW | --seq-len N] [--context N] [--head-groups G|auto] [--attention fused|auto] [--classes N] [--batch N] [--epochs N | --steps N] [--lr X]\n"
     "                  [--lr-schedule constant|step:N:GAMMA|cosine[:MIN][,warmup=N]] [--momentum X]\n"
     "                  [--weight-decay X] [--optimizer sgd|adamw] [--beta1 X] [--beta2 X] [--eps X] [--clip-grad-norm X] [--seed N] [--threads N] [--device auto|cpu|cuda] [--no-tf32]\n"
     "                  [--deterministic] [--budget SIZE] [--host-budget SIZE] [--policy POLICY] [--profile FILE]\n"
@@ -57,7 +57,9 @@ static const char train_usage[] =
     "whose plan fits --budget, and says which.\n"
     "--attention fused computes every attention in one op that never holds its probabilities (a block of query rows\n"
     "at a time, recomputed in backward): no B x H x T x T tensor to keep, swap or recompute, for two more GEMMs in\n"
-    "backward (CPU; the same parameters as unfused, the numbers equal up to float sums, checkpoints of its own).\n"
+    "backward (CPU; the same parameters as unfused, the numbers equal up to float sums; checkpoints resume either\n"
+    "way). --attention auto (train, plan, simulate, plot) fuses the attentions that make the fastest plan that\n"
+    "fits --budget, by the plan's estimate, and says which.\n"
     "Without --data a sequence model reads text:" CLI_DEFAULT_TEXT_DIR " (Debian's " CLI_DEFAULT_TEXT_PACKAGE "\n"
     "and fortunes-min): the text files of a directory read as one text, in name order.\n"
     CLI_DEVICE_USAGE;
@@ -137,13 +139,14 @@ static vdnn_status default_text(cli_options *o, const vdnn_model_t *m, vdnn_erro
     return VDNN_OK;
 }
 
-/* --head-groups auto: the session's model in the fewest head groups whose training plan fits, planned as the net
- * will plan it (this backend, the default estimate). */
+/* --head-groups auto, --attention auto: the session's model in the fewest head groups whose training plan fits, or
+ * with the attentions fused that make the fastest plan that fits, planned as the net will plan it (this backend,
+ * the default estimate). */
 static vdnn_status regroup(session *s, const cli_options *o, vdnn_shape in, int classes, vdnn_error *err)
 {
     const vdnn_net_options no = cli_net_options(o, in, classes);
     vdnn_model_t *chosen = NULL;
-    vdnn_status rc = cli_fit_head_groups(s->m, s->be, NULL, in, classes, &no.memory, "train", &chosen, err);
+    vdnn_status rc = cli_fit_model(o, s->m, s->be, NULL, in, classes, &no.memory, "train", &chosen, err);
     if (rc != VDNN_OK) return rc;
     vdnn_model_free(s->m);
     s->m = chosen;
@@ -153,13 +156,10 @@ static vdnn_status regroup(session *s, const cli_options *o, vdnn_shape in, int 
 static vdnn_status session_open(cli_options *o, bool need_train, session *s, vdnn_error *err)
 {
     memset(s, 0, sizeof *s);
-    const bool auto_groups = o->head_groups == CLI_HEAD_GROUPS_AUTO;
-    cli_options base = *o;
-    if (auto_groups) base.head_groups = 0; /* grouped once the backend can plan */
-    vdnn_status rc = auto_groups && o->profile
-                         ? cli_error(err, VDNN_ERR_INVALID_ARG, "--head-groups auto plans every grouping, and a "
-                                     "profile is measured for one: give --head-groups N, the profile's")
-                         : cli_load_model_opts(&base, &s->m, err);
+    const bool auto_fit = cli_model_fit_asked(o);
+    const cli_options base = cli_model_fit_base(o); /* grouped or fused once the backend can plan */
+    vdnn_status rc = cli_model_fit_check(o, true, o->profile != NULL, "train", err);
+    if (rc == VDNN_OK) rc = cli_load_model_opts(&base, &s->m, err);
     if (rc == VDNN_OK) rc = default_text(o, s->m, err);
     /* n: synthetic data makes at least one batch of training images. */
     vdnn_shape syn = {o->batch, o->in_c, o->in_h, o->in_w};
@@ -190,7 +190,7 @@ static vdnn_status session_open(cli_options *o, bool need_train, session *s, vdn
     int classes = 0;
     if (rc == VDNN_OK) rc = cli_shape(o, s->m, s->train ? s->train : s->test, &in, &classes, err);
     if (rc == VDNN_OK) rc = cli_backend(o, &s->be, err);
-    if (rc == VDNN_OK && auto_groups) rc = regroup(s, o, in, classes, err);
+    if (rc == VDNN_OK && auto_fit) rc = regroup(s, o, in, classes, err);
     if (rc == VDNN_OK && o->profile) rc = vdnn_profile_load(o->profile, s->m, in, classes, &s->prof, err);
     /* The run plans with its own backend's op info; a profile recorded on another device or under other settings
      * plans for that one, so `vdnn plan --profile` would not show this run's plan: say so, and go on (its times

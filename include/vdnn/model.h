@@ -39,11 +39,18 @@ VDNN_API vdnn_status vdnn_model_with_head_groups(const vdnn_model_t *m, int grou
 /* A copy of a transformer whose every attention is fused: one op computes softmax(Q K^T / sqrt(d)) V from qkv a block
  * of query rows at a time, and its backward recomputes the probabilities, so they are never a tensor (the B x H x T x T
  * a plan would otherwise keep, swap or recompute; docs/sequence.md, "Fused attention"). It starts from the same
- * parameters; its numbers match the unfused model's up to the order of float sums, and its checkpoints are its own
- * (a fused model is another graph). The caller frees it. VDNN_ERR_INVALID_ARG for a model without attention,
+ * parameters and hashes as the unfused model, so checkpoints move between the two; its numbers match the unfused
+ * model's up to the order of float sums. The caller frees it. VDNN_ERR_INVALID_ARG for a model without attention,
  * VDNN_ERR_UNSUPPORTED (naming the layer) for attention in head groups or probabilities read by anything but their
  * mix. The CPU backend runs it (fp32, and bf16 widened); CUDA refuses it, naming the op. */
 VDNN_API vdnn_status vdnn_model_with_fused_attention(const vdnn_model_t *m, vdnn_model_t **out, vdnn_error *err);
+/* The attentions (attn_probs layers) of m not fused yet, counted in layer order: 0 for none or a NULL model. */
+VDNN_API int vdnn_model_attention_count(const vdnn_model_t *m);
+/* The same with some attentions fused: fuse[i] for the i-th attention in layer order, `count` of them (the model's
+ * vdnn_model_attention_count: another count is VDNN_ERR_INVALID_ARG); fuse NULL fuses every one. The rest keep
+ * their probabilities tensor. */
+VDNN_API vdnn_status vdnn_model_with_fused_attentions(const vdnn_model_t *m, const bool *fuse, int count,
+                                                      vdnn_model_t **out, vdnn_error *err);
 
 /* Writes the ONNX model `m` was read from (the .onnx file at vdnn_model_source) to `out` with the parameters a
  * checkpoint of it holds (vdnn_net_save's file) as its initializers: weights, biases, batch-norm scales, shifts

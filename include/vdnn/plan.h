@@ -115,6 +115,22 @@ VDNN_API vdnn_status vdnn_model_fit_head_groups(const vdnn_model_t *m, vdnn_back
                                                 double link_h2d_bytes_per_s, vdnn_model_t **out, int *groups,
                                                 bool *fits, vdnn_error *err);
 
+/* Which attentions to fuse (vdnn_model_with_fused_attentions) for the fastest plan that fits: plans m, a
+ * transformer none of whose attention is fused or grouped, as it is and with 1, 2, ..., all of its attentions fused,
+ * by vdnn_plan_create with be, input, classes and mem, its costs a roofline estimate at the given rates (as
+ * vdnn_model_fit_head_groups). The attentions are fused in the order of what the unfused plan does with their
+ * probabilities: recomputed ones first, then swapped, then kept, later attentions first within each. Of those n + 1
+ * models, *out is the one whose plan fits both budgets in the least simulated time (ties: the fewer fused), *fits
+ * true; none fitting, the one needing the least device budget, *fits false. *n_fused says how many are fused and
+ * fused (NULL, or vdnn_model_attention_count(m) entries) which, in layer order. A fused attention's numbers match
+ * the unfused one's up to the order of float sums. VDNN_ERR_INVALID_ARG (naming the model) for a model without
+ * attention, VDNN_ERR_UNSUPPORTED (naming the layer) for attention in head groups. */
+VDNN_API vdnn_status vdnn_model_fit_attention(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shape input,
+                                              int classes, const vdnn_memory_options *mem, double flops_per_s,
+                                              double mem_bytes_per_s, double link_d2h_bytes_per_s,
+                                              double link_h2d_bytes_per_s, vdnn_model_t **out, bool *fused,
+                                              int *n_fused, bool *fits, vdnn_error *err);
+
 typedef struct vdnn_plan_summary {
     char model[64];
     vdnn_policy policy;

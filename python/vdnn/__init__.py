@@ -15,7 +15,7 @@ from ._errors import (Error, InvalidArgError, ParseError, ShapeError, FileError,
                       BudgetError, BackendError, NoDeviceError, UnsupportedError, MismatchError)
 from .memory import MemoryOptions, UNLIMITED, POLICIES, PRECISIONS
 from .model import Model, Layer, Backend
-from .plan import Plan, Tensor, plan, fit_head_groups
+from .plan import Plan, Tensor, plan, fit_head_groups, fit_attention
 from .profile import Profile
 from .data import Dataset
 from .net import Net, ParamInfo
@@ -29,4 +29,4 @@ def version():
 __all__ = ["version", "library_path", "Error", "InvalidArgError", "ParseError", "ShapeError", "FileError",
            "FormatError", "NoMemoryError", "BudgetError", "BackendError", "NoDeviceError", "UnsupportedError",
            "MismatchError", "MemoryOptions", "UNLIMITED", "POLICIES", "PRECISIONS", "Model", "Layer", "Backend", "Plan",
-           "Tensor", "plan", "fit_head_groups", "Profile", "Dataset", "Net", "ParamInfo"]
+           "Tensor", "plan", "fit_head_groups", "fit_attention", "Profile", "Dataset", "Net", "ParamInfo"]

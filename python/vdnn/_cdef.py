@@ -100,6 +100,9 @@ vdnn_status vdnn_model_with_context(const vdnn_model_t *m, int context, vdnn_mod
 vdnn_status vdnn_model_with_head_groups(const vdnn_model_t *m, int groups, vdnn_model_t **out,
                                                  vdnn_error *err);
 vdnn_status vdnn_model_with_fused_attention(const vdnn_model_t *m, vdnn_model_t **out, vdnn_error *err);
+int vdnn_model_attention_count(const vdnn_model_t *m);
+vdnn_status vdnn_model_with_fused_attentions(const vdnn_model_t *m, const bool *fuse, int count,
+                                                      vdnn_model_t **out, vdnn_error *err);
 vdnn_status vdnn_model_export_onnx(const vdnn_model_t *m, const char *checkpoint, const char *out,
                                             vdnn_error *err);
 #define VDNN_LAYER_NAME_LEN 64
@@ -195,6 +198,11 @@ vdnn_status vdnn_model_fit_head_groups(const vdnn_model_t *m, vdnn_backend_t *be
                                                 double mem_bytes_per_s, double link_d2h_bytes_per_s,
                                                 double link_h2d_bytes_per_s, vdnn_model_t **out, int *groups,
                                                 bool *fits, vdnn_error *err);
+vdnn_status vdnn_model_fit_attention(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shape input,
+                                              int classes, const vdnn_memory_options *mem, double flops_per_s,
+                                              double mem_bytes_per_s, double link_d2h_bytes_per_s,
+                                              double link_h2d_bytes_per_s, vdnn_model_t **out, bool *fused,
+                                              int *n_fused, bool *fits, vdnn_error *err);
 typedef struct vdnn_plan_summary {
     char model[64];
     vdnn_policy policy;

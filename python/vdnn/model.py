@@ -84,12 +84,23 @@ class Model:
         call(lib.vdnn_model_with_head_groups, self._h, int(groups), out)
         return Model(out[0])
 
-    def with_fused_attention(self):
-        """A copy of this transformer whose every attention is one op that never holds its probabilities (a block of
+    @property
+    def attention_count(self):
+        """The attentions (attn_probs layers) not fused yet; 0 for a model without attention."""
+        return lib.vdnn_model_attention_count(self._h)
+
+    def with_fused_attention(self, which=None):
+        """A copy of this transformer whose attentions are each one op that never holds its probabilities (a block of
         query rows at a time, recomputed in backward): no B x H x T x T tensor for a plan to keep, swap or recompute.
+        which: None fuses every attention, else one bool per attention in layer order (attention_count of them).
         The same parameters to start; the numbers equal the unfused model's up to float sums."""
         out = ffi.new("vdnn_model_t **")
-        call(lib.vdnn_model_with_fused_attention, self._h, out)
+        if which is None:
+            call(lib.vdnn_model_with_fused_attention, self._h, out)
+            return Model(out[0])
+        which = [bool(w) for w in which]
+        call(lib.vdnn_model_with_fused_attentions, self._h, ffi.new("bool[]", which) if which else ffi.NULL,
+             len(which), out)
         return Model(out[0])
 
     def resolve(self, input_shape=None, classes=0):

@@ -149,3 +149,22 @@ def fit_head_groups(model, backend=None, input_shape=None, classes=0, batch=64, 
          float(flops_per_s), float(mem_bytes_per_s), link, link, out, groups, fits)
     return Model(out[0]), groups[0], bool(fits[0])
 
+
+def fit_attention(model, backend=None, input_shape=None, classes=0, batch=64, options=None, input=None,
+                  flops_per_s=0.0, mem_bytes_per_s=0.0, link_bytes_per_s=0.0, **memory):
+    """Which attentions to fuse for the fastest plan that fits (vdnn_model_fit_attention, `--attention auto`): plans
+    the transformer as it is and with 1, 2, ..., all of its attentions fused (those whose probabilities the unfused
+    plan recomputes first, then those it swaps, then those it keeps), as vdnn.plan would, with a roofline estimate
+    at the given rates (0: the default estimate's). Returns (model, fused, fits): fused one bool per attention in
+    layer order; fits False: nothing fits, and the model is the choice that needs the least budget."""
+    model, be, shape, classes, mem = _planning_args("fit_attention", model, backend, input_shape, input, classes,
+                                                   batch, options, memory)
+    out = ffi.new("vdnn_model_t **")
+    n = model.attention_count
+    fused = ffi.new("bool[]", max(n, 1))
+    k = ffi.new("int *")
+    fits = ffi.new("bool *")
+    link = float(link_bytes_per_s)
+    call(lib.vdnn_model_fit_attention, model._h, be._h if be else ffi.NULL, shape, classes, mem._c,
+         float(flops_per_s), float(mem_bytes_per_s), link, link, out, fused, k, fits)
+    return Model(out[0]), [bool(fused[i]) for i in range(n)], bool(fits[0])

@@ -1,35 +1,11 @@
 /* vdnn_model_fit_head_groups: the fewest attention head groups whose plan fits the budgets. */
 #include <stdint.h>
 
+#include "api/plan_trial.h"
 #include "plan/plan.h"
 
 /* More groups than any model's heads: counts that divide no attention's heads are refused at once. */
 #define MAX_HEAD_GROUPS 256
-
-/* m in `groups` groups planned: whether it fits, and the least device budget known for it. */
-static vdnn_status try_grouping(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shape input, int classes,
-                                const vdnn_memory_options *mem, const double rates[4], bool *fits, size_t *need,
-                                vdnn_error *err)
-{
-    vdnn_profile_t *prof = NULL;
-    vdnn_plan_t *plan = NULL;
-    vdnn_plan_summary sum;
-    vdnn_status rc = VDNN_OK;
-    if (rates[0] > 0 || rates[1] > 0 || rates[2] > 0 || rates[3] > 0)
-        rc = vdnn_profile_estimate_model(m, input, classes, rates[0] > 0 ? rates[0] : VDNN_ESTIMATE_FLOPS_PER_S,
-                                         rates[1] > 0 ? rates[1] : VDNN_ESTIMATE_MEM_BYTES_PER_S,
-                                         rates[2] > 0 ? rates[2] : VDNN_ESTIMATE_LINK_BYTES_PER_S,
-                                         rates[3] > 0 ? rates[3] : VDNN_ESTIMATE_LINK_BYTES_PER_S, &prof, err);
-    if (rc == VDNN_OK) rc = vdnn_plan_create(m, be, prof, input, classes, mem, &plan, err);
-    if (rc == VDNN_OK) rc = vdnn_plan_summarize(plan, &sum, err);
-    if (rc == VDNN_OK) {
-        *fits = sum.feasible;
-        *need = sum.min_budget_bytes;
-    }
-    vdnn_plan_free(plan);
-    vdnn_profile_free(prof);
-    return rc;
-}
 
 vdnn_status vdnn_model_fit_head_groups(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shape input, int classes,
                                        const vdnn_memory_options *mem, double flops_per_s, double mem_bytes_per_s,
@@ -57,7 +33,12 @@ vdnn_status vdnn_model_fit_head_groups(const vdnn_model_t *m, vdnn_backend_t *be
         bool ok = false;
         size_t need = SIZE_MAX;
         /* A grouping that cannot be planned (a tensor beyond the graph's limits, say) leaves it to the next. */
-        rc = try_grouping(grouped, be, input, classes, mem, rates, &ok, &need, &e);
+        vdnn_plan_summary sum;
+        rc = vdnn_plan_trial(grouped, be, input, classes, mem, rates, NULL, &sum, &e);
+        if (rc == VDNN_OK) {
+            ok = sum.feasible;
+            need = sum.min_budget_bytes;
+        }
         if (rc != VDNN_OK && first.status == VDNN_OK) first = e;
         if (rc == VDNN_OK && (ok || !*out || need < best_need)) {
             vdnn_model_free(*out);

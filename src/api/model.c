@@ -81,21 +81,35 @@ vdnn_status vdnn_model_with_head_groups(const vdnn_model_t *m, int groups, vdnn_
     return rc;
 }
 
-vdnn_status vdnn_model_with_fused_attention(const vdnn_model_t *m, vdnn_model_t **out, vdnn_error *err)
+int vdnn_model_attention_count(const vdnn_model_t *m)
+{
+    int n = 0;
+    for (int l = 1; m && l < m->n_layers; l++) n += m->layers[l].kind == VDNN_LAYER_ATTN_PROBS;
+    return n;
+}
+
+vdnn_status vdnn_model_with_fused_attentions(const vdnn_model_t *m, const bool *fuse, int count, vdnn_model_t **out,
+                                             vdnn_error *err)
 {
     if (!m || !out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "model_with_fused_attention: no model or no place for the copy");
     *out = NULL;
-    bool attention = false;
-    for (int l = 1; l < m->n_layers; l++) attention |= m->layers[l].kind == VDNN_LAYER_ATTN_PROBS;
-    if (!attention)
-        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fused attention: %s has no attention (attn_probs) layer", m->source);
+    const int n = vdnn_model_attention_count(m);
+    if (!n) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fused attention: %s has no attention (attn_probs) layer", m->source);
+    if (fuse && count != n)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fused attention: %d choices given, %s has %d attentions", count,
+                         m->source, n);
     vdnn_status rc = vdnn_graph_clone(m, out, err);
-    if (rc == VDNN_OK) rc = vdnn_graph_fuse_attention(*out, err);
+    if (rc == VDNN_OK) rc = vdnn_graph_fuse_attention(*out, fuse, err);
     if (rc != VDNN_OK) {
         vdnn_graph_free(*out);
         *out = NULL;
     }
     return rc;
+}
+
+vdnn_status vdnn_model_with_fused_attention(const vdnn_model_t *m, vdnn_model_t **out, vdnn_error *err)
+{
+    return vdnn_model_with_fused_attentions(m, NULL, 0, out, err);
 }
 
 vdnn_status vdnn_model_layers(const vdnn_model_t *m, vdnn_shape input, int classes, vdnn_backend_t *be,

@@ -25,15 +25,23 @@ static int sole_mix(const vdnn_graph_t *g, int p)
     return mix;
 }
 
-vdnn_status vdnn_graph_fuse_attention(vdnn_graph_t *g, vdnn_error *err)
+vdnn_status vdnn_graph_fuse_attention(vdnn_graph_t *g, const bool *which, vdnn_error *err)
 {
     const int n_old = g->n_layers;
     int *outmap = calloc((size_t)n_old, sizeof *outmap);
+    /* fused[l]: layer l is a probabilities layer or a mix being fused. */
+    bool *fused = calloc((size_t)n_old, sizeof *fused);
     vdnn_graph_builder b = {0};
-    vdnn_status st = outmap ? VDNN_OK : vdnn_fail(err, VDNN_ERR_NO_MEMORY, "%s: out of memory", g->source);
+    vdnn_status st = outmap && fused ? VDNN_OK : vdnn_fail(err, VDNN_ERR_NO_MEMORY, "%s: out of memory", g->source);
+    for (int i = 0, a = 0; i < n_old && !st; i++)
+        if (g->layers[i].kind == VDNN_LAYER_ATTN_PROBS && (!which || which[a++])) {
+            fused[i] = true;
+            const int mix = sole_mix(g, i);
+            if (mix >= 0) fused[mix] = true;
+        }
     for (int i = 0; i < n_old && !st; i++) {
         const vdnn_layer *L = &g->layers[i];
-        if (L->kind == VDNN_LAYER_ATTN_PROBS) {
+        if (L->kind == VDNN_LAYER_ATTN_PROBS && fused[i]) {
             if (L->p.head_count || L->p.groups > 1)
                 st = fuse_fail(g, L, err, "attention computed in head groups is not fused (fused attention holds no "
                                "probabilities to group)");
@@ -43,7 +51,7 @@ vdnn_status vdnn_graph_fuse_attention(vdnn_graph_t *g, vdnn_error *err)
             outmap[i] = -1;
             continue;
         }
-        const bool mix = L->kind == VDNN_LAYER_ATTN_MIX;
+        const bool mix = L->kind == VDNN_LAYER_ATTN_MIX && fused[i];
         const int at = vdnn_graph_builder_emit(&b, L, L->name, mix ? VDNN_LAYER_ATTN : L->kind);
         if (at < 0) {
             st = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "%s: out of memory", g->source);
@@ -66,5 +74,6 @@ vdnn_status vdnn_graph_fuse_attention(vdnn_graph_t *g, vdnn_error *err)
     }
     if (!st) vdnn_graph_builder_retie(&b, outmap);
     free(outmap);
+    free(fused);
     return vdnn_graph_builder_finish(&b, g, st);
 }

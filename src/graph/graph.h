@@ -181,9 +181,10 @@ vdnn_status vdnn_graph_expand_lstm(vdnn_graph_t *g, vdnn_error *err);
  * joined by a feat_cat under the attn_mix's name (attn_expand.c). VDNN_ERR_PARSE naming the layer when a grouped
  * attn_probs is read by anything but one attn_mix. Inputs must be linked; consumer counts are left to the caller. */
 vdnn_status vdnn_graph_expand_attention(vdnn_graph_t *g, vdnn_error *err);
-/* Every attn_probs and the attn_mix reading it as one attention node (attn_fuse.c); VDNN_ERR_UNSUPPORTED naming the
- * layer where the probabilities are grouped or read otherwise. */
-vdnn_status vdnn_graph_fuse_attention(vdnn_graph_t *g, vdnn_error *err);
+/* Each attn_probs and the attn_mix reading it as one attention node (attn_fuse.c): the attentions (attn_probs in
+ * layer order) whose entry of `which` is true, every one with which NULL. VDNN_ERR_UNSUPPORTED naming the layer
+ * where probabilities to fuse are grouped or read otherwise. */
+vdnn_status vdnn_graph_fuse_attention(vdnn_graph_t *g, const bool *which, vdnn_error *err);
 
 /* An lstm's h width: its projection P, else its hidden H. */
 static inline int vdnn_lstm_h_width(const vdnn_layer_params *p) { return p->proj ? p->proj : p->filters; }

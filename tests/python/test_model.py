@@ -159,3 +159,22 @@ def test_fit_head_groups():
     assert vdnn.fit_head_groups(m, batch=2, policy="auto", budget="30MiB")[1:] == (4, False)
     with pytest.raises(vdnn.InvalidArgError, match="has no attention"):
         vdnn.fit_head_groups(os.path.join(ROOT, "models", "lenet.cfg"), batch=2, policy="auto", budget="50MiB")
+
+
+def test_fit_attention():
+    """vdnn.fit_attention is `--attention auto`: gpt-mini at context 1024, batch 2, default estimate: every attention
+    fused is the fastest plan at 50 MiB (the plan of with_fused_attention()); with_fused_attention(which) fuses the
+    ones named; a wrong count of choices and an image model are refused."""
+    m = vdnn.Model.load(os.path.join(ROOT, "models", "gpt-mini.cfg")).with_context(1024)
+    assert m.attention_count == 4
+    f, fused, fits = vdnn.fit_attention(m, batch=2, policy="auto", budget="50MiB")
+    assert (fused, fits) == ([True] * 4, True) and f.attention_count == 0
+    assert vdnn.plan(f, batch=2, policy="auto", budget="50MiB").json() == \
+        vdnn.plan(m.with_fused_attention(), batch=2, policy="auto", budget="50MiB").json()
+    some = m.with_fused_attention([False, True, False, True])
+    types = [ly.type for ly in some.layers(batch=2)]
+    assert some.attention_count == 2 and types.count("attention") == 2 and types.count("attn_probs") == 2
+    with pytest.raises(vdnn.InvalidArgError, match="3 choices given"):
+        m.with_fused_attention([True, False, True])
+    with pytest.raises(vdnn.InvalidArgError, match="has no attention"):
+        vdnn.fit_attention(os.path.join(ROOT, "models", "lenet.cfg"), batch=2, policy="auto", budget="50MiB")
