@@ -361,12 +361,8 @@ vdnn_status cli_load_model_opts(const cli_options *o, vdnn_model_t **m, vdnn_err
         vdnn_model_free(*m);
         *m = c;
     }
-    if (rc == VDNN_OK && o->fused_attention && o->head_groups)
-        rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--attention fused computes each attention whole, with no "
-                       "probabilities to group: it takes no --head-groups");
-    else if (rc == VDNN_OK && cli_model_fit_asked(o))
-        rc = cli_model_fit_check(o, false, false, "this command", err);
-    else if (rc == VDNN_OK && o->head_groups) {
+    if (rc == VDNN_OK) rc = cli_model_fit_check(o, false, false, "this command", err);
+    if (rc == VDNN_OK && o->head_groups) {
         rc = vdnn_model_with_head_groups(*m, o->head_groups, &c, err);
         vdnn_model_free(*m);
         *m = c;

@@ -22,7 +22,7 @@ vdnn_status cli_model_fit_check(const cli_options *o, bool plans, bool profile, 
     if (o->auto_attention && o->head_groups)
         return cli_error(err, VDNN_ERR_INVALID_ARG, "--attention auto fuses whole attentions, with no probabilities "
                          "to group: it takes no --head-groups");
-    if (o->head_groups == CLI_HEAD_GROUPS_AUTO && o->fused_attention)
+    if (o->fused_attention && o->head_groups)
         return cli_error(err, VDNN_ERR_INVALID_ARG, "--attention fused computes each attention whole, with no "
                          "probabilities to group: it takes no --head-groups");
     if (!cli_model_fit_asked(o)) return VDNN_OK;

@@ -17,8 +17,8 @@
 bool cli_model_fit_asked(const cli_options *o);
 /* The options o without their searches, the model to search from (the file's grouping, unfused). */
 cli_options cli_model_fit_base(const cli_options *o);
-/* VDNN_ERR_INVALID_ARG for searches the command cannot run: both at once, --head-groups auto with --attention fused,
- * in a command that does not plan (plans false), or with a profile (measured for one variant). */
+/* VDNN_ERR_INVALID_ARG for options that cannot go together: --attention fused or auto with --head-groups, and a
+ * search in a command that does not plan (plans false) or with a profile (measured for one variant). */
 vdnn_status cli_model_fit_check(const cli_options *o, bool plans, bool profile, const char *cmd, vdnn_error *err);
 
 /* base as o's search asks (the fewest head groups that fit, or the attentions to fuse for the fastest plan that fits)

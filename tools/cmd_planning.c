@@ -34,9 +34,10 @@ vdnn_status cli_model_load(const cli_options *o, const cli_cost_options *c, cli_
     const bool plans = !strcmp(cmd, "plan") || !strcmp(cmd, "simulate") || !strcmp(cmd, "plot");
     vdnn_status rc = cli_model_fit_check(o, plans && c, c && c->profile, cmd, err);
     if (rc == VDNN_OK) rc = cli_load_model_opts(&base, &m->m, err);
+    /* The search starts from the model as loaded; m->m stands for it until cli_model_plan chooses a variant. */
     if (rc == VDNN_OK && cli_model_fit_asked(o)) {
         m->fit = *o;
-        rc = cli_load_model_opts(&base, &m->base, err);
+        m->base = m->m;
     }
     if (rc == VDNN_OK) rc = cli_shape(o, m->m, NULL, &m->in, &m->classes, err);
     if (rc == VDNN_OK && c) rc = cli_cost_profile(c, m->m, m->in, m->classes, &m->prof, err);
@@ -68,7 +69,7 @@ vdnn_status cli_model_load(const cli_options *o, const cli_cost_options *c, cli_
 
 void cli_model_free(cli_model *m)
 {
-    vdnn_model_free(m->base);
+    if (m->m != m->base) vdnn_model_free(m->base);
     vdnn_profile_free(m->prof);
     vdnn_backend_free(m->be);
     vdnn_model_free(m->m);
@@ -86,7 +87,7 @@ static vdnn_status regroup(cli_model *m, const vdnn_memory_options *mem, vdnn_er
         vdnn_model_free(chosen);
         return rc;
     }
-    vdnn_model_free(m->m);
+    if (m->m != m->base) vdnn_model_free(m->m);
     vdnn_profile_free(m->prof);
     m->m = chosen;
     m->prof = prof;

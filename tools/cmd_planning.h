@@ -39,7 +39,7 @@ typedef struct cli_model {
     vdnn_profile_t *prof;     /* NULL: the library's default estimate */
     char ops[512];            /* where the op info comes from, for messages */
     vdnn_model_t *base;       /* --head-groups auto, --attention auto: the model before grouping or fusing (m is the
-                                 variant chosen) */
+                                 variant chosen, or base itself before the first plan) */
     cli_options fit;          /* with base: the options that ask for the search */
     const cli_cost_options *costs;
     const char *cmd;
