@@ -13,9 +13,14 @@ THREADS=${THREADS:-$(nproc)}
 REPS=${REPS:-3}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 [ -f "$BUILD/libvdnn.a" ] || { echo "bf16-ops: $BUILD/libvdnn.a not built (run make)" >&2; exit 1; }
+# The library's OpenBLAS: its OpenMP build where installed (CMakeLists.txt), whose GEMMs run on the same OpenMP
+# threads as oneDNN's primitives; the default (pthreads) build's threads yield against them on a small machine.
+OPENBLAS_DIR=/usr/lib/$(gcc -dumpmachine)/openblas-openmp
+BLAS=(-lopenblas)
+[ -e "$OPENBLAS_DIR/libopenblas.so" ] && BLAS=(-L"$OPENBLAS_DIR" -Wl,-rpath,"$OPENBLAS_DIR" -lopenblas)
 BIN="$BUILD/bench_bf16_ops"
 gcc -std=c11 -O2 -fopenmp -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc bench/bf16_ops.c "$BUILD/libvdnn.a" \
-    -ldnnl -lopenblas -lz -lm -lpthread -o "$BIN"
+    -ldnnl "${BLAS[@]}" -lz -lm -lpthread -o "$BIN"
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "oneDNN ISA: $(DNNL_VERBOSE=1 "$BIN" --batch 1 --reps 1 2>/dev/null | grep -m1 -o 'isa:.*' || true)"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"

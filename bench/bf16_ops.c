@@ -6,13 +6,7 @@
  * run by bench/bf16-ops.sh.
  *
  *     bf16_ops [--batch N] [--threads T] [--reps R] */
-#include <stdbool.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "backend/backend.h"
-#include "core/timing.h"
+#include "lib/op_bench.h"
 
 typedef struct layer {
     const char *net, *name;
@@ -44,12 +38,6 @@ static const layer layers[] = {
 };
 enum { N_LAYERS = sizeof layers / sizeof layers[0] };
 
-static void die(const char *what, const vdnn_error *err)
-{
-    fprintf(stderr, "bf16_ops: %s: %s\n", what, err->msg);
-    exit(1);
-}
-
 static vdnn_op_desc conv_desc(const layer *l, int batch, vdnn_dtype t)
 {
     const int out = (l->hw + 2 * l->pad - l->k) / l->stride + 1;
@@ -70,88 +58,19 @@ static vdnn_op_desc conv_desc(const layer *l, int batch, vdnn_dtype t)
     return d;
 }
 
-static void *alloc(vdnn_backend_t *be, size_t bytes)
-{
-    void *p = NULL;
-    vdnn_error err = {0};
-    if (bytes && be->ops->dev_alloc(be, bytes, &p, &err)) die("dev_alloc", &err);
-    return p;
-}
-
-/* Values in [-1, 1) from a fixed generator, converted to type t. */
-static void *random_map(vdnn_backend_t *be, size_t n, vdnn_dtype t, unsigned seed)
-{
-    float *f = malloc(n * sizeof *f);
-    if (!f) exit(1);
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        f[i] = (float)(seed >> 8) / 8388608.0f - 1.0f;
-    }
-    void *p = alloc(be, n * vdnn_dtype_size(t));
-    vdnn_error err = {0};
-    if (be->ops->convert(be, p, t, f, VDNN_DTYPE_F32, n, &err)) die("convert", &err);
-    free(f);
-    return p;
-}
-
-/* One way to run a layer: its op and buffers, and its best times so far. */
-typedef struct run {
-    const char *label;
-    vdnn_op *op;
-    vdnn_op_args a;
-    double fwd, bwd;
-} run;
-
 /* The layer with maps of type t under candidate algo; false if the layer has no such candidate. */
-static bool run_open(vdnn_backend_t *be, const layer *l, int batch, vdnn_dtype t, int algo, run *r)
+static bool run_open(vdnn_backend_t *be, const layer *l, int batch, vdnn_dtype t, int algo, bench_run *r)
 {
     vdnn_error err = {0};
     vdnn_op_desc d = conv_desc(l, batch, t);
     vdnn_op_algo algos[VDNN_MAX_ALGOS];
     int n = 0;
-    if (be->ops->op_algos(be, &d, algos, &n, &err)) die(l->name, &err);
+    if (be->ops->op_algos(be, &d, algos, &n, &err)) bench_die(l->name, &err);
     if (algo >= n) return false;
     d.algo = algo;
-    const vdnn_op_info *info = &algos[algo].info;
-    memset(r, 0, sizeof *r);
-    if (be->ops->op_create(be, &d, &r->op, &err)) die(l->name, &err);
-    const size_t nx = vdnn_shape_count(d.in[0]), ny = vdnn_shape_count(d.out);
-    const size_t nw = (size_t)l->filters * l->c * l->k * l->k, es = vdnn_dtype_size(t);
-    vdnn_op_args *a = &r->a;
-    a->x[0] = random_map(be, nx, t, 1);
-    a->dy = random_map(be, ny, t, 2);
-    a->w = random_map(be, nw, VDNN_DTYPE_F32, 3);
-    a->b = l->bias ? random_map(be, (size_t)l->filters, VDNN_DTYPE_F32, 4) : NULL;
-    a->y = alloc(be, ny * es);
-    a->dx[0] = alloc(be, nx * es);
-    a->dw = alloc(be, nw * sizeof(float));
-    a->db = l->bias ? alloc(be, (size_t)l->filters * sizeof(float)) : NULL;
-    a->ws = alloc(be, info->fwd_ws_bytes > info->bwd_ws_bytes ? info->fwd_ws_bytes : info->bwd_ws_bytes);
-    r->fwd = r->bwd = 1e30;
+    const size_t nw = (size_t)l->filters * l->c * l->k * l->k;
+    bench_run_open(be, &d, &algos[algo].info, nw, l->bias ? (size_t)l->filters : 0, l->name, r);
     return true;
-}
-
-static void run_close(vdnn_backend_t *be, run *r)
-{
-    const vdnn_op_args *a = &r->a;
-    void *all[] = {(void *)a->x[0], (void *)a->dy, (void *)a->w, (void *)a->b, a->y, a->dx[0], a->dw, a->db, a->ws};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i]) be->ops->dev_free(be, all[i]);
-    be->ops->op_destroy(be, r->op);
-}
-
-/* One forward and one backward; the times count unless this is the warm-up (first-touch page faults, JIT). */
-static void run_once(vdnn_backend_t *be, const char *name, run *r, bool count)
-{
-    vdnn_error err = {0};
-    double t0 = vdnn_now_seconds();
-    if (be->ops->op_forward(be, r->op, &r->a, &err)) die(name, &err);
-    double t1 = vdnn_now_seconds();
-    if (be->ops->op_backward(be, r->op, &r->a, &err)) die(name, &err);
-    double t2 = vdnn_now_seconds();
-    if (!count) return;
-    if (t1 - t0 < r->fwd) r->fwd = t1 - t0;
-    if (t2 - t1 < r->bwd) r->bwd = t2 - t1;
 }
 
 int main(int argc, char **argv)
@@ -173,10 +92,10 @@ int main(int argc, char **argv)
     vdnn_cpu_options o = {.threads = threads};
     vdnn_backend_t *be = NULL;
     vdnn_error err = {0};
-    if (vdnn_backend_cpu_create(&o, &be, &err)) die("cpu backend", &err);
+    if (vdnn_backend_cpu_create(&o, &be, &err)) bench_die("cpu backend", &err);
     vdnn_op_desc probe = conv_desc(&layers[0], 1, VDNN_DTYPE_BF16);
     vdnn_op_info info;
-    if (be->ops->op_query(be, &probe, &info, &err)) die("bf16", &err);
+    if (be->ops->op_query(be, &probe, &info, &err)) bench_die("bf16", &err);
     printf("batch %d, threads %d, best of %d alternating runs after a warm-up; times in ms per call.\n", batch,
            be->threads, reps);
     printf("fp32: the backend's default (Winograd where it fits, else direct); fp32d: direct kernels, as bf16 uses.\n");
@@ -185,26 +104,26 @@ int main(int argc, char **argv)
     double net[3] = {0}, all[3] = {0};
     for (int i = 0; i < N_LAYERS; i++) {
         const layer *l = &layers[i];
-        run r[3];
+        bench_run r[3];
         run_open(be, l, batch, VDNN_DTYPE_F32, 0, &r[0]);
         /* fp32's second candidate is "direct" where Winograd was the default; otherwise the default is direct. */
         vdnn_op_algo algos[VDNN_MAX_ALGOS];
         int n = 0;
         vdnn_op_desc d = conv_desc(l, batch, VDNN_DTYPE_F32);
-        if (be->ops->op_algos(be, &d, algos, &n, &err)) die(l->name, &err);
+        if (be->ops->op_algos(be, &d, algos, &n, &err)) bench_die(l->name, &err);
         const bool direct = n > 1 && !strcmp(algos[1].name, "direct");
         if (direct) run_open(be, l, batch, VDNN_DTYPE_F32, 1, &r[1]);
         run_open(be, l, batch, VDNN_DTYPE_BF16, 0, &r[2]);
         for (int k = 0; k <= reps; k++)
             for (int j = 0; j < 3; j++)
-                if (j != 1 || direct) run_once(be, l->name, &r[j], k > 0);
+                if (j != 1 || direct) bench_run_once(be, l->name, &r[j], k > 0);
         if (!direct) r[1].fwd = r[0].fwd, r[1].bwd = r[0].bwd;
         printf("%-9s %-30s %2d %8.2f %8.2f %8.2f %6.2f %6.2f %8.2f %8.2f %8.2f %6.2f %6.2f\n", l->net, l->name, l->count,
                1e3 * r[0].fwd, 1e3 * r[1].fwd, 1e3 * r[2].fwd, r[0].fwd / r[2].fwd, r[1].fwd / r[2].fwd, 1e3 * r[0].bwd,
                1e3 * r[1].bwd, 1e3 * r[2].bwd, r[0].bwd / r[2].bwd, r[1].bwd / r[2].bwd);
         for (int j = 0; j < 3; j++) net[j] += l->count * (r[j].fwd + r[j].bwd);
         for (int j = 0; j < 3; j++)
-            if (j != 1 || direct) run_close(be, &r[j]);
+            if (j != 1 || direct) bench_run_close(be, &r[j]);
         if (i + 1 == N_LAYERS || strcmp(layers[i + 1].net, l->net)) {
             printf("%s convolutions, forward + backward: fp32 %.1f ms, fp32 direct %.1f ms, bf16 %.1f ms; bf16 gain %.2f "
                    "over fp32, %.2f over fp32 direct\n",

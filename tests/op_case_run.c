@@ -243,15 +243,17 @@ static void check_properties(const ctx *x, const vdnn_op_algo *algo, const vt_op
     }
 }
 
-/* Convolutions may offer several candidates, every other op one, named "default"; an index outside the list is
- * refused. d: the case's description in the backend's type. */
+/* Convolutions may offer several candidates, and so may an LSTM chunk with 16-bit maps (groups of samples); every
+ * other op one, named "default", as is the LSTM's first; an index outside the list is refused. d: the case's
+ * description in the backend's type. */
 static void check_candidate_list(const vt_case_backend *cb, const vt_op_case *c, const vdnn_op_desc *cd,
                                  const vdnn_op_algo *algos, int n)
 {
     vdnn_backend_t *be = cb->be;
-    if (cd->kind != VDNN_LAYER_CONV && (n != 1 || strcmp(algos[0].name, "default")))
-        fail_msg("%s on %s: %d candidates, the first \"%s\"; ops other than conv have one, \"default\"", c->name,
-                 cb->name, n, algos[0].name);
+    const bool several = cd->kind == VDNN_LAYER_CONV || (cd->kind == VDNN_LAYER_LSTM && cd->dtype != VDNN_DTYPE_F32);
+    if (cd->kind != VDNN_LAYER_CONV && ((!several && n != 1) || strcmp(algos[0].name, "default")))
+        fail_msg("%s on %s: %d candidates, the first \"%s\"; ops other than conv and a 16-bit LSTM have one, "
+                 "\"default\"", c->name, cb->name, n, algos[0].name);
     for (int a = 0; a < n; a++)
         for (int b = 0; b < a; b++)
             if (!strcmp(algos[a].name, algos[b].name))

@@ -99,6 +99,10 @@ extern const cpu_op_impl vdnn_cpu_op_attn_probs_bf16;
 extern const cpu_op_impl vdnn_cpu_op_attn_mix_bf16;
 /* LSTM (cpu_ops_lstm.c): a chunk of time steps, parameters as a tensor, the gather of chunks along time. */
 extern const cpu_op_impl vdnn_cpu_op_lstm;
+/* Samples a widened op (cpu_ops_widen.c) takes at a time. */
+int vdnn_cpu_widen_group(const cpu_backend *be, const vdnn_op_desc *d);
+/* The LSTM chunk for bf16 maps where AVX-512 BF16 is there: widened, its large products bf16 (cpu_lstm_mm16.h). */
+extern const cpu_op_impl vdnn_cpu_op_lstm_mm16;
 extern const cpu_op_impl vdnn_cpu_op_seq_cat;
 
 /* Sets be->bf16 from the CPU, the options and VDNN_CPU_ISA (cpu_isa.c); fails on an unknown VDNN_CPU_ISA. */

@@ -46,6 +46,24 @@ vdnn_status vdnn_cpu_dnnl_step_init(cpu_backend *be, const_dnnl_op_desc_t desc, 
                                     bool make_prim, const int *args, int n_args, cpu_dnnl_step *s, const char *what,
                                     vdnn_error *err)
 {
+    return vdnn_cpu_dnnl_step_init_ex(be, desc, hint, make_prim, false, args, n_args, s, what, err);
+}
+
+/* A sum post-op: dst = op(...) + dst. */
+static vdnn_status add_sum(dnnl_primitive_attr_t attr, const char *what, vdnn_error *err)
+{
+    dnnl_post_ops_t po = NULL;
+    vdnn_status st = vdnn_cpu_dnnl_check(dnnl_post_ops_create(&po), what, err);
+    if (!st) st = vdnn_cpu_dnnl_check(dnnl_post_ops_append_sum(po, 1.0f), what, err);
+    if (!st) st = vdnn_cpu_dnnl_check(dnnl_primitive_attr_set_post_ops(attr, po), what, err);
+    if (po) dnnl_post_ops_destroy(po);
+    return st;
+}
+
+vdnn_status vdnn_cpu_dnnl_step_init_ex(cpu_backend *be, const_dnnl_op_desc_t desc, const cpu_dnnl_step *hint,
+                                       bool make_prim, bool sum, const int *args, int n_args, cpu_dnnl_step *s,
+                                       const char *what, vdnn_error *err)
+{
     memset(s, 0, sizeof *s);
     if (n_args > CPU_DNNL_MAX_ARGS)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: %d oneDNN arguments (at most %d)", what, n_args,
@@ -55,6 +73,7 @@ vdnn_status vdnn_cpu_dnnl_step_init(cpu_backend *be, const_dnnl_op_desc_t desc, 
     if (st) return st;
     /* User mode: the memory planner owns the scratch bytes, so oneDNN never allocates behind its back. */
     st = vdnn_cpu_dnnl_check(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), what, err);
+    if (!st && sum) st = add_sum(attr, what, err);
     if (!st)
         st = vdnn_cpu_dnnl_check(dnnl_primitive_desc_create(&s->pd, desc, attr, be->engine, hint ? hint->pd : NULL),
                                  what, err);

@@ -36,6 +36,11 @@ vdnn_status vdnn_cpu_dnnl_step_init(cpu_backend *be, const_dnnl_op_desc_t desc, 
                                     bool make_prim, const int *args, int n_args, cpu_dnnl_step *s, const char *what,
                                     vdnn_error *err);
 
+/* The same; with sum, the primitive adds its result into dst (a sum post-op) instead of writing it. */
+vdnn_status vdnn_cpu_dnnl_step_init_ex(cpu_backend *be, const_dnnl_op_desc_t desc, const cpu_dnnl_step *hint,
+                                       bool make_prim, bool sum, const int *args, int n_args, cpu_dnnl_step *s,
+                                       const char *what, vdnn_error *err);
+
 /* Bytes of the primitive's memory for an execution argument (0 if it has none). */
 size_t vdnn_cpu_dnnl_arg_bytes(const cpu_dnnl_step *s, int arg);
 

@@ -1,10 +1,12 @@
-/* LSTM on the CPU (fp32, OpenBLAS; bf16 maps reach it widened: cpu_ops_widen.c): one chunk of time steps per op,
- * its parameters as a tensor input, and the gather of chunk outputs along time (docs/sequence.md, "LSTM"). */
+/* LSTM on the CPU (fp32, OpenBLAS; bf16 maps reach it widened: cpu_ops_widen.c, with its large products in bf16
+ * where AVX-512 BF16 is there: cpu_ops_lstm_mm16.c): one chunk of time steps per op, its parameters as a tensor
+ * input, and the gather of chunk outputs along time (docs/sequence.md, "LSTM"). */
 #include <cblas.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_lstm_mm16.h"
 #include "backend/lstm_layout.h"
 
 static vdnn_status lstm_fp32(const vdnn_op_desc *d, vdnn_error *err)
@@ -12,6 +14,9 @@ static vdnn_status lstm_fp32(const vdnn_op_desc *d, vdnn_error *err)
     if (d->dtype != VDNN_DTYPE_F32)
         return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "%s: only fp32 or bf16 maps on the CPU (no %s path)",
                          vdnn_layer_kind_name(d->kind), vdnn_dtype_name(d->dtype));
+    if (d->algo != 0)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s: algorithm %d asked of fp32 maps, which have one",
+                         vdnn_layer_kind_name(d->kind), d->algo);
     return VDNN_OK;
 }
 
@@ -159,7 +164,12 @@ static vdnn_status lstm_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < h4; j++) gates[(size_t)r * (size_t)h4 + (size_t)j] = q.bih[j] + q.bhh[j];
     /* Every step's input projection in one GEMM per sequence, onto both biases. */
-    if (a->aux)
+    cpu_lstm_mm16 *mm = op->state;
+    if (a->aux && mm)
+        st = vdnn_cpu_lstm_mm16_project(be, mm, &m, vdnn_lstm_x_row(&m, a->x[0], 0, 0), q.wih, gates, a->ws,
+                                        vdnn_lstm_info(&m).fwd_ws_bytes, err);
+    if (st) return st;
+    if (a->aux && !mm)
         for (int i = 0; i < b; i++)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m.s, h4, m.in, 1.0f, vdnn_lstm_x_row(&m, a->x[0], i, 0), m.ldx,
                         q.wih, m.in, 1.0f, gates + (size_t)i * (size_t)h4, b * h4);
@@ -192,6 +202,33 @@ static vdnn_status lstm_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
                         vdnn_lstm_y_row(&m, a->y, 0, t), m.s * m.w);
     }
     return VDNN_OK;
+}
+
+/* The parameter gradients' parts no product of cpu_ops_lstm_mm16.c makes, from dg ([b][t][4H]): dW_hh from the
+ * previous chunk's last h, and the biases. */
+static void small_param_grads(const vdnn_lstm_dims *m, const vdnn_op_args *a, const vdnn_lstm_params *dq,
+                              const float *dg, float *ones)
+{
+    const int h4 = 4 * m->h;
+    const size_t bs = (size_t)m->b * (size_t)m->s;
+    if (m->sp)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, m->pw, m->b, 1.0f, dg, m->s * h4,
+                    vdnn_lstm_prev_row(m, a->x[1], 0), m->sp * m->w, 1.0f, (float *)dq->whh, m->pw);
+    for (size_t r = 0; r < bs; r++) ones[r] = 1.0f;
+    cblas_sgemv(CblasRowMajor, CblasTrans, (int)bs, h4, 1.0f, dg, h4, ones, 1, 0.0f, (float *)dq->bih, 1);
+    memcpy((float *)dq->bhh, dq->bih, (size_t)h4 * sizeof(float));
+}
+
+/* The previous chunk's gradient: its last row gets dL/dh and dL/dc carried out of step 0, the rest zeros. */
+static void prev_grad(const vdnn_op_desc *d, const vdnn_lstm_dims *m, const vdnn_op_args *a, const float *dhr,
+                      const float *dcc)
+{
+    memset(a->dx[1], 0, vdnn_shape_count(d->in[1]) * sizeof(float));
+    for (int i = 0; i < m->b; i++) {
+        float *r = (float *)vdnn_lstm_prev_row(m, a->dx[1], i);
+        memcpy(r, dhr + (size_t)i * m->pw, (size_t)m->pw * sizeof(float));
+        memcpy(r + m->pw, dcc + (size_t)i * m->h, (size_t)m->h * sizeof(float));
+    }
 }
 
 static vdnn_status lstm_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
@@ -257,6 +294,16 @@ static vdnn_status lstm_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, pw, h4, 1.0f, dgt, m.s * h4, q.whh, pw, 0.0f,
                         dhr, pw);
     }
+    if (dp) small_param_grads(&m, a, &dq, dg, ones);
+    cpu_lstm_mm16 *mm = op->state;
+    if (mm) {
+        const vdnn_lstm_mm16_grads g = {.dg = dg, .x = vdnn_lstm_x_row(&m, a->x[0], 0, 0), .wih = q.wih, .y = a->y,
+                                        .dwih = dp ? (float *)dq.wih : NULL, .dx = a->dx[0],
+                                        .dwhh = dp ? (float *)dq.whh : NULL};
+        st = vdnn_cpu_lstm_mm16_backward(be, mm, &m, &g, a->ws, vdnn_lstm_info(&m).bwd_ws_bytes, err);
+        if (!st && m.sp && a->dx[1]) prev_grad(d, &m, a, dhr, dcc);
+        return st;
+    }
     /* x's rows (b, t) are evenly spaced when the chunk's input has its steps alone (tin == S). */
     const bool x_flat = m.tin == m.s;
     const size_t sh4 = (size_t)m.s * (size_t)h4;
@@ -268,12 +315,6 @@ static vdnn_status lstm_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
             for (int i = 0; i < b; i++)
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, m.in, m.s, 1.0f, dg + (size_t)i * sh4, h4,
                             vdnn_lstm_x_row(&m, a->x[0], i, 0), m.ldx, 1.0f, (float *)dq.wih, m.in);
-        if (m.sp)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, pw, b, 1.0f, dg, m.s * h4,
-                        vdnn_lstm_prev_row(&m, a->x[1], 0), m.sp * m.w, 1.0f, (float *)dq.whh, pw);
-        for (size_t r = 0; r < bs; r++) ones[r] = 1.0f;
-        cblas_sgemv(CblasRowMajor, CblasTrans, (int)bs, h4, 1.0f, dg, h4, ones, 1, 0.0f, (float *)dq.bih, 1);
-        memcpy((float *)dq.bhh, dq.bih, (size_t)h4 * sizeof(float));
     }
     if (a->dx[0]) {
         memset(a->dx[0], 0, vdnn_shape_count(d->in[0]) * sizeof(float));
@@ -293,18 +334,59 @@ static vdnn_status lstm_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h4, pw, (int)bs - 1, 1.0f, dg + h4, h4,
                     vdnn_lstm_y_row(&m, a->y, 0, 0), m.w, 1.0f, (float *)dq.whh, pw);
     }
-    if (m.sp && a->dx[1]) {
-        memset(a->dx[1], 0, vdnn_shape_count(d->in[1]) * sizeof(float));
-        for (int i = 0; i < b; i++) {
-            float *r = (float *)vdnn_lstm_prev_row(&m, a->dx[1], i);
-            memcpy(r, dhr + (size_t)i * pw, (size_t)pw * sizeof(float));
-            memcpy(r + pw, dcc + (size_t)i * h, (size_t)h * sizeof(float));
-        }
+    if (m.sp && a->dx[1]) prev_grad(d, &m, a, dhr, dcc);
+    return VDNN_OK;
+}
+
+/* With bf16 maps (widened) a chunk has two candidates: "default", its fp32 copies of the batch
+ * within VDNN_WIDEN_LSTM_GROUP_BYTES, and "grouped", smaller groups within the bound of the other widened ops: less
+ * workspace, more and smaller recurrent products (slower), and parameter gradients summed over the groups (other
+ * rounding: numerics tells the planners). Only one where both take the same groups; fp32 has one. */
+static vdnn_status lstm_algos(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_algo *out, int *n, vdnn_error *err)
+{
+    static const char *const names[2] = {"default", "grouped"};
+    if (d->dtype != VDNN_DTYPE_BF16) return vdnn_op_algos_single(&be->base, d, out, n, err);
+    *n = 0;
+    for (int k = 0; k < 2; k++) {
+        vdnn_op_desc dk = *d;
+        dk.algo = k;
+        const int group = vdnn_cpu_widen_group(be, &dk);
+        if (k && group == out[0].numerics) break;
+        memset(&out[k], 0, sizeof out[k]);
+        snprintf(out[k].name, sizeof out[k].name, "%s", names[k]);
+        snprintf(out[k].detail, sizeof out[k].detail, "fp32 copies of %d of the batch's %d samples at a time", group,
+                 d->out.n);
+        out[k].numerics = group;
+        vdnn_status st = vdnn_cpu_op_query(&be->base, &dk, &out[k].info, err);
+        if (st) return st;
+        *n = k + 1;
     }
     return VDNN_OK;
 }
 
-const cpu_op_impl vdnn_cpu_op_lstm = {lstm_query, no_create, no_destroy, lstm_forward, lstm_backward, NULL};
+const cpu_op_impl vdnn_cpu_op_lstm = {lstm_query, no_create, no_destroy, lstm_forward, lstm_backward, lstm_algos};
+
+/* The chunk op whose large products run in bf16 (chosen for bf16 maps where AVX-512 BF16 is there, and widened:
+ * it runs on the fp32 copies of a group of samples, op->d). */
+static vdnn_status mm16_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
+{
+    vdnn_status st = lstm_query(be, d, info, err);
+    vdnn_lstm_dims m;
+    if (!st) st = vdnn_lstm_dims_of(d, &m, err);
+    return st ? st : vdnn_cpu_lstm_mm16_info(be, &m, info, err);
+}
+
+static vdnn_status mm16_create(cpu_backend *be, vdnn_op *op, vdnn_error *err)
+{
+    vdnn_lstm_dims m;
+    vdnn_status st = vdnn_lstm_dims_of(&op->d, &m, err);
+    return st ? st : vdnn_cpu_lstm_mm16_create(be, &m, (cpu_lstm_mm16 **)&op->state, err);
+}
+
+static void mm16_destroy(cpu_backend *be, vdnn_op *op) { vdnn_cpu_lstm_mm16_destroy(op->state); }
+
+const cpu_op_impl vdnn_cpu_op_lstm_mm16 = {mm16_query, mm16_create, mm16_destroy, lstm_forward, lstm_backward,
+                                           lstm_algos};
 
 /* ---- seq_cat: inputs' first `cols` columns, one after another along time ---- */
 

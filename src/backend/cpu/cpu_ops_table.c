@@ -88,6 +88,7 @@ static vdnn_status lookup(const cpu_backend *be, const vdnn_op_desc *d, const cp
     if ((int)d->kind < 0 || d->kind >= VDNN_LAYER_KIND_COUNT)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "cpu op: unknown layer kind %d", (int)d->kind);
     *impl = native_bf16(be, d) && d->kind == VDNN_LAYER_LINEAR ? &vdnn_cpu_op_linear_bf16
+            : be->bf16 && d->dtype == VDNN_DTYPE_BF16 && d->kind == VDNN_LAYER_LSTM ? &vdnn_cpu_op_lstm_mm16
             : d->dtype == VDNN_DTYPE_BF16 && bf16_table[d->kind] ? bf16_table[d->kind]
                                                                  : op_table[d->kind];
     if (!*impl || !(*impl)->query)

@@ -74,8 +74,8 @@ static void read_part(vdnn_op_desc *d)
 }
 
 /* Samples an op takes at a time (vdnn_widen_group_samples): its fp32 copies are inputs and output, and their
- * gradients in backward. */
-static int group_samples(const cpu_backend *be, const vdnn_op_desc *d)
+ * gradients in backward. An LSTM chunk's candidate 0 keeps larger groups (VDNN_WIDEN_LSTM_GROUP_BYTES). */
+int vdnn_cpu_widen_group(const cpu_backend *be, const vdnn_op_desc *d)
 {
     const int n = d->out.n;
     vdnn_op_desc r = *d;
@@ -84,7 +84,9 @@ static int group_samples(const cpu_backend *be, const vdnn_op_desc *d)
     for (int i = 0; i < d->n_inputs; i++) one += vdnn_shape_count(r.in[i]) / (size_t)n;
     size_t nw, nb;
     param_counts(d, &nw, &nb);
-    const size_t cap = be->opt.widen_group_bytes ? be->opt.widen_group_bytes : VDNN_WIDEN_GROUP_BYTES;
+    const size_t cap = be->opt.widen_group_bytes                     ? be->opt.widen_group_bytes
+                       : d->kind == VDNN_LAYER_LSTM && d->algo == 0 ? VDNN_WIDEN_LSTM_GROUP_BYTES
+                                                              : VDNN_WIDEN_GROUP_BYTES;
     return vdnn_widen_group_samples(n, one * 2 * sizeof(float), cap, (nw + nb) * sizeof(float),
                                     be->opt.widen_group_bytes != 0);
 }
@@ -95,7 +97,8 @@ static void widen_desc(const cpu_backend *be, const vdnn_op_desc *d, vdnn_op_des
     *inner = *d;
     inner->dtype = VDNN_DTYPE_F32;
     read_part(inner);
-    const int k = group_samples(be, d);
+    inner->algo = 0;
+    const int k = vdnn_cpu_widen_group(be, d);
     for (int i = 0; i < d->n_inputs; i++) inner->in[i].n = k;
     inner->out.n = k;
 }
@@ -138,6 +141,14 @@ vdnn_status vdnn_cpu_widen_query(cpu_backend *be, const cpu_op_impl *impl, const
 {
     vdnn_status st = vdnn_op_check_token_ids(d, err);
     if (st) return st;
+    /* An LSTM chunk's candidate 1 (grouped) exists where it takes smaller groups than candidate 0. */
+    vdnn_op_desc d0 = *d;
+    d0.algo = 0;
+    const bool grouped = d->kind == VDNN_LAYER_LSTM && d->algo == 1 &&
+                         vdnn_cpu_widen_group(be, d) < vdnn_cpu_widen_group(be, &d0);
+    if (d->algo != 0 && !grouped)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s with bf16 maps: no algorithm %d",
+                         vdnn_layer_kind_name(d->kind), d->algo);
     vdnn_op_desc s;
     widen_desc(be, d, &s);
     vdnn_op_info in = {0};
