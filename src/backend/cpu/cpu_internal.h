@@ -101,6 +101,11 @@ extern const cpu_op_impl vdnn_cpu_op_attn_mix_bf16;
 extern const cpu_op_impl vdnn_cpu_op_lstm;
 /* Samples a widened op (cpu_ops_widen.c) takes at a time. */
 int vdnn_cpu_widen_group(const cpu_backend *be, const vdnn_op_desc *d);
+/* A widened LSTM chunk's candidate d->algo (false: none such): the samples it takes at a time and whether its large
+ * products run in bf16. In order: the batch whole (or groups within VDNN_WIDEN_LSTM_GROUP_BYTES) with bf16 products
+ * where AVX-512 BF16 is there; smaller groups (VDNN_WIDEN_GROUP_BYTES), if smaller; those with fp32 products, if
+ * the bf16 ones exist. */
+bool vdnn_cpu_lstm16_variant(const cpu_backend *be, const vdnn_op_desc *d, int *group, bool *bf16_products);
 /* The LSTM chunk for bf16 maps where AVX-512 BF16 is there: widened, its large products bf16 (cpu_lstm_mm16.h). */
 extern const cpu_op_impl vdnn_cpu_op_lstm_mm16;
 extern const cpu_op_impl vdnn_cpu_op_seq_cat;

@@ -338,25 +338,28 @@ static vdnn_status lstm_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
     return VDNN_OK;
 }
 
-/* With bf16 maps (widened) a chunk has two candidates: "default", its fp32 copies of the batch
- * within VDNN_WIDEN_LSTM_GROUP_BYTES, and "grouped", smaller groups within the bound of the other widened ops: less
- * workspace, more and smaller recurrent products (slower), and parameter gradients summed over the groups (other
- * rounding: numerics tells the planners). Only one where both take the same groups; fp32 has one. */
+/* With bf16 maps (widened) a chunk has up to three candidates (vdnn_cpu_lstm16_variant): "default", its fp32 copies
+ * of the batch within VDNN_WIDEN_LSTM_GROUP_BYTES and, where AVX-512 BF16 is there, its large products in bf16;
+ * "grouped", smaller groups within the other widened ops' bound (less workspace; more and smaller recurrent
+ * products); "grouped-fp32", those groups with fp32 products and no bf16 copies (the least workspace). Their
+ * parameter gradients round differently (sums over other groups, other products): numerics tells the planners. fp32
+ * has one. */
 static vdnn_status lstm_algos(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_algo *out, int *n, vdnn_error *err)
 {
-    static const char *const names[2] = {"default", "grouped"};
     if (d->dtype != VDNN_DTYPE_BF16) return vdnn_op_algos_single(&be->base, d, out, n, err);
     *n = 0;
-    for (int k = 0; k < 2; k++) {
+    int group;
+    bool products;
+    for (int k = 0; k < VDNN_MAX_ALGOS; k++) {
         vdnn_op_desc dk = *d;
         dk.algo = k;
-        const int group = vdnn_cpu_widen_group(be, &dk);
-        if (k && group == out[0].numerics) break;
+        if (!vdnn_cpu_lstm16_variant(be, &dk, &group, &products)) break;
         memset(&out[k], 0, sizeof out[k]);
-        snprintf(out[k].name, sizeof out[k].name, "%s", names[k]);
-        snprintf(out[k].detail, sizeof out[k].detail, "fp32 copies of %d of the batch's %d samples at a time", group,
-                 d->out.n);
-        out[k].numerics = group;
+        snprintf(out[k].name, sizeof out[k].name, "%s", k == 0 ? "default" : products || !be->bf16 ? "grouped"
+                                                                                                 : "grouped-fp32");
+        snprintf(out[k].detail, sizeof out[k].detail, "fp32 copies of %d of the batch's %d samples at a time, %s "
+                 "products", group, d->out.n, products ? "bf16" : "fp32");
+        out[k].numerics = group | (products ? 1 << 24 : 0);
         vdnn_status st = vdnn_cpu_op_query(&be->base, &dk, &out[k].info, err);
         if (st) return st;
         *n = k + 1;
@@ -368,19 +371,23 @@ const cpu_op_impl vdnn_cpu_op_lstm = {lstm_query, no_create, no_destroy, lstm_fo
 
 /* The chunk op whose large products run in bf16 (chosen for bf16 maps where AVX-512 BF16 is there, and widened:
  * it runs on the fp32 copies of a group of samples, op->d). */
+/* d->algo 1 (set by the widening, not a candidate of its own): the products stay fp32, no bf16 copies. */
 static vdnn_status mm16_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
-    vdnn_status st = lstm_query(be, d, info, err);
+    vdnn_op_desc d0 = *d;
+    d0.algo = 0;
+    vdnn_status st = lstm_query(be, &d0, info, err);
     vdnn_lstm_dims m;
     if (!st) st = vdnn_lstm_dims_of(d, &m, err);
-    return st ? st : vdnn_cpu_lstm_mm16_info(be, &m, info, err);
+    return st || d->algo == 1 ? st : vdnn_cpu_lstm_mm16_info(be, &m, info, err);
 }
 
 static vdnn_status mm16_create(cpu_backend *be, vdnn_op *op, vdnn_error *err)
 {
     vdnn_lstm_dims m;
     vdnn_status st = vdnn_lstm_dims_of(&op->d, &m, err);
-    return st ? st : vdnn_cpu_lstm_mm16_create(be, &m, (cpu_lstm_mm16 **)&op->state, err);
+    if (st || op->d.algo == 1) return st;
+    return vdnn_cpu_lstm_mm16_create(be, &m, (cpu_lstm_mm16 **)&op->state, err);
 }
 
 static void mm16_destroy(cpu_backend *be, vdnn_op *op) { vdnn_cpu_lstm_mm16_destroy(op->state); }

@@ -73,9 +73,9 @@ static void read_part(vdnn_op_desc *d)
     if (d->n_inputs > 1) d->in[1].h = 1;
 }
 
-/* Samples an op takes at a time (vdnn_widen_group_samples): its fp32 copies are inputs and output, and their
- * gradients in backward. An LSTM chunk's candidate 0 keeps larger groups (VDNN_WIDEN_LSTM_GROUP_BYTES). */
-int vdnn_cpu_widen_group(const cpu_backend *be, const vdnn_op_desc *d)
+/* Samples an op takes at a time (vdnn_widen_group_samples) with copies of at most cap bytes (unless the backend's
+ * own bound): its fp32 copies are inputs and output, and their gradients in backward. */
+static int group_samples(const cpu_backend *be, const vdnn_op_desc *d, size_t cap)
 {
     const int n = d->out.n;
     vdnn_op_desc r = *d;
@@ -84,11 +84,35 @@ int vdnn_cpu_widen_group(const cpu_backend *be, const vdnn_op_desc *d)
     for (int i = 0; i < d->n_inputs; i++) one += vdnn_shape_count(r.in[i]) / (size_t)n;
     size_t nw, nb;
     param_counts(d, &nw, &nb);
-    const size_t cap = be->opt.widen_group_bytes                     ? be->opt.widen_group_bytes
-                       : d->kind == VDNN_LAYER_LSTM && d->algo == 0 ? VDNN_WIDEN_LSTM_GROUP_BYTES
-                                                              : VDNN_WIDEN_GROUP_BYTES;
+    if (be->opt.widen_group_bytes) cap = be->opt.widen_group_bytes;
     return vdnn_widen_group_samples(n, one * 2 * sizeof(float), cap, (nw + nb) * sizeof(float),
                                     be->opt.widen_group_bytes != 0);
+}
+
+bool vdnn_cpu_lstm16_variant(const cpu_backend *be, const vdnn_op_desc *d, int *group, bool *bf16_products)
+{
+    struct {
+        int group;
+        bool products;
+    } v[3];
+    int n = 0;
+    const int whole = group_samples(be, d, VDNN_WIDEN_LSTM_GROUP_BYTES), lean = group_samples(be, d,
+                                                                                             VDNN_WIDEN_GROUP_BYTES);
+    v[n].group = whole, v[n++].products = be->bf16;
+    if (lean < whole) v[n].group = lean, v[n++].products = be->bf16;
+    if (be->bf16) v[n].group = lean, v[n++].products = false;
+    if (d->kind != VDNN_LAYER_LSTM || d->algo < 0 || d->algo >= n) return false;
+    *group = v[d->algo].group;
+    *bf16_products = v[d->algo].products;
+    return true;
+}
+
+int vdnn_cpu_widen_group(const cpu_backend *be, const vdnn_op_desc *d)
+{
+    int group;
+    bool products;
+    if (vdnn_cpu_lstm16_variant(be, d, &group, &products)) return group;
+    return group_samples(be, d, VDNN_WIDEN_GROUP_BYTES);
 }
 
 /* The fp32 op that runs: d's shapes for a group of samples (group_samples), fp32 maps. */
@@ -97,8 +121,11 @@ static void widen_desc(const cpu_backend *be, const vdnn_op_desc *d, vdnn_op_des
     *inner = *d;
     inner->dtype = VDNN_DTYPE_F32;
     read_part(inner);
-    inner->algo = 0;
-    const int k = vdnn_cpu_widen_group(be, d);
+    int k;
+    bool products = false;
+    /* An LSTM chunk whose products stay fp32 where the bf16 ones exist: its op's candidate 1 (cpu_ops_lstm.c). */
+    if (vdnn_cpu_lstm16_variant(be, d, &k, &products)) inner->algo = be->bf16 && !products ? 1 : 0;
+    else k = group_samples(be, d, VDNN_WIDEN_GROUP_BYTES), inner->algo = 0;
     for (int i = 0; i < d->n_inputs; i++) inner->in[i].n = k;
     inner->out.n = k;
 }
@@ -141,12 +168,9 @@ vdnn_status vdnn_cpu_widen_query(cpu_backend *be, const cpu_op_impl *impl, const
 {
     vdnn_status st = vdnn_op_check_token_ids(d, err);
     if (st) return st;
-    /* An LSTM chunk's candidate 1 (grouped) exists where it takes smaller groups than candidate 0. */
-    vdnn_op_desc d0 = *d;
-    d0.algo = 0;
-    const bool grouped = d->kind == VDNN_LAYER_LSTM && d->algo == 1 &&
-                         vdnn_cpu_widen_group(be, d) < vdnn_cpu_widen_group(be, &d0);
-    if (d->algo != 0 && !grouped)
+    int group;
+    bool products;
+    if (d->algo != 0 && !vdnn_cpu_lstm16_variant(be, d, &group, &products))
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "%s with bf16 maps: no algorithm %d",
                          vdnn_layer_kind_name(d->kind), d->algo);
     vdnn_op_desc s;
