@@ -217,7 +217,7 @@ static vdnn_status read_samples(const vdnn_pjson_reader *r, const vdnn_json *roo
     for (int i = 0; i < arr->n; i++) {
         const vdnn_json *s = &arr->items[i];
         if (s->type != VDNN_JSON_OBJECT) return vdnn_pjson_wrong(r, s, "samples", "an array of {bytes, d2h_s, h2d_s}");
-        double bytes;
+        double bytes = 0;
         vdnn_status rc = vdnn_pjson_int(r, s, "bytes", VDNN_PJSON_MAX_INT, &bytes);
         if (!rc) rc = vdnn_pjson_num(r, s, "d2h_s", false, &p->sample_d2h_s[i]);
         if (!rc) rc = vdnn_pjson_num(r, s, "h2d_s", false, &p->sample_h2d_s[i]);
@@ -250,14 +250,14 @@ static vdnn_status read_algo_times(const vdnn_pjson_reader *r, const vdnn_json *
 
 static vdnn_status read_layers(const vdnn_pjson_reader *r, const vdnn_json *root, const vdnn_graph_t *g, vdnn_profile *p)
 {
-    const vdnn_json *arr;
+    const vdnn_json *arr = NULL;
     vdnn_status rc = vdnn_pjson_get(r, root, "layers", VDNN_JSON_ARRAY, "an array", &arr);
     if (rc) return rc;
     if (arr->n != g->n_layers - 1)
         return vdnn_fail(r->err, VDNN_ERR_MISMATCH, "%s: profile has %d layers, but model %s has %d (from %s)", r->path, arr->n,
                          g->name, g->n_layers - 1, g->source);
     for (int i = 0; i < arr->n; i++) {
-        const vdnn_json *ly = &arr->items[i], *name;
+        const vdnn_json *ly = &arr->items[i], *name = NULL;
         if (ly->type != VDNN_JSON_OBJECT) return vdnn_pjson_wrong(r, ly, "layers", "an array of {name, fwd_s, bwd_s}");
         if ((rc = vdnn_pjson_get(r, ly, "name", VDNN_JSON_STRING, "a string", &name))) return rc;
         if (strcmp(name->string, g->layers[i + 1].name))

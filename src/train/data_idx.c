@@ -145,9 +145,9 @@ vdnn_status vdnn_idx_read_images(const char *path, int *count, int *rows, int *c
 {
     if (!path || !count || !rows || !cols || !pixels)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "vdnn_idx_read_images: NULL argument");
-    int dims[3];
-    size_t total;
-    gzFile f;
+    int dims[3] = {0};
+    size_t total = 0;
+    gzFile f = NULL;
     vdnn_status st = open_idx(path, IDX_IMAGES_MAGIC, 3, dims, &total, &f, err);
     if (st) return st;
     st = read_payload(f, path, total, "pixel data", pixels, err);
@@ -163,9 +163,9 @@ vdnn_status vdnn_idx_read_labels(const char *path, int *count, uint8_t **labels,
 {
     if (!path || !count || !labels)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "vdnn_idx_read_labels: NULL argument");
-    int dims[1];
-    size_t total;
-    gzFile f;
+    int dims[1] = {0};
+    size_t total = 0;
+    gzFile f = NULL;
     vdnn_status st = open_idx(path, IDX_LABELS_MAGIC, 1, dims, &total, &f, err);
     if (st) return st;
     st = read_payload(f, path, total, "label data", labels, err);

@@ -52,7 +52,7 @@ static size_t part_floats(const fused_dims *m, bool backward)
 
 static vdnn_status fused_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
-    fused_dims m;
+    fused_dims m = {0};
     vdnn_status st = fused_dims_of(d, &m, err);
     if (st) return st;
     const size_t threads = (size_t)fused_threads(be, &m);
@@ -89,7 +89,7 @@ static vdnn_status fused_begin(const vdnn_op *op, const vdnn_op_args *a, bool ba
 
 static vdnn_status fused_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
-    fused_dims m;
+    fused_dims m = {0};
     vdnn_status st = fused_begin(op, a, false, &m, err);
     if (st) return st;
     const int ld = 3 * m.f;
@@ -114,7 +114,7 @@ static vdnn_status fused_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_arg
 static vdnn_status fused_backward(cpu_backend *be, vdnn_op *op, const vdnn_op_args *a, vdnn_error *err)
 {
     if (!a->dx[0]) return VDNN_OK;
-    fused_dims m;
+    fused_dims m = {0};
     vdnn_status st = fused_begin(op, a, true, &m, err);
     if (st) return st;
     const int ld = 3 * m.f;

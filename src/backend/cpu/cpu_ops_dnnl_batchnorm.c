@@ -45,7 +45,7 @@ static vdnn_status bn_check(const vdnn_op_desc *d, bn_state *s, vdnn_error *err)
 
 static vdnn_status bn_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
-    bn_state s;
+    bn_state s = {0};
     vdnn_status st = bn_check(d, &s, err);
     if (!st) {
         *info = (vdnn_op_info){

@@ -110,7 +110,7 @@ static vdnn_status lookup(const cpu_backend *be, const vdnn_op_desc *d, const cp
 
 vdnn_status vdnn_cpu_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
-    const cpu_op_impl *impl;
+    const cpu_op_impl *impl = NULL;
     vdnn_status st = lookup((const cpu_backend *)be, d, &impl, err);
     if (st) return st;
     if (!info) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_query: NULL info");
@@ -124,7 +124,7 @@ vdnn_status vdnn_cpu_op_query(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op
 
 vdnn_status vdnn_cpu_op_algos(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_op_algo *algos, int *n, vdnn_error *err)
 {
-    const cpu_op_impl *impl;
+    const cpu_op_impl *impl = NULL;
     vdnn_status st = lookup((const cpu_backend *)be, d, &impl, err);
     if (st) return st;
     if (!algos || !n) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_algos: NULL output");
@@ -136,7 +136,7 @@ vdnn_status vdnn_cpu_op_create(vdnn_backend_t *be, const vdnn_op_desc *d, vdnn_o
 {
     if (!out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "op_create: NULL output pointer");
     *out = NULL;
-    const cpu_op_impl *impl;
+    const cpu_op_impl *impl = NULL;
     vdnn_status st = lookup((const cpu_backend *)be, d, &impl, err);
     if (st) return st;
     vdnn_op *op = calloc(1, sizeof *op);
