@@ -8,7 +8,8 @@
 #      gpt-mini, input 1xTx1, classes its vocabulary 256, on English text), STEPS (steps per visit of a net, the
 #      first not timed; default 3), ROUNDS (visits of every net; default 10), LINK (e.g. 16GB/s), THREADS,
 #      FRACTIONS ("0.5 0.25"), POLICIES (default all seven), PROFILES (profiles measured first, default 3; the
-#      median one is simulated), OUT (directory for the profiles). Needs `make` (the Python package's libvdnn.so); PYTHON (default
+#      plans are made from the median one, and simulated from it and, beside it, from the per-field medians of
+#      the profiles measured after every round), OUT (directory for the profiles). Needs `make` (the Python package's libvdnn.so); PYTHON (default
 #      /usr/bin/python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
