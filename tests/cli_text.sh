@@ -230,6 +230,20 @@ run "--attention auto with a profile" 2 "a profile is measured for one: give --a
     plan "${hg[@]}" --budget 50MiB --attention auto --profile "$TMP/aa.json"
 run "--attention auto on an image model" 2 "has no attention (attn_probs) layer" -- \
     plan lenet --budget 50MiB --attention auto
+# --attention auto from measured profiles: the model unfused (--profile) and with every attention fused
+# (--fused-profile); each choice is planned from the two.
+"$VDNN" profile gpt-mini --batch 8 --iterations 1 --device cpu --out "$TMP/pu.json" >/dev/null 2>&1 &&
+    "$VDNN" profile gpt-mini --batch 8 --iterations 1 --device cpu --attention fused --out "$TMP/pf.json" >/dev/null 2>&1 ||
+    bad "vdnn profile gpt-mini (unfused and --attention fused) failed"
+run "--attention auto from two profiles" 0 "the fastest plan that fits 6.00 MiB (costs from the two profiles)" -- \
+    plan gpt-mini --batch 8 --policy auto --budget 6MiB --attention auto --profile "$TMP/pu.json" \
+    --fused-profile "$TMP/pf.json"
+run "--fused-profile without --profile" 2 "--fused-profile goes with --profile" -- \
+    plan gpt-mini --batch 8 --policy auto --attention auto --fused-profile "$TMP/pf.json"
+run "--fused-profile without --attention auto" 2 "--fused-profile is for --attention auto" -- \
+    plan gpt-mini --batch 8 --policy auto --profile "$TMP/pu.json" --fused-profile "$TMP/pf.json"
+run "--fused-profile of the unfused model" 1 "pu.json: profile has 49 layers, but model gpt-mini has 45" -- \
+    plan gpt-mini --batch 8 --policy auto --attention auto --profile "$TMP/pu.json" --fused-profile "$TMP/pu.json"
 # Training with what it chose (every attention fused, at 10 MiB) gives the fused model's in-core checkpoint, bit for bit.
 if "$VDNN" "${hgt[@]}" --policy auto --budget 10MiB --attention auto --save "$TMP/aa.ckpt" >/dev/null 2>"$TMP/err" &&
     grep -qF -- "--attention auto: 4 of 4 attentions fused" "$TMP/err" &&

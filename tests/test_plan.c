@@ -972,6 +972,82 @@ static vdnn_plan_summary fit_summary(const vdnn_graph_t *m, vdnn_backend_t *be, 
  * Unlimited, the choice is at least as fast as fusing none or every attention; between the least budgets of every
  * attention fused and of none, it fits with some fused; below every least budget it says so. The model it returns
  * holds the attentions its answer names fused and the rest materialized. */
+/* The search from profiles of the model unfused and all fused (vdnn_model_fit_attention_measured): with estimates
+ * for both (each layer's estimate its own), every variant's composed profile is its own estimate, so every choice
+ * is the estimate search's; and composing refuses profiles of other settings and a layer neither has. */
+static void test_fit_attention_measured(void **state)
+{
+    fixture *f = *state;
+    vdnn_error err;
+    vdnn_graph_t *zoo = vt_load_zoo("gpt-mini"), *all = NULL, *out = NULL, *want = NULL;
+    vt_assert_ok(vdnn_model_with_fused_attention(zoo, &all, &err), err);
+    const vdnn_shape in = {8, 1, 64, 1}, other = {4, 1, 64, 1};
+    vdnn_profile_t *pu = NULL, *pf = NULL, *pf4 = NULL, *c = NULL;
+    vt_assert_ok(vdnn_profile_estimate_model(zoo, in, 256, 1e12, 1e11, 1.6e10, 1.6e10, &pu, &err), err);
+    vt_assert_ok(vdnn_profile_estimate_model(all, in, 256, 1e12, 1e11, 1.6e10, 1.6e10, &pf, &err), err);
+    vt_assert_ok(vdnn_profile_estimate_model(all, other, 256, 1e12, 1e11, 1.6e10, 1.6e10, &pf4, &err), err);
+    vdnn_memory_options mem = vdnn_memory_options_default();
+    mem.policy = VDNN_POLICY_AUTO;
+    const size_t budgets[] = {SIZE_MAX, 10u << 20, 6u << 20, 5u << 20, 4u << 20};
+    for (size_t i = 0; i < sizeof budgets / sizeof budgets[0]; i++) {
+        mem.budget = budgets[i];
+        bool got[4], exp[4], fits, exp_fits;
+        int k, exp_k;
+        vt_assert_ok(vdnn_model_fit_attention_measured(zoo, f->be, in, 256, &mem, pu, pf, &out, got, &k, &fits, &err),
+                     err);
+        vt_assert_ok(vdnn_model_fit_attention(zoo, f->be, in, 256, &mem, 1e12, 1e11, 1.6e10, 1.6e10, &want, exp,
+                                              &exp_k, &exp_fits, &err), err);
+        if (k != exp_k || fits != exp_fits || memcmp(got, exp, sizeof got))
+            fail_msg("budget %zu: from the two profiles %d fused (fits %d), from the estimate %d (fits %d)",
+                     budgets[i], k, fits, exp_k, exp_fits);
+        vdnn_graph_free(out);
+        vdnn_graph_free(want);
+        out = want = NULL;
+    }
+    /* The profile a variant gets: its fused attentions' times from the fused profile, the rest the unfused one's. */
+    const vdnn_profile_t *both[2] = {pu, pf};
+    const bool some[4] = {false, false, true, true};
+    vt_assert_ok(vdnn_model_with_fused_attentions(zoo, some, 4, &out, &err), err);
+    vdnn_profile_t *fast = NULL;
+    vt_assert_ok(vdnn_profile_estimate_model(all, in, 256, 4e12, 4e11, 1.6e10, 1.6e10, &fast, &err), err);
+    const vdnn_profile_t *apart[2] = {pu, fast};
+    vt_assert_ok(vdnn_profile_compose(apart, 2, out, &c, &err), err);
+    assert_int_equal(c->n_layers, out->n_layers);
+    int from_fused = 0;
+    for (int l = 1; l < out->n_layers; l++) {
+        const vdnn_profile *src = out->layers[l].kind == VDNN_LAYER_ATTN ? fast : pu;
+        int at = -1;
+        for (int j = 1; j < src->n_layers && at < 0; j++)
+            if (!strcmp(src->names[j], out->layers[l].name) && src->kinds[j] == out->layers[l].kind) at = j;
+        assert_true(at > 0);
+        if (c->fwd_s[l] != src->fwd_s[at] || c->bwd_s[l] != src->bwd_s[at])
+            fail_msg("layer %s: composed %g/%g s, its profile's %g/%g", out->layers[l].name, c->fwd_s[l],
+                     c->bwd_s[l], src->fwd_s[at], src->bwd_s[at]);
+        from_fused += src == fast;
+    }
+    assert_int_equal(from_fused, 2);
+    assert_true(c->d2h.bytes_per_s == pu->d2h.bytes_per_s && c->load_s == pu->load_s);
+    vdnn_profile_free(c);
+    vdnn_profile_free(fast);
+    /* A layer neither has: the fused model from the unfused profile alone. */
+    assert_int_equal(vdnn_profile_compose(both, 1, all, &c, &err), VDNN_ERR_MISMATCH);
+    assert_non_null(strstr(err.msg, "h0.mix"));
+    assert_null(c);
+    /* Another batch. */
+    const vdnn_profile_t *mixed[2] = {pu, pf4};
+    assert_int_equal(vdnn_profile_compose(mixed, 2, out, &c, &err), VDNN_ERR_MISMATCH);
+    assert_non_null(strstr(err.msg, "batch 4"));
+    assert_int_equal(vdnn_model_fit_attention_measured(zoo, f->be, in, 256, &mem, pu, NULL, &want, NULL, &(int){0},
+                                                       &(bool){false}, &err),
+                     VDNN_ERR_INVALID_ARG);
+    vdnn_graph_free(out);
+    vdnn_profile_free(pu);
+    vdnn_profile_free(pf);
+    vdnn_profile_free(pf4);
+    vdnn_graph_free(all);
+    vdnn_graph_free(zoo);
+}
+
 static void test_fit_attention(void **state)
 {
     fixture *f = *state;
@@ -1287,6 +1363,7 @@ int main(void)
         cmocka_unit_test(test_zoo),             cmocka_unit_test(test_seq_conv),
         cmocka_unit_test(test_um),              cmocka_unit_test(test_fit_head_groups),
         cmocka_unit_test(test_fit_attention),
+        cmocka_unit_test(test_fit_attention_measured),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -31,10 +31,14 @@ vdnn_status cli_model_fit_check(const cli_options *o, bool plans, bool profile, 
                          "plot and train take it; give %s to vdnn %s", flag,
                          o->auto_attention ? "fused attentions" : "grouping",
                          o->auto_attention ? "--attention fused or materialized" : "a number of groups", cmd);
+    if (profile && o->auto_attention)
+        return cli_error(err, VDNN_ERR_INVALID_ARG, "%s plans every choice of fused attentions, and a profile is "
+                         "measured for one: give --attention fused or materialized, the profile's; or, with "
+                         "--profile of the model unfused, --fused-profile with one of it with every attention fused "
+                         "(vdnn profile --attention fused; vdnn plan, simulate and plot)", flag);
     if (profile)
-        return cli_error(err, VDNN_ERR_INVALID_ARG, "%s plans every %s, and a profile is measured for one: give %s, "
-                         "the profile's", flag, o->auto_attention ? "choice of fused attentions" : "grouping",
-                         o->auto_attention ? "--attention fused or materialized" : "--head-groups N");
+        return cli_error(err, VDNN_ERR_INVALID_ARG, "%s plans every grouping, and a profile is measured for one: give "
+                         "--head-groups N, the profile's", flag);
     return VDNN_OK;
 }
 
@@ -63,17 +67,19 @@ static vdnn_status fit_groups(const vdnn_model_t *base, vdnn_backend_t *be, cons
     return VDNN_OK;
 }
 
-static vdnn_status fit_attention(const vdnn_model_t *base, vdnn_backend_t *be, const double r[4], vdnn_shape in,
-                                 int classes, const vdnn_memory_options *mem, const char *cmd, vdnn_model_t **out,
-                                 vdnn_error *err)
+static vdnn_status fit_attention(const vdnn_model_t *base, vdnn_backend_t *be, const double r[4],
+                                 const vdnn_profile_t *const *measured, vdnn_shape in, int classes,
+                                 const vdnn_memory_options *mem, const char *cmd, vdnn_model_t **out, vdnn_error *err)
 {
     const int n = vdnn_model_attention_count(base);
     bool *fused = calloc(n > 0 ? (size_t)n : 1, sizeof *fused);
     if (!fused) return cli_error(err, VDNN_ERR_NO_MEMORY, "out of memory");
     int k;
     bool fits;
-    vdnn_status rc = vdnn_model_fit_attention(base, be, in, classes, mem, r[0], r[1], r[2], r[3], out, fused, &k,
-                                              &fits, err);
+    vdnn_status rc = measured ? vdnn_model_fit_attention_measured(base, be, in, classes, mem, measured[0],
+                                                                  measured[1], out, fused, &k, &fits, err)
+                              : vdnn_model_fit_attention(base, be, in, classes, mem, r[0], r[1], r[2], r[3], out,
+                                                         fused, &k, &fits, err);
     if (rc == VDNN_OK) {
         /* Which ones, as attention numbers from 0 in layer order, so a reader can find them in the plan. */
         char which[256] = "";
@@ -82,21 +88,22 @@ static vdnn_status fit_attention(const vdnn_model_t *base, vdnn_backend_t *be, c
             if (fused[i]) len += (size_t)snprintf(which + len, sizeof which - len, "%s%d", len ? "," : "", i);
         char b[48];
         budget_text(mem, b, sizeof b);
-        fprintf(stderr, "vdnn %s: --attention auto: %d of %d attentions fused%s%s%s: %s %s%s\n", cmd, k, n,
+        fprintf(stderr, "vdnn %s: --attention auto: %d of %d attentions fused%s%s%s: %s %s%s%s\n", cmd, k, n,
                 k ? " (" : "", which, k ? ")" : "", fits ? "the fastest plan that fits" : "no choice fits", b,
-                fits ? "" : "; this one needs the least");
+                fits ? "" : "; this one needs the least", measured ? " (costs from the two profiles)" : "");
     }
     free(fused);
     return rc;
 }
 
 vdnn_status cli_fit_model(const cli_options *o, const vdnn_model_t *base, vdnn_backend_t *be,
-                          const cli_cost_options *costs, vdnn_shape in, int classes, const vdnn_memory_options *mem,
-                          const char *cmd, vdnn_model_t **out, vdnn_error *err)
+                          const cli_cost_options *costs, const vdnn_profile_t *const *measured, vdnn_shape in,
+                          int classes, const vdnn_memory_options *mem, const char *cmd, vdnn_model_t **out,
+                          vdnn_error *err)
 {
     const bool est = costs && costs->estimate_given;
     const double r[4] = {est ? costs->flops : 0, est ? costs->mem_bw : 0, est ? costs->link_d2h : 0,
                          est ? costs->link_h2d : 0};
-    return o->auto_attention ? fit_attention(base, be, r, in, classes, mem, cmd, out, err)
+    return o->auto_attention ? fit_attention(base, be, r, measured, in, classes, mem, cmd, out, err)
                              : fit_groups(base, be, r, in, classes, mem, cmd, out, err);
 }

@@ -26,8 +26,11 @@ vdnn_status cli_model_fit_check(const cli_options *o, bool plans, bool profile, 
  * NULL, or no estimate flags: the default estimate, what `vdnn train` plans with): *out (the caller frees it). Says
  * on stderr what it chose, for the command cmd. */
 struct cli_cost_options;
+/* measured (NULL, or the profiles of base unfused and all fused: --fused-profile): --attention auto plans from those
+ * instead (vdnn_model_fit_attention_measured). */
 vdnn_status cli_fit_model(const cli_options *o, const vdnn_model_t *base, vdnn_backend_t *be,
-                          const struct cli_cost_options *costs, vdnn_shape in, int classes,
-                          const vdnn_memory_options *mem, const char *cmd, vdnn_model_t **out, vdnn_error *err);
+                          const struct cli_cost_options *costs, const vdnn_profile_t *const *measured, vdnn_shape in,
+                          int classes, const vdnn_memory_options *mem, const char *cmd, vdnn_model_t **out,
+                          vdnn_error *err);
 
 #endif

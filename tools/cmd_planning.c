@@ -24,6 +24,22 @@ static void describe_ops(const cli_model *m, const cli_cost_options *c, char *bu
                                                      : "described without the device: see the file's note");
 }
 
+/* --fused-profile: read for the base model with every attention fused; m->prof stays the unfused one's. */
+static vdnn_status load_fused_profile(const cli_cost_options *c, cli_model *m, vdnn_error *err)
+{
+    const int n = vdnn_model_attention_count(m->base);
+    bool *all = calloc(n > 0 ? (size_t)n : 1, sizeof *all);
+    vdnn_model_t *fused = NULL;
+    vdnn_status rc = all ? VDNN_OK : cli_error(err, VDNN_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < n && all; i++) all[i] = true;
+    if (rc == VDNN_OK) rc = vdnn_model_with_fused_attentions(m->base, all, n, &fused, err);
+    if (rc == VDNN_OK) rc = vdnn_profile_load(c->fused_profile, fused, m->in, m->classes, &m->fused_prof, err);
+    if (rc == VDNN_OK) m->base_prof = m->prof;
+    vdnn_model_free(fused);
+    free(all);
+    return rc;
+}
+
 vdnn_status cli_model_load(const cli_options *o, const cli_cost_options *c, cli_model *m, const char *cmd,
                            vdnn_error *err)
 {
@@ -32,7 +48,10 @@ vdnn_status cli_model_load(const cli_options *o, const cli_cost_options *c, cli_
     m->cmd = cmd;
     const cli_options base = cli_model_fit_base(o); /* grouped or fused by cli_model_plan */
     const bool plans = !strcmp(cmd, "plan") || !strcmp(cmd, "simulate") || !strcmp(cmd, "plot");
-    vdnn_status rc = cli_model_fit_check(o, plans && c, c && c->profile, cmd, err);
+    const bool measured = c && c->fused_profile;
+    vdnn_status rc = measured && !o->auto_attention
+                         ? cli_error(err, VDNN_ERR_INVALID_ARG, "--fused-profile is for --attention auto (with --profile)")
+                         : cli_model_fit_check(o, plans && c, c && c->profile && !measured, cmd, err);
     if (rc == VDNN_OK) rc = cli_load_model_opts(&base, &m->m, err);
     /* The search starts from the model as loaded; m->m stands for it until cli_model_plan chooses a variant. */
     if (rc == VDNN_OK && cli_model_fit_asked(o)) {
@@ -41,6 +60,7 @@ vdnn_status cli_model_load(const cli_options *o, const cli_cost_options *c, cli_
     }
     if (rc == VDNN_OK) rc = cli_shape(o, m->m, NULL, &m->in, &m->classes, err);
     if (rc == VDNN_OK && c) rc = cli_cost_profile(c, m->m, m->in, m->classes, &m->prof, err);
+    if (rc == VDNN_OK && measured) rc = load_fused_profile(c, m, err);
     /* A profile that recorded its device's op info plans for that device, which need not be here, unless --device
      * names a backend to plan with instead. */
     vdnn_profile_summary ps = {0};
@@ -70,7 +90,9 @@ vdnn_status cli_model_load(const cli_options *o, const cli_cost_options *c, cli_
 void cli_model_free(cli_model *m)
 {
     if (m->m != m->base) vdnn_model_free(m->base);
-    vdnn_profile_free(m->prof);
+    if (m->prof != m->base_prof) vdnn_profile_free(m->prof);
+    vdnn_profile_free(m->base_prof);
+    vdnn_profile_free(m->fused_prof);
     vdnn_backend_free(m->be);
     vdnn_model_free(m->m);
     memset(m, 0, sizeof *m);
@@ -81,14 +103,19 @@ static vdnn_status regroup(cli_model *m, const vdnn_memory_options *mem, vdnn_er
 {
     vdnn_model_t *chosen = NULL;
     vdnn_profile_t *prof = NULL;
-    vdnn_status rc = cli_fit_model(&m->fit, m->base, m->be, m->costs, m->in, m->classes, mem, m->cmd, &chosen, err);
-    if (rc == VDNN_OK) rc = cli_cost_profile(m->costs, chosen, m->in, m->classes, &prof, err);
+    const vdnn_profile_t *both[2] = {m->base_prof, m->fused_prof};
+    const vdnn_profile_t *const *measured = m->fused_prof ? both : NULL;
+    vdnn_status rc = cli_fit_model(&m->fit, m->base, m->be, m->costs, measured, m->in, m->classes, mem, m->cmd,
+                                   &chosen, err);
+    if (rc == VDNN_OK)
+        rc = measured ? vdnn_profile_compose(measured, 2, chosen, &prof, err)
+                      : cli_cost_profile(m->costs, chosen, m->in, m->classes, &prof, err);
     if (rc != VDNN_OK) {
         vdnn_model_free(chosen);
         return rc;
     }
     if (m->m != m->base) vdnn_model_free(m->m);
-    vdnn_profile_free(m->prof);
+    if (m->prof != m->base_prof) vdnn_profile_free(m->prof);
     m->m = chosen;
     m->prof = prof;
     return VDNN_OK;
@@ -178,10 +205,10 @@ static bool bad_value(const char *cmd, const char *flag, const char *v, const ch
 
 bool cli_take_cost_flags(int *argc, char **argv, cli_cost_options *c, const char *cmd)
 {
-    *c = (cli_cost_options){NULL, false, VDNN_ESTIMATE_FLOPS_PER_S, VDNN_ESTIMATE_MEM_BYTES_PER_S,
+    *c = (cli_cost_options){NULL, NULL, false, VDNN_ESTIMATE_FLOPS_PER_S, VDNN_ESTIMATE_MEM_BYTES_PER_S,
                             VDNN_ESTIMATE_LINK_BYTES_PER_S, VDNN_ESTIMATE_LINK_BYTES_PER_S};
-    const char *prof, *flops, *bw, *link, *d2h, *h2d;
-    if (!cli_take_flag(argc, argv, "--profile", &prof, cmd) || !cli_take_flag(argc, argv, "--estimate-flops", &flops, cmd) ||
+    const char *prof, *fused, *flops, *bw, *link, *d2h, *h2d;
+    if (!cli_take_flag(argc, argv, "--profile", &prof, cmd) || !cli_take_flag(argc, argv, "--fused-profile", &fused, cmd) || !cli_take_flag(argc, argv, "--estimate-flops", &flops, cmd) ||
         !cli_take_flag(argc, argv, "--estimate-bw", &bw, cmd) || !cli_take_flag(argc, argv, "--link-bandwidth", &link, cmd) ||
         !cli_take_flag(argc, argv, "--link-bandwidth-d2h", &d2h, cmd) ||
         !cli_take_flag(argc, argv, "--link-bandwidth-h2d", &h2d, cmd))
@@ -193,7 +220,13 @@ bool cli_take_cost_flags(int *argc, char **argv, cli_cost_options *c, const char
     if (d2h && !parse_rate(d2h, true, &c->link_d2h)) return bad_value(cmd, "--link-bandwidth-d2h", d2h, "a bandwidth such as 16GB/s");
     if (h2d && !parse_rate(h2d, true, &c->link_h2d)) return bad_value(cmd, "--link-bandwidth-h2d", h2d, "a bandwidth such as 16GB/s");
     c->profile = prof;
+    c->fused_profile = fused;
     c->estimate_given = flops || bw || link || d2h || h2d;
+    if (fused && !prof) {
+        fprintf(stderr, "vdnn %s: --fused-profile goes with --profile (the model's profile unfused) and --attention "
+                "auto (see vdnn %s --help)\n", cmd, cmd);
+        return false;
+    }
     if (prof && c->estimate_given) {
         fprintf(stderr, "vdnn %s: --profile and the estimate flags exclude each other (see vdnn %s --help)\n", cmd, cmd);
         return false;

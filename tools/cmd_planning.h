@@ -12,6 +12,7 @@
  * library's default estimate, which is what `vdnn train` plans with when it has no profile. */
 typedef struct cli_cost_options {
     const char *profile;
+    const char *fused_profile; /* --attention auto: a profile of the model with every attention fused */
     bool estimate_given;
     double flops, mem_bw, link_d2h, link_h2d;
 } cli_cost_options;
@@ -21,6 +22,9 @@ typedef struct cli_cost_options {
     "  --profile FILE           written by `vdnn profile`, with the device's op info (what ops keep,\n"        \
     "                           workspaces): plans use it, so they are that device's on any machine,\n"        \
     "                           unless --device names a backend to plan with (docs/profiles.md)\n"             \
+    "  --fused-profile FILE     with --attention auto and --profile: a profile of the model with every\n"      \
+    "                           attention fused (vdnn profile --attention fused); each choice is planned\n"     \
+    "                           from the two, its fused attentions' times from this one\n"                      \
     "  --estimate-flops F       compute rate in flop/s (default 1e13)\n"                                         \
     "  --estimate-bw B          device memory bandwidth in bytes/s, e.g. 5e11 or 500GB/s (default 5e11)\n"      \
     "  --link-bandwidth L       host link bandwidth per direction, e.g. 16GB/s (default 16GB/s);\n"             \
@@ -37,6 +41,8 @@ typedef struct cli_model {
     int classes;
     vdnn_backend_t *be;       /* NULL: the profile's op info */
     vdnn_profile_t *prof;     /* NULL: the library's default estimate */
+    vdnn_profile_t *base_prof, *fused_prof; /* --fused-profile: the profiles of base unfused and all fused (prof:
+                                               the chosen variant's, composed of them) */
     char ops[512];            /* where the op info comes from, for messages */
     vdnn_model_t *base;       /* --head-groups auto, --attention auto: the model before grouping or fusing (m is the
                                  variant chosen, or base itself before the first plan) */

@@ -146,7 +146,7 @@ static vdnn_status regroup(session *s, const cli_options *o, vdnn_shape in, int 
 {
     const vdnn_net_options no = cli_net_options(o, in, classes);
     vdnn_model_t *chosen = NULL;
-    vdnn_status rc = cli_fit_model(o, s->m, s->be, NULL, in, classes, &no.memory, "train", &chosen, err);
+    vdnn_status rc = cli_fit_model(o, s->m, s->be, NULL, NULL, in, classes, &no.memory, "train", &chosen, err);
     if (rc != VDNN_OK) return rc;
     vdnn_model_free(s->m);
     s->m = chosen;

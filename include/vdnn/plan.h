@@ -58,6 +58,12 @@ VDNN_API vdnn_status vdnn_profile_describe_gpu_model(const vdnn_model_t *m, vdnn
                                                      vdnn_precision precision, const vdnn_gpu_description *gpu,
                                                      vdnn_profile_t **out, vdnn_error *err);
 /* Writes it as JSON (to PATH.tmp, then renamed). */
+/* A profile for m, a variant of the model that from[0..n) profile (its attentions fused or not): each layer's times
+ * and op info from the first of them with a layer of its name and kind, the link, upload and update from from[0]
+ * (vdnn_model_fit_attention_measured plans with these). VDNN_ERR_MISMATCH where they are not of one model, device,
+ * batch and precision, or a layer of m is in none. *out: the caller frees it. */
+VDNN_API vdnn_status vdnn_profile_compose(const vdnn_profile_t *const *from, int n, const vdnn_model_t *m,
+                                          vdnn_profile_t **out, vdnn_error *err);
 VDNN_API vdnn_status vdnn_profile_save(const vdnn_profile_t *p, const char *path, vdnn_error *err);
 VDNN_API void vdnn_profile_free(vdnn_profile_t *p);
 
@@ -130,6 +136,17 @@ VDNN_API vdnn_status vdnn_model_fit_attention(const vdnn_model_t *m, vdnn_backen
                                               double mem_bytes_per_s, double link_d2h_bytes_per_s,
                                               double link_h2d_bytes_per_s, vdnn_model_t **out, bool *fused,
                                               int *n_fused, bool *fits, vdnn_error *err);
+/* The same search with measured costs: unfused, a profile of m as it is (`vdnn profile`), and all_fused, one of m
+ * with every attention fused (`vdnn profile --attention fused`), both of the batch, input and classes asked, on be's
+ * device. Each variant's plan is made from a profile of it composed of those two: every layer's times and op info
+ * from the unfused profile, a fused attention's from the other (and the link, upload and update from the
+ * unfused). VDNN_ERR_MISMATCH where the two are not of one model, device, batch and precision or a layer is in
+ * neither. */
+VDNN_API vdnn_status vdnn_model_fit_attention_measured(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shape input,
+                                                       int classes, const vdnn_memory_options *mem,
+                                                       const vdnn_profile_t *unfused,
+                                                       const vdnn_profile_t *all_fused, vdnn_model_t **out,
+                                                       bool *fused, int *n_fused, bool *fits, vdnn_error *err);
 
 typedef struct vdnn_plan_summary {
     char model[64];

@@ -171,6 +171,8 @@ typedef struct vdnn_gpu_description {
 vdnn_status vdnn_profile_describe_gpu_model(const vdnn_model_t *m, vdnn_shape input, int classes,
                                                      vdnn_precision precision, const vdnn_gpu_description *gpu,
                                                      vdnn_profile_t **out, vdnn_error *err);
+vdnn_status vdnn_profile_compose(const vdnn_profile_t *const *from, int n, const vdnn_model_t *m,
+                                          vdnn_profile_t **out, vdnn_error *err);
 vdnn_status vdnn_profile_save(const vdnn_profile_t *p, const char *path, vdnn_error *err);
 void vdnn_profile_free(vdnn_profile_t *p);
 typedef struct vdnn_profile_summary {
@@ -203,6 +205,11 @@ vdnn_status vdnn_model_fit_attention(const vdnn_model_t *m, vdnn_backend_t *be, 
                                               double mem_bytes_per_s, double link_d2h_bytes_per_s,
                                               double link_h2d_bytes_per_s, vdnn_model_t **out, bool *fused,
                                               int *n_fused, bool *fits, vdnn_error *err);
+vdnn_status vdnn_model_fit_attention_measured(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shape input,
+                                                       int classes, const vdnn_memory_options *mem,
+                                                       const vdnn_profile_t *unfused,
+                                                       const vdnn_profile_t *all_fused, vdnn_model_t **out,
+                                                       bool *fused, int *n_fused, bool *fits, vdnn_error *err);
 typedef struct vdnn_plan_summary {
     char model[64];
     vdnn_policy policy;

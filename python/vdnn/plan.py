@@ -151,12 +151,14 @@ def fit_head_groups(model, backend=None, input_shape=None, classes=0, batch=64, 
 
 
 def fit_attention(model, backend=None, input_shape=None, classes=0, batch=64, options=None, input=None,
-                  flops_per_s=0.0, mem_bytes_per_s=0.0, link_bytes_per_s=0.0, **memory):
+                  flops_per_s=0.0, mem_bytes_per_s=0.0, link_bytes_per_s=0.0, profiles=None, **memory):
     """Which attentions to fuse for the fastest plan that fits (vdnn_model_fit_attention, `--attention auto`): plans
     the transformer as it is and with 1, 2, ..., all of its attentions fused (those whose probabilities the unfused
     plan recomputes first, then those it swaps, then those it keeps), as vdnn.plan would, with a roofline estimate
-    at the given rates (0: the default estimate's). Returns (model, fused, fits): fused one bool per attention in
-    layer order; fits False: nothing fits, and the model is the choice that needs the least budget."""
+    at the given rates (0: the default estimate's), or, with profiles=(unfused, fused), from measured profiles of
+    the model as it is and with every attention fused (vdnn_model_fit_attention_measured: each choice's profile
+    composed of the two). Returns (model, fused, fits): fused one bool per attention in layer order; fits False:
+    nothing fits, and the model is the choice that needs the least budget."""
     model, be, shape, classes, mem = _planning_args("fit_attention", model, backend, input_shape, input, classes,
                                                    batch, options, memory)
     out = ffi.new("vdnn_model_t **")
@@ -165,6 +167,15 @@ def fit_attention(model, backend=None, input_shape=None, classes=0, batch=64, op
     k = ffi.new("int *")
     fits = ffi.new("bool *")
     link = float(link_bytes_per_s)
-    call(lib.vdnn_model_fit_attention, model._h, be._h if be else ffi.NULL, shape, classes, mem._c,
-         float(flops_per_s), float(mem_bytes_per_s), link, link, out, fused, k, fits)
+    if profiles is not None:
+        if len(profiles) != 2:
+            raise ValueError("fit_attention: profiles: (the model's profile unfused, its profile with every attention "
+                             "fused); got %d" % len(profiles))
+        if flops_per_s or mem_bytes_per_s or link_bytes_per_s:
+            raise ValueError("fit_attention: profiles and the estimate's rates exclude each other")
+        call(lib.vdnn_model_fit_attention_measured, model._h, be._h if be else ffi.NULL, shape, classes, mem._c,
+             handle_of(profiles[0]), handle_of(profiles[1]), out, fused, k, fits)
+    else:
+        call(lib.vdnn_model_fit_attention, model._h, be._h if be else ffi.NULL, shape, classes, mem._c,
+             float(flops_per_s), float(mem_bytes_per_s), link, link, out, fused, k, fits)
     return Model(out[0]), [bool(fused[i]) for i in range(n)], bool(fits[0])

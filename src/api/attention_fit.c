@@ -1,4 +1,5 @@
-/* vdnn_model_fit_attention: which attentions to fuse, chosen by the plans of the model with some of them fused. */
+/* vdnn_model_fit_attention and _measured: which attentions to fuse, chosen by the plans of the model with some of
+ * them fused, their costs estimated or composed from measured profiles of the model unfused and all fused. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +36,9 @@ static bool better(const trial *a, const trial *b)
     return a->fits ? a->seconds < b->seconds : a->need < b->need;
 }
 
-vdnn_status vdnn_model_fit_attention(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shape input, int classes,
-                                     const vdnn_memory_options *mem, double flops_per_s, double mem_bytes_per_s,
-                                     double link_d2h_bytes_per_s, double link_h2d_bytes_per_s, vdnn_model_t **out,
-                                     bool *fused, int *n_fused, bool *fits, vdnn_error *err)
+static vdnn_status fit(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shape input, int classes,
+                       const vdnn_memory_options *mem, const vdnn_trial_costs *costs, vdnn_model_t **out, bool *fused,
+                       int *n_fused, bool *fits, vdnn_error *err)
 {
     if (!m || !out || !n_fused || !fits)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "model_fit_attention: no model or no place for the answer");
@@ -47,13 +47,12 @@ vdnn_status vdnn_model_fit_attention(const vdnn_model_t *m, vdnn_backend_t *be, 
     *fits = false;
     const int n = vdnn_model_attention_count(m);
     if (!n) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "fused attention: %s has no attention (attn_probs) layer", m->source);
-    const double rates[4] = {flops_per_s, mem_bytes_per_s, link_d2h_bytes_per_s, link_h2d_bytes_per_s};
     int *order = calloc((size_t)n, sizeof *order), *rank = calloc((size_t)n, sizeof *rank);
     bool *pick = calloc((size_t)n, sizeof *pick);
     vdnn_plan_t *base = NULL;
     vdnn_plan_summary sum;
     vdnn_status rc = order && rank && pick ? VDNN_OK : vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
-    if (rc == VDNN_OK) rc = vdnn_plan_trial(m, be, input, classes, mem, rates, &base, &sum, err);
+    if (rc == VDNN_OK) rc = vdnn_plan_trial(m, be, input, classes, mem, costs, &base, &sum, err);
     trial best = {NULL, false, SIZE_MAX, 0};
     if (rc == VDNN_OK) rc = vdnn_graph_clone(m, &best.m, err);
     if (rc == VDNN_OK) {
@@ -80,7 +79,7 @@ vdnn_status vdnn_model_fit_attention(const vdnn_model_t *m, vdnn_backend_t *be, 
         pick[order[k - 1]] = true;
         trial t = {NULL, false, SIZE_MAX, 0};
         rc = vdnn_model_with_fused_attentions(m, pick, n, &t.m, err);
-        if (rc == VDNN_OK) rc = vdnn_plan_trial(t.m, be, input, classes, mem, rates, NULL, &sum, err);
+        if (rc == VDNN_OK) rc = vdnn_plan_trial(t.m, be, input, classes, mem, costs, NULL, &sum, err);
         if (rc == VDNN_OK) {
             t.fits = sum.feasible;
             t.need = sum.min_budget_bytes;
@@ -108,4 +107,28 @@ vdnn_status vdnn_model_fit_attention(const vdnn_model_t *m, vdnn_backend_t *be, 
     free(rank);
     free(pick);
     return rc;
+}
+
+vdnn_status vdnn_model_fit_attention(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shape input, int classes,
+                                     const vdnn_memory_options *mem, double flops_per_s, double mem_bytes_per_s,
+                                     double link_d2h_bytes_per_s, double link_h2d_bytes_per_s, vdnn_model_t **out,
+                                     bool *fused, int *n_fused, bool *fits, vdnn_error *err)
+{
+    const vdnn_trial_costs costs = {{flops_per_s, mem_bytes_per_s, link_d2h_bytes_per_s, link_h2d_bytes_per_s}, NULL,
+                                    0};
+    return fit(m, be, input, classes, mem, &costs, out, fused, n_fused, fits, err);
+}
+
+vdnn_status vdnn_model_fit_attention_measured(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shape input,
+                                              int classes, const vdnn_memory_options *mem,
+                                              const vdnn_profile_t *unfused, const vdnn_profile_t *all_fused,
+                                              vdnn_model_t **out, bool *fused, int *n_fused, bool *fits,
+                                              vdnn_error *err)
+{
+    if (!unfused || !all_fused)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "model_fit_attention_measured: a profile of the model with no "
+                         "attention fused and one with all fused are needed");
+    const vdnn_profile_t *both[2] = {unfused, all_fused};
+    const vdnn_trial_costs costs = {{0, 0, 0, 0}, both, 2};
+    return fit(m, be, input, classes, mem, &costs, out, fused, n_fused, fits, err);
 }

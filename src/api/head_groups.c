@@ -17,7 +17,7 @@ vdnn_status vdnn_model_fit_head_groups(const vdnn_model_t *m, vdnn_backend_t *be
     *out = NULL;
     *groups = 0;
     *fits = false;
-    const double rates[4] = {flops_per_s, mem_bytes_per_s, link_d2h_bytes_per_s, link_h2d_bytes_per_s};
+    const vdnn_trial_costs costs = {{flops_per_s, mem_bytes_per_s, link_d2h_bytes_per_s, link_h2d_bytes_per_s}, NULL, 0};
     size_t best_need = SIZE_MAX;
     vdnn_error first = {VDNN_OK, ""};
     for (int g = 1; g <= MAX_HEAD_GROUPS && !*fits; g++) {
@@ -34,7 +34,7 @@ vdnn_status vdnn_model_fit_head_groups(const vdnn_model_t *m, vdnn_backend_t *be
         size_t need = SIZE_MAX;
         /* A grouping that cannot be planned (a tensor beyond the graph's limits, say) leaves it to the next. */
         vdnn_plan_summary sum;
-        rc = vdnn_plan_trial(grouped, be, input, classes, mem, rates, NULL, &sum, &e);
+        rc = vdnn_plan_trial(grouped, be, input, classes, mem, &costs, NULL, &sum, &e);
         if (rc == VDNN_OK) {
             ok = sum.feasible;
             need = sum.min_budget_bytes;

@@ -170,3 +170,16 @@ vdnn_status vdnn_profile_check_backend(const vdnn_profile_t *p, const vdnn_model
     vdnn_graph_free(g);
     return rc;
 }
+
+vdnn_status vdnn_profile_compose(const vdnn_profile_t *const *from, int n, const vdnn_model_t *m,
+                                 vdnn_profile_t **out, vdnn_error *err)
+{
+    if (!out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "profile_compose: no place for the profile");
+    vdnn_status rc = new_profile(out, err);
+    if (rc == VDNN_OK) rc = vdnn_profile_compose_into(from, n, m, *out, err);
+    if (rc != VDNN_OK) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
+}

@@ -125,6 +125,13 @@ vdnn_status vdnn_profile_record_ops(vdnn_profile *p, const vdnn_graph_t *g, vdnn
  * recorded none. */
 bool vdnn_profile_ops_differ(const vdnn_profile *p, const vdnn_layer_algos *algos, char *why, size_t n);
 
+/* A profile for the model variant g from profiles of other variants of the model (profile_compose.c): each layer's
+ * times and op info from the first of from[0..n) with a layer of its name and kind, the rest from from[0]. They
+ * must be of one device, model name, batch, input, classes and precision; VDNN_ERR_MISMATCH names a layer none
+ * has. */
+vdnn_status vdnn_profile_compose_into(const vdnn_profile *const *from, int n, const vdnn_graph_t *g, vdnn_profile *out,
+                                 vdnn_error *err);
+
 /* JSON file round trip (written to PATH.tmp, then renamed). Reading checks that the profile matches g
  * (name, layer count and names, batch, input, classes): VDNN_ERR_MISMATCH names what differs; a
  * malformed file is VDNN_ERR_FORMAT with file, line and column. */

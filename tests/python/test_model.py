@@ -178,3 +178,23 @@ def test_fit_attention():
         m.with_fused_attention([True, False, True])
     with pytest.raises(vdnn.InvalidArgError, match="has no attention"):
         vdnn.fit_attention(os.path.join(ROOT, "models", "lenet.cfg"), batch=2, policy="auto", budget="50MiB")
+
+
+def test_fit_attention_from_profiles():
+    """fit_attention(profiles=(unfused, all fused)) plans each choice from the two profiles composed: with the
+    default estimate for both, every composed profile is the choice's own estimate, so it chooses as the estimate
+    search does; profiles of another batch, or one missing, are refused."""
+    m = vdnn.Model.load(os.path.join(ROOT, "models", "gpt-mini.cfg")).with_context(1024)
+    pu = vdnn.Profile.estimate(m, batch=2, input_shape=(1, 1024, 1), classes=256)
+    pf = vdnn.Profile.estimate(m.with_fused_attention(), batch=2, input_shape=(1, 1024, 1), classes=256)
+    for budget in ("50MiB", "80MiB", "1GiB"):
+        got = vdnn.fit_attention(m, batch=2, policy="auto", budget=budget, profiles=(pu, pf))
+        want = vdnn.fit_attention(m, batch=2, policy="auto", budget=budget)
+        assert got[1:] == want[1:]
+    other = vdnn.Profile.estimate(m.with_fused_attention(), batch=4, input_shape=(1, 1024, 1), classes=256)
+    with pytest.raises(vdnn.Error, match="are not of one model, device, batch and precision"):
+        vdnn.fit_attention(m, batch=2, policy="auto", budget="50MiB", profiles=(pu, other))
+    with pytest.raises(vdnn.InvalidArgError, match="are needed"):
+        vdnn.fit_attention(m, batch=2, policy="auto", budget="50MiB", profiles=(pu, None))
+    with pytest.raises(ValueError, match="got 1"):
+        vdnn.fit_attention(m, batch=2, policy="auto", budget="50MiB", profiles=(pu,))
