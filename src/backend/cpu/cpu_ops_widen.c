@@ -5,7 +5,9 @@
  * operations a value, against the GEMMs' many flops a value), so these ops run bf16 on any CPU. Every op goes a
  * group of samples at a time, so its workspace holds a few samples' fp32 copies rather than the batch's: else a bf16
  * op would hold more bytes while it runs than its fp32 twin (bf16 maps and fp32 copies), and the smallest budget a
- * plan reaches, set by the largest op, would rise. Parameter gradients are summed over the groups in order. An
+ * plan reaches, set by the largest op, would rise (an LSTM chunk's default candidate takes larger groups, its
+ * per-step products being bound by the weights they read once per group: vdnn_cpu_lstm16_variant). Parameter
+ * gradients are summed over the groups in order. An
  * LSTM keeps its gates (aux, the largest tensor a chunk saves for backward) in bf16 too: forward rounds the group's
  * fp32 gates once, backward reads them widened, and recompute rounds them the same way. */
 #include <string.h>
