@@ -27,16 +27,11 @@ static void describe_ops(const cli_model *m, const cli_cost_options *c, char *bu
 /* --fused-profile: read for the base model with every attention fused; m->prof stays the unfused one's. */
 static vdnn_status load_fused_profile(const cli_cost_options *c, cli_model *m, vdnn_error *err)
 {
-    const int n = vdnn_model_attention_count(m->base);
-    bool *all = calloc(n > 0 ? (size_t)n : 1, sizeof *all);
     vdnn_model_t *fused = NULL;
-    vdnn_status rc = all ? VDNN_OK : cli_error(err, VDNN_ERR_NO_MEMORY, "out of memory");
-    for (int i = 0; i < n && all; i++) all[i] = true;
-    if (rc == VDNN_OK) rc = vdnn_model_with_fused_attentions(m->base, all, n, &fused, err);
+    vdnn_status rc = vdnn_model_with_fused_attention(m->base, &fused, err);
     if (rc == VDNN_OK) rc = vdnn_profile_load(c->fused_profile, fused, m->in, m->classes, &m->fused_prof, err);
     if (rc == VDNN_OK) m->base_prof = m->prof;
     vdnn_model_free(fused);
-    free(all);
     return rc;
 }
 

@@ -2,8 +2,6 @@
  * summarized. */
 #include "api/plan_trial.h"
 
-#include "plan/profile.h"
-
 vdnn_status vdnn_plan_trial(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shape input, int classes,
                             const vdnn_memory_options *mem, const vdnn_trial_costs *costs, vdnn_plan_t **plan,
                             vdnn_plan_summary *sum, vdnn_error *err)
@@ -12,20 +10,9 @@ vdnn_status vdnn_plan_trial(const vdnn_model_t *m, vdnn_backend_t *be, vdnn_shap
     vdnn_plan_t *p = NULL;
     vdnn_status rc = VDNN_OK;
     const double *rates = costs->rates;
-    vdnn_profile composed = {0};
-    if (costs->n_profiles > 0) {
-        rc = vdnn_profile_compose_into(costs->profiles, costs->n_profiles, m, &composed, err);
-        if (rc == VDNN_OK) rc = vdnn_plan_create(m, be, &composed, input, classes, mem, &p, err);
-        if (rc == VDNN_OK) rc = vdnn_plan_summarize(p, sum, err);
-        if (rc == VDNN_OK && plan) {
-            *plan = p;
-            p = NULL;
-        }
-        vdnn_plan_free(p);
-        vdnn_profile_release(&composed);
-        return rc;
-    }
-    if (rates[0] > 0 || rates[1] > 0 || rates[2] > 0 || rates[3] > 0)
+    if (costs->n_profiles > 0)
+        rc = vdnn_profile_compose(costs->profiles, costs->n_profiles, m, &prof, err);
+    else if (rates[0] > 0 || rates[1] > 0 || rates[2] > 0 || rates[3] > 0)
         rc = vdnn_profile_estimate_model(m, input, classes, rates[0] > 0 ? rates[0] : VDNN_ESTIMATE_FLOPS_PER_S,
                                          rates[1] > 0 ? rates[1] : VDNN_ESTIMATE_MEM_BYTES_PER_S,
                                          rates[2] > 0 ? rates[2] : VDNN_ESTIMATE_LINK_BYTES_PER_S,

@@ -129,8 +129,8 @@ bool vdnn_profile_ops_differ(const vdnn_profile *p, const vdnn_layer_algos *algo
  * times and op info from the first of from[0..n) with a layer of its name and kind, the rest from from[0]. They
  * must be of one device, model name, batch, input, classes and precision; VDNN_ERR_MISMATCH names a layer none
  * has. */
-vdnn_status vdnn_profile_compose_into(const vdnn_profile *const *from, int n, const vdnn_graph_t *g, vdnn_profile *out,
-                                 vdnn_error *err);
+vdnn_status vdnn_profile_compose_into(const vdnn_profile *const *from, int n, const vdnn_graph_t *g,
+                                      vdnn_profile *out, vdnn_error *err);
 
 /* JSON file round trip (written to PATH.tmp, then renamed). Reading checks that the profile matches g
  * (name, layer count and names, batch, input, classes): VDNN_ERR_MISMATCH names what differs; a

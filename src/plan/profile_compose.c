@@ -64,8 +64,8 @@ static vdnn_status same_setting(const vdnn_profile *const *from, int n, vdnn_err
     return VDNN_OK;
 }
 
-vdnn_status vdnn_profile_compose_into(const vdnn_profile *const *from, int n, const vdnn_graph_t *g, vdnn_profile *out,
-                                 vdnn_error *err)
+vdnn_status vdnn_profile_compose_into(const vdnn_profile *const *from, int n, const vdnn_graph_t *g,
+                                      vdnn_profile *out, vdnn_error *err)
 {
     memset(out, 0, sizeof *out);
     if (!from || n < 1 || !g) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "profile_compose: no profiles or no model");

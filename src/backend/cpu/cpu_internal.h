@@ -99,8 +99,6 @@ extern const cpu_op_impl vdnn_cpu_op_attn_probs_bf16;
 extern const cpu_op_impl vdnn_cpu_op_attn_mix_bf16;
 /* LSTM (cpu_ops_lstm.c): a chunk of time steps, parameters as a tensor, the gather of chunks along time. */
 extern const cpu_op_impl vdnn_cpu_op_lstm;
-/* Samples a widened op (cpu_ops_widen.c) takes at a time. */
-int vdnn_cpu_widen_group(const cpu_backend *be, const vdnn_op_desc *d);
 /* A widened LSTM chunk's candidate d->algo (false: none such): the samples it takes at a time and whether its large
  * products run in bf16. In order: the batch whole (or groups within VDNN_WIDEN_LSTM_GROUP_BYTES) with bf16 products
  * where AVX-512 BF16 is there; smaller groups (VDNN_WIDEN_GROUP_BYTES), if smaller; those with fp32 products, if

@@ -165,14 +165,15 @@ static vdnn_status lstm_forward(cpu_backend *be, vdnn_op *op, const vdnn_op_args
         for (int j = 0; j < h4; j++) gates[(size_t)r * (size_t)h4 + (size_t)j] = q.bih[j] + q.bhh[j];
     /* Every step's input projection in one GEMM per sequence, onto both biases. */
     cpu_lstm_mm16 *mm = op->state;
-    if (a->aux && mm)
+    if (a->aux && mm) {
         st = vdnn_cpu_lstm_mm16_project(be, mm, &m, vdnn_lstm_x_row(&m, a->x[0], 0, 0), q.wih, gates, a->ws,
                                         vdnn_lstm_info(&m).fwd_ws_bytes, err);
-    if (st) return st;
-    if (a->aux && !mm)
+        if (st) return st;
+    } else if (a->aux) {
         for (int i = 0; i < b; i++)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m.s, h4, m.in, 1.0f, vdnn_lstm_x_row(&m, a->x[0], i, 0), m.ldx,
                         q.wih, m.in, 1.0f, gates + (size_t)i * (size_t)h4, b * h4);
+    }
     for (int t = 0; t < m.s; t++) {
         float *gt = a->aux ? gates + (size_t)t * (size_t)b * (size_t)h4 : gates;
         if (!a->aux) {
@@ -370,8 +371,8 @@ static vdnn_status lstm_algos(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_al
 const cpu_op_impl vdnn_cpu_op_lstm = {lstm_query, no_create, no_destroy, lstm_forward, lstm_backward, lstm_algos};
 
 /* The chunk op whose large products run in bf16 (chosen for bf16 maps where AVX-512 BF16 is there, and widened:
- * it runs on the fp32 copies of a group of samples, op->d). */
-/* d->algo 1 (set by the widening, not a candidate of its own): the products stay fp32, no bf16 copies. */
+ * it runs on the fp32 copies of a group of samples, op->d). Its d->algo 1, set by the widening for the
+ * "grouped-fp32" candidate, keeps the products fp32, with no bf16 copies. */
 static vdnn_status mm16_query(cpu_backend *be, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     vdnn_op_desc d0 = *d;

@@ -109,14 +109,6 @@ bool vdnn_cpu_lstm16_variant(const cpu_backend *be, const vdnn_op_desc *d, int *
     return true;
 }
 
-int vdnn_cpu_widen_group(const cpu_backend *be, const vdnn_op_desc *d)
-{
-    int group;
-    bool products;
-    if (vdnn_cpu_lstm16_variant(be, d, &group, &products)) return group;
-    return group_samples(be, d, VDNN_WIDEN_GROUP_BYTES);
-}
-
 /* The fp32 op that runs: d's shapes for a group of samples (group_samples), fp32 maps. */
 static void widen_desc(const cpu_backend *be, const vdnn_op_desc *d, vdnn_op_desc *inner)
 {
