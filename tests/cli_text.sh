@@ -250,6 +250,29 @@ if "$VDNN" "${hgt[@]}" --policy auto --budget 10MiB --attention auto --save "$TM
     "$VDNN" "${hgt[@]}" --attention fused --save "$TMP/aa-fused.ckpt" >/dev/null 2>>"$TMP/err" &&
     cmp -s "$TMP/aa.ckpt" "$TMP/aa-fused.ckpt"
 then ok; else bad "train --attention auto at 10 MiB: $(head -c 300 "$TMP/err")"; fi
+# Training from the two profiles plans as vdnn plan does for the same flags (the net's plan from them composed for
+# the choice), and, at context 256 and 7.8 MiB, where only every attention fused fits, trains like --attention fused.
+sq=(gpt-mini --batch 8 --device cpu --threads 1 --policy auto --budget 6MiB --attention auto)
+if "$VDNN" train "${common[@]}" --data "text:$TMP/text.txt" --steps 1 --no-eval "${sq[@]:1}" \
+        --profile "$TMP/pu.json" --fused-profile "$TMP/pf.json" --plan-json "$TMP/tq.json" >/dev/null 2>"$TMP/err" &&
+    grep -qF -- "(costs from the two profiles)" "$TMP/err" &&
+    "$VDNN" plan "${sq[@]}" --profile "$TMP/pu.json" --fused-profile "$TMP/pf.json" --json >"$TMP/pq.json" 2>>"$TMP/err" &&
+    cmp -s "$TMP/tq.json" "$TMP/pq.json"
+then ok; else bad "train --attention auto --fused-profile: not vdnn plan's plan: $(head -c 300 "$TMP/err")"; fi
+long=(--batch 4 --context 256 --seq-len 256 --iterations 1 --device cpu --threads 1)
+if "$VDNN" profile gpt-mini "${long[@]}" --out "$TMP/lu.json" >/dev/null 2>"$TMP/err" &&
+    "$VDNN" profile gpt-mini "${long[@]}" --attention fused --out "$TMP/lf.json" >/dev/null 2>>"$TMP/err" &&
+    "$VDNN" "${hgt[@]}" --policy auto --budget 7.8MiB --attention auto --profile "$TMP/lu.json" \
+        --fused-profile "$TMP/lf.json" --save "$TMP/am.ckpt" >/dev/null 2>>"$TMP/err" &&
+    grep -qF -- "--attention auto: 4 of 4 attentions fused (0,1,2,3): the fastest plan that fits 7.80 MiB (costs from the two profiles)" "$TMP/err" &&
+    cmp -s "$TMP/am.ckpt" "$TMP/aa-fused.ckpt"
+then ok; else bad "train --attention auto --fused-profile at 7.8 MiB: $(head -c 300 "$TMP/err")"; fi
+run "train --fused-profile without --attention auto" 2 "--fused-profile $TMP/pf.json goes with --attention auto and --profile" -- \
+    "${hgt[@]}" --profile "$TMP/pu.json" --fused-profile "$TMP/pf.json"
+run "train --fused-profile without --profile" 2 "goes with --attention auto and --profile" -- \
+    "${hgt[@]}" --attention auto --fused-profile "$TMP/pf.json"
+run "vdnn eval --fused-profile" 2 "unknown flag '--fused-profile'" -- \
+    eval --resume "$TMP/am.ckpt" --model gpt-mini --fused-profile "$TMP/pf.json"
 
 # vdnn profile measures a sequence model (token ids and a label per token), and vdnn plan plans from it.
 if "$VDNN" profile gpt-mini --batch 4 --seq-len 16 --device cpu --threads 1 --out "$TMP/prof.json" >/dev/null 2>"$TMP/err" &&

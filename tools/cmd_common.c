@@ -331,6 +331,10 @@ bool cli_parse(int argc, char **argv, int first, unsigned allowed, bool position
             if (!parse_bandwidth(v, &d)) return bad(cmd, f, v, "a bandwidth such as 16GB/s");
             o->mem.link_bandwidth_d2h = o->mem.link_bandwidth_h2d = d;
         } else if (!strcmp(f, "--profile") && (allowed & OPT_MEMORY)) { NEED_VALUE(); o->profile = v; }
+        else if (!strcmp(f, "--fused-profile") && (allowed & OPT_MEMORY) && (allowed & OPT_TRAINING)) {
+            NEED_VALUE();
+            o->fused_profile = v;
+        }
         else if (!strcmp(f, "--trace") && (allowed & OPT_TRAINING)) { NEED_VALUE(); o->trace = v; }
         else if (!strcmp(f, "--plan-json") && (allowed & OPT_TRAINING)) { NEED_VALUE(); o->plan_json = v; }
         else if (!strcmp(f, "--save") && (allowed & OPT_CKPT)) { NEED_VALUE(); o->save = v; }

@@ -40,6 +40,7 @@ typedef struct cli_options {
     bool json;
     int log_every;
     const char *profile;      /* measured costs for the profile-guided policies */
+    const char *fused_profile; /* train --attention auto: the model's profile with every attention fused */
     const char *trace;        /* Chrome trace of the last training iteration, real and simulated */
     const char *plan_json;    /* train: the plan it trains with, as `vdnn plan --json` prints it */
     bool no_eval;             /* skip the evaluation on the test split after training */

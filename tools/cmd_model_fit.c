@@ -35,7 +35,7 @@ vdnn_status cli_model_fit_check(const cli_options *o, bool plans, bool profile, 
         return cli_error(err, VDNN_ERR_INVALID_ARG, "%s plans every choice of fused attentions, and a profile is "
                          "measured for one: give --attention fused or materialized, the profile's; or, with "
                          "--profile of the model unfused, --fused-profile with one of it with every attention fused "
-                         "(vdnn profile --attention fused; vdnn plan, simulate and plot)", flag);
+                         "(vdnn profile --attention fused; vdnn plan, simulate, plot and train)", flag);
     if (profile)
         return cli_error(err, VDNN_ERR_INVALID_ARG, "%s plans every grouping, and a profile is measured for one: give "
                          "--head-groups N, the profile's", flag);

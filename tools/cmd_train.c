@@ -16,7 +16,7 @@ static const char train_usage[] =
     "                  [--lr-schedule constant|step:N:GAMMA|cosine[:MIN][,warmup=N]] [--momentum X]\n"
     "                  [--weight-decay X] [--optimizer sgd|adamw] [--beta1 X] [--beta2 X] [--eps X] [--clip-grad-norm X] [--seed N] [--threads N] [--device auto|cpu|cuda] [--no-tf32]\n"
     "                  [--deterministic] [--budget SIZE] [--host-budget SIZE] [--policy POLICY] [--profile FILE]\n"
-    "                  [--offload-params] [--stream-inputs]\n"
+    "                  [--fused-profile FILE] [--offload-params] [--stream-inputs]\n"
     "                  [--conv-algo default|lean|choose] [--allow-oversubscribe] [--poison] [--link-bandwidth BW]\n"
     "                  [--save FILE] [--resume FILE] [--log-every N] [--trace FILE.json] [--micro-batches M]\n"
     "                  [--plan-json FILE] [--no-eval] [--precision fp32|bf16|fp16] [--loss-scale X|off] [--json]\n"
@@ -59,7 +59,9 @@ static const char train_usage[] =
     "at a time, recomputed in backward): no B x H x T x T tensor to keep, swap or recompute, for two more GEMMs in\n"
     "backward (CPU; the same parameters as unfused, the numbers equal up to float sums; checkpoints resume either\n"
     "way). --attention auto (train, plan, simulate, plot) fuses the attentions that make the fastest plan that\n"
-    "fits --budget, by the plan's estimate, and says which.\n"
+    "fits --budget, by the plan's estimate, and says which; with --profile (the model profiled unfused) and\n"
+    "--fused-profile FILE (profiled with --attention fused), by the two profiles' measured costs, and the net plans\n"
+    "from them composed for the choice.\n"
     "Without --data a sequence model reads text:" CLI_DEFAULT_TEXT_DIR " (Debian's " CLI_DEFAULT_TEXT_PACKAGE "\n"
     "and fortunes-min): the text files of a directory read as one text, in name order.\n"
     CLI_DEVICE_USAGE;
@@ -140,16 +142,43 @@ static vdnn_status default_text(cli_options *o, const vdnn_model_t *m, vdnn_erro
 }
 
 /* --head-groups auto, --attention auto: the session's model in the fewest head groups whose training plan fits, or
- * with the attentions fused that make the fastest plan that fits, planned as the net will plan it (this backend,
- * the default estimate). */
+ * with the attentions fused that make the fastest plan that fits, planned as the net will plan it (this backend;
+ * the default estimate, or with --fused-profile the two profiles, composed into s->prof for the choice). */
 static vdnn_status regroup(session *s, const cli_options *o, vdnn_shape in, int classes, vdnn_error *err)
 {
     const vdnn_net_options no = cli_net_options(o, in, classes);
-    vdnn_model_t *chosen = NULL;
-    vdnn_status rc = cli_fit_model(o, s->m, s->be, NULL, NULL, in, classes, &no.memory, "train", &chosen, err);
-    if (rc != VDNN_OK) return rc;
+    vdnn_profile_t *both[2] = {NULL, NULL};
+    vdnn_model_t *fused = NULL, *chosen = NULL;
+    vdnn_status rc = VDNN_OK;
+    if (o->fused_profile) {
+        rc = vdnn_profile_load(o->profile, s->m, in, classes, &both[0], err);
+        if (rc == VDNN_OK) rc = vdnn_model_with_fused_attention(s->m, &fused, err);
+        if (rc == VDNN_OK) rc = vdnn_profile_load(o->fused_profile, fused, in, classes, &both[1], err);
+    }
+    const vdnn_profile_t *const measured[2] = {both[0], both[1]};
+    if (rc == VDNN_OK)
+        rc = cli_fit_model(o, s->m, s->be, NULL, o->fused_profile ? measured : NULL, in, classes, &no.memory,
+                           "train", &chosen, err);
+    if (rc == VDNN_OK && o->fused_profile) rc = vdnn_profile_compose(measured, 2, chosen, &s->prof, err);
+    vdnn_profile_free(both[0]);
+    vdnn_profile_free(both[1]);
+    vdnn_model_free(fused);
+    if (rc != VDNN_OK) {
+        vdnn_model_free(chosen);
+        return rc;
+    }
     vdnn_model_free(s->m);
     s->m = chosen;
+    return VDNN_OK;
+}
+
+/* --fused-profile: only with --attention auto and --profile (the model's profile unfused). */
+static vdnn_status check_fused_profile(const cli_options *o, vdnn_error *err)
+{
+    if (!o->fused_profile) return VDNN_OK;
+    if (!o->auto_attention || !o->profile)
+        return cli_error(err, VDNN_ERR_INVALID_ARG, "--fused-profile %s goes with --attention auto and --profile (the "
+                         "model's profile unfused; see vdnn train --help)", o->fused_profile);
     return VDNN_OK;
 }
 
@@ -158,7 +187,8 @@ static vdnn_status session_open(cli_options *o, bool need_train, session *s, vdn
     memset(s, 0, sizeof *s);
     const bool auto_fit = cli_model_fit_asked(o);
     const cli_options base = cli_model_fit_base(o); /* grouped or fused once the backend can plan */
-    vdnn_status rc = cli_model_fit_check(o, true, o->profile != NULL, "train", err);
+    vdnn_status rc = check_fused_profile(o, err);
+    if (rc == VDNN_OK) rc = cli_model_fit_check(o, true, o->profile && !o->fused_profile, "train", err);
     if (rc == VDNN_OK) rc = cli_load_model_opts(&base, &s->m, err);
     if (rc == VDNN_OK) rc = default_text(o, s->m, err);
     /* n: synthetic data makes at least one batch of training images. */
@@ -191,7 +221,7 @@ static vdnn_status session_open(cli_options *o, bool need_train, session *s, vdn
     if (rc == VDNN_OK) rc = cli_shape(o, s->m, s->train ? s->train : s->test, &in, &classes, err);
     if (rc == VDNN_OK) rc = cli_backend(o, &s->be, err);
     if (rc == VDNN_OK && auto_fit) rc = regroup(s, o, in, classes, err);
-    if (rc == VDNN_OK && o->profile) rc = vdnn_profile_load(o->profile, s->m, in, classes, &s->prof, err);
+    if (rc == VDNN_OK && o->profile && !s->prof) rc = vdnn_profile_load(o->profile, s->m, in, classes, &s->prof, err);
     /* The run plans with its own backend's op info; a profile recorded on another device or under other settings
      * plans for that one, so `vdnn plan --profile` would not show this run's plan: say so, and go on (its times
      * are still the costs given). */

@@ -57,13 +57,13 @@ typedef struct vdnn_gpu_description {
 VDNN_API vdnn_status vdnn_profile_describe_gpu_model(const vdnn_model_t *m, vdnn_shape input, int classes,
                                                      vdnn_precision precision, const vdnn_gpu_description *gpu,
                                                      vdnn_profile_t **out, vdnn_error *err);
-/* Writes it as JSON (to PATH.tmp, then renamed). */
 /* A profile for m, a variant of the model that from[0..n) profile (its attentions fused or not): each layer's times
  * and op info from the first of them with a layer of its name and kind, the link, upload and update from from[0]
  * (vdnn_model_fit_attention_measured plans with these). VDNN_ERR_MISMATCH where they are not of one model, device,
  * batch and precision, or a layer of m is in none. *out: the caller frees it. */
 VDNN_API vdnn_status vdnn_profile_compose(const vdnn_profile_t *const *from, int n, const vdnn_model_t *m,
                                           vdnn_profile_t **out, vdnn_error *err);
+/* Writes it as JSON (to PATH.tmp, then renamed). */
 VDNN_API vdnn_status vdnn_profile_save(const vdnn_profile_t *p, const char *path, vdnn_error *err);
 VDNN_API void vdnn_profile_free(vdnn_profile_t *p);
 

@@ -115,6 +115,23 @@ class Profile:
         call(lib.vdnn_profile_describe_gpu_model, model._h, shape, classes, precision_number(precision), gpu, out)
         return cls(out[0], model, shape[0], shape[1:], classes)
 
+    @classmethod
+    def compose(cls, profiles, model):
+        """The profile of model, a variant of the model the profiles measure (its attentions fused or not, as
+        vdnn.fit_attention(profiles=...) chose): each layer's costs from the first profile with a layer of its name
+        and kind, the link's from the first (vdnn_profile_compose). Pass it with that model to vdnn.Net or vdnn.plan,
+        as `vdnn train --attention auto --fused-profile` does. vdnn.MismatchError where the profiles are not of one
+        model, device, batch and precision, or a layer of model is in none of them."""
+        model = Model.of(model)
+        profiles = list(profiles)
+        if not profiles:
+            raise InvalidArgError("Profile.compose: profiles: at least one vdnn.Profile")
+        handles = ffi.new("vdnn_profile_t *[]", [handle_of(p) for p in profiles])
+        out = ffi.new("vdnn_profile_t **")
+        call(lib.vdnn_profile_compose, handles, len(profiles), model._h, out)
+        first = profiles[0]
+        return cls(out[0], model, first.batch, first.input_shape, first.classes)
+
     def save(self, path):
         """Writes it as `vdnn profile --out` does (JSON, to PATH.tmp then renamed)."""
         call(lib.vdnn_profile_save, self._h, encode(str(path)))

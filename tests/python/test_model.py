@@ -198,3 +198,25 @@ def test_fit_attention_from_profiles():
         vdnn.fit_attention(m, batch=2, policy="auto", budget="50MiB", profiles=(pu, None))
     with pytest.raises(ValueError, match="got 1"):
         vdnn.fit_attention(m, batch=2, policy="auto", budget="50MiB", profiles=(pu,))
+
+
+def test_profile_compose():
+    """Profile.compose gives the chosen variant its costs from the two profiles: from the default estimates, the
+    chosen model's own estimate, so the plan vdnn.plan makes with it is the one the estimate makes; a profile of a
+    model without one of the variant's layers is refused, naming the layer."""
+    m = vdnn.Model.load(os.path.join(ROOT, "models", "gpt-mini.cfg"))
+    shape = dict(batch=8, input_shape=(1, 64, 1), classes=256)
+    pu = vdnn.Profile.estimate(m, **shape)
+    pf = vdnn.Profile.estimate(m.with_fused_attention(), **shape)
+    chosen, fused, fits = vdnn.fit_attention(m, batch=8, policy="auto", budget="6MiB", profiles=(pu, pf))
+    assert fits and fused == [False, False, False, True]
+    composed = vdnn.Profile.compose((pu, pf), chosen)
+    assert composed.batch == 8 and composed.model is chosen
+    got = vdnn.plan(chosen, batch=8, policy="auto", budget="6MiB", profile=composed).json()
+    want = vdnn.plan(chosen, batch=8, policy="auto", budget="6MiB",
+                     profile=vdnn.Profile.estimate(chosen, **shape)).json()
+    assert got == want
+    with pytest.raises(vdnn.MismatchError, match="layer .h0.mix. .attention. of gpt-mini is in none of the 1 profiles"):
+        vdnn.Profile.compose((pu,), m.with_fused_attention())
+    with pytest.raises(vdnn.InvalidArgError, match="at least one"):
+        vdnn.Profile.compose((), chosen)
