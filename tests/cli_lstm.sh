@@ -3,7 +3,7 @@
 # parameter count), `vdnn plan biglstm` under auto, a short lstm-lm training run on text whose measured peak is the
 # planned one under none, all and auto (at 20 MiB of its 24 MiB), and with AdamW and the parameters homed (the shared
 # parameters' update steps; byte for byte in-core's checkpoint), `vdnn sample` from it (the prompt, 20 more bytes and
-# a newline), and a chunked model given a sequence it cannot cut.
+# a newline), and --seq-len cutting the chunks for other lengths.
 # Usage: cli_lstm.sh PATH/TO/vdnn   (run from the repository root; CTest does both)
 set -uo pipefail
 
@@ -58,8 +58,22 @@ if "$VDNN" "${smp[@]}" --prompt "the cell" --tokens 20 >"$TMP/s" 2>"$TMP/err" &&
     [ "$(head -c 8 "$TMP/s")" = "the cell" ] && [ "$(wc -c <"$TMP/s")" = 29 ]; then ok
 else bad "sample lstm-lm: $(head -c 300 "$TMP/err") [$(cat "$TMP/s")]"; fi
 
-run "lstm-lm at a length its chunks cannot cut" 1 "a sequence of 64 steps does not fill 4 chunks of chunk=32 steps" \
-    "this model takes 97 to 128 steps" -- train "${common[@]}" --data "text:$TMP/text.txt" --seq-len 64 --steps 1
+# --seq-len cuts the chunks again for that length (chunk=32 steps each): 64 steps in 2 chunks, the same parameters;
+# 200 steps in 7 (the last 8 steps), where auto at 16 MiB (in-core 25.9 MiB) plans the peak it measures and trains
+# like in-core bit for bit, under --poison.
+if "$VDNN" info lstm-lm --seq-len 64 >"$TMP/info" 2>"$TMP/err" && grep -q "^lstm2.t1 .* lstm " "$TMP/info" &&
+    ! grep -q "^lstm2.t2 " "$TMP/info" && grep -q "parameters            1020160" "$TMP/info"; then ok
+else bad "info lstm-lm --seq-len 64: $(head -c 300 "$TMP/err")"; fi
+long=(--data "text:$TMP/text.txt" --seq-len 200 --steps 2 --no-eval)
+if "$VDNN" plan lstm-lm --batch 4 --device cpu --seq-len 200 --policy auto --budget 16MiB --json >"$TMP/plan.json" 2>"$TMP/err" &&
+    "$VDNN" train "${common[@]}" "${long[@]}" --save "$TMP/l200.ckpt" >/dev/null 2>>"$TMP/err" &&
+    "$VDNN" train "${common[@]}" "${long[@]}" --policy auto --budget 16MiB --poison --save "$TMP/l200a.ckpt" --json \
+        >"$TMP/run.json" 2>>"$TMP/err" &&
+    [ "$(json_get "$TMP/plan.json" peak_device_bytes)" = "$(json_get "$TMP/run.json" peak_device_bytes)" ] &&
+    cmp -s "$TMP/l200.ckpt" "$TMP/l200a.ckpt"; then ok
+else bad "lstm-lm --seq-len 200 under auto at 16 MiB: $(head -c 300 "$TMP/err")"; fi
+run "a checkpoint at another length" 1 "does not match model 'lstm-lm' at this input size" -- \
+    eval --resume "$TMP/l200.ckpt" --model lstm-lm --data "text:$TMP/text.txt" --seq-len 64 --device cpu
 
 echo "cli_lstm: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -943,11 +943,53 @@ static void test_lstm_model(void **state)
     vdnn_error err;
     vdnn_status st = vdnn_graph_resolve(g, (vdnn_shape){2, 1, 13, 1}, 0, &err);
     vt_assert_error(st, err, VDNN_ERR_SHAPE, "mem.cfg:7: layer 'l.t0': a sequence of 13 steps does not fill 3 chunks "
-                    "of chunk=4 steps (this model takes 9 to 12 steps)");
+                    "of chunk=4 steps (this model takes 9 to 12 steps; vdnn_model_with_steps cuts it for others");
     st = vdnn_graph_resolve(g, (vdnn_shape){2, 1, 8, 1}, 0, &err);
     vt_assert_error(st, err, VDNN_ERR_SHAPE, "does not fill 3 chunks");
     st = vdnn_graph_resolve(g, (vdnn_shape){2, 3, 10, 10}, 0, &err);
     vt_assert_error(st, err, VDNN_ERR_SHAPE, "embed reads token ids");
+    /* Cut again from the file for 13 steps (g resolved: the copy starts afresh): l in 4 + 4 + 4 + 1, m in 5 + 5 + 3,
+     * the same parameters on the first chunks; for 3 steps one node each. */
+    vdnn_graph_t *c = NULL;
+    assert_int_equal(vdnn_graph_with_steps(g, 13, &c, &err), VDNN_OK);
+    assert_int_equal(c->default_input.h, 13);
+    resolve_ok(c, 2, 0, 0, 0, 0);
+    assert_out(c, "l.t3", 1, 1, 6);
+    assert_out(c, "m.t2", 1, 3, 6);
+    assert_int_equal(vdnn_graph_find(c, "l.t4"), -1);
+    assert_int_equal(layer(c, "m.t2")->p.step0, 10);
+    assert_int_equal(layer(c, "l.t0")->n_weight, 4 * 4 * (3 + 2) + 2 * 4); /* as at 10 steps: 4H (In + P) + P H */
+    assert_int_equal(layer(c, "m.t0")->n_weight, 4 * 3 * (2 + 3));
+    assert_int_equal(layer(c, "m.t1")->n_weight, 0);
+    assert_int_equal(layer(c, "l.t3")->p.tie, vdnn_graph_find(c, "l.t0"));
+    vdnn_graph_t *d = NULL;
+    assert_int_equal(vdnn_graph_with_steps(c, 3, &d, &err), VDNN_OK);
+    resolve_ok(d, 2, 0, 0, 0, 0);
+    assert_out(d, "l.t0", 1, 3, 6);
+    assert_int_equal(vdnn_graph_find(d, "l.t1"), -1);
+    assert_int_equal(vdnn_graph_find(d, "m.t1"), -1);
+    vdnn_graph_free(d);
+    /* Back at the file's 10 steps: the file's graph, layer for layer. */
+    assert_int_equal(vdnn_graph_with_steps(c, 10, &d, &err), VDNN_OK);
+    vdnn_graph_free(c);
+    c = parse_ok(ten);
+    assert_int_equal(d->n_layers, c->n_layers);
+    for (int l = 0; l < c->n_layers; l++) {
+        assert_string_equal(d->layers[l].name, c->layers[l].name);
+        assert_int_equal(d->layers[l].n_consumers, c->layers[l].n_consumers);
+    }
+    vdnn_graph_free(d);
+    vdnn_graph_free(c);
+    /* A model without lstm layers has nothing to cut; steps out of range are refused before. */
+    c = load_ok("models/gpt-mini.cfg");
+    vt_assert_error(vdnn_model_with_steps(c, 32, &d, &err), err, VDNN_ERR_INVALID_ARG,
+                    "models/gpt-mini.cfg has no lstm layer to cut for 32 steps");
+    assert_int_equal(vdnn_model_lstm_count(c), 0);
+    vdnn_graph_free(c);
+    c = load_ok("models/lstm-lm.cfg");
+    assert_int_equal(vdnn_model_lstm_count(c), 2);
+    vt_assert_error(vdnn_model_with_steps(c, 0, &d, &err), err, VDNN_ERR_INVALID_ARG, "steps: 0 is out of range");
+    vdnn_graph_free(c);
     vdnn_graph_free(g);
     /* Ten chunks gather through two levels (at most eight inputs a node) in groups of about sqrt(10), each group's
      * gather right after its last chunk, so that backward consumes their gradients soon after making them. */

@@ -365,6 +365,15 @@ vdnn_status cli_load_model_opts(const cli_options *o, vdnn_model_t **m, vdnn_err
         vdnn_model_free(*m);
         *m = c;
     }
+    /* --seq-len cuts an LSTM model's chunks for that many steps (a file's chunk= steps each). */
+    vdnn_shape def;
+    int def_classes;
+    if (rc == VDNN_OK) vdnn_model_defaults(*m, &def, &def_classes);
+    if (rc == VDNN_OK && o->in_c == 1 && o->in_w == 1 && o->in_h && o->in_h != def.h && vdnn_model_lstm_count(*m)) {
+        rc = vdnn_model_with_steps(*m, o->in_h, &c, err);
+        vdnn_model_free(*m);
+        *m = c;
+    }
     if (rc == VDNN_OK) rc = cli_model_fit_check(o, false, false, "this command", err);
     if (rc == VDNN_OK && o->head_groups) {
         rc = vdnn_model_with_head_groups(*m, o->head_groups, &c, err);

@@ -51,6 +51,7 @@ static const char train_usage[] =
     "with pre-tokenized ids in llm.c's .bin layout (a header of 256 int32: 20240520, 1, the token count; then\n"
     "uint16 ids); the vocabulary (the model's classes) is the largest id + 1 unless --classes says otherwise.\n"
     "--context N gives a sequence model a context of N tokens (its position table's rows, the default --seq-len).\n"
+    "--seq-len N on an LSTM model cuts its chunked layers for N steps (chunk= steps each, the last one shorter).\n"
     "--head-groups G computes every attention's heads in G groups, each group's probabilities a tensor of their own,\n"
     "so that a plan swaps or recomputes one group's at a time (long contexts; the same numbers, bit for bit).\n"
     "--head-groups auto (train, plan, simulate, plot) takes the fewest groups, of the counts that divide the heads,\n"

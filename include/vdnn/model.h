@@ -28,6 +28,16 @@ VDNN_API void vdnn_model_defaults(const vdnn_model_t *m, vdnn_shape *input, int 
  * frees it. VDNN_ERR_INVALID_ARG (naming the model) for a model without a pos_embed layer or a context out of range,
  * VDNN_ERR_UNSUPPORTED for a model carrying trained parameters (an ONNX model's initializers). */
 VDNN_API vdnn_status vdnn_model_with_context(const vdnn_model_t *m, int context, vdnn_model_t **out, vdnn_error *err);
+/* A copy of an LSTM model cut for sequences of `steps` steps: each lstm layer of the file in chunks of its chunk=
+ * steps, the last one shorter (a chunk a node that plans keep, swap or recompute), and the default input
+ * 1 x steps x 1 (docs/sequence.md, "LSTM"). The same parameter names and sizes whatever the steps (the seed's initial
+ * values follow the graph's layer numbers, so they differ where the chunk count does); a checkpoint, like any, loads
+ * only at the input size it was written at. The caller frees it. VDNN_ERR_INVALID_ARG
+ * for a model without an lstm layer or steps out of range, VDNN_ERR_UNSUPPORTED for a model not read from a model
+ * file, or whose attention is in head groups or fused (cut it for its steps first). */
+VDNN_API vdnn_status vdnn_model_with_steps(const vdnn_model_t *m, int steps, vdnn_model_t **out, vdnn_error *err);
+/* The lstm layers of m (as its file gives them, however many chunks each is cut into): 0 for none or a NULL model. */
+VDNN_API int vdnn_model_lstm_count(const vdnn_model_t *m);
 /* A copy of a transformer whose every attention computes its heads in `groups` groups: each group's probabilities
  * (B x H/groups x T x T) are a tensor of their own with their own mix of the values, joined after, so that a plan
  * keeps, swaps or recomputes one group's at a time and never needs every head's at once (long contexts;

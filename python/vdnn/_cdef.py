@@ -97,6 +97,8 @@ const char *vdnn_model_source(const vdnn_model_t *m);
 int vdnn_model_layer_count(const vdnn_model_t *m);
 void vdnn_model_defaults(const vdnn_model_t *m, vdnn_shape *input, int *classes);
 vdnn_status vdnn_model_with_context(const vdnn_model_t *m, int context, vdnn_model_t **out, vdnn_error *err);
+vdnn_status vdnn_model_with_steps(const vdnn_model_t *m, int steps, vdnn_model_t **out, vdnn_error *err);
+int vdnn_model_lstm_count(const vdnn_model_t *m);
 vdnn_status vdnn_model_with_head_groups(const vdnn_model_t *m, int groups, vdnn_model_t **out,
                                                  vdnn_error *err);
 vdnn_status vdnn_model_with_fused_attention(const vdnn_model_t *m, vdnn_model_t **out, vdnn_error *err);

@@ -2,7 +2,7 @@
 import collections
 import os
 
-from ._lib import ffi, lib, call, text, encode, struct_dict
+from ._lib import ffi, lib, call, text, encode, struct_dict, c_int
 from .memory import MemoryOptions
 
 Layer = collections.namedtuple(
@@ -75,6 +75,19 @@ class Model:
         out = ffi.new("vdnn_model_t **")
         call(lib.vdnn_model_with_context, self._h, int(context), out)
         return Model(out[0])
+
+    def with_steps(self, steps):
+        """A copy of this LSTM model cut for sequences of `steps` steps: each lstm layer of its file in chunks of its
+        chunk= steps, the last one shorter, and the default input (1, steps, 1); the same parameter names and sizes
+        (`--seq-len` does this on the command line)."""
+        out = ffi.new("vdnn_model_t **")
+        call(lib.vdnn_model_with_steps, self._h, c_int(steps, "steps"), out)
+        return Model(out[0])
+
+    @property
+    def lstm_count(self):
+        """The lstm layers, as the model file gives them (however many chunks each is cut into)."""
+        return lib.vdnn_model_lstm_count(self._h)
 
     def with_head_groups(self, groups):
         """A copy of this transformer whose every attention computes its heads in `groups` groups, each group's

@@ -52,6 +52,22 @@ vdnn_status vdnn_model_with_context(const vdnn_model_t *m, int context, vdnn_mod
     return VDNN_OK;
 }
 
+vdnn_status vdnn_model_with_steps(const vdnn_model_t *m, int steps, vdnn_model_t **out, vdnn_error *err)
+{
+    if (!m || !out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "model_with_steps: no model or no place for the copy");
+    *out = NULL;
+    if (steps < 1 || steps > VDNN_MAX_SIDE)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "steps: %d is out of range (1 to %d)", steps, VDNN_MAX_SIDE);
+    return vdnn_graph_with_steps(m, steps, out, err);
+}
+
+int vdnn_model_lstm_count(const vdnn_model_t *m)
+{
+    int n = 0;
+    for (int l = 1; m && l < m->n_layers; l++) n += m->layers[l].kind == VDNN_LAYER_LSTM && !m->layers[l].p.chunk_index;
+    return n;
+}
+
 vdnn_status vdnn_model_with_head_groups(const vdnn_model_t *m, int groups, vdnn_model_t **out, vdnn_error *err)
 {
     if (!m || !out) return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "model_with_head_groups: no model or no place for the copy");

@@ -55,7 +55,15 @@ void vdnn_graph_free(vdnn_graph_t *g)
     for (int i = 0; i < g->n_init; i++) free(g->init[i].values);
     free(g->init);
     free(g->layers);
+    free(g->file_layers);
     free(g);
+}
+
+void vdnn_graph_count_consumers(vdnn_graph_t *g)
+{
+    for (int i = 0; i < g->n_layers; i++) g->layers[i].n_consumers = 0;
+    for (int i = 1; i < g->n_layers; i++)
+        for (int k = 0; k < g->layers[i].n_inputs; k++) g->layers[g->layers[i].inputs[k]].n_consumers++;
 }
 
 vdnn_status vdnn_graph_clone(const vdnn_graph_t *g, vdnn_graph_t **out, vdnn_error *err)
@@ -71,6 +79,14 @@ vdnn_status vdnn_graph_clone(const vdnn_graph_t *g, vdnn_graph_t **out, vdnn_err
     *c = *g;
     memcpy(layers, g->layers, sizeof *layers * (size_t)g->n_layers);
     c->layers = layers;
+    c->file_layers = NULL;
+    if (g->file_layers && !(c->file_layers = malloc(sizeof *layers * (size_t)g->n_file_layers))) {
+        c->init = NULL;
+        c->n_init = 0;
+        vdnn_graph_free(c);
+        return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory copying model %s", g->name);
+    }
+    if (g->file_layers) memcpy(c->file_layers, g->file_layers, sizeof *layers * (size_t)g->n_file_layers);
     /* The initial values (a model file's trained parameters) are owned by each copy. */
     c->init = NULL;
     c->n_init = 0;
@@ -555,7 +571,7 @@ static vdnn_status resolve_layer(vdnn_graph_t *g, int idx, vdnn_error *err)
                 const int last = in.h - (n - 1) * k;
                 if (last < 1 || last > k)
                     return layer_fail(g, L, err, "a sequence of %d steps does not fill %d chunks of chunk=%d steps "
-                                      "(this model takes %d to %d steps)", in.h, n, k, (n - 1) * k + 1, n * k);
+                                      "(this model takes %d to %d steps; vdnn_model_with_steps cuts it for others, as --seq-len does)", in.h, n, k, (n - 1) * k + 1, n * k);
                 steps = p->chunk_index < n - 1 ? k : last;
                 p->step0 = p->chunk_index * k;
             }

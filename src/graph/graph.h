@@ -170,6 +170,10 @@ struct vdnn_graph {
      * whoever makes the net's or plan's copy; not part of the model's hash, so checkpoints of one precision load
      * into a net of another. */
     vdnn_dtype dtype;
+    /* The model file's layers as parsed, before lstm and attention expansion (parser.c), so that a copy can be cut
+     * for another sequence length (vdnn_graph_with_steps); NULL where the graph was built otherwise. Owned. */
+    int n_file_layers;
+    vdnn_layer *file_layers;
 };
 
 /* Replaces each lstm layer of a parsed file (one node per layer) by its chunk nodes (chunk 0 owning the parameters,
@@ -177,6 +181,13 @@ struct vdnn_graph {
  * where a layer other than the next lstm reads it, the seq_cat of its h under the layer's own name (lstm_expand.c).
  * Inputs must be linked; consumer counts are left to the caller. */
 vdnn_status vdnn_graph_expand_lstm(vdnn_graph_t *g, vdnn_error *err);
+/* A copy of g expanded again from its file's layers for sequences of `steps` steps: every lstm layer in chunks of its
+ * chunk= steps (the last one shorter), the default input 1 x steps x 1, pos_embed contexts as g has them
+ * (lstm_expand.c). VDNN_ERR_INVALID_ARG without an lstm layer, VDNN_ERR_UNSUPPORTED for a graph not read from a
+ * model file or whose attention is grouped or fused (cut it first). */
+vdnn_status vdnn_graph_with_steps(const vdnn_graph_t *g, int steps, vdnn_graph_t **out, vdnn_error *err);
+/* Sets every layer's n_consumers from the inputs. */
+void vdnn_graph_count_consumers(vdnn_graph_t *g);
 /* Replaces each attn_probs of groups G > 1 and the attn_mix that reads it by G pairs of nodes NAME.gK, the mixes
  * joined by a feat_cat under the attn_mix's name (attn_expand.c). VDNN_ERR_PARSE naming the layer when a grouped
  * attn_probs is read by anything but one attn_mix. Inputs must be linked; consumer counts are left to the caller. */

@@ -187,3 +187,49 @@ vdnn_status vdnn_graph_expand_lstm(vdnn_graph_t *g, vdnn_error *err)
     g->n_layers = x.b.n;
     return VDNN_OK;
 }
+
+vdnn_status vdnn_graph_with_steps(const vdnn_graph_t *g, int steps, vdnn_graph_t **out, vdnn_error *err)
+{
+    *out = NULL;
+    int lstm = 0;
+    for (int i = 1; i < g->n_file_layers; i++) lstm += g->file_layers[i].kind == VDNN_LAYER_LSTM;
+    if (!g->file_layers)
+        return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "steps: %s was not read from a model file, so its lstm layers "
+                         "cannot be cut again", g->source);
+    if (!lstm)
+        return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "steps: %s has no lstm layer to cut for %d steps (a "
+                         "transformer's length is its context)", g->source, steps);
+    /* Head groups and fused attention are copies' changes the file does not hold: they would be lost. */
+    for (int l = 1; l < g->n_layers; l++) {
+        const vdnn_layer *L = &g->layers[l];
+        if (L->kind == VDNN_LAYER_ATTN || (L->kind == VDNN_LAYER_ATTN_PROBS && L->p.head_count))
+            return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "steps: %s's attention '%s' is %s: cut the model for its "
+                             "sequence length first", g->source, L->name,
+                             L->kind == VDNN_LAYER_ATTN ? "fused" : "in head groups");
+    }
+    vdnn_graph_t *c = NULL;
+    vdnn_status st = vdnn_graph_clone(g, &c, err);
+    vdnn_layer *layers = st ? NULL : malloc(sizeof *layers * (size_t)g->n_file_layers);
+    if (!st && !layers) st = vdnn_fail(err, VDNN_ERR_NO_MEMORY, "%s: out of memory", g->source);
+    if (!st) {
+        memcpy(layers, g->file_layers, sizeof *layers * (size_t)g->n_file_layers);
+        free(c->layers);
+        c->layers = layers;
+        c->n_layers = g->n_file_layers;
+        /* A context set on the copy (vdnn_graph's pos_embed layers keep their file names). */
+        for (int i = 1; i < c->n_layers; i++)
+            for (int l = 1; c->layers[i].kind == VDNN_LAYER_POS_EMBED && l < g->n_layers; l++)
+                if (!strcmp(g->layers[l].name, c->layers[i].name)) c->layers[i].p.context = g->layers[l].p.context;
+        c->default_input = (vdnn_shape){0, 1, steps, 1};
+        c->resolved = false;
+        st = vdnn_graph_expand_lstm(c, err);
+    }
+    if (!st) st = vdnn_graph_expand_attention(c, err);
+    if (st) {
+        vdnn_graph_free(c);
+        return st;
+    }
+    vdnn_graph_count_consumers(c);
+    *out = c;
+    return VDNN_OK;
+}

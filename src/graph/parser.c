@@ -550,12 +550,15 @@ static vdnn_status check_graph(parser *ps)
         vdnn_status st = link_inputs(ps, i);
         if (st) return st;
     }
+    /* Kept as read, for copies cut to another sequence length (vdnn_graph_with_steps). */
+    g->file_layers = malloc(sizeof *g->layers * (size_t)g->n_layers);
+    if (!g->file_layers) return vdnn_fail(ps->err, VDNN_ERR_NO_MEMORY, "%s: out of memory", ps->src);
+    memcpy(g->file_layers, g->layers, sizeof *g->layers * (size_t)g->n_layers);
+    g->n_file_layers = g->n_layers;
     vdnn_status st = vdnn_graph_expand_lstm(g, ps->err);
     if (!st) st = vdnn_graph_expand_attention(g, ps->err);
     if (st) return st;
-    for (int i = 0; i < g->n_layers; i++) g->layers[i].n_consumers = 0;
-    for (int i = 1; i < g->n_layers; i++)
-        for (int k = 0; k < g->layers[i].n_inputs; k++) g->layers[g->layers[i].inputs[k]].n_consumers++;
+    vdnn_graph_count_consumers(g);
     int last = g->n_layers - 1;
     for (int i = 1; i < last; i++)
         if (g->layers[i].kind == VDNN_LAYER_SOFTMAX_XENT)

@@ -220,3 +220,28 @@ def test_profile_compose():
         vdnn.Profile.compose((pu,), m.with_fused_attention())
     with pytest.raises(vdnn.InvalidArgError, match="at least one"):
         vdnn.Profile.compose((), chosen)
+
+
+def test_with_steps():
+    """Model.with_steps cuts an LSTM model's chunks for another length (lstm-lm: chunk=32 steps): 64 steps in two
+    chunks a layer, 200 in seven, the parameters the same; the file's model refuses lengths its chunks cannot cut,
+    pointing to it; a transformer, or steps out of range, are refused."""
+    m = vdnn.Model.load(os.path.join(ROOT, "models", "lstm-lm.cfg"))
+    assert m.lstm_count == 2
+    with pytest.raises(vdnn.ShapeError, match="does not fill 4 chunks .* vdnn_model_with_steps cuts it"):
+        m.layers(batch=2, input_shape=(1, 64, 1))
+
+    def chunks(model, steps):
+        return sorted(l.name for l in model.layers(batch=2, input_shape=(1, steps, 1)) if l.type == "lstm")
+
+    short = m.with_steps(64)
+    assert short.resolve(None, 0)[0] == (1, 64, 1)
+    assert chunks(short, 64) == ["lstm1.t0", "lstm1.t1", "lstm2.t0", "lstm2.t1"]
+    assert len(chunks(m.with_steps(200), 200)) == 14
+    assert m.with_steps(200).lstm_count == 2
+    params = lambda model, steps: sum(l.weights + l.biases for l in model.layers(batch=2, input_shape=(1, steps, 1)))
+    assert params(short, 64) == params(m, 128) == 1020160
+    with pytest.raises(vdnn.InvalidArgError, match="has no lstm layer to cut"):
+        vdnn.Model.load(os.path.join(ROOT, "models", "gpt-mini.cfg")).with_steps(32)
+    with pytest.raises(vdnn.InvalidArgError, match="steps: 0 is out of range"):
+        m.with_steps(0)
