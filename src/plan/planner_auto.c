@@ -13,9 +13,24 @@
 /* Local search stops after this many simulations (each pass tries every saved map twice). */
 #define AUTO_MAX_EVALUATIONS 3000
 
+/* Classes the caller set (a static policy's, or a mix of them) that the search's quick placement does not fit: the
+ * static policy's own plan gets the tight placement too (plan_build.c), so they are a fallback where that fits.
+ * Placed only where they would be the fastest fallback (a tight placement costs more than a quick one). */
+static vdnn_status try_tight(vdnn_search *s, double t, vdnn_error *err)
+{
+    if (s->have_placed && t >= s->placed_time) return VDNN_OK;
+    bool fits = false;
+    vdnn_status rc = vdnn_search_fits(s, &fits, err);
+    if (rc != VDNN_OK || fits) return rc;
+    rc = vdnn_plan_finalize(s->p, err);
+    if (rc == VDNN_OK && !s->p->feasible) rc = vdnn_plan_place_tight(s->p, err);
+    if (rc == VDNN_OK && s->p->feasible) rc = vdnn_search_placed(s, t, err);
+    return rc;
+}
+
 /* Judges the classes a planner chose (run) or the caller set (run NULL) as they are, then with
- * early swap-ins. A planner's plan that it found to fit is kept as a fallback: auto's plan is never
- * slower than it. */
+ * early swap-ins. A planner's plan that it found to fit, and a static policy's that fits as that policy places it,
+ * are kept as fallbacks: auto's plan is never slower than either. */
 static vdnn_status try_planner(vdnn_search *s, vdnn_status (*run)(vdnn_plan_t *, const vdnn_graph_t *, vdnn_error *),
                                vdnn_error *err)
 {
@@ -24,6 +39,7 @@ static vdnn_status try_planner(vdnn_search *s, vdnn_status (*run)(vdnn_plan_t *,
     double t = 0;
     if (rc == VDNN_OK) rc = vdnn_search_eval(s, &t, NULL, err);
     if (rc == VDNN_OK && placed) rc = vdnn_search_placed(s, t, err);
+    if (rc == VDNN_OK && !run) rc = try_tight(s, t, err);
     if (rc == VDNN_OK) rc = vdnn_search_eval_early(s, NULL, NULL, err);
     return rc;
 }
