@@ -107,3 +107,13 @@ vdnn_status cli_fit_model(const cli_options *o, const vdnn_model_t *base, vdnn_b
     return o->auto_attention ? fit_attention(base, be, r, measured, in, classes, mem, cmd, out, err)
                              : fit_groups(base, be, r, in, classes, mem, cmd, out, err);
 }
+
+vdnn_status cli_load_fused_profile(const char *path, const vdnn_model_t *base, vdnn_shape in, int classes,
+                                   vdnn_profile_t **out, vdnn_error *err)
+{
+    vdnn_model_t *fused = NULL;
+    vdnn_status rc = vdnn_model_with_fused_attention(base, &fused, err);
+    if (rc == VDNN_OK) rc = vdnn_profile_load(path, fused, in, classes, out, err);
+    vdnn_model_free(fused);
+    return rc;
+}

@@ -32,5 +32,9 @@ vdnn_status cli_fit_model(const cli_options *o, const vdnn_model_t *base, vdnn_b
                           const struct cli_cost_options *costs, const vdnn_profile_t *const *measured, vdnn_shape in,
                           int classes, const vdnn_memory_options *mem, const char *cmd, vdnn_model_t **out,
                           vdnn_error *err);
+/* --fused-profile PATH: the profile of base with every attention fused, checked against that model at the input and
+ * classes. *out: the caller frees it. */
+vdnn_status cli_load_fused_profile(const char *path, const vdnn_model_t *base, vdnn_shape in, int classes,
+                                   vdnn_profile_t **out, vdnn_error *err);
 
 #endif

@@ -27,11 +27,8 @@ static void describe_ops(const cli_model *m, const cli_cost_options *c, char *bu
 /* --fused-profile: read for the base model with every attention fused; m->prof stays the unfused one's. */
 static vdnn_status load_fused_profile(const cli_cost_options *c, cli_model *m, vdnn_error *err)
 {
-    vdnn_model_t *fused = NULL;
-    vdnn_status rc = vdnn_model_with_fused_attention(m->base, &fused, err);
-    if (rc == VDNN_OK) rc = vdnn_profile_load(c->fused_profile, fused, m->in, m->classes, &m->fused_prof, err);
+    vdnn_status rc = cli_load_fused_profile(c->fused_profile, m->base, m->in, m->classes, &m->fused_prof, err);
     if (rc == VDNN_OK) m->base_prof = m->prof;
-    vdnn_model_free(fused);
     return rc;
 }
 

@@ -149,12 +149,11 @@ static vdnn_status regroup(session *s, const cli_options *o, vdnn_shape in, int 
 {
     const vdnn_net_options no = cli_net_options(o, in, classes);
     vdnn_profile_t *both[2] = {NULL, NULL};
-    vdnn_model_t *fused = NULL, *chosen = NULL;
+    vdnn_model_t *chosen = NULL;
     vdnn_status rc = VDNN_OK;
     if (o->fused_profile) {
         rc = vdnn_profile_load(o->profile, s->m, in, classes, &both[0], err);
-        if (rc == VDNN_OK) rc = vdnn_model_with_fused_attention(s->m, &fused, err);
-        if (rc == VDNN_OK) rc = vdnn_profile_load(o->fused_profile, fused, in, classes, &both[1], err);
+        if (rc == VDNN_OK) rc = cli_load_fused_profile(o->fused_profile, s->m, in, classes, &both[1], err);
     }
     const vdnn_profile_t *const measured[2] = {both[0], both[1]};
     if (rc == VDNN_OK)
@@ -163,7 +162,6 @@ static vdnn_status regroup(session *s, const cli_options *o, vdnn_shape in, int 
     if (rc == VDNN_OK && o->fused_profile) rc = vdnn_profile_compose(measured, 2, chosen, &s->prof, err);
     vdnn_profile_free(both[0]);
     vdnn_profile_free(both[1]);
-    vdnn_model_free(fused);
     if (rc != VDNN_OK) {
         vdnn_model_free(chosen);
         return rc;

@@ -191,11 +191,11 @@ vdnn_status vdnn_graph_expand_lstm(vdnn_graph_t *g, vdnn_error *err)
 vdnn_status vdnn_graph_with_steps(const vdnn_graph_t *g, int steps, vdnn_graph_t **out, vdnn_error *err)
 {
     *out = NULL;
-    int lstm = 0;
-    for (int i = 1; i < g->n_file_layers; i++) lstm += g->file_layers[i].kind == VDNN_LAYER_LSTM;
     if (!g->file_layers)
         return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "steps: %s was not read from a model file, so its lstm layers "
                          "cannot be cut again", g->source);
+    int lstm = 0;
+    for (int i = 1; i < g->n_file_layers; i++) lstm += g->file_layers[i].kind == VDNN_LAYER_LSTM;
     if (!lstm)
         return vdnn_fail(err, VDNN_ERR_INVALID_ARG, "steps: %s has no lstm layer to cut for %d steps (a "
                          "transformer's length is its context)", g->source, steps);
