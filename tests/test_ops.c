@@ -30,6 +30,7 @@ typedef struct harness_backend {
     const char *about;
     vdnn_status (*open)(vdnn_backend_t **be, vdnn_error *err);
     bool conv_only; /* runs the convolution cases only: its options change nothing else */
+    bool lstm_only; /* runs the lstm cases only */
     bool chunked;   /* runs the cases its low tensor cap cuts into batch chunks */
     bool portable;  /* runs the cases whose op runs its type on any CPU (it acts as a CPU without AVX-512 BF16) */
     bool selected;
@@ -54,6 +55,14 @@ static vdnn_status open_cpu(vdnn_backend_t **be, vdnn_error *err)
 static vdnn_status open_cpu_no_bf16(vdnn_backend_t **be, vdnn_error *err)
 {
     vdnn_cpu_options o = {.no_bf16 = true, .widen_group_bytes = 1};
+    return vdnn_backend_cpu_create(&o, be, err);
+}
+
+/* The smallest groups of samples for the widened ops, and the smallest blocks of W_ih's rows for an lstm chunk's
+ * bf16 products (cpu_ops_lstm_mm16.c), so the products of a chunk as wide as lstm-lm's go by several blocks. */
+static vdnn_status open_cpu_small_groups(vdnn_backend_t **be, vdnn_error *err)
+{
+    vdnn_cpu_options o = {.widen_group_bytes = 1};
     return vdnn_backend_cpu_create(&o, be, err);
 }
 
@@ -114,6 +123,9 @@ static harness_backend backends[] = {
     {.cb = {.name = "cpu-bf16-chunked", .dtype = VDNN_DTYPE_BF16},
      .about = "the CPU backend with bf16 maps, convolution batches cut into chunks", .open = open_cpu_chunked,
      .conv_only = true},
+    {.cb = {.name = "cpu-bf16-small-groups", .dtype = VDNN_DTYPE_BF16},
+     .about = "the CPU backend with bf16 maps, lstm chunks in groups of one sample and blocks of W_ih's rows",
+     .open = open_cpu_small_groups, .lstm_only = true},
     {.cb = {.name = "cpu-bf16-portable", .dtype = VDNN_DTYPE_BF16},
      .about = "the CPU backend with bf16 maps, acting as a CPU without AVX-512 BF16: the ops that run bf16 anywhere",
      .open = open_cpu_no_bf16, .portable = true},
@@ -154,6 +166,7 @@ static bool applies(const harness_backend *hb, const vt_op_case *c)
 {
     if (hb->portable) return runs_type(hb, c);
     if (hb->chunked) return chunked_case(&c->d);
+    if (hb->lstm_only) return c->d.kind == VDNN_LAYER_LSTM;
     return !hb->conv_only || c->d.kind == VDNN_LAYER_CONV;
 }
 
