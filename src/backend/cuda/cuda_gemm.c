@@ -33,22 +33,38 @@ vdnn_status vdnn_cuda_gemm(cuda_backend *b, vdnn_dtype ab, cublasOperation_t ta,
                              vdnn_dtype_name(ab));
 }
 
-vdnn_status vdnn_cuda_gemm_batched(cuda_backend *b, vdnn_dtype ab, cublasOperation_t ta, cublasOperation_t tb, int m,
-                                   int n, int k, float alpha, const void *A, int lda, long long sa, const void *B,
-                                   int ldb, long long sb, void *C, vdnn_dtype ct, int ldc, long long sc, int count,
-                                   const char *what, vdnn_error *err)
+static vdnn_status gemm_batched(cuda_backend *b, vdnn_dtype ab, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                int n, int k, float alpha, const void *A, int lda, long long sa, const void *B, int ldb,
+                                long long sb, float beta, void *C, vdnn_dtype ct, int ldc, long long sc, int count,
+                                const char *what, vdnn_error *err)
 {
     vdnn_status st = check_types(ab, ct, what, err);
     if (st) return st;
     if (ab == VDNN_DTYPE_F32)
         return vdnn_cublas_check(cublasSgemmStridedBatched(b->cublas, ta, tb, m, n, k, &alpha, A, lda, sa, B, ldb, sb,
-                                                           &zero, C, ldc, sc, count),
+                                                           &beta, C, ldc, sc, count),
                                  err, "%s: cublasSgemmStridedBatched (%d of %dx%dx%d)", what, count, m, n, k);
     return vdnn_cublas_check(cublasGemmStridedBatchedEx(b->cublas, ta, tb, m, n, k, &alpha, A, blas_type(ab), lda, sa,
-                                                        B, blas_type(ab), ldb, sb, &zero, C, blas_type(ct), ldc, sc,
+                                                        B, blas_type(ab), ldb, sb, &beta, C, blas_type(ct), ldc, sc,
                                                         count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                              err, "%s: cublasGemmStridedBatchedEx (%d of %dx%dx%d, %s, fp32 accumulation)", what, count,
                              m, n, k, vdnn_dtype_name(ab));
+}
+
+vdnn_status vdnn_cuda_gemm_batched(cuda_backend *b, vdnn_dtype ab, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                   int n, int k, float alpha, const void *A, int lda, long long sa, const void *B,
+                                   int ldb, long long sb, void *C, vdnn_dtype ct, int ldc, long long sc, int count,
+                                   const char *what, vdnn_error *err)
+{
+    return gemm_batched(b, ab, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, zero, C, ct, ldc, sc, count, what, err);
+}
+
+vdnn_status vdnn_cuda_gemm_batched_add(cuda_backend *b, vdnn_dtype ab, cublasOperation_t ta, cublasOperation_t tb,
+                                       int m, int n, int k, float alpha, const void *A, int lda, long long sa,
+                                       const void *B, int ldb, long long sb, void *C, vdnn_dtype ct, int ldc,
+                                       long long sc, int count, const char *what, vdnn_error *err)
+{
+    return gemm_batched(b, ab, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, 1.0f, C, ct, ldc, sc, count, what, err);
 }
 
 size_t vdnn_cuda_weights_copy_bytes(const vdnn_op_desc *d, size_t n)

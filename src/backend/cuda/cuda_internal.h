@@ -79,6 +79,7 @@ extern const cuda_op_impl vdnn_cuda_op_layernorm;
 extern const cuda_op_impl vdnn_cuda_op_linear;
 extern const cuda_op_impl vdnn_cuda_op_attn_probs;
 extern const cuda_op_impl vdnn_cuda_op_attn_mix;
+extern const cuda_op_impl vdnn_cuda_op_attn_fused;
 /* LSTM (cuda_ops_lstm.c): a chunk of time steps, the parameters as a tensor, the gather of chunks along time. */
 extern const cuda_op_impl vdnn_cuda_op_lstm;
 extern const cuda_op_impl vdnn_cuda_op_seq_cat;
@@ -178,6 +179,11 @@ vdnn_status vdnn_cuda_gemm_batched(cuda_backend *b, vdnn_dtype ab, cublasOperati
                                    int n, int k, float alpha, const void *A, int lda, long long sa, const void *B,
                                    int ldb, long long sb, void *C, vdnn_dtype ct, int ldc, long long sc, int count,
                                    const char *what, vdnn_error *err);
+/* The same adding into C: C += alpha op(A) op(B). */
+vdnn_status vdnn_cuda_gemm_batched_add(cuda_backend *b, vdnn_dtype ab, cublasOperation_t ta, cublasOperation_t tb,
+                                       int m, int n, int k, float alpha, const void *A, int lda, long long sa,
+                                       const void *B, int ldb, long long sb, void *C, vdnn_dtype ct, int ldc,
+                                       long long sc, int count, const char *what, vdnn_error *err);
 /* Workspace bytes of an op's n fp32 weights rounded to its 16-bit type (0 for fp32 maps, which read them as they
  * are); and the weights a product reads, *w: a->w for fp32 maps, else a->ws after the rounding into it (enqueued on
  * the compute queue). */

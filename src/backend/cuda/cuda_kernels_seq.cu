@@ -145,14 +145,16 @@ __global__ void k_ln_param_finish(float *dw, float *db, const double *part, int 
 
 // One block per row of scores sc (float), as the CPU: the maximum, exp(score - max) in float (kept in sc), their sum in
 // double, one reciprocal; the probabilities go to p rounded once (p may be sc for float maps).
-template <typename T> __global__ void k_causal_softmax(T *p, float *sc, int t)
+// Rows come in blocks of `block` query rows, the first of them query r0: row i of a block has r0 + i + 1 live scores
+// (a whole attention: block t, r0 0).
+template <typename T> __global__ void k_causal_softmax(T *p, float *sc, int t, int block, int r0)
 {
     __shared__ double shd[VDNN_THREADS];
     __shared__ float shf[VDNN_THREADS];
     const size_t row = blockIdx.x;
     float *sr = sc + row * (size_t)t;
     T *pr = p + row * (size_t)t;
-    const int live = (int)(row % (size_t)t) + 1;
+    const int live = r0 + (int)(row % (size_t)block) + 1;
     float m = -INFINITY;
     for (int j = threadIdx.x; j < live; j += VDNN_THREADS) m = fmaxf(m, sr[j]);
     m = vdnn_block_max(m, shf);
@@ -166,12 +168,12 @@ template <typename T> __global__ void k_causal_softmax(T *p, float *sc, int t)
     for (int j = threadIdx.x; j < t; j += VDNN_THREADS) pr[j] = vdnn_st<T>(j < live ? sr[j] * inv : 0.0f);
 }
 
-template <typename T> __global__ void k_causal_softmax_bwd(T *ds, const T *p, const T *dp, int t)
+template <typename T> __global__ void k_causal_softmax_bwd(T *ds, const T *p, const T *dp, int t, int block, int r0)
 {
     __shared__ double sh[VDNN_THREADS];
     const size_t row = blockIdx.x;
     const size_t at = row * (size_t)t;
-    const int live = (int)(row % (size_t)t) + 1;
+    const int live = r0 + (int)(row % (size_t)block) + 1;
     double acc = 0.0;
     for (int j = threadIdx.x; j < live; j += VDNN_THREADS)
         acc += (double)vdnn_ld(p[at + j]) * (double)vdnn_ld(dp[at + j]);
@@ -267,22 +269,34 @@ extern "C" cudaError_t vdnn_cuda_k_ln_bwd(cudaStream_t s, vdnn_cuda_type t, doub
     return cudaGetLastError();
 }
 
+extern "C" cudaError_t vdnn_cuda_k_causal_softmax_rows(cudaStream_t s, vdnn_cuda_type t, void *p, float *scores,
+                                                       size_t rows, int cols, int block, int r0)
+{
+    if (!rows || cols <= 0) return cudaSuccess;
+    if (rows > 0x7fffffffu || block < 1 || r0 < 0 || r0 + block > cols) return cudaErrorInvalidConfiguration;
+    VDNN_TYPED(t, T, k_causal_softmax<T><<<(unsigned)rows, VDNN_THREADS, 0, s>>>((T *)p, scores, cols, block, r0));
+    return cudaGetLastError();
+}
+
 extern "C" cudaError_t vdnn_cuda_k_causal_softmax(cudaStream_t s, vdnn_cuda_type t, void *p, float *scores, size_t rows,
                                                   int cols)
 {
+    return vdnn_cuda_k_causal_softmax_rows(s, t, p, scores, rows, cols, cols, 0);
+}
+
+extern "C" cudaError_t vdnn_cuda_k_causal_softmax_bwd_rows(cudaStream_t s, vdnn_cuda_type t, void *ds, const void *p,
+                                                           const void *dp, size_t rows, int cols, int block, int r0)
+{
     if (!rows || cols <= 0) return cudaSuccess;
-    if (rows > 0x7fffffffu) return cudaErrorInvalidConfiguration;
-    VDNN_TYPED(t, T, k_causal_softmax<T><<<(unsigned)rows, VDNN_THREADS, 0, s>>>((T *)p, scores, cols));
+    if (rows > 0x7fffffffu || block < 1 || r0 < 0 || r0 + block > cols) return cudaErrorInvalidConfiguration;
+    VDNN_TYPED(t, T,
+               k_causal_softmax_bwd<T><<<(unsigned)rows, VDNN_THREADS, 0, s>>>((T *)ds, (const T *)p, (const T *)dp,
+                                                                               cols, block, r0));
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t vdnn_cuda_k_causal_softmax_bwd(cudaStream_t s, vdnn_cuda_type t, void *ds, const void *p,
                                                       const void *dp, size_t rows, int cols)
 {
-    if (!rows || cols <= 0) return cudaSuccess;
-    if (rows > 0x7fffffffu) return cudaErrorInvalidConfiguration;
-    VDNN_TYPED(t, T,
-               k_causal_softmax_bwd<T><<<(unsigned)rows, VDNN_THREADS, 0, s>>>((T *)ds, (const T *)p, (const T *)dp,
-                                                                               cols));
-    return cudaGetLastError();
+    return vdnn_cuda_k_causal_softmax_bwd_rows(s, t, ds, p, dp, rows, cols, cols, 0);
 }

@@ -49,6 +49,12 @@ cudaError_t vdnn_cuda_k_causal_softmax(cudaStream_t s, vdnn_cuda_type t, void *p
 /* ds = p * (dp - sum_{j <= i} p dp) over the first i+1 values of each row, 0 beyond (the softmax's gradient). */
 cudaError_t vdnn_cuda_k_causal_softmax_bwd(cudaStream_t s, vdnn_cuda_type t, void *ds, const void *p, const void *dp,
                                            size_t rows, int cols);
+/* The same two over blocks of `block` query rows of `cols` scores, the first row of a block query r0: row i of a block
+ * takes its first r0 + i + 1 scores (fused attention's blocks of rows; r0 + block <= cols). */
+cudaError_t vdnn_cuda_k_causal_softmax_rows(cudaStream_t s, vdnn_cuda_type t, void *p, float *scores, size_t rows,
+                                            int cols, int block, int r0);
+cudaError_t vdnn_cuda_k_causal_softmax_bwd_rows(cudaStream_t s, vdnn_cuda_type t, void *ds, const void *p,
+                                                const void *dp, size_t rows, int cols, int block, int r0);
 
 #ifdef __cplusplus
 }

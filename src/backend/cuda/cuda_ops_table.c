@@ -35,6 +35,7 @@ static const cuda_op_impl *const op_table[VDNN_LAYER_KIND_COUNT] = {
     [VDNN_LAYER_LINEAR] = &vdnn_cuda_op_linear,
     [VDNN_LAYER_ATTN_PROBS] = &vdnn_cuda_op_attn_probs,
     [VDNN_LAYER_ATTN_MIX] = &vdnn_cuda_op_attn_mix,
+    [VDNN_LAYER_ATTN] = &vdnn_cuda_op_attn_fused,
     [VDNN_LAYER_GELU] = &vdnn_cuda_op_act,
     [VDNN_LAYER_LSTM] = &vdnn_cuda_op_lstm,
     [VDNN_LAYER_SEQ_CAT] = &vdnn_cuda_op_seq_cat,
