@@ -150,6 +150,17 @@ if has_stage smoke; then
             done
         done
     done
+    # Fused attention (cuda_ops_attn_fused.c, written without a GPU): gpt-mini with every attention fused, each
+    # precision, in-core and under all; its losses are close to (not equal to) the materialized attention's above.
+    for prec in fp32 bf16 fp16; do
+        for p in none all; do
+            echo "== gpt-mini fused $prec --policy $p" >>"$OUTDIR/smoke.log"
+            timeout 120 "$VDNN" train --device cuda --model gpt-mini --attention fused --data text:/tmp/vdnn-text.txt \
+                --batch 16 --steps 20 --optimizer adamw --lr 0.001 --precision $prec --policy $p --json \
+                >>"$OUTDIR/smoke.log" 2>&1
+            echo "smoke gpt-mini fused $prec $p: exit $?"
+        done
+    done
     echo "smoke sequence models: after $(elapsed) s"
     # One line per run: the model, policy and final loss; runs of one model that should agree show the same loss.
     awk '/^== /{name=$0} /^\{/{match($0, /"final_loss": [^,]*/); print name, substr($0, RSTART, RLENGTH)}' \

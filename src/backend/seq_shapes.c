@@ -21,3 +21,17 @@ vdnn_status vdnn_attn_dims_of(const vdnn_op_desc *d, vdnn_shape qkv, vdnn_shape 
     *a = (vdnn_attn_dims){qkv.n, probs.c, qkv.h, qkv.w / 3, dh, h0, probs.c * dh};
     return VDNN_OK;
 }
+
+vdnn_status vdnn_fused_dims_of(const vdnn_op_desc *d, size_t block_values, bool all_heads, vdnn_fused_dims *m,
+                               vdnn_error *err)
+{
+    if (d->n_inputs != 1) return vdnn_seq_shape_fail(d, "takes one input (qkv)", err);
+    const vdnn_shape x = d->in[0], y = d->out;
+    const int heads = d->p.heads;
+    if (heads < 1 || x.c != 1 || x.w % 3 || (x.w / 3) % heads || y.n != x.n || y.c != 1 || y.h != x.h ||
+        y.w != x.w / 3)
+        return vdnn_seq_shape_fail(d, "expected qkv Bx1xTx3F and output Bx1xTxF, F a multiple of heads", err);
+    const size_t per = block_values / ((all_heads ? (size_t)heads : 1) * (size_t)x.h);
+    *m = (vdnn_fused_dims){x.n, heads, x.h, x.w / 3, x.w / 3 / heads, per < 1 ? 1 : per > (size_t)x.h ? x.h : (int)per};
+    return VDNN_OK;
+}

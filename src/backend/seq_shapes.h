@@ -19,6 +19,14 @@ vdnn_status vdnn_attn_dims_of(const vdnn_op_desc *d, vdnn_shape qkv, vdnn_shape 
                               vdnn_error *err);
 /* The heads an attn_probs op computes: its group's, else every head. */
 static inline int vdnn_attn_op_heads(const vdnn_op_desc *d) { return d->p.head_count ? d->p.head_count : d->p.heads; }
+/* A fused attention op's dimensions (qkv Bx1xTx3F to Bx1xTxF, heads dividing F) and its blocks of query rows: as many
+ * rows as keep a block's scores within block_values values, a row holding T of them per head (every head's in a
+ * block when all_heads, one head's otherwise), at least one row and at most T. VDNN_ERR_SHAPE naming the op. */
+typedef struct vdnn_fused_dims {
+    int b, h, t, f, dh, rows;
+} vdnn_fused_dims;
+vdnn_status vdnn_fused_dims_of(const vdnn_op_desc *d, size_t block_values, bool all_heads, vdnn_fused_dims *m,
+                               vdnn_error *err);
 /* VDNN_ERR_SHAPE: "OP: input ..., output ...: want". */
 vdnn_status vdnn_seq_shape_fail(const vdnn_op_desc *d, const char *want, vdnn_error *err);
 

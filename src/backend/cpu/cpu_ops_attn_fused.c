@@ -17,25 +17,14 @@
 /* A block's scores (and in backward its dP) at most this many floats: 256 KiB, cache-sized, at any context. */
 #define FUSED_BLOCK_FLOATS ((size_t)1 << 16)
 
-typedef struct fused_dims {
-    int b, h, t, f, dh, rows; /* rows: query rows a block */
-} fused_dims;
+typedef vdnn_fused_dims fused_dims;
 
 static vdnn_status fused_dims_of(const vdnn_op_desc *d, fused_dims *m, vdnn_error *err)
 {
     if (d->dtype != VDNN_DTYPE_F32)
         return vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "attention: %s maps reach the fp32 op only widened",
                          vdnn_dtype_name(d->dtype));
-    if (d->n_inputs != 1) return vdnn_seq_shape_fail(d, "takes one input (qkv)", err);
-    const vdnn_shape x = d->in[0], y = d->out;
-    const int heads = d->p.heads;
-    if (heads < 1 || x.c != 1 || x.w % 3 || (x.w / 3) % heads || y.n != x.n || y.c != 1 || y.h != x.h ||
-        y.w != x.w / 3)
-        return vdnn_seq_shape_fail(d, "expected qkv Bx1xTx3F and output Bx1xTxF, F a multiple of heads", err);
-    const size_t per = FUSED_BLOCK_FLOATS / (size_t)x.h;
-    *m = (fused_dims){x.n, heads, x.h, x.w / 3, x.w / 3 / heads,
-                      per < 1 ? 1 : per > (size_t)x.h ? x.h : (int)per};
-    return VDNN_OK;
+    return vdnn_fused_dims_of(d, FUSED_BLOCK_FLOATS, false, m, err);
 }
 
 static int fused_threads(const cpu_backend *be, const fused_dims *m)

@@ -16,24 +16,13 @@
 /* A block's scores, every head's, at most this many floats (64 MiB): GPT-2's 12 heads take 1,365 rows a block. */
 #define FUSED_BLOCK_VALUES ((size_t)1 << 24)
 
-typedef struct fused_dims {
-    int b, h, t, f, dh, rows; /* rows: query rows a block */
-} fused_dims;
+typedef vdnn_fused_dims fused_dims;
 
 static cudaStream_t compute(cuda_backend *b) { return b->stream[VDNN_QUEUE_COMPUTE]; }
 
 static vdnn_status fused_dims_of(const vdnn_op_desc *d, fused_dims *m, vdnn_error *err)
 {
-    if (d->n_inputs != 1) return vdnn_seq_shape_fail(d, "takes one input (qkv)", err);
-    const vdnn_shape x = d->in[0], y = d->out;
-    const int heads = d->p.heads;
-    if (heads < 1 || x.c != 1 || x.w % 3 || (x.w / 3) % heads || y.n != x.n || y.c != 1 || y.h != x.h ||
-        y.w != x.w / 3)
-        return vdnn_seq_shape_fail(d, "expected qkv Bx1xTx3F and output Bx1xTxF, F a multiple of heads", err);
-    const size_t per = FUSED_BLOCK_VALUES / ((size_t)heads * (size_t)x.h);
-    *m = (fused_dims){x.n, heads, x.h, x.w / 3, x.w / 3 / heads,
-                      per < 1 ? 1 : per > (size_t)x.h ? x.h : (int)per};
-    return VDNN_OK;
+    return vdnn_fused_dims_of(d, FUSED_BLOCK_VALUES, true, m, err);
 }
 
 /* Where a pass's buffers lie in its workspace: the block's fp32 scores, the probabilities in the maps' type (16-bit
