@@ -189,8 +189,10 @@ static void stage_graphs_partition_the_model(void **state)
     vdnn_graph_free(g);
 }
 
-/* A tied table split over two stages is refused by name; within one stage, its index follows the renumbering. */
-static void tied_tables_stay_in_one_stage(void **state)
+/* A tied table split over two stages: the embedding keeps it and no reader, the projection's stage holds a copy
+ * under the table's name (weight_of), with no optimizer state of its own; within one stage, the tie's indices follow
+ * the renumbering. Parameters shared otherwise across stages (an lstm layer's chunks) are refused by name. */
+static void tied_tables_split_into_a_copy(void **state)
 {
     (void)state;
     static const char tied[] = "[net]\ninput=1x8x1\nclasses=16\n[wte]\ntype=embed\noutputs=8\n"
@@ -200,17 +202,43 @@ static void tied_tables_stay_in_one_stage(void **state)
     vdnn_error err;
     const int wte = vdnn_graph_find(g, "wte"), a = vdnn_graph_find(g, "a"), head = vdnn_graph_find(g, "head");
     vdnn_stage_split s = {.stages = 2, .first = {1, a + 1}, .last = {a, g->n_layers - 1}};
-    vt_assert_error(vdnn_stage_graph(g, &s, 1, &sg, &err), err, VDNN_ERR_UNSUPPORTED,
-                    "layer 'head' shares its table with layer 'wte' of another stage");
-    vt_assert_error(vdnn_stage_graph(g, &s, 0, &sg, &err), err, VDNN_ERR_UNSUPPORTED,
-                    "layer 'wte' shares its table with layer 'head' of another stage");
+    assert_true(vdnn_stage_table_split(g, wte, head));
+    assert_false(vdnn_stage_table_split(g, wte, a));
+    vt_assert_ok(vdnn_stage_graph(g, &s, 1, &sg, &err), err);
+    int sh = vdnn_graph_find(sg, "head");
+    assert_true(sh > 0);
+    assert_int_equal(sg->layers[sh].p.tie, 0);
+    assert_string_equal(sg->layers[sh].weight_of, "wte");
+    /* Resolved in its stage: a weight of the table's size, stored as the table, trained by its owner's stage. */
+    vt_assert_ok(vdnn_graph_resolve(sg, vdnn_stage_input_shape(g, &s, 1), vdnn_stage_classes(g, &s, 1), &err), err);
+    assert_int_equal(sg->layers[sh].n_weight, g->layers[wte].n_weight);
+    vdnn_graph_free(sg);
+    vt_assert_ok(vdnn_stage_graph(g, &s, 0, &sg, &err), err);
+    const int s0 = vdnn_graph_find(sg, "wte");
+    assert_int_equal(sg->layers[s0].p.tied_by, 0);
+    assert_string_equal(sg->layers[s0].weight_of, "");
+    /* The embedding's vocabulary is the model's, not the stage's (its tail's) class count. */
+    assert_int_equal(sg->layers[s0].p.model_vocab, 16);
+    vt_assert_ok(vdnn_graph_resolve(sg, vdnn_stage_input_shape(g, &s, 0), vdnn_stage_classes(g, &s, 0), &err), err);
+    assert_int_equal(sg->layers[s0].p.vocab, 16);
+    assert_true(vdnn_stage_classes(g, &s, 0) != 16);
+    vdnn_graph_free(sg);
     s = (vdnn_stage_split){.stages = 1, .first = {1}, .last = {g->n_layers - 1}};
     vt_assert_ok(vdnn_stage_graph(g, &s, 0, &sg, &err), err);
-    const int sh = vdnn_graph_find(sg, "head"), sw = vdnn_graph_find(sg, "wte");
+    sh = vdnn_graph_find(sg, "head");
+    const int sw = vdnn_graph_find(sg, "wte");
     assert_true(sh > 0 && sw > 0 && sw != wte && head > 0);
     assert_int_equal(sg->layers[sh].p.tie, sw);
     assert_int_equal(sg->layers[sw].p.tied_by, sh);
+    assert_string_equal(sg->layers[sh].weight_of, "");
     vdnn_graph_free(sg);
+    vdnn_graph_free(g);
+    /* Two readers of one table cannot both be a copy's: a hand-made second reader in another stage is refused. */
+    g = parse_resolved(tied, 2);
+    g->layers[a].p.tie = wte;
+    s = (vdnn_stage_split){.stages = 2, .first = {1, a}, .last = {a - 1, g->n_layers - 1}};
+    vt_assert_error(vdnn_stage_graph(g, &s, 1, &sg, &err), err, VDNN_ERR_UNSUPPORTED,
+                    "layer 'a' shares its parameters with layer 'wte' of another stage");
     vdnn_graph_free(g);
 }
 
@@ -221,7 +249,7 @@ int main(void)
         cmocka_unit_test(stage_keys_place_layers),
         cmocka_unit_test(balance_minimises_the_largest_stage),
         cmocka_unit_test(stage_graphs_partition_the_model),
-        cmocka_unit_test(tied_tables_stay_in_one_stage),
+        cmocka_unit_test(tied_tables_split_into_a_copy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

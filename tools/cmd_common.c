@@ -584,3 +584,11 @@ char **cli_args_copy(int argc, char **argv)
     if (args) memcpy(args, argv, (size_t)(argc + 1) * sizeof *args);
     return args;
 }
+
+bool cli_is_sequence_data(const char *spec) { return !strncmp(spec, "text:", 5) || !strncmp(spec, "tokens:", 7); }
+
+void cli_print_text_eval(double loss, double accuracy)
+{
+    printf("validation loss: %.4f nats/token, %.4f bits/token (next-token accuracy %.2f%%)\n", loss,
+           loss / 0.69314718055994530942, 100.0 * accuracy);
+}

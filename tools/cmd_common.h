@@ -135,6 +135,10 @@ char **cli_args_copy(int argc, char **argv);
 int cli_fail(const char *cmd, const vdnn_error *err);
 /* The message with each option field the library names ("memory.budget", a leading "batch:") as its flag. */
 void cli_flag_names(const char *msg, char *out, size_t n);
+/* Whether --data names sequence data (text:FILE, text:DIR, tokens:FILE): sequences of tokens, a loss per token. */
+bool cli_is_sequence_data(const char *spec);
+/* A language model's validation numbers on stdout: mean loss per token in nats and in bits (nats / ln 2). */
+void cli_print_text_eval(double loss, double accuracy);
 /* The training loop's progress line, on the FILE * ctx (vdnn_train_options.progress). */
 void cli_progress(void *ctx, const vdnn_progress *p);
 /* Tells the user on stderr when --stream-inputs was asked for and no layer of the plan streams. */

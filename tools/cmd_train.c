@@ -6,8 +6,6 @@
 #include "cmd_model_fit.h"
 #include "cmd_planning.h"
 
-/* text:FILE and tokens:FILE feed sequence models: sequences of --seq-len tokens, loss per token. */
-static bool is_sequence_data(const char *spec) { return !strncmp(spec, "text:", 5) || !strncmp(spec, "tokens:", 7); }
 
 static const char train_usage[] =
     "usage: vdnn train [--model NAME|FILE] [--data fashion-mnist|cifar10:DIR|idx:DIR|text:FILE|text:DIR|tokens:FILE|\n"
@@ -95,12 +93,6 @@ static void print_json(FILE *f, const vdnn_net_t *net, const vdnn_train_result *
             st.streamed_layers, (double)st.loss_scale, (long long)st.skipped_steps);
 }
 
-/* A language model's validation numbers: mean loss per token in nats and in bits (nats / ln 2). */
-static void print_text_eval(double loss, double accuracy)
-{
-    printf("validation loss: %.4f nats/token, %.4f bits/token (next-token accuracy %.2f%%)\n", loss,
-           loss / 0.69314718055994530942, 100.0 * accuracy);
-}
 
 typedef struct session {
     vdnn_profile_t *prof;
@@ -202,7 +194,7 @@ static vdnn_status session_open(cli_options *o, bool need_train, session *s, vdn
         if (!syn.c || syn_classes < 2)
             rc = cli_error(err, VDNN_ERR_INVALID_ARG, "--data synthetic needs --input CxHxW and --classes N");
     }
-    if (rc == VDNN_OK && is_sequence_data(o->data) && !syn.h) {
+    if (rc == VDNN_OK && cli_is_sequence_data(o->data) && !syn.h) {
         /* Sequences of the model's context unless --seq-len says otherwise. */
         vdnn_shape def;
         int def_classes;
@@ -342,8 +334,8 @@ int vdnn_cmd_train(int argc, char **argv)
                 if (ls.loss_scaling)
                     printf("loss scaling: %lld of %ld steps skipped (inf or NaN gradients), scale now %g\n",
                            (long long)ls.skipped_steps, r.steps_run, (double)ls.loss_scale);
-                if (r.test_accuracy >= 0 && is_sequence_data(o.data))
-                    print_text_eval(r.test_loss, r.test_accuracy);
+                if (r.test_accuracy >= 0 && cli_is_sequence_data(o.data))
+                    cli_print_text_eval(r.test_loss, r.test_accuracy);
                 else if (r.test_accuracy >= 0)
                     printf("test accuracy: %.2f%% (loss %.4f)\n", 100.0 * r.test_accuracy, r.test_loss);
             }
@@ -381,8 +373,8 @@ int vdnn_cmd_eval(int argc, char **argv)
             printf("{\"model\": \"%s\", \"checkpoint\": \"%s\", \"step\": %ld, \"test_accuracy\": %.6f, \"test_loss\": %.6f, "
                    "\"test_images\": %d}\n",
                    st.model, o.resume, (long)st.step, acc, loss, count);
-        else if (is_sequence_data(o.data))
-            print_text_eval(loss, acc);
+        else if (cli_is_sequence_data(o.data))
+            cli_print_text_eval(loss, acc);
         else
             printf("test accuracy: %.2f%% (loss %.4f) on %d images, checkpoint %s at step %ld\n", 100 * acc, loss,
                    count, o.resume, (long)st.step);

@@ -268,7 +268,9 @@ static void report(const run *r, const vdnn_train_result *res)
     printf("done: %ld steps, final loss %.4f, %.1f images/s, largest device memory of a rank %s, %.1f s\n", res->steps,
            res->final_loss, res->images_per_sec, vdnn_format_bytes(res->peak_device_bytes, pk, sizeof pk),
            res->elapsed_seconds);
-    if (res->test_accuracy >= 0) printf("test accuracy: %.2f%% (loss %.4f)\n", 100.0 * res->test_accuracy, res->test_loss);
+    if (res->test_accuracy >= 0 && cli_is_sequence_data(r->o.data)) cli_print_text_eval(res->test_loss, res->test_accuracy);
+    else if (res->test_accuracy >= 0)
+        printf("test accuracy: %.2f%% (loss %.4f)\n", 100.0 * res->test_accuracy, res->test_loss);
 }
 
 static int train(int argc, char **argv, int rank)

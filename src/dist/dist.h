@@ -8,6 +8,7 @@
 #include "dist/mpi_comm.h"
 #include "dist/mpi_dp.h"
 #include "dist/mpi_pipe.h"
+#include "dist/mpi_tie.h"
 #include "dist/stages.h"
 #include "plan/profile.h"
 #include "train/net_checkpoint.h"
@@ -33,6 +34,7 @@ struct vdnn_dist_worker {
     vdnn_nccl *dp_nccl;          /* NCCL over dp_comm: every rank of it on a GPU, NCCL built and not refused */
     vdnn_nccl *pipe_nccl;        /* NCCL over pipe_comm, likewise */
     vdnn_pipe *pipe;             /* NULL with one stage */
+    vdnn_tie *tie;               /* NULL unless the split puts a table and its tied reader in different stages */
     vdnn_grad_hooks hooks;
     vdnn_net_options opt;        /* of the net (batch: per group) */
     vdnn_net_extras x;           /* its hooks, batch-norm sums and dropout seeds */

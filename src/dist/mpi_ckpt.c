@@ -66,6 +66,11 @@ static vdnn_status take_part(vdnn_dist_t *w, int stage, vdnn_checkpoint *ck, vdn
     for (int i = 0; rc == VDNN_OK && i < n; i++) {
         vdnn_ckpt_tensor *x = &ck->tensors[ck->n_tensors];
         h[i].name[sizeof h[i].name - 1] = '\0';
+        /* A table's copy (a tied linear's, in a later stage than its embedding) equals the owner's, taken first. */
+        if (vdnn_checkpoint_find(ck, h[i].name)) {
+            at += h[i].count;
+            continue;
+        }
         snprintf(x->name, sizeof x->name, "%s", h[i].name);
         x->count = h[i].count;
         x->data = malloc(x->count * sizeof(float) + 1);
@@ -212,7 +217,7 @@ vdnn_status vdnn_dist_evaluate(vdnn_dist_t *w, const vdnn_dataset_t *ds, double 
         int hi = (int)((long long)ds->count * (w->group + 1) / w->groups);
         view.count = hi - lo;
         view.images = ds->images + (size_t)lo * img;
-        view.labels = ds->labels + lo;
+        view.labels = ds->labels + (size_t)lo * (size_t)(ds->labels_per > 0 ? ds->labels_per : 1);
         double acc = 0, ls = 0;
         if (view.count > 0) rc = vdnn_net_evaluate(w->net, &view, &acc, &ls, err);
         /* correct, loss sum, images; a local failure still joins the sum so nobody waits for it */

@@ -95,9 +95,9 @@ vdnn_status vdnn_dp_create(const vdnn_comm *c, MPI_Comm dp_comm, vdnn_nccl *nccl
         dp->layer_bucket[l] = -1;
         dp->layer_first[l] = dp->n_items;
         /* A tied layer's part of its owner's gradient (a tied linear's of the table, an lstm chunk's of the layer's
-         * parameters) is summed into the owner's, which is reduced. */
+         * parameters) is summed into the owner's, which is reduced; so is a table copy's (on another stage). */
         const vdnn_layer *ly = &g->layers[l];
-        const int dw = ly->p.tie ? -1 : p->ls[l].dw, db = ly->p.tie && !ly->n_bias ? -1 : p->ls[l].db;
+        const int dw = ly->p.tie || ly->weight_of[0] ? -1 : p->ls[l].dw, db = ly->p.tie && !ly->n_bias ? -1 : p->ls[l].db;
         int a = add_grad(dp, p, dw), b = add_grad(dp, p, db);
         if (a < 0 || b < 0) {
             rc = vdnn_fail(err, VDNN_ERR_INVALID_ARG, "layer '%s': its gradients are not kept until the update",

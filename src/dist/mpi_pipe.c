@@ -264,7 +264,9 @@ vdnn_status vdnn_pipe_train_step(vdnn_pipe *p, const float *images, const int32_
             vdnn_exec_fetch(net, p->out_storage, p->act_out + (size_t)j * p->out_count);
         }
         float l = 0;
-        if (rc == VDNN_OK) rc = vdnn_net_micro_forward(net, j, in, labels + (size_t)j * (size_t)b, &l, err);
+        /* A sequence model's last stage takes a label per token; the other stages' tail one per sample. */
+        const size_t per = vdnn_graph_labels_per_sample(vdnn_net_graph(net));
+        if (rc == VDNN_OK) rc = vdnn_net_micro_forward(net, j, in, labels + (size_t)j * (size_t)b * per, &l, err);
         if (rc == VDNN_OK && p->out_storage >= 0) rc = send_output(p, j, err);
         sum += l;
         vdnn_pipe_progress(p);

@@ -14,8 +14,15 @@ static vdnn_status train_step(vdnn_dist_t *w, const float *x, const int32_t *y, 
     const int b = w->opt.batch;
     const size_t img = (size_t)w->full->input.c * (size_t)w->full->input.h * (size_t)w->full->input.w;
     const float *in = x + (size_t)w->group * (size_t)b * img;
-    const int32_t *labels = w->stage == w->stages - 1 ? y + (size_t)w->group * (size_t)b : zeros;
-    if (w->pipe) return vdnn_pipe_train_step(w->pipe, in, labels, lr, loss, err);
+    /* A sequence model's samples carry a label per token. */
+    const size_t per = vdnn_graph_labels_per_sample(w->full);
+    const int32_t *labels = w->stage == w->stages - 1 ? y + (size_t)w->group * (size_t)b * per : zeros;
+    if (w->pipe) {
+        vdnn_status rc = w->tie ? vdnn_tie_begin_step(w->tie, err) : VDNN_OK;
+        if (rc == VDNN_OK) rc = vdnn_pipe_train_step(w->pipe, in, labels, lr, loss, err);
+        if (rc == VDNN_OK && w->tie) rc = vdnn_tie_end_step(w->tie, err);
+        return rc;
+    }
     return vdnn_net_train_step(w->net, in, labels, lr, loss, err);
 }
 

@@ -44,7 +44,15 @@ static vdnn_status hook_forward_done(void *ctx, vdnn_net_t *net, int layer, vdnn
 {
     vdnn_dist_t *w = ctx;
     if (w->pipe) vdnn_pipe_progress(w->pipe);
+    vdnn_tie_progress(w->tie);
     return VDNN_OK;
+}
+
+static vdnn_status hook_backward_done(void *ctx, vdnn_net_t *net, int layer, vdnn_error *err)
+{
+    vdnn_dist_t *w = ctx;
+    (void)net;
+    return w->tie ? vdnn_tie_backward_done(w->tie, layer, err) : VDNN_OK;
 }
 
 static vdnn_status hook_before_update(void *ctx, vdnn_net_t *net, vdnn_error *err)
@@ -321,7 +329,7 @@ vdnn_status vdnn_dist_create(MPI_Comm world, const vdnn_model_t *model, vdnn_bac
     w->full_opt = w->opt;
     w->full_opt.memory.micro_batches = 1;
     w->full_opt.memory.pipelined = false;
-    w->hooks = (vdnn_grad_hooks){hook_grads_ready, hook_before_update, hook_forward_done, norm_sum};
+    w->hooks = (vdnn_grad_hooks){hook_grads_ready, hook_before_update, hook_forward_done, norm_sum, hook_backward_done};
     if (w->sync_bn) {
         w->bn_reduce = (vdnn_reduce){bn_sum, w};
         w->x.bn_reduce = &w->bn_reduce;
@@ -358,6 +366,8 @@ vdnn_status vdnn_dist_create(MPI_Comm world, const vdnn_model_t *model, vdnn_bac
         rc = open_nccl(w, be, dc, w->pipe_comm, &w->pipe_nccl, err);
     if (rc == VDNN_OK && w->stages > 1)
         rc = vdnn_pipe_create(&w->comm, w->pipe_comm, w->pipe_nccl, w->net, w->stage, w->stages, &w->pipe, err);
+    if (rc == VDNN_OK && w->stages > 1)
+        rc = vdnn_tie_create(&w->comm, w->pipe_comm, w->full, &w->split, w->stage, w->net, &w->tie, err);
     if (rc != VDNN_OK) {
         vdnn_dist_free(w);
         return rc;
@@ -409,6 +419,7 @@ void vdnn_dist_get_info(const vdnn_dist_t *w, vdnn_dist_info *i)
 void vdnn_dist_free(vdnn_dist_t *w)
 {
     if (!w) return;
+    vdnn_tie_free(w->tie);
     vdnn_pipe_free(w->pipe);
     vdnn_dp_free(w->dp);
     vdnn_nccl_free(w->dp_nccl);

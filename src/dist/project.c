@@ -228,8 +228,9 @@ vdnn_status vdnn_project_estimate(const vdnn_graph_t *g, const vdnn_profile *p, 
         step_end = fmax(step_end, comm_end);
         e->comm_s = fmax(e->comm_s, comm_total);
     }
-    /* Shared parameters split over two stages: their gradients are exchanged between the stages (each sends its
-     * part, in parallel) once both are summed over the workers, before the update. */
+    /* Shared parameters split over two stages: one message of their size on the step's path. The runtime
+     * (mpi_tie.c) sends the reader's part every micro-batch, overlapping backward, and the table back after the
+     * update; the last part and the table are what the step waits for, charged here as one. */
     double shared = 0;
     for (int l = 1; l < L; l++) {
         const int sl = stage_of(&e->split, stages, l);

@@ -213,6 +213,13 @@ static void add_layer(vdnn_graph_t *sg, const char *name, vdnn_layer_kind kind, 
     L->p.groups = 1;
 }
 
+bool vdnn_stage_table_split(const vdnn_graph_t *g, int owner, int reader)
+{
+    const vdnn_layer *E = &g->layers[owner], *R = &g->layers[reader];
+    return E->kind == VDNN_LAYER_EMBED && R->kind == VDNN_LAYER_LINEAR && R->p.tie == owner &&
+           E->p.tied_by == reader;
+}
+
 vdnn_status vdnn_stage_graph(const vdnn_graph_t *g, const vdnn_stage_split *s, int k, vdnn_graph_t **out,
                              vdnn_error *err)
 {
@@ -249,18 +256,28 @@ vdnn_status vdnn_stage_graph(const vdnn_graph_t *g, const vdnn_stage_split *s, i
         L->stage = 0;
         L->n_consumers = 0;
         if (L->kind == VDNN_LAYER_FC && L->p.outputs_are_classes) L->p.outputs_are_classes = 0;
+        if (L->kind == VDNN_LAYER_EMBED) L->p.model_vocab = g->classes;
         for (int i = 0; i < L->n_inputs; i++) {
             int in_l = L->inputs[i];
             if (in_l >= first) L->inputs[i] = in_l - first + VDNN_STAGE_PREFIX;
             else if (in_l == first - 1) L->inputs[i] = 1;
             else rc = not_a_cut(g, first - 1, "starting a stage", err);
         }
-        /* A tied table within the stage follows the renumbering; across stages the runtime has no exchange of its
-         * gradient yet (vdnn project models one). */
+        /* A tied table within the stage follows the renumbering. An embedding whose one reader, a tied linear, is
+         * in a later stage keeps its table; the reader's stage holds a copy (weight_of) whose gradient the runtime
+         * exchanges (mpi_tie.c). Other parameters shared across stages (an lstm layer's chunks) are refused. */
         const int t = L->p.tie ? L->p.tie : L->p.tied_by;
-        if (rc == VDNN_OK && t && (t < first || t > last))
-            rc = vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "%s: layer '%s' shares its table with layer '%s' of another stage "
-                           "(tie=): pipelines do not split tied parameters yet", g->source, L->name, g->layers[t].name);
+        if (rc == VDNN_OK && t && (t < first || t > last)) {
+            const int owner = L->p.tie ? t : l, reader = L->p.tie ? l : t;
+            if (vdnn_stage_table_split(g, owner, reader)) {
+                if (L->p.tie) snprintf(L->weight_of, sizeof L->weight_of, "%s", g->layers[owner].name);
+                L->p.tie = L->p.tied_by = 0;
+            } else {
+                rc = vdnn_fail(err, VDNN_ERR_UNSUPPORTED, "%s: layer '%s' shares its parameters with layer '%s' of "
+                               "another stage: pipelines split only an embedding's table from the tied linear that "
+                               "reads it", g->source, L->name, g->layers[t].name);
+            }
+        }
         if (L->p.tie) L->p.tie = L->p.tie - first + VDNN_STAGE_PREFIX;
         if (L->p.tied_by) L->p.tied_by = L->p.tied_by - first + VDNN_STAGE_PREFIX;
         sg->n_layers++;

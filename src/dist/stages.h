@@ -46,6 +46,10 @@ vdnn_status vdnn_stage_split_check(const vdnn_graph_t *g, const vdnn_stage_split
  * widths. The caller frees it with vdnn_graph_free. */
 vdnn_status vdnn_stage_graph(const vdnn_graph_t *g, const vdnn_stage_split *s, int k, vdnn_graph_t **out,
                              vdnn_error *err);
+/* Whether layers owner and reader of a resolved graph may lie in different stages although they share parameters:
+ * an embedding whose one reader is a tied linear (GPT-2's output projection). The reader's stage graph then holds a
+ * copy of the table (vdnn_layer.weight_of) and the runtime exchanges its gradient and values (mpi_tie.c). */
+bool vdnn_stage_table_split(const vdnn_graph_t *g, int owner, int reader);
 vdnn_shape vdnn_stage_input_shape(const vdnn_graph_t *g, const vdnn_stage_split *s, int k);
 int vdnn_stage_classes(const vdnn_graph_t *g, const vdnn_stage_split *s, int k);
 

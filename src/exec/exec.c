@@ -227,6 +227,10 @@ static vdnn_status compute_backward(vdnn_net_t *net, const vdnn_plan_t *plan, vd
     return VDNN_OK;
 }
 
+/* Whether this net updates layer l's weight: it has one and it is not a copy of a table another pipeline stage
+ * owns (graph.h's weight_of), which is neither summed, clipped nor updated here. */
+static bool updated_weight(const vdnn_layer *ly) { return ly->n_weight && !ly->weight_of[0]; }
+
 /* Gradient accumulation over micro-batches, in micro-batch order: sum = g0 + g1 + ...; after the last,
  * sum / M, the gradient of the mean loss over the step's batch (each micro-batch's loss is a mean). */
 static vdnn_status sum_micro(vdnn_net_t *net, const vdnn_plan_t *plan, int l, vdnn_error *err)
@@ -234,7 +238,8 @@ static vdnn_status sum_micro(vdnn_net_t *net, const vdnn_plan_t *plan, int l, vd
     const vdnn_layer_storage *s = &plan->ls[l];
     const vdnn_layer *ly = &net->g->layers[l];
     vdnn_backend_t *be = net->be;
-    const int pair[2][3] = {{s->dw, s->dwm, (int)ly->n_weight}, {s->db, s->dbm, (int)ly->n_bias}};
+    /* A table's copy: its part of each micro-batch went to the owner's stage (backward_done); nothing to sum. */
+    const int pair[2][3] = {{s->dw, s->dwm, updated_weight(ly) ? (int)ly->n_weight : 0}, {s->db, s->dbm, (int)ly->n_bias}};
     for (int k = 0; k < 2; k++) {
         if (pair[k][0] < 0) continue;
         float *sum = (float *)net->ptr[pair[k][0]];
@@ -257,7 +262,7 @@ static vdnn_status grad_parts(vdnn_net_t *net, const vdnn_plan_t *plan, int l, v
     const vdnn_layer_storage *s = &plan->ls[l];
     const vdnn_layer *ly = &net->g->layers[l];
     double *at = net->clip_parts + 2 * l;
-    if (s->dw >= 0 && ly->n_weight) BE_CALL(be->ops->sum_squares(be, (const float *)net->ptr[s->dw], ly->n_weight, &at[0], err));
+    if (s->dw >= 0 && updated_weight(ly)) BE_CALL(be->ops->sum_squares(be, (const float *)net->ptr[s->dw], ly->n_weight, &at[0], err));
     if (s->db >= 0 && ly->n_bias) BE_CALL(be->ops->sum_squares(be, (const float *)net->ptr[s->db], ly->n_bias, &at[1], err));
     return VDNN_OK;
 }
@@ -269,7 +274,7 @@ static vdnn_status clip_factor(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_er
     double *parts = net->clip_parts + 2 * net->g->n_layers;
     int n = 0;
     for (int l = 1; l < net->g->n_layers; l++) {
-        if (plan->ls[l].dw >= 0 && net->g->layers[l].n_weight) parts[n++] = slot[2 * l];
+        if (plan->ls[l].dw >= 0 && updated_weight(&net->g->layers[l])) parts[n++] = slot[2 * l];
         if (plan->ls[l].db >= 0 && net->g->layers[l].n_bias) parts[n++] = slot[2 * l + 1];
     }
     /* One running sum in this order: a pipeline's stages sum every stage's parts in the same order (norm_sum), so
@@ -291,7 +296,7 @@ static vdnn_status clip_layer(vdnn_net_t *net, const vdnn_plan_t *plan, int l, v
     const vdnn_layer *ly = &net->g->layers[l];
     const float k = (float)net->clip_k;
     if (!(net->clip_k < 1.0)) return VDNN_OK;
-    if (s->dw >= 0 && ly->n_weight) BE_CALL(be->ops->scale(be, (float *)net->ptr[s->dw], k, ly->n_weight, err));
+    if (s->dw >= 0 && updated_weight(ly)) BE_CALL(be->ops->scale(be, (float *)net->ptr[s->dw], k, ly->n_weight, err));
     if (s->db >= 0 && ly->n_bias) BE_CALL(be->ops->scale(be, (float *)net->ptr[s->db], k, ly->n_bias, err));
     return VDNN_OK;
 }
@@ -316,7 +321,7 @@ static vdnn_status update(vdnn_net_t *net, const vdnn_plan_t *plan, int first, i
         if (no->optimizer == VDNN_OPTIMIZER_ADAMW) {
             /* The update being made, from 1: net->step counts the steps done, skipped ones (loss scaling) too. */
             const long t = (long)(net->step - net->scaler.skipped) + 1;
-            if (s->w >= 0 && ly->n_weight)
+            if (s->w >= 0 && updated_weight(ly))
                 BE_CALL(o->adamw_update(net->be, (float *)net->ptr[s->w], (const float *)net->ptr[s->dw],
                                         (float *)net->ptr[s->vw], (float *)net->ptr[s->vw2], ly->n_weight, lr,
                                         no->beta1, no->beta2, no->eps, no->weight_decay, t, err));
@@ -326,7 +331,7 @@ static vdnn_status update(vdnn_net_t *net, const vdnn_plan_t *plan, int first, i
                                         no->beta1, no->beta2, no->eps, no->weight_decay, t, err));
             continue;
         }
-        if (s->w >= 0 && ly->n_weight)
+        if (s->w >= 0 && updated_weight(ly))
             BE_CALL(o->sgd_update(net->be, (float *)net->ptr[s->w], (const float *)net->ptr[s->dw],
                                   (float *)net->ptr[s->vw], ly->n_weight, lr, net->opt.momentum,
                                   net->opt.weight_decay, err));
@@ -377,6 +382,8 @@ static vdnn_status compute(vdnn_net_t *net, const vdnn_plan_t *plan, vdnn_op **o
         return VDNN_OK;
     case VDNN_STEP_BWD:
         BE_CALL(compute_backward(net, plan, ops, st, err));
+        if (net->x.hooks && net->x.hooks->backward_done)
+            BE_CALL(net->x.hooks->backward_done(net->x.hooks_ctx, net, st->layer, err));
         if (plan->micro_batches > 1) BE_CALL(sum_micro(net, plan, st->layer, err));
         /* Update steps: the layer's squares now, while its gradients are here (homed ones leave after this step). */
         if (plan->update_steps && net->opt.clip_grad_norm > 0) BE_CALL(grad_parts(net, plan, st->layer, err));

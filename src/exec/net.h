@@ -28,6 +28,9 @@ typedef struct vdnn_grad_hooks {
      * gradient sums per parameter tensor (each layer's weight, then bias, in layer order); *sum gets the squared
      * global norm, e.g. the parts of every pipeline stage summed in the whole model's layer order. */
     vdnn_status (*norm_sum)(void *ctx, vdnn_net_t *net, const double *parts, int n, double *sum, vdnn_error *err);
+    /* backward_done (may be NULL) follows each layer's backward op, before its gradients join the micro-batches'
+     * sum: the current micro-batch's own gradients are then where vdnn_net_micro_grad says. */
+    vdnn_status (*backward_done)(void *ctx, vdnn_net_t *net, int layer, vdnn_error *err);
 } vdnn_grad_hooks;
 
 /* What a distributed runtime or a test sets beyond the public vdnn_net_options. */
@@ -92,6 +95,10 @@ void vdnn_net_set_seed(vdnn_net_t *net, uint64_t seed, vdnn_dropout_seed_fn drop
 void vdnn_net_record(vdnn_net_t *net, struct vdnn_timeline *tl);
 /* The micro-batch the executor runs (0 without micro-batches). */
 int vdnn_net_current_micro(const vdnn_net_t *net);
+/* Device address of layer l's weight gradient of the running micro-batch, as its backward op wrote it (the
+ * micro-batch's own part, before it joins the sum), and its count; NULL where the layer has none or it is not on
+ * the device now. */
+float *vdnn_net_micro_weight_grad(const vdnn_net_t *net, int l, size_t *count);
 /* Current device address of a storage of the running plan (NULL: not on the device now). */
 float *vdnn_exec_storage_ptr(const vdnn_net_t *net, int storage);
 /* Has the executor copy `storage` to host dst just before it frees the storage's block in the iterations to

@@ -467,8 +467,8 @@ static vdnn_status resolve_layer(vdnn_graph_t *g, int idx, vdnn_error *err)
         if (in.c != 1 || in.w != 1)
             return layer_fail(g, L, err, "embed reads token ids shaped 1xTx1 (the data of a sequence model, "
                               "input=1xTx1), got %s", shape_str(in, a, sizeof a));
-        if (g->classes < 1) return layer_fail(g, L, err, "embed needs the vocabulary size ([net] classes=)");
-        p->vocab = g->classes;
+        p->vocab = p->model_vocab ? p->model_vocab : g->classes;
+        if (p->vocab < 1) return layer_fail(g, L, err, "embed needs the vocabulary size ([net] classes=)");
         out.w = p->filters;
         L->n_weight = (size_t)p->vocab * (size_t)p->filters;
         /* A copy per token forward; backward adds each token's gradient into its row. */

@@ -93,6 +93,8 @@ typedef struct vdnn_layer_params {
     /* sequence layers: embed's vocabulary (the class count, set when resolved) and width (in filters);
      * pos_embed's longest sequence; attention's head count. Layer norm's epsilon is bn_eps. */
     int vocab;
+    int model_vocab; /* embed in a pipeline stage's graph: the whole model's vocabulary, which that graph's classes
+                      * (its tail's) are not; 0: [net] classes */
     int context;
     int heads;
     /* attention in head groups: a file's attn_probs has groups (in groups above) G > 1; each node of its expansion
@@ -130,6 +132,11 @@ typedef struct vdnn_layer {
      * so that the graph hashes as the unfused one and checkpoints move between them. */
     char fused_probs[VDNN_NAME_LEN];
     int fused_probs_origin;
+    /* A pipeline stage's tied linear whose table's owner (an embed) is in an earlier stage (dist/stages.c): its
+     * weight is a copy of that table, stored under the owner's name ("wte.weight"). The net computes the copy's
+     * gradient, which the runtime sends to the owner's stage (dist/mpi_tie.c), and never updates, clips or reduces
+     * it: the owner's updated table comes back after every step. "" for every other layer. */
+    char weight_of[VDNN_NAME_LEN];
 
     /* Filled by vdnn_graph_resolve(): */
     vdnn_shape out;                   /* output shape for the resolved batch */

@@ -329,7 +329,9 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
         const vdnn_layer *ly = &g->layers[l];
         vdnn_layer_storage *s = &p->ls[l];
         vdnn_layer_param_prefix(g, l, pre, sizeof pre);
-        if (ly->n_weight) fail |= (s->w = add_storage(p, VDNN_ST_WEIGHT, l, ly->n_weight * 4, true, pre, ".weight")) < 0;
+        /* A copy of a table another pipeline stage owns is stored under the owner's name (graph.h's weight_of). */
+        const char *wpre = ly->weight_of[0] ? ly->weight_of : pre;
+        if (ly->n_weight) fail |= (s->w = add_storage(p, VDNN_ST_WEIGHT, l, ly->n_weight * 4, true, wpre, ".weight")) < 0;
         if (ly->n_bias) fail |= (s->b = add_storage(p, VDNN_ST_BIAS, l, ly->n_bias * 4, true, pre, ".bias")) < 0;
         if (ly->n_stats) fail |= (s->stats = add_storage(p, VDNN_ST_STATS, l, ly->n_stats * 4, true, ly->name, ".stats")) < 0;
         /* A tied layer reads its owner's parameters (an earlier layer: their storages exist): the weight, and the
@@ -347,19 +349,22 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
         /* Kept for the whole run only for a single update step; update steps free each after its layer's. */
         const bool keep = !p->fused_update && !p->update_steps;
         vdnn_layer_param_prefix(g, l, pre, sizeof pre);
-        if (ly->n_weight) fail |= (s->dw = add_storage(p, VDNN_ST_WGRAD, l, ly->n_weight * 4, keep, pre, ".weight.grad")) < 0;
+        const char *wpre = ly->weight_of[0] ? ly->weight_of : pre;
+        /* A table's copy is never updated here: no optimizer state. */
+        const bool own_w = ly->n_weight && !ly->weight_of[0];
+        if (ly->n_weight) fail |= (s->dw = add_storage(p, VDNN_ST_WGRAD, l, ly->n_weight * 4, keep, wpre, ".weight.grad")) < 0;
         if (ly->n_bias) fail |= (s->db = add_storage(p, VDNN_ST_BGRAD, l, ly->n_bias * 4, keep, pre, ".bias.grad")) < 0;
-        if (ly->n_weight) fail |= (s->vw = add_storage(p, VDNN_ST_WMOM, l, ly->n_weight * 4, true, pre, ".weight.momentum")) < 0;
+        if (own_w) fail |= (s->vw = add_storage(p, VDNN_ST_WMOM, l, ly->n_weight * 4, true, pre, ".weight.momentum")) < 0;
         if (ly->n_bias) fail |= (s->vb = add_storage(p, VDNN_ST_BMOM, l, ly->n_bias * 4, true, pre, ".bias.momentum")) < 0;
         /* AdamW's second moments: optimizer state like momentum (homed, exported and counted alike). */
         const bool adam = p->req.memory.optimizer_moments >= 2;
-        if (adam && ly->n_weight)
+        if (adam && own_w)
             fail |= (s->vw2 = add_storage(p, VDNN_ST_WMOM, l, ly->n_weight * 4, true, pre, ".weight.moment2")) < 0;
         if (adam && ly->n_bias)
             fail |= (s->vb2 = add_storage(p, VDNN_ST_BMOM, l, ly->n_bias * 4, true, pre, ".bias.moment2")) < 0;
         /* Ops overwrite their gradients: a later micro-batch's go here first, then are added to the sum. */
         if (p->micro_batches > 1 && ly->n_weight)
-            fail |= (s->dwm = add_storage(p, VDNN_ST_TEMP, l, ly->n_weight * 4, false, pre, ".weight.grad.micro")) < 0;
+            fail |= (s->dwm = add_storage(p, VDNN_ST_TEMP, l, ly->n_weight * 4, false, wpre, ".weight.grad.micro")) < 0;
         if (p->micro_batches > 1 && ly->n_bias)
             fail |= (s->dbm = add_storage(p, VDNN_ST_TEMP, l, ly->n_bias * 4, false, pre, ".bias.grad.micro")) < 0;
         /* Shared parameters: the readers' part of their gradient, summed from the last reader (whose backward runs

@@ -506,8 +506,9 @@ static void update_access(op_pass *o, int l)
 {
     const vdnn_layer_storage *s = &o->v->p->ls[l];
     const vdnn_layer *ly = &o->v->p->g->layers[l];
-    /* A tied layer's shared parameters are its owner's, updated (from the summed gradient) with that layer. */
-    const bool tied = ly->p.tie != 0, tied_b = tied && !ly->n_bias;
+    /* A tied layer's shared parameters are its owner's, updated (from the summed gradient) with that layer; a
+     * table's copy is updated by its owner's stage and comes back from it. */
+    const bool tied = ly->p.tie != 0 || ly->weight_of[0], tied_b = ly->p.tie != 0 && !ly->n_bias;
     acc(o, tied ? -1 : s->dw, true, false);
     acc(o, tied_b ? -1 : s->db, true, false);
     acc(o, tied ? -1 : s->w, true, true);
