@@ -5,6 +5,9 @@
 #include <string.h>
 
 #include "dist/stages.h"
+#include "plan/plan.h"
+#include "plan/plan_validate.h"
+#include "vdnn/backend.h"
 #include "testutil.h"
 
 static vdnn_graph_t *load_resolved(const char *path, int batch, int c, int h, int w, int classes)
@@ -242,6 +245,53 @@ static void tied_tables_split_into_a_copy(void **state)
     vdnn_graph_free(g);
 }
 
+/* The plan of a stage holding a table's copy, pipelined over 2 micro-batches under AdamW: the copy stored as the
+ * table, no optimizer state, one transient gradient block for every micro-batch's part and no per-micro-batch sum;
+ * the plan validator passes. */
+static void table_copy_plans_no_state(void **state)
+{
+    (void)state;
+    static const char tied[] = "[net]\ninput=1x8x1\nclasses=16\n[wte]\ntype=embed\noutputs=8\n"
+                               "[a]\ntype=linear\noutputs=8\n[b]\ntype=linear\noutputs=8\n"
+                               "[head]\ntype=linear\noutputs=classes\ntie=wte\nbias=0\n[loss]\ntype=softmax\n";
+    vdnn_graph_t *g = parse_resolved(tied, 4), *sg = NULL;
+    vdnn_error err;
+    const int a = vdnn_graph_find(g, "a");
+    vdnn_stage_split s = {.stages = 2, .first = {1, a + 1}, .last = {a, g->n_layers - 1}};
+    vt_assert_ok(vdnn_stage_graph(g, &s, 1, &sg, &err), err);
+    vdnn_shape in = vdnn_stage_input_shape(g, &s, 1);
+    in.n /= 2;
+    vt_assert_ok(vdnn_graph_resolve(sg, in, vdnn_stage_classes(g, &s, 1), &err), err);
+    vdnn_backend_t *be = NULL;
+    vt_assert_ok(vdnn_backend_cpu_create(NULL, &be, &err), err);
+    vdnn_op_info *info = calloc((size_t)sg->n_layers, sizeof *info);
+    assert_non_null(info);
+    vt_assert_ok(vdnn_plan_query_ops(sg, be, true, info, &err), err);
+    vdnn_memory_options mem = vdnn_memory_options_default();
+    mem.micro_batches = 2;
+    mem.pipelined = true;
+    mem.optimizer_moments = 2;
+    vdnn_plan_t *p = NULL;
+    vt_assert_ok(vdnn_plan_training(sg, info, NULL, &mem, NULL, true, &p, &err), err);
+    const int h = vdnn_graph_find(sg, "head");
+    const vdnn_layer_storage *ls = &p->ls[h];
+    assert_true(ls->w >= 0 && ls->dw >= 0);
+    assert_string_equal(p->st[ls->w].name, "wte.weight");
+    assert_true(p->st[ls->w].persistent);
+    assert_int_equal(p->st[ls->dw].kind, VDNN_ST_TEMP);
+    assert_false(p->st[ls->dw].persistent);
+    assert_int_equal(ls->vw, -1);
+    assert_int_equal(ls->vw2, -1);
+    assert_int_equal(ls->dwm, -1);
+    for (int i = 0; i < p->n_storages; i++) assert_null(strstr(p->st[i].name, "wte.weight.mom"));
+    vt_assert_ok(vdnn_plan_validate(p, &err), err);
+    vdnn_plan_free(p);
+    free(info);
+    vdnn_backend_free(be);
+    vdnn_graph_free(sg);
+    vdnn_graph_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -250,6 +300,7 @@ int main(void)
         cmocka_unit_test(balance_minimises_the_largest_stage),
         cmocka_unit_test(stage_graphs_partition_the_model),
         cmocka_unit_test(tied_tables_split_into_a_copy),
+        cmocka_unit_test(table_copy_plans_no_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -352,7 +352,11 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
         const char *wpre = ly->weight_of[0] ? ly->weight_of : pre;
         /* A table's copy is never updated here: no optimizer state. */
         const bool own_w = ly->n_weight && !ly->weight_of[0];
-        if (ly->n_weight) fail |= (s->dw = add_storage(p, VDNN_ST_WGRAD, l, ly->n_weight * 4, keep, wpre, ".weight.grad")) < 0;
+        /* A table copy's gradient is only its part of each micro-batch, which the runtime takes right after the
+         * backward op (nothing sums, clips or applies it here): one transient block, reused by every micro-batch. */
+        if (ly->n_weight && !own_w)
+            fail |= (s->dw = add_storage(p, VDNN_ST_TEMP, l, ly->n_weight * 4, false, wpre, ".weight.grad.part")) < 0;
+        if (own_w) fail |= (s->dw = add_storage(p, VDNN_ST_WGRAD, l, ly->n_weight * 4, keep, wpre, ".weight.grad")) < 0;
         if (ly->n_bias) fail |= (s->db = add_storage(p, VDNN_ST_BGRAD, l, ly->n_bias * 4, keep, pre, ".bias.grad")) < 0;
         if (own_w) fail |= (s->vw = add_storage(p, VDNN_ST_WMOM, l, ly->n_weight * 4, true, pre, ".weight.momentum")) < 0;
         if (ly->n_bias) fail |= (s->vb = add_storage(p, VDNN_ST_BMOM, l, ly->n_bias * 4, true, pre, ".bias.momentum")) < 0;
@@ -363,8 +367,8 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
         if (adam && ly->n_bias)
             fail |= (s->vb2 = add_storage(p, VDNN_ST_BMOM, l, ly->n_bias * 4, true, pre, ".bias.moment2")) < 0;
         /* Ops overwrite their gradients: a later micro-batch's go here first, then are added to the sum. */
-        if (p->micro_batches > 1 && ly->n_weight)
-            fail |= (s->dwm = add_storage(p, VDNN_ST_TEMP, l, ly->n_weight * 4, false, wpre, ".weight.grad.micro")) < 0;
+        if (p->micro_batches > 1 && own_w)
+            fail |= (s->dwm = add_storage(p, VDNN_ST_TEMP, l, ly->n_weight * 4, false, pre, ".weight.grad.micro")) < 0;
         if (p->micro_batches > 1 && ly->n_bias)
             fail |= (s->dbm = add_storage(p, VDNN_ST_TEMP, l, ly->n_bias * 4, false, pre, ".bias.grad.micro")) < 0;
         /* Shared parameters: the readers' part of their gradient, summed from the last reader (whose backward runs
