@@ -85,8 +85,8 @@ double vdnn_ring_allreduce_s(double bytes, int n, double bytes_per_s, double lat
 
 /* The layer whose parameters layer l uses besides (or instead of) its own, or 0: a tied output projection's
  * embedding, an lstm chunk's first chunk (graph.h's tie). A pipeline stage that holds l but not that layer keeps a
- * copy of those parameters, and the two stages sum their gradients of it every step (as Megatron-LM does for GPT's
- * tied embedding). */
+ * copy of those parameters, whose gradient goes to the owner's stage and whose values come back (mpi_tie.c): the
+ * copy is neither summed over the workers nor updated on its own stage. */
 static int shared_owner(const vdnn_graph_t *g, int l) { return g->layers[l].p.tie; }
 
 /* The owner of parameters that layer l, of a stage holding layers [first, last], reads from another stage, when l
@@ -107,14 +107,11 @@ static int stage_of(const vdnn_stage_split *sp, int stages, int l)
     return -1;
 }
 
-/* Parameters of layer l as a stage holding layers [first, last] keeps them: its own, and a copy of those it shares
- * with a layer of another stage. */
-static double stage_layer_params(const vdnn_graph_t *g, int l, int first, int last)
+/* Parameters of layer l that its stage sums over the workers and updates: its own (a copy of parameters another
+ * stage owns is exchanged with that stage instead, below). */
+static double stage_layer_params(const vdnn_graph_t *g, int l)
 {
-    double n = (double)(g->layers[l].n_weight + g->layers[l].n_bias);
-    const int o = foreign_owner(g, l, first, last);
-    if (o) n += (double)(g->layers[o].n_weight + g->layers[o].n_bias);
-    return n;
+    return (double)(g->layers[l].n_weight + g->layers[l].n_bias);
 }
 
 /* Per-layer backward time without the layer's share of the SGD update (the profile's backward includes
@@ -136,7 +133,7 @@ static void backward_with_sums(const vdnn_graph_t *g, const vdnn_profile *p, con
     *comm_total = 0;
     for (int l = last; l >= first; l--) {
         t += bwd_only(g, p, l, total_params) * scale;
-        bucket += stage_layer_params(g, l, first, last) * sizeof(float);
+        bucket += stage_layer_params(g, l) * sizeof(float);
         if (bucket > 0 && (bucket >= (double)c->bucket_bytes || l == first)) {
             double d = vdnn_ring_allreduce_s(bucket, workers, c->allreduce_bytes_per_s, c->allreduce_latency_s);
             link_free = (link_free > t ? link_free : t) + d;
@@ -198,7 +195,7 @@ vdnn_status vdnn_project_estimate(const vdnn_graph_t *g, const vdnn_profile *p, 
         for (int l = e->split.first[s]; l <= e->split.last[s]; l++) {
             f += p->fwd_s[l] * scale;
             b += bwd_only(g, p, l, total_params) * scale;
-            params += stage_layer_params(g, l, e->split.first[s], e->split.last[s]);
+            params += stage_layer_params(g, l);
         }
         bs[s] = b;
         /* Sending the stage's output forward and the gradient of its input back, per micro-batch. */
