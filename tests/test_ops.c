@@ -5,7 +5,8 @@
  *     test_ops [--backend NAME[,NAME...]] [SUBSTRING]     (backends below; default all)
  *
  * Backends: cpu, cpu-chunked, cpu-bf16, cpu-bf16-chunked, cpu-bf16-portable, cuda, cuda-chunked, cuda-bf16,
- * cuda-fp16. The 16-bit entries run every case with maps of their type against the fp32 CPU on the same
+ * cuda-fp16; built as test_ops_emulated (with cuda_emulated.c) also cuda-emulated, cuda-emulated-bf16 and
+ * cuda-emulated-fp16: the CUDA ops' host code with the runtime, cuBLAS and kernels emulated on the CPU. The 16-bit entries run every case with maps of their type against the fp32 CPU on the same
  * (representable) inputs, within vt_op_rtol_dtype; cpu-bf16 is skipped, saying why, on a CPU without AVX-512 BF16;
  * cpu-bf16-portable acts as such a CPU on every machine and runs the ops that take bf16 there.
  *
@@ -24,6 +25,9 @@
 #include "op_desc.h"
 #include "op_exec.h"
 #include "testutil.h"
+#ifdef VDNN_TEST_CUDA_EMULATED
+#include "cuda_emulated.h"
+#endif
 
 typedef struct harness_backend {
     vt_case_backend cb; /* its name and batchnorm layout; cb.be NULL: not present */
@@ -31,6 +35,7 @@ typedef struct harness_backend {
     vdnn_status (*open)(vdnn_backend_t **be, vdnn_error *err);
     bool conv_only; /* runs the convolution cases only: its options change nothing else */
     bool lstm_only; /* runs the lstm cases only */
+    bool emulated;  /* the emulated CUDA backend: the cases whose kernels it emulates */
     bool chunked;   /* runs the cases its low tensor cap cuts into batch chunks */
     bool portable;  /* runs the cases whose op runs its type on any CPU (it acts as a CPU without AVX-512 BF16) */
     bool selected;
@@ -90,6 +95,10 @@ static vdnn_status require_dtype(vdnn_backend_t **be, vdnn_dtype t, vdnn_error *
     return vdnn_fail(err, VDNN_ERR_NO_DEVICE, "%s", why);
 }
 
+#ifdef VDNN_TEST_CUDA_EMULATED
+static vdnn_status open_cuda_emulated(vdnn_backend_t **be, vdnn_error *err) { return vt_cuda_emulated_create(be, err); }
+#endif
+
 /* Strict FP32 (no TF32), so that results compare with the CPU at FP32 tolerances. */
 static vdnn_status open_cuda(vdnn_backend_t **be, vdnn_error *err)
 {
@@ -129,6 +138,14 @@ static harness_backend backends[] = {
     {.cb = {.name = "cpu-bf16-portable", .dtype = VDNN_DTYPE_BF16},
      .about = "the CPU backend with bf16 maps, acting as a CPU without AVX-512 BF16: the ops that run bf16 anywhere",
      .open = open_cpu_no_bf16, .portable = true},
+#ifdef VDNN_TEST_CUDA_EMULATED
+    {.cb = {.name = "cuda-emulated", .bn_aux_invstd = true}, .open = open_cuda_emulated, .emulated = true,
+     .about = "the CUDA ops' host code, the runtime, cuBLAS and kernels emulated in C (tests/cuda_emulated.c)"},
+    {.cb = {.name = "cuda-emulated-bf16", .bn_aux_invstd = true, .dtype = VDNN_DTYPE_BF16}, .open = open_cuda_emulated,
+     .emulated = true, .about = "the same with bf16 maps"},
+    {.cb = {.name = "cuda-emulated-fp16", .bn_aux_invstd = true, .dtype = VDNN_DTYPE_F16}, .open = open_cuda_emulated,
+     .emulated = true, .about = "the same with fp16 maps"},
+#endif
     {.cb = {.name = "cuda", .bn_aux_invstd = true}, .about = "the CUDA backend (cuDNN, cuBLAS), TF32 off",
      .open = open_cuda},
     {.cb = {.name = "cuda-chunked", .bn_aux_invstd = true},
@@ -162,11 +179,36 @@ static bool runs_type(const harness_backend *hb, const vt_op_case *c)
     return hb->cb.be && hb->cb.be->ops->op_query(hb->cb.be, &d, &info, &(vdnn_error){0}) == VDNN_OK;
 }
 
+/* The kinds whose CUDA kernels cuda_emulated.c writes again (the sequence models' and fc's). */
+static bool emulated_kind(vdnn_layer_kind k)
+{
+    switch (k) {
+    case VDNN_LAYER_EMBED:
+    case VDNN_LAYER_POS_EMBED:
+    case VDNN_LAYER_LAYERNORM:
+    case VDNN_LAYER_LINEAR:
+    case VDNN_LAYER_ATTN_PROBS:
+    case VDNN_LAYER_ATTN_MIX:
+    case VDNN_LAYER_ATTN:
+    case VDNN_LAYER_GELU:
+    case VDNN_LAYER_SIGMOID:
+    case VDNN_LAYER_SILU:
+    case VDNN_LAYER_LSTM:
+    case VDNN_LAYER_SEQ_CAT:
+    case VDNN_LAYER_FEAT_CAT:
+    case VDNN_LAYER_SOFTMAX_XENT:
+    case VDNN_LAYER_ADD:
+    case VDNN_LAYER_FC: return true;
+    default: return false;
+    }
+}
+
 static bool applies(const harness_backend *hb, const vt_op_case *c)
 {
     if (hb->portable) return runs_type(hb, c);
     if (hb->chunked) return chunked_case(&c->d);
     if (hb->lstm_only) return c->d.kind == VDNN_LAYER_LSTM;
+    if (hb->emulated) return emulated_kind(c->d.kind);
     return !hb->conv_only || c->d.kind == VDNN_LAYER_CONV;
 }
 
@@ -229,8 +271,9 @@ static void select_backends(const char *list)
         int b = 0;
         while (b < N_BACKENDS && strcmp(backends[b].cb.name, tok)) b++;
         if (b == N_BACKENDS) {
-            fprintf(stderr, "test_ops: no backend '%s' (cpu, cpu-chunked, cpu-bf16, cpu-bf16-chunked, cuda, cuda-chunked, "
-                            "cuda-bf16, cuda-fp16)\n", tok);
+            fprintf(stderr, "test_ops: no backend '%s' (", tok);
+            for (int k = 0; k < N_BACKENDS; k++) fprintf(stderr, "%s%s", k ? ", " : "", backends[k].cb.name);
+            fprintf(stderr, ")\n");
             exit(2);
         }
         backends[b].selected = true;
