@@ -22,6 +22,10 @@
 #include "backend/cuda/cuda_layout.h"
 #include "core/half.h"
 
+#include <cblas.h>
+#include <cudnn.h>
+#include <time.h>
+
 #include "cuda_emulated.h"
 
 /* A call real CUDA or cuBLAS would refuse: said on stderr; the call then fails, and so does the op. */
@@ -81,6 +85,169 @@ cudaError_t cudaMemcpy2DAsync(void *d, size_t dp, const void *s, size_t sp, size
     return cudaSuccess;
 }
 
+/* Allocations, so that cudaPointerGetAttributes can tell device, pinned and managed memory from the rest. */
+typedef struct emu_alloc {
+    char *p;
+    size_t n;
+    enum cudaMemoryType type;
+} emu_alloc;
+static emu_alloc *allocs;
+static size_t n_allocs, cap_allocs;
+static const size_t emu_device_bytes = (size_t)16 << 30;
+
+static cudaError_t track(void **ptr, size_t n, enum cudaMemoryType type)
+{
+    if (!ptr) return cudaErrorInvalidValue;
+    if (n_allocs == cap_allocs) {
+        size_t cap = cap_allocs ? 2 * cap_allocs : 256;
+        emu_alloc *a = realloc(allocs, cap * sizeof *a);
+        if (!a) return cudaErrorMemoryAllocation;
+        allocs = a;
+        cap_allocs = cap;
+    }
+    *ptr = malloc(n ? n : 1);
+    if (!*ptr) return cudaErrorMemoryAllocation;
+    allocs[n_allocs++] = (emu_alloc){*ptr, n, type};
+    return cudaSuccess;
+}
+static cudaError_t untrack(void *p, enum cudaMemoryType type)
+{
+    if (!p) return cudaSuccess;
+    for (size_t i = 0; i < n_allocs; i++)
+        if (allocs[i].p == p) {
+            if (allocs[i].type != type) bad("freeing memory of type %d as type %d", (int)allocs[i].type, (int)type);
+            free(p);
+            allocs[i] = allocs[--n_allocs];
+            return cudaSuccess;
+        }
+    bad("freeing %p, which was not allocated", p);
+    return cudaErrorInvalidValue;
+}
+
+cudaError_t cudaMalloc(void **p, size_t n) { return track(p, n, cudaMemoryTypeDevice); }
+cudaError_t cudaFree(void *p) { return untrack(p, cudaMemoryTypeDevice); }
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags) { (void)flags; return track(p, n, cudaMemoryTypeHost); }
+cudaError_t cudaFreeHost(void *p) { return untrack(p, cudaMemoryTypeHost); }
+cudaError_t cudaMallocManaged(void **p, size_t n, unsigned flags)
+{
+    (void)flags;
+    return track(p, n, cudaMemoryTypeManaged);
+}
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p)
+{
+    memset(a, 0, sizeof *a);
+    a->type = cudaMemoryTypeUnregistered;
+    for (size_t i = 0; i < n_allocs; i++)
+        if ((const char *)p >= allocs[i].p && (const char *)p < allocs[i].p + (allocs[i].n ? allocs[i].n : 1)) {
+            a->type = allocs[i].type;
+            a->devicePointer = a->type == cudaMemoryTypeHost ? NULL : (void *)p;
+            a->hostPointer = a->type == cudaMemoryTypeDevice ? NULL : (void *)p;
+        }
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
+{
+    size_t used = 0;
+    for (size_t i = 0; i < n_allocs; i++) used += allocs[i].type == cudaMemoryTypeDevice ? allocs[i].n : 0;
+    *total = emu_device_bytes;
+    *free_b = used < emu_device_bytes ? emu_device_bytes - used : 0;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
+{
+    (void)d;
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "an emulated GPU");
+    p->major = 9;
+    p->minor = 0;
+    p->totalGlobalMem = emu_device_bytes;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d)
+{
+    (void)a, (void)d;
+    *v = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaRuntimeGetVersion(int *v) { *v = CUDART_VERSION; return cudaSuccess; }
+cudaError_t cudaDriverGetVersion(int *v) { *v = CUDART_VERSION; return cudaSuccess; }
+cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *a, const void *f)
+{
+    (void)f;
+    memset(a, 0, sizeof *a);
+    return cudaSuccess;
+}
+/* Every call runs at once: streams are empty whenever anyone waits for them. */
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
+{
+    (void)flags;
+    *s = (cudaStream_t)malloc(16);
+    return *s ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
+{
+    (void)s, (void)e, (void)flags;
+    return cudaSuccess;
+}
+static double emu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
+{
+    (void)flags;
+    double *t = calloc(1, sizeof *t);
+    *e = (cudaEvent_t)(void *)t;
+    return t ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    (void)s;
+    *(double *)(void *)e = emu_now();
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return cudaSuccess; }
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    *ms = (float)(1e3 * (*(double *)(void *)b - *(double *)(void *)a));
+    return cudaSuccess;
+}
+cudaError_t cudaMemAdvise(const void *p, size_t n, enum cudaMemoryAdvise a, struct cudaMemLocation l)
+{
+    (void)p, (void)n, (void)a, (void)l;
+    return cudaSuccess;
+}
+cudaError_t cudaMemPrefetchAsync(const void *p, size_t n, struct cudaMemLocation l, unsigned flags, cudaStream_t s)
+{
+    (void)p, (void)n, (void)l, (void)flags, (void)s;
+    return cudaSuccess;
+}
+
+/* ---- cuDNN's and cuBLAS's handles (no cuDNN op is emulated) ---- */
+size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
+cudnnStatus_t cudnnCreate(cudnnHandle_t *h)
+{
+    *h = (cudnnHandle_t)malloc(16);
+    return *h ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;
+}
+cudnnStatus_t cudnnDestroy(cudnnHandle_t h) { free(h); return CUDNN_STATUS_SUCCESS; }
+cudnnStatus_t cudnnSetStream(cudnnHandle_t h, cudaStream_t s) { (void)h, (void)s; return CUDNN_STATUS_SUCCESS; }
+cublasStatus_t cublasCreate_v2(cublasHandle_t *h)
+{
+    *h = (cublasHandle_t)malloc(16);
+    return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+}
+cublasStatus_t cublasDestroy_v2(cublasHandle_t h) { free(h); return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) { (void)h, (void)s; return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m) { (void)h, (void)m; return CUBLAS_STATUS_SUCCESS; }
+
 /* ---- cuBLAS ---- */
 const char *cublasGetStatusName(cublasStatus_t s) { (void)s; return "EMU"; }
 const char *cublasGetStatusString(cublasStatus_t s) { (void)s; return "emulated cuBLAS error"; }
@@ -95,6 +262,18 @@ static vdnn_cuda_type of(cudaDataType t, bool *ok)
     return VDNN_CUDA_F32;
 }
 
+/* A column-major matrix of `cols` columns ld apart, of type t, widened into float. */
+static float *widen(vdnn_cuda_type t, const void *p, long long ld, int cols)
+{
+    const size_t n = (size_t)ld * (size_t)(cols > 0 ? cols : 0);
+    float *f = malloc((n ? n : 1) * sizeof *f);
+    if (!f) return NULL;
+    for (size_t i = 0; i < n; i++) f[i] = ldt(t, p, i);
+    return f;
+}
+
+/* C = alpha op(A) op(B) + beta C per batch entry, in fp32 (cuBLAS's CUBLAS_COMPUTE_32F; OpenBLAS does the products),
+ * a 16-bit C rounded once; C is not read when beta is 0, as cuBLAS. */
 static cublasStatus_t gemm(const char *who, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                            const float *alpha, const void *A, vdnn_cuda_type at, int lda, long long sa, const void *B,
                            vdnn_cuda_type bt, int ldb, long long sb, const float *beta, void *C, vdnn_cuda_type ct,
@@ -106,19 +285,37 @@ static cublasStatus_t gemm(const char *who, cublasOperation_t ta, cublasOperatio
         bad("%s: m %d n %d k %d lda %d ldb %d ldc %d (ta %d tb %d)", who, m, n, k, lda, ldb, ldc, ta, tb);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
-    for (int c = 0; c < count; c++)
+    if (!m || !n) return CUBLAS_STATUS_SUCCESS;
+    const int acols = ta == CUBLAS_OP_N ? k : m, bcols = tb == CUBLAS_OP_N ? n : k;
+    float *c32 = malloc((size_t)ldc * (size_t)n * sizeof *c32);
+    if (!c32) return CUBLAS_STATUS_ALLOC_FAILED;
+    for (int c = 0; c < count; c++) {
+        const void *a = (const char *)A + (size_t)(c * sa) * (at == VDNN_CUDA_F32 ? 4 : 2);
+        const void *b = (const char *)B + (size_t)(c * sb) * (bt == VDNN_CUDA_F32 ? 4 : 2);
+        void *cc = (char *)C + (size_t)(c * sc) * (ct == VDNN_CUDA_F32 ? 4 : 2);
+        float *a32 = widen(at, a, lda, acols), *b32 = widen(bt, b, ldb, bcols);
+        if (!a32 || !b32) {
+            free(a32), free(b32), free(c32);
+            return CUBLAS_STATUS_ALLOC_FAILED;
+        }
         for (int j = 0; j < n; j++)
             for (int i = 0; i < m; i++) {
-                double acc = 0;
-                for (int q = 0; q < k; q++) {
-                    size_t ai = ta == CUBLAS_OP_N ? (size_t)i + (size_t)q * lda : (size_t)q + (size_t)i * lda;
-                    size_t bi = tb == CUBLAS_OP_N ? (size_t)q + (size_t)j * ldb : (size_t)j + (size_t)q * ldb;
-                    acc += (double)ldt(at, A, (size_t)(c * sa) + ai) * ldt(bt, B, (size_t)(c * sb) + bi);
-                }
-                size_t ci = (size_t)(c * sc) + (size_t)i + (size_t)j * ldc;
-                float old = *beta != 0 ? ldt(ct, C, ci) : 0;
-                stt(ct, C, ci, (float)(*alpha * acc) + *beta * old);
+                const size_t ci = (size_t)i + (size_t)j * ldc;
+                c32[ci] = *beta != 0 ? ldt(ct, cc, ci) : 0.0f;
             }
+        if (k > 0)
+            cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+                        tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, *alpha, a32, lda, b32, ldb, *beta, c32,
+                        ldc);
+        else
+            for (int j = 0; j < n; j++)
+                for (int i = 0; i < m; i++) c32[(size_t)i + (size_t)j * ldc] *= *beta;
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) stt(ct, cc, (size_t)i + (size_t)j * ldc, c32[(size_t)i + (size_t)j * ldc]);
+        free(a32);
+        free(b32);
+    }
+    free(c32);
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -250,6 +447,57 @@ cudaError_t vdnn_cuda_k_bias_grad(cudaStream_t s, vdnn_cuda_type t, double *scra
             for (size_t p = 0; p < hw; p++) a += ldt(t, dy, ((size_t)b * (size_t)c + (size_t)j) * hw + p);
         db[j] = (float)a;
     }
+    return cudaSuccess;
+}
+
+cudaError_t vdnn_cuda_k_probe(void) { return cudaSuccess; }
+cudaError_t vdnn_cuda_k_sgd(cudaStream_t s, float *w, const float *dw, float *v, size_t n, float lr, float momentum,
+                            float weight_decay)
+{
+    for (size_t i = 0; i < n; i++) {
+        const float g = dw[i] + weight_decay * w[i];
+        const float vi = momentum * v[i] + g;
+        v[i] = vi;
+        w[i] -= lr * vi;
+    }
+    return cudaSuccess;
+}
+cudaError_t vdnn_cuda_k_adamw(cudaStream_t s, float *w, const float *dw, float *m, float *v, size_t n, float decay,
+                              float beta1, float beta2, float eps, float step_size, float bc2_sqrt)
+{
+    const float omb1 = 1.0f - beta1, omb2 = 1.0f - beta2;
+    for (size_t i = 0; i < n; i++) {
+        const float g = dw[i];
+        const float wi = w[i] * decay;
+        const float a = m[i] * beta1, b = g * omb1;
+        const float mi = a + b;
+        const float c = v[i] * beta2, e = omb2 * g, f = e * g;
+        const float vi = c + f;
+        const float r = sqrtf(vi), q = r / bc2_sqrt, den = q + eps;
+        const float u = mi / den, t = -step_size * u;
+        m[i] = mi;
+        v[i] = vi;
+        w[i] = wi + t;
+    }
+    return cudaSuccess;
+}
+cudaError_t vdnn_cuda_k_nonfinite(cudaStream_t s, unsigned *flag, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) *flag = 1u;
+    return cudaSuccess;
+}
+cudaError_t vdnn_cuda_k_sum_squares(cudaStream_t s, double *out, const float *x, size_t n)
+{
+    double a = 0;
+    for (size_t i = 0; i < n; i++) a += (double)x[i] * (double)x[i];
+    *out = a;
+    return cudaSuccess;
+}
+cudaError_t vdnn_cuda_k_dropout(cudaStream_t s, vdnn_cuda_type t, void *out, const void *in, size_t n, uint64_t seed,
+                                float p, float scale)
+{
+    for (size_t i = 0; i < n; i++) stt(t, out, i, vdnn_dropout_keep(seed, (uint64_t)i, p) ? ldt(t, in, i) * scale : 0.0f);
     return cudaSuccess;
 }
 
@@ -625,7 +873,7 @@ static const vdnn_backend_ops emu_ops = {
     .op_backward = vdnn_cuda_op_backward,
 };
 
-vdnn_status vt_cuda_emulated_create(vdnn_backend_t **out, vdnn_error *err)
+vdnn_status vt_cuda_emulated_create(vdnn_backend_t **out, size_t tensor_values, vdnn_error *err)
 {
     cuda_backend *b = calloc(1, sizeof *b);
     if (!b) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "emulated CUDA: out of memory");
@@ -633,6 +881,7 @@ vdnn_status vt_cuda_emulated_create(vdnn_backend_t **out, vdnn_error *err)
     vdnn_cuda_options o;
     vdnn_cuda_options_default(&o);
     o.tf32 = 0;
+    o.tensor_values = tensor_values;
     vdnn_status st = vdnn_cuda_resolve_options(&o, &b->opt, err);
     if (st) {
         free(b);

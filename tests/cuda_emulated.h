@@ -5,7 +5,8 @@
 
 #include "backend/backend.h"
 
-/* The backend: op entries from cuda_ops_table.c, memory from malloc; compute capability 9.0, TF32 off. */
-vdnn_status vt_cuda_emulated_create(vdnn_backend_t **out, vdnn_error *err);
+/* The backend: op entries from cuda_ops_table.c, memory from malloc; compute capability 9.0, TF32 off, the largest
+ * tensor tensor_values values (0: cuDNN's limit). */
+vdnn_status vt_cuda_emulated_create(vdnn_backend_t **out, size_t tensor_values, vdnn_error *err);
 
 #endif

@@ -3,7 +3,8 @@
  * memory policies, lstm-lm likewise under three, both in bf16 and fp16 under three, and fp16 training with dynamic
  * loss scaling (an overflowing scale skips steps and counts them). The ops themselves are compared with
  * the CPU by the op harness (test_ops_cuda). Without a usable GPU every case skips and the program exits 77 with
- * the reason. */
+ * the reason. Built as test_cuda_seq_emulated (with cuda_emulated.c) it runs the same on the CPU, the CUDA runtime,
+ * cuBLAS and the kernels emulated: the backend's host code end to end, not the kernels or a device. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,6 +312,7 @@ static void test_lstm_training(void **state)
     vdnn_graph_free(g);
 }
 
+#ifndef VDNN_TEST_CUDA_EMULATED
 static const char small_cfg[] = "[net]\nname=small\n"
                                 "[conv1]\ntype=conv\nfilters=8\nsize=3\npad=1\nbias=0\n"
                                 "[bn1]\ntype=batchnorm\n"
@@ -319,6 +321,15 @@ static const char small_cfg[] = "[net]\nname=small\n"
                                 "[flat]\ntype=flatten\n"
                                 "[fc]\ntype=fc\noutputs=classes\n"
                                 "[loss]\ntype=softmax\n";
+#else
+/* The emulation (cuda_emulated.c) has no cuDNN: the same loss scaling on layers whose kernels it emulates. */
+static const char small_cfg[] = "[net]\nname=small\n"
+                                "[flat]\ntype=flatten\n"
+                                "[fc1]\ntype=fc\noutputs=32\n"
+                                "[act]\ntype=sigmoid\n"
+                                "[fc]\ntype=fc\noutputs=classes\n"
+                                "[loss]\ntype=softmax\n";
+#endif
 
 /* fp16 maps turn loss scaling on at 65536 (four steps; a skip there would halve it, as the check allows); a first
  * scale of 2^127 overflows the fp16 maps and the gradients, so steps are skipped (counted, the scale halved each

@@ -5,8 +5,9 @@
  *     test_ops [--backend NAME[,NAME...]] [SUBSTRING]     (backends below; default all)
  *
  * Backends: cpu, cpu-chunked, cpu-bf16, cpu-bf16-chunked, cpu-bf16-portable, cuda, cuda-chunked, cuda-bf16,
- * cuda-fp16; built as test_ops_emulated (with cuda_emulated.c) also cuda-emulated, cuda-emulated-bf16 and
- * cuda-emulated-fp16: the CUDA ops' host code with the runtime, cuBLAS and kernels emulated on the CPU. The 16-bit entries run every case with maps of their type against the fp32 CPU on the same
+ * cuda-fp16; built as test_ops_emulated (with cuda_emulated.c) also cuda-emulated, cuda-emulated-bf16,
+ * cuda-emulated-fp16, cuda-emulated-chunked and cuda-emulated-chunked-bf16: the CUDA ops' host code with the runtime,
+ * cuBLAS and kernels emulated on the CPU. The 16-bit entries run every case with maps of their type against the fp32 CPU on the same
  * (representable) inputs, within vt_op_rtol_dtype; cpu-bf16 is skipped, saying why, on a CPU without AVX-512 BF16;
  * cpu-bf16-portable acts as such a CPU on every machine and runs the ops that take bf16 there.
  *
@@ -95,8 +96,16 @@ static vdnn_status require_dtype(vdnn_backend_t **be, vdnn_dtype t, vdnn_error *
     return vdnn_fail(err, VDNN_ERR_NO_DEVICE, "%s", why);
 }
 
+/* A low cap on the values of one cuDNN tensor cuts the batch of every conv case into chunks (as
+ * VGG-16's first layers are cut at batch 672 and above under cuDNN's real cap of 2^31-1 values). */
+#define CUDA_CHUNK_VALUES 32768
+
 #ifdef VDNN_TEST_CUDA_EMULATED
-static vdnn_status open_cuda_emulated(vdnn_backend_t **be, vdnn_error *err) { return vt_cuda_emulated_create(be, err); }
+static vdnn_status open_cuda_emulated(vdnn_backend_t **be, vdnn_error *err) { return vt_cuda_emulated_create(be, 0, err); }
+static vdnn_status open_cuda_emulated_chunked(vdnn_backend_t **be, vdnn_error *err)
+{
+    return vt_cuda_emulated_create(be, CUDA_CHUNK_VALUES, err);
+}
 #endif
 
 /* Strict FP32 (no TF32), so that results compare with the CPU at FP32 tolerances. */
@@ -145,6 +154,10 @@ static harness_backend backends[] = {
      .emulated = true, .about = "the same with bf16 maps"},
     {.cb = {.name = "cuda-emulated-fp16", .bn_aux_invstd = true, .dtype = VDNN_DTYPE_F16}, .open = open_cuda_emulated,
      .emulated = true, .about = "the same with fp16 maps"},
+    {.cb = {.name = "cuda-emulated-chunked", .bn_aux_invstd = true}, .open = open_cuda_emulated_chunked,
+     .emulated = true, .chunked = true, .about = "the same with the low tensor cap: fused attention in several blocks"},
+    {.cb = {.name = "cuda-emulated-chunked-bf16", .bn_aux_invstd = true, .dtype = VDNN_DTYPE_BF16},
+     .open = open_cuda_emulated_chunked, .emulated = true, .chunked = true, .about = "the same with bf16 maps"},
 #endif
     {.cb = {.name = "cuda", .bn_aux_invstd = true}, .about = "the CUDA backend (cuDNN, cuBLAS), TF32 off",
      .open = open_cuda},
@@ -164,6 +177,8 @@ static size_t image_values(vdnn_shape t) { return (size_t)t.c * (size_t)t.h * (s
 static bool chunked_case(const vdnn_op_desc *d)
 {
     const vdnn_layer_kind k = d->kind;
+    /* Fused attention's blocks of query rows: the low cap makes several (CUDA's block holds every head's scores). */
+    if (k == VDNN_LAYER_ATTN) return (size_t)d->p.heads * (size_t)d->in[0].h * (size_t)d->in[0].h > CUDA_CHUNK_VALUES;
     if (k != VDNN_LAYER_CONV && k != VDNN_LAYER_MAXPOOL && k != VDNN_LAYER_AVGPOOL && k != VDNN_LAYER_LRN) return false;
     size_t image = image_values(d->out);
     for (int i = 0; i < d->n_inputs; i++) image = image > image_values(d->in[i]) ? image : image_values(d->in[i]);
@@ -206,9 +221,9 @@ static bool emulated_kind(vdnn_layer_kind k)
 static bool applies(const harness_backend *hb, const vt_op_case *c)
 {
     if (hb->portable) return runs_type(hb, c);
+    if (hb->emulated && !emulated_kind(c->d.kind)) return false;
     if (hb->chunked) return chunked_case(&c->d);
     if (hb->lstm_only) return c->d.kind == VDNN_LAYER_LSTM;
-    if (hb->emulated) return emulated_kind(c->d.kind);
     return !hb->conv_only || c->d.kind == VDNN_LAYER_CONV;
 }
 

@@ -13,16 +13,19 @@
 
 #include <math.h>
 
-/* A block's scores, every head's, at most this many floats (64 MiB): GPT-2's 12 heads take 1,365 rows a block. */
+/* A block's scores, every head's, at most this many floats (64 MiB; or the backend's tensor_values, the largest
+ * tensor it makes, where that is lower: the op harness lowers it to run several blocks): GPT-2's 12 heads take 1,365
+ * rows a block. */
 #define FUSED_BLOCK_VALUES ((size_t)1 << 24)
 
 typedef vdnn_fused_dims fused_dims;
 
 static cudaStream_t compute(cuda_backend *b) { return b->stream[VDNN_QUEUE_COMPUTE]; }
 
-static vdnn_status fused_dims_of(const vdnn_op_desc *d, fused_dims *m, vdnn_error *err)
+static vdnn_status fused_dims_of(const cuda_backend *b, const vdnn_op_desc *d, fused_dims *m, vdnn_error *err)
 {
-    return vdnn_fused_dims_of(d, FUSED_BLOCK_VALUES, true, m, err);
+    const size_t cap = b->opt.tensor_values < FUSED_BLOCK_VALUES ? b->opt.tensor_values : FUSED_BLOCK_VALUES;
+    return vdnn_fused_dims_of(d, cap, true, m, err);
 }
 
 /* Where a pass's buffers lie in its workspace: the block's fp32 scores, the probabilities in the maps' type (16-bit
@@ -53,7 +56,7 @@ static fused_ws ws_layout(const vdnn_op_desc *d, const fused_dims *m, bool backw
 static vdnn_status fused_query(cuda_backend *b, const vdnn_op_desc *d, vdnn_op_info *info, vdnn_error *err)
 {
     fused_dims m;
-    vdnn_status st = fused_dims_of(d, &m, err);
+    vdnn_status st = fused_dims_of(b, d, &m, err);
     if (st) return st;
     *info = (vdnn_op_info){.bwd_needs_x = true,
                            .fwd_ws_bytes = ws_layout(d, &m, false).bytes,
@@ -107,7 +110,7 @@ static vdnn_status fused_forward(cuda_backend *b, vdnn_op *op, const vdnn_op_arg
 {
     const vdnn_op_desc *d = &op->d;
     fused_dims m;
-    vdnn_status st = fused_dims_of(d, &m, err);
+    vdnn_status st = fused_dims_of(b, d, &m, err);
     if (!st) st = need(a->x[0], "x", err);
     if (!st) st = need(a->y, "y", err);
     if (!st) st = need(a->ws, "the workspace", err);
@@ -174,7 +177,7 @@ static vdnn_status fused_backward(cuda_backend *b, vdnn_op *op, const vdnn_op_ar
     const vdnn_op_desc *d = &op->d;
     if (!a->dx[0]) return VDNN_OK;
     fused_dims m;
-    vdnn_status st = fused_dims_of(d, &m, err);
+    vdnn_status st = fused_dims_of(b, d, &m, err);
     if (!st) st = need(a->x[0], "x", err);
     if (!st) st = need(a->dy, "dy", err);
     if (!st) st = need(a->ws, "the workspace", err);
