@@ -1,6 +1,7 @@
 /* The CUDA backend's sequence-model and mixed-precision training pieces on a GPU (docs/cuda.md): AdamW and the finite
  * check against the CPU backend's, gpt-mini trained with AdamW on CUDA against the CPU and bitwise equal under two
- * memory policies, lstm-lm likewise under three, both in bf16 and fp16 under three, and fp16 training with dynamic
+ * memory policies, gpt-mini with fused attention in fp32 and bf16 under three, lstm-lm likewise under three, both
+ * in bf16 and fp16 under three, and fp16 training with dynamic
  * loss scaling (an overflowing scale skips steps and counts them). The ops themselves are compared with
  * the CPU by the op harness (test_ops_cuda). Without a usable GPU every case skips and the program exits 77 with
  * the reason. Built as test_cuda_seq_emulated (with cuda_emulated.c) it runs the same on the CPU, the CUDA runtime,
@@ -279,6 +280,53 @@ static void test_seq_training_16bit(void **state)
     seq_training_16bit("lstm-lm", LSTM_SEQ);
 }
 
+/* gpt-mini with every attention fused (the CUDA fused attention: probabilities never a tensor, recomputed in
+ * backward), three AdamW steps: in fp32 the CPU's fused losses (the tolerances above) and bitwise the same parameters
+ * under policies all and recompute as under none; in bf16 the same bitwise agreement and the first loss within
+ * bf16's rounding of the fp32 CPU's. */
+static void test_fused_attention_training(void **state)
+{
+    GPU_OR_SKIP();
+    vdnn_graph_t *plain = vt_load_zoo("gpt-mini"), *g = NULL;
+    vdnn_error err;
+    vt_assert_ok(vdnn_model_with_fused_attention(plain, &g, &err), err);
+    int fused = 0;
+    for (int l = 1; l < g->n_layers; l++) fused += g->layers[l].kind == VDNN_LAYER_ATTN;
+    assert_int_equal(fused, 4);
+    vdnn_backend_t *be = gpu(), *c = cpu();
+    gpt_run ref;
+    seq_train(c, g, GPT_SEQ, VDNN_POLICY_NONE, &ref);
+    const vdnn_precision precs[2] = {VDNN_PRECISION_FP32, VDNN_PRECISION_BF16};
+    for (int k = 0; k < 2; k++) {
+        const char *name = vdnn_precision_name(precs[k]);
+        gpt_run none, all, rec;
+        seq_train_as(be, g, GPT_SEQ, VDNN_POLICY_NONE, precs[k], &none);
+        seq_train_as(be, g, GPT_SEQ, VDNN_POLICY_ALL, precs[k], &all);
+        seq_train_as(be, g, GPT_SEQ, VDNN_POLICY_RECOMPUTE, precs[k], &rec);
+        assert_int_equal(none.n, all.n);
+        assert_int_equal(none.n, rec.n);
+        if (memcmp(none.params, all.params, none.n * sizeof(float)))
+            fail_msg("fused gpt-mini %s: policy all differs from none", name);
+        if (memcmp(none.params, rec.params, none.n * sizeof(float)))
+            fail_msg("fused gpt-mini %s: policy recompute differs from none", name);
+        for (int s = 0; s < GPT_STEPS; s++) {
+            printf("fused gpt-mini %s step %d: loss %.7f on cuda, fp32 %.7f on the cpu\n", name, s,
+                   (double)none.loss[s], (double)ref.loss[s]);
+            const double tol = precs[k] == VDNN_PRECISION_BF16 ? 2e-2 : s == 0 ? 1e-5 : 1e-3;
+            if ((s == 0 || precs[k] == VDNN_PRECISION_FP32) &&
+                !(fabs((double)none.loss[s] - (double)ref.loss[s]) <= tol * fmax(1.0, fabs((double)ref.loss[s]))))
+                fail_msg("fused gpt-mini %s step %d: cuda loss %.7f vs cpu %.7f", name, s, (double)none.loss[s],
+                         (double)ref.loss[s]);
+        }
+        free(none.params), free(all.params), free(rec.params);
+    }
+    free(ref.params);
+    vdnn_backend_destroy(c);
+    vdnn_backend_destroy(be);
+    vdnn_graph_free(g);
+    vdnn_graph_free(plain);
+}
+
 /* lstm-lm (the CUDA LSTM ops: chunks, parameter tensors, gathers), three AdamW steps: the losses as the CPU's (same
  * tolerances as gpt-mini), and bitwise the same parameters under policies all (every chunk's state swapped) and
  * recompute (chunks rerun from the previous chunk's last row) as under none: the LSTM ops have no atomics and rerun
@@ -393,6 +441,7 @@ int main(void)
         cmocka_unit_test(test_all_finite),
         cmocka_unit_test(test_gpt_training),
         cmocka_unit_test(test_seq_training_16bit),
+        cmocka_unit_test(test_fused_attention_training),
         cmocka_unit_test(test_lstm_training),
         cmocka_unit_test(test_fp16_loss_scaling),
     };
