@@ -192,15 +192,17 @@ static void stage_graphs_partition_the_model(void **state)
     vdnn_graph_free(g);
 }
 
+/* An embedding, two linear layers and the output projection tied to the embedding's table (GPT-2's shape). */
+static const char tied[] = "[net]\ninput=1x8x1\nclasses=16\n[wte]\ntype=embed\noutputs=8\n"
+                           "[a]\ntype=linear\noutputs=8\n[b]\ntype=linear\noutputs=8\n"
+                           "[head]\ntype=linear\noutputs=classes\ntie=wte\nbias=0\n[loss]\ntype=softmax\n";
+
 /* A tied table split over two stages: the embedding keeps it and no reader, the projection's stage holds a copy
  * under the table's name (weight_of), with no optimizer state of its own; within one stage, the tie's indices follow
  * the renumbering. Parameters shared otherwise across stages (an lstm layer's chunks) are refused by name. */
 static void tied_tables_split_into_a_copy(void **state)
 {
     (void)state;
-    static const char tied[] = "[net]\ninput=1x8x1\nclasses=16\n[wte]\ntype=embed\noutputs=8\n"
-                               "[a]\ntype=linear\noutputs=8\n[b]\ntype=linear\noutputs=8\n"
-                               "[head]\ntype=linear\noutputs=classes\ntie=wte\nbias=0\n[loss]\ntype=softmax\n";
     vdnn_graph_t *g = parse_resolved(tied, 2), *sg = NULL;
     vdnn_error err;
     const int wte = vdnn_graph_find(g, "wte"), a = vdnn_graph_find(g, "a"), head = vdnn_graph_find(g, "head");
@@ -251,9 +253,6 @@ static void tied_tables_split_into_a_copy(void **state)
 static void table_copy_plans_no_state(void **state)
 {
     (void)state;
-    static const char tied[] = "[net]\ninput=1x8x1\nclasses=16\n[wte]\ntype=embed\noutputs=8\n"
-                               "[a]\ntype=linear\noutputs=8\n[b]\ntype=linear\noutputs=8\n"
-                               "[head]\ntype=linear\noutputs=classes\ntie=wte\nbias=0\n[loss]\ntype=softmax\n";
     vdnn_graph_t *g = parse_resolved(tied, 4), *sg = NULL;
     vdnn_error err;
     const int a = vdnn_graph_find(g, "a");
