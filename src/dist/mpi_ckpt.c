@@ -13,11 +13,31 @@ typedef struct ck_head {
     uint64_t count;
 } ck_head;
 
-/* Stage k of group 0 sends its tensors to stage 0 of group 0 (world rank 0). */
+/* Whether the stage's tensor `name` is a copy of a table an earlier stage owns and saves (graph.h's weight_of). */
+static bool table_copy(const vdnn_graph_t *g, const char *name)
+{
+    for (int l = 1; l < g->n_layers; l++) {
+        const char *o = g->layers[l].weight_of;
+        const size_t n = strlen(o);
+        if (n && !strncmp(name, o, n) && !strcmp(name + n, ".weight")) return true;
+    }
+    return false;
+}
+
+/* Stage k of group 0 sends its tensors to stage 0 of group 0 (world rank 0), a table's copy left out. */
 static vdnn_status send_part(vdnn_dist_t *w, vdnn_error *err)
 {
     vdnn_checkpoint ck;
     vdnn_status rc = vdnn_net_export(w->net, &ck, err);
+    if (rc == VDNN_OK) {
+        const vdnn_graph_t *g = vdnn_net_graph(w->net);
+        int kept = 0;
+        for (int i = 0; i < ck.n_tensors; i++) {
+            if (table_copy(g, ck.tensors[i].name)) free(ck.tensors[i].data);
+            else ck.tensors[kept++] = ck.tensors[i];
+        }
+        ck.n_tensors = kept;
+    }
     int n = ck.n_tensors;
     ck_head *h = calloc((size_t)n + 1, sizeof *h);
     size_t total = 0;
@@ -66,11 +86,6 @@ static vdnn_status take_part(vdnn_dist_t *w, int stage, vdnn_checkpoint *ck, vdn
     for (int i = 0; rc == VDNN_OK && i < n; i++) {
         vdnn_ckpt_tensor *x = &ck->tensors[ck->n_tensors];
         h[i].name[sizeof h[i].name - 1] = '\0';
-        /* A table's copy (a tied linear's, in a later stage than its embedding) equals the owner's, taken first. */
-        if (vdnn_checkpoint_find(ck, h[i].name)) {
-            at += h[i].count;
-            continue;
-        }
         snprintf(x->name, sizeof x->name, "%s", h[i].name);
         x->count = h[i].count;
         x->data = malloc(x->count * sizeof(float) + 1);

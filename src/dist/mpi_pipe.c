@@ -243,6 +243,8 @@ vdnn_status vdnn_pipe_train_step(vdnn_pipe *p, const float *images, const int32_
     const long long step = (long long)vdnn_net_step(net);
     char what[112];
     double sum = 0;
+    /* A sequence model's last stage takes a label per token; the other stages' tail one per sample. */
+    const size_t per = vdnn_graph_labels_per_sample(vdnn_net_graph(net));
     vdnn_status rc = post_receives(p, err);
     for (int j = 0; rc == VDNN_OK && j < p->m; j++) {
         const float *in = images + (size_t)j * p->in_count;
@@ -264,8 +266,6 @@ vdnn_status vdnn_pipe_train_step(vdnn_pipe *p, const float *images, const int32_
             vdnn_exec_fetch(net, p->out_storage, p->act_out + (size_t)j * p->out_count);
         }
         float l = 0;
-        /* A sequence model's last stage takes a label per token; the other stages' tail one per sample. */
-        const size_t per = vdnn_graph_labels_per_sample(vdnn_net_graph(net));
         if (rc == VDNN_OK) rc = vdnn_net_micro_forward(net, j, in, labels + (size_t)j * (size_t)b * per, &l, err);
         if (rc == VDNN_OK && p->out_storage >= 0) rc = send_output(p, j, err);
         sum += l;

@@ -31,11 +31,17 @@ struct vdnn_tie {
 static int tag_part(const vdnn_tie *t, int i, int j) { return i * (t->m + 1) + j; }
 static int tag_table(const vdnn_tie *t, int i) { return i * (t->m + 1) + t->m; }
 
-static int stage_of(const vdnn_stage_split *s, int l)
+/* Whether layer l of full reads a table the split puts in another stage (*owner: that table's layer). */
+static bool split_reader(const vdnn_graph_t *full, const vdnn_stage_split *s, int l, int *owner)
 {
-    for (int k = 0; k < s->stages; k++)
-        if (l >= s->first[k] && l <= s->last[k]) return k;
-    return -1;
+    *owner = full->layers[l].p.tie;
+    return *owner && vdnn_stage_of(s, *owner) != vdnn_stage_of(s, l) && vdnn_stage_table_split(full, *owner, l);
+}
+
+/* Whether this stage holds either end of that table. */
+static bool holds_end(const vdnn_stage_split *s, int stage, int owner, int reader)
+{
+    return vdnn_stage_of(s, owner) == stage || vdnn_stage_of(s, reader) == stage;
 }
 
 void vdnn_tie_free(vdnn_tie *t)
@@ -55,11 +61,11 @@ void vdnn_tie_free(vdnn_tie *t)
 static vdnn_status add_pair(vdnn_tie *t, const vdnn_graph_t *full, const vdnn_stage_split *s, int owner, int reader,
                             MPI_Comm pipe_comm, vdnn_error *err)
 {
-    const bool own = stage_of(s, owner) == t->stage;
+    const bool own = vdnn_stage_of(s, owner) == t->stage;
     tie_pair *p = &t->pairs[t->n_pairs++];
     p->owner = own;
     p->layer = (own ? owner : reader) - s->first[t->stage] + VDNN_STAGE_PREFIX;
-    p->peer = stage_of(s, own ? reader : owner);
+    p->peer = vdnn_stage_of(s, own ? reader : owner);
     p->peer_world = vdnn_comm_world_rank(t->c, pipe_comm, p->peer);
     snprintf(p->table, sizeof p->table, "%s.weight", full->layers[owner].name);
     p->n = full->layers[owner].n_weight;
@@ -86,13 +92,11 @@ vdnn_status vdnn_tie_create(const vdnn_comm *c, MPI_Comm pipe_comm, const vdnn_g
     *out = NULL;
     /* Every stage makes one when any stage shares a table, since the communicator's duplication is collective. */
     int n = 0, any = 0;
-    for (int l = 1; l < full->n_layers; l++) {
-        const int o = full->layers[l].p.tie;
-        const int so = o ? stage_of(split, o) : -1, sl = stage_of(split, l);
-        const bool shared = o && so != sl && vdnn_stage_table_split(full, o, l);
-        any += shared;
-        n += shared && (so == stage || sl == stage);
-    }
+    for (int l = 1, o; l < full->n_layers; l++)
+        if (split_reader(full, split, l, &o)) {
+            any++;
+            n += holds_end(split, stage, o, l);
+        }
     if (!any) return VDNN_OK;
     vdnn_tie *t = calloc(1, sizeof *t);
     if (!t) return vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
@@ -104,12 +108,9 @@ vdnn_status vdnn_tie_create(const vdnn_comm *c, MPI_Comm pipe_comm, const vdnn_g
     t->pairs = calloc((size_t)n + 1, sizeof *t->pairs);
     vdnn_status rc = t->pairs ? VDNN_OK : vdnn_fail(err, VDNN_ERR_NO_MEMORY, "out of memory");
     if (rc == VDNN_OK) rc = vdnn_comm_check(c, MPI_Comm_dup(pipe_comm, &t->comm), "MPI_Comm_dup", err);
-    for (int l = 1; rc == VDNN_OK && l < full->n_layers; l++) {
-        const int o = full->layers[l].p.tie;
-        const int so = o ? stage_of(split, o) : -1, sl = stage_of(split, l);
-        if (o && so != sl && (so == stage || sl == stage) && vdnn_stage_table_split(full, o, l))
+    for (int l = 1, o; rc == VDNN_OK && l < full->n_layers; l++)
+        if (split_reader(full, split, l, &o) && holds_end(split, stage, o, l))
             rc = add_pair(t, full, split, o, l, pipe_comm, err);
-    }
     if (rc != VDNN_OK) {
         vdnn_tie_free(t);
         return rc;

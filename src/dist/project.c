@@ -100,13 +100,6 @@ static int foreign_owner(const vdnn_graph_t *g, int l, int first, int last)
     return o;
 }
 
-static int stage_of(const vdnn_stage_split *sp, int stages, int l)
-{
-    for (int s = 0; s < stages; s++)
-        if (l >= sp->first[s] && l <= sp->last[s]) return s;
-    return -1;
-}
-
 /* Parameters of layer l that its stage sums over the workers and updates: its own (a copy of parameters another
  * stage owns is exchanged with that stage instead, below). */
 static double stage_layer_params(const vdnn_graph_t *g, int l)
@@ -230,7 +223,7 @@ vdnn_status vdnn_project_estimate(const vdnn_graph_t *g, const vdnn_profile *p, 
      * update; the last part and the table are what the step waits for, charged here as one. */
     double shared = 0;
     for (int l = 1; l < L; l++) {
-        const int sl = stage_of(&e->split, stages, l);
+        const int sl = vdnn_stage_of(&e->split, l);
         const int o = sl < 0 ? 0 : foreign_owner(g, l, e->split.first[sl], e->split.last[sl]);
         if (o)
             shared += c->p2p_latency_s + (double)(g->layers[o].n_weight + g->layers[o].n_bias) * sizeof(float) /

@@ -213,6 +213,13 @@ static void add_layer(vdnn_graph_t *sg, const char *name, vdnn_layer_kind kind, 
     L->p.groups = 1;
 }
 
+int vdnn_stage_of(const vdnn_stage_split *s, int l)
+{
+    for (int k = 0; k < s->stages; k++)
+        if (l >= s->first[k] && l <= s->last[k]) return k;
+    return -1;
+}
+
 bool vdnn_stage_table_split(const vdnn_graph_t *g, int owner, int reader)
 {
     const vdnn_layer *E = &g->layers[owner], *R = &g->layers[reader];

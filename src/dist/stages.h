@@ -50,6 +50,8 @@ vdnn_status vdnn_stage_graph(const vdnn_graph_t *g, const vdnn_stage_split *s, i
  * an embedding whose one reader is a tied linear (GPT-2's output projection). The reader's stage graph then holds a
  * copy of the table (vdnn_layer.weight_of) and the runtime exchanges its gradient and values (mpi_tie.c). */
 bool vdnn_stage_table_split(const vdnn_graph_t *g, int owner, int reader);
+/* The stage holding layer l of the split (-1: none). */
+int vdnn_stage_of(const vdnn_stage_split *s, int l);
 vdnn_shape vdnn_stage_input_shape(const vdnn_graph_t *g, const vdnn_stage_split *s, int k);
 int vdnn_stage_classes(const vdnn_graph_t *g, const vdnn_stage_split *s, int k);
 

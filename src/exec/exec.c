@@ -178,12 +178,10 @@ static vdnn_status compute_backward(vdnn_net_t *net, const vdnn_plan_t *plan, vd
     RES(s->aux, a.aux);
     RES(st->ws, a.ws);
     RES(s->grad, a.dy);
-    /* Micro-batches after the first write their gradients aside; sum_micro adds them to the first's. */
-    const bool later = plan->micro_batches > 1 && net->micro > 0;
-    /* A tied layer writes its part of the shared parameters' gradient aside (s->dw, s->db, every micro-batch: it
-     * has no dwm, dbm). */
-    RES(later && s->dwm >= 0 ? s->dwm : s->dw, a.dw);
-    RES(later && s->dbm >= 0 ? s->dbm : s->db, a.db);
+    /* Micro-batches after the first write their gradients aside; sum_micro adds them to the first's. A tied layer
+     * writes its part of the shared parameters' gradient aside (s->dw, s->db, every micro-batch: it has no dwm, dbm). */
+    RES(vdnn_net_micro_grad_storage(net, plan, s->dw, s->dwm), a.dw);
+    RES(vdnn_net_micro_grad_storage(net, plan, s->db, s->dbm), a.db);
     if (ly->kind == VDNN_LAYER_SOFTMAX_XENT) RES(plan->labels, a.labels);
     if (ly->kind == VDNN_LAYER_SOFTMAX_XENT && net->loss_scaling) a.grad_scale = net->scaler.scale;
     a.seed = mask_seed(net, l);

@@ -29,7 +29,7 @@ typedef struct vdnn_grad_hooks {
      * global norm, e.g. the parts of every pipeline stage summed in the whole model's layer order. */
     vdnn_status (*norm_sum)(void *ctx, vdnn_net_t *net, const double *parts, int n, double *sum, vdnn_error *err);
     /* backward_done (may be NULL) follows each layer's backward op, before its gradients join the micro-batches'
-     * sum: the current micro-batch's own gradients are then where vdnn_net_micro_grad says. */
+     * sum: the current micro-batch's own gradients are then where vdnn_net_micro_weight_grad says. */
     vdnn_status (*backward_done)(void *ctx, vdnn_net_t *net, int layer, vdnn_error *err);
 } vdnn_grad_hooks;
 

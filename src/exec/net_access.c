@@ -31,11 +31,8 @@ float *vdnn_net_micro_weight_grad(const vdnn_net_t *net, int l, size_t *count)
     const vdnn_plan_t *p = net->plan_train;
     *count = 0;
     if (l < 1 || l >= net->g->n_layers || !net->g->layers[l].n_weight) return NULL;
-    const vdnn_layer_storage *s = &p->ls[l];
-    /* As compute_backward writes it: later micro-batches aside, in dwm. */
-    const int st = p->micro_batches > 1 && net->micro > 0 && s->dwm >= 0 ? s->dwm : s->dw;
     *count = net->g->layers[l].n_weight;
-    return vdnn_exec_storage_ptr(net, st);
+    return vdnn_exec_storage_ptr(net, vdnn_net_micro_grad_storage(net, p, p->ls[l].dw, p->ls[l].dwm));
 }
 
 float *vdnn_exec_storage_ptr(const vdnn_net_t *net, int storage)

@@ -49,6 +49,13 @@ struct vdnn_net {
     double clip_k;                    /* the step's clip factor (applied where below 1) */
 };
 
+/* Where a backward op writes a parameter gradient in the running micro-batch: the sum's storage `sum` in the first,
+ * the transient `aside` (dwm, dbm) in later ones where the plan has it; sum_micro then adds it. */
+static inline int vdnn_net_micro_grad_storage(const vdnn_net_t *net, const vdnn_plan_t *p, int sum, int aside)
+{
+    return p->micro_batches > 1 && net->micro > 0 && aside >= 0 ? aside : sum;
+}
+
 /* Shared by the net's files: plans' pointers, ops, parameters' first values. */
 void vdnn_net_bind_plan(vdnn_net_t *net, const vdnn_plan_t *plan);
 vdnn_status vdnn_net_create_ops(vdnn_net_t *net, bool training, vdnn_op ***out, vdnn_error *err);

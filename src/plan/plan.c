@@ -349,14 +349,12 @@ static vdnn_status build_storages(vdnn_plan_t *p, const vdnn_graph_t *g, vdnn_er
         /* Kept for the whole run only for a single update step; update steps free each after its layer's. */
         const bool keep = !p->fused_update && !p->update_steps;
         vdnn_layer_param_prefix(g, l, pre, sizeof pre);
-        const char *wpre = ly->weight_of[0] ? ly->weight_of : pre;
-        /* A table's copy is never updated here: no optimizer state. */
+        /* A table's copy is never updated here (no optimizer state), and its gradient is only its part of each
+         * micro-batch, which the runtime takes right after the backward op: one transient block for every micro-batch. */
         const bool own_w = ly->n_weight && !ly->weight_of[0];
-        /* A table copy's gradient is only its part of each micro-batch, which the runtime takes right after the
-         * backward op (nothing sums, clips or applies it here): one transient block, reused by every micro-batch. */
         if (ly->n_weight && !own_w)
-            fail |= (s->dw = add_storage(p, VDNN_ST_TEMP, l, ly->n_weight * 4, false, wpre, ".weight.grad.part")) < 0;
-        if (own_w) fail |= (s->dw = add_storage(p, VDNN_ST_WGRAD, l, ly->n_weight * 4, keep, wpre, ".weight.grad")) < 0;
+            fail |= (s->dw = add_storage(p, VDNN_ST_TEMP, l, ly->n_weight * 4, false, ly->weight_of, ".weight.grad.part")) < 0;
+        if (own_w) fail |= (s->dw = add_storage(p, VDNN_ST_WGRAD, l, ly->n_weight * 4, keep, pre, ".weight.grad")) < 0;
         if (ly->n_bias) fail |= (s->db = add_storage(p, VDNN_ST_BGRAD, l, ly->n_bias * 4, keep, pre, ".bias.grad")) < 0;
         if (own_w) fail |= (s->vw = add_storage(p, VDNN_ST_WMOM, l, ly->n_weight * 4, true, pre, ".weight.momentum")) < 0;
         if (ly->n_bias) fail |= (s->vb = add_storage(p, VDNN_ST_BMOM, l, ly->n_bias * 4, true, pre, ".bias.momentum")) < 0;
